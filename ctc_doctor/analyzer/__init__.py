@@ -1,0 +1,1 @@
+"""Everything that runs torch: target loading, capture, attribution, analysis. Returns Report objects."""

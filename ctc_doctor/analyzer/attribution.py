@@ -1,0 +1,186 @@
+"""Attribute source locations to nn.Module paths (`named_modules()` names).
+
+Two kinds of evidence, both gathered from the user's real model:
+- call sites: forward pre-hooks during one eager pass record, for each module call, the file:line of
+  the frame that called it (`x = self.b2(x)` -> `b2`). Walking a break's full stack through these
+  call sites narrows the candidates from the root down.
+- code ownership: the line ranges of every method of every module class. The innermost frame inside
+  a module method names the class; every exercised instance of it runs that code.
+Where the stack cannot tell instances apart (a loop over blocks), every instance that runs the code is
+listed, which is the honest answer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import sys
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+
+_MODULE_PY = torch.nn.modules.module.__file__
+_SKIP_CLASSES = {torch.nn.Module, object}
+
+
+def _codes_of(value: Any) -> list[Any]:
+    """Code objects behind a class attribute: functions, static/class methods, properties, wrappers."""
+    if isinstance(value, (staticmethod, classmethod)):
+        value = value.__func__
+    if isinstance(value, property):
+        return [c for f in (value.fget, value.fset) if f is not None for c in _codes_of(f)]
+    codes = []
+    seen = 0
+    while value is not None and seen < 8:
+        code = getattr(value, "__code__", None)
+        if code is not None:
+            codes.append(code)
+        value = getattr(value, "__wrapped__", None)
+        seen += 1
+    return codes
+
+
+def _line_range(code: Any) -> tuple[int, int]:
+    lines = [ln for _, _, ln in code.co_lines() if ln is not None] if hasattr(code, "co_lines") else []
+    first = code.co_firstlineno
+    return first, max(lines + [first])
+
+
+def _is_proper_descendant(child: str, parent: str) -> bool:
+    if child == parent:
+        return False
+    return parent == "" or child.startswith(parent + ".")
+
+
+class ModuleIndex:
+    """Module paths of a model, their classes, which ran, and where each was called from."""
+
+    def __init__(self, model: Any) -> None:
+        self.modules: dict[str, Any] = {}
+        if isinstance(model, torch.nn.Module):
+            self.modules = dict(model.named_modules(remove_duplicate=False))
+        self.exercised: dict[str, int] = {}
+        self.call_sites: dict[tuple[str, int], set[str]] = defaultdict(set)
+        self._ranges: dict[str, list[tuple[int, int, type]]] | None = None
+
+    # --- recording -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def record(self) -> Iterator[None]:
+        """Install forward pre-hooks that record exercised modules and their call sites."""
+        handles = []
+        for path, module in self.modules.items():
+            handles.append(module.register_forward_pre_hook(self._hook_for(path)))
+        try:
+            yield
+        finally:
+            for h in handles:
+                h.remove()
+
+    def _hook_for(self, path: str) -> Any:
+        def hook(module: Any, args: Any) -> None:
+            self.exercised[path] = self.exercised.get(path, 0) + 1
+            frame = sys._getframe(1)
+            while frame is not None and frame.f_code.co_filename == _MODULE_PY:
+                frame = frame.f_back  # skip _call_impl / _wrapped_call_impl
+            if frame is not None:
+                self.call_sites[(frame.f_code.co_filename, frame.f_lineno)].add(path)
+
+        return hook
+
+    # --- lookups ---------------------------------------------------------------------------
+    def class_name(self, paths: Sequence[str]) -> str | None:
+        names = sorted({type(self.modules[p]).__name__ for p in paths if p in self.modules})
+        return ", ".join(names) if names else None
+
+    def _code_ranges(self) -> dict[str, list[tuple[int, int, type]]]:
+        if self._ranges is None:
+            ranges: dict[str, list[tuple[int, int, type]]] = defaultdict(list)
+            seen: set[type] = set()
+            for module in self.modules.values():
+                for klass in type(module).__mro__:
+                    if klass in _SKIP_CLASSES or klass in seen:
+                        continue
+                    seen.add(klass)
+                    for value in vars(klass).values():
+                        for code in _codes_of(value):
+                            first, last = _line_range(code)
+                            ranges[code.co_filename].append((first, last, klass))
+            self._ranges = ranges
+        return self._ranges
+
+    def owners_of_line(self, file: str, line: int) -> list[str]:
+        """Exercised module paths whose class defines the code at file:line (smallest enclosing method)."""
+        best: list[tuple[int, type]] = []
+        for first, last, klass in self._code_ranges().get(file, ()):
+            if first <= line <= last:
+                best.append((last - first, klass))
+        if not best:
+            return []
+        width = min(w for w, _ in best)
+        classes = {k for w, k in best if w == width}
+        return [
+            p for p, m in self.modules.items() if isinstance(m, tuple(classes)) and self._ran(p)
+        ]
+
+    def _ran(self, path: str) -> bool:
+        return not self.exercised or path in self.exercised
+
+    def attribute(self, stack: Sequence[tuple[str, int]]) -> list[str]:
+        """Module paths that run the innermost frame of `stack` (outermost frame first)."""
+        if not self.modules:
+            return []
+        current: set[str] = {""} if "" in self.modules else set()
+        for file, line in stack:
+            callees = {p for p in self.call_sites.get((file, line), ()) if self._ran(p)}
+            if not callees:
+                continue
+            narrowed = {c for c in callees if any(_is_proper_descendant(c, p) for p in current)}
+            current = narrowed or callees  # a resume chain leaves sibling call sites on the stack
+        for file, line in reversed(stack):
+            owners = self.owners_of_line(file, line)
+            if owners:
+                refined = {o for o in owners if any(o == c or _is_proper_descendant(o, c) for c in current)}
+                current = refined or set(owners)
+                break
+        return sorted(current, key=path_key)
+
+
+def path_key(path: str) -> list[Any]:
+    return [int(p) if p.isdigit() else p for p in path.split(".")] if path else []
+
+
+def describe_inputs(args: Sequence[Any], kwargs: dict[str, Any], names: Sequence[str] | None = None) -> str:
+    """`x: float32[4, 8], scale: float=2.0` for the report."""
+    parts = []
+    for i, a in enumerate(args):
+        label = names[i] if names and i < len(names) else f"arg{i}"
+        parts.append(f"{label}: {_describe(a)}")
+    parts.extend(f"{k}: {_describe(v)}" for k, v in kwargs.items())
+    return ", ".join(parts)
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        dtype = str(value.dtype).replace("torch.", "")
+        dev = "" if value.device.type == "cpu" else f"@{value.device}"
+        return f"{dtype}{list(value.shape)}{dev}"
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(_describe(v) for v in value[:4])
+        more = ", ..." if len(value) > 4 else ""
+        return f"{type(value).__name__}({inner}{more})"
+    if isinstance(value, dict):
+        return "dict(" + ", ".join(f"{k}={_describe(v)}" for k, v in list(value.items())[:4]) + ")"
+    if isinstance(value, (int, float, bool, str)) or value is None:
+        return f"{type(value).__name__}={value!r}"
+    return type(value).__name__
+
+
+def forward_arg_names(model: Any) -> list[str] | None:
+    try:
+        fn = model.forward if isinstance(model, torch.nn.Module) else model
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]

@@ -1,0 +1,615 @@
+"""`analyze(workload, options) -> Report`: one in-process run that finds breaks and recompiles.
+
+Phases: an eager pass (checks the model works and records module call sites), `explain` on the
+first call as a cross-check, then a real `torch.compile` over every call of the workload under the
+capture of `torch_internals`. Events become deduplicated, ranked, module-attributed report entries.
+A phase that fails or times out is recorded in `errors`; what was found before it is still reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import importlib.metadata
+import platform
+import signal
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .. import __version__
+from ..reports import models as rm
+from ..workload import Call, Workload
+from . import torch_internals as ti
+from .attribution import ModuleIndex, describe_inputs, forward_arg_names, path_key
+from .parsing import classify_guard, parse_break_text, split_recompile_reasons
+from .sources import classify_file, function_name, is_tool_frame, source_line
+
+ProgressFn = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    """How to analyze. Defaults are the CLI defaults."""
+
+    backend: str | None = None
+    """torch.compile backend; None means `eager` (or `aot_eager` with train, so AOTAutograd runs)."""
+    device: str | None = None
+    """Move the model and input tensors here first (e.g. `cuda`); None keeps them where they are."""
+    train: bool = False
+    """Run forward and backward."""
+    seed: int | None = 0
+    """Seed torch before each phase so every phase sees the same random numbers."""
+    explain: bool = True
+    """Also run torch._dynamo.explain on the first call as a cross-check."""
+    keep_guard_text: bool = False
+    """Keep the full guard tree text per compile id (big)."""
+    timeout_s: float | None = None
+    """Give up after this many seconds (main thread only); the partial report is kept."""
+    spec: str = "<workload>"
+    """The TARGET as the user gave it, for the report."""
+    command: str = ""
+    """The command line, for the report."""
+    progress: ProgressFn | None = field(default=None, compare=False)
+    """Called as progress(phase, done, total)."""
+
+    def resolved_backend(self) -> str:
+        return self.backend or ("aot_eager" if self.train else "eager")
+
+
+class _Deadline(BaseException):
+    """Raised by SIGALRM. A BaseException so Dynamo's `except Exception` cannot swallow it."""
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float | None) -> Iterator[None]:
+    usable = (
+        seconds
+        and seconds > 0
+        and hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+    )
+    if not usable:
+        yield
+        return
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise _Deadline()
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, float(seconds))  # type: ignore[arg-type]
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+# ---------------------------------------------------------------------------------------------
+# running the workload
+# ---------------------------------------------------------------------------------------------
+
+
+def _to_device(value: Any, device: str | None) -> Any:
+    if device is None:
+        return value
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, tuple):
+        return tuple(_to_device(v, device) for v in value)
+    if isinstance(value, list):
+        return [_to_device(v, device) for v in value]
+    if isinstance(value, dict):
+        return {k: _to_device(v, device) for k, v in value.items()}
+    return value
+
+
+def _tensors_in(value: Any) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _tensors_in(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _tensors_in(v)
+    elif hasattr(value, "to_tuple"):  # transformers ModelOutput
+        yield from _tensors_in(value.to_tuple())
+
+
+def _default_loss(output: Any) -> torch.Tensor:
+    loss = getattr(output, "loss", None)
+    if isinstance(loss, torch.Tensor):
+        return loss
+    parts = [t.float().sum() for t in _tensors_in(output) if t.is_floating_point() and t.requires_grad]
+    if not parts:
+        raise RuntimeError("--train: the output has no tensor that requires grad; pass Workload(loss_fn=...)")
+    return torch.stack(parts).sum()
+
+
+def _run_call(fn: Any, workload: Workload, call: Call, index: int, options: AnalyzeOptions) -> None:
+    if workload.before_call is not None:
+        workload.before_call(workload.model, index)
+    if options.seed is not None:
+        torch.manual_seed(options.seed + index)
+    out = fn(*call.args, **dict(call.kwargs))
+    if options.train:
+        loss = workload.loss_fn(out) if workload.loss_fn is not None else _default_loss(out)
+        loss.backward()
+
+
+class _RecordingBackend:
+    """Wraps the real backend to record every graph Dynamo hands it (public custom-backend API)."""
+
+    def __init__(self, backend: str) -> None:
+        self.inner = ti.lookup_backend(backend)
+        self.graphs: list[tuple[str | None, Any]] = []
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Any:
+        ops: dict[str, int] = defaultdict(int)
+        nodes = inputs = 0
+        for node in gm.graph.nodes:
+            nodes += 1
+            if node.op == "placeholder":
+                inputs += 1
+            elif node.op in ("call_function", "call_method", "call_module"):
+                ops[_op_name(gm, node)] += 1
+        self.graphs.append((ti.current_compile_id(), (dict(ops), nodes, inputs)))
+        return self.inner(gm, example_inputs, **kwargs)
+
+
+def _op_name(gm: torch.fx.GraphModule, node: torch.fx.Node) -> str:
+    if node.op == "call_module":
+        try:
+            return type(gm.get_submodule(str(node.target))).__name__
+        except AttributeError:
+            return str(node.target)
+    if node.op == "call_method":
+        return f".{node.target}"
+    target = node.target
+    name = getattr(target, "__name__", None) or str(target)
+    module = getattr(target, "__module__", "") or ""
+    if module.startswith("torch") and not module.startswith("torch._ops"):
+        return f"torch.{name}" if "functional" not in module else f"F.{name}"
+    return name
+
+
+# ---------------------------------------------------------------------------------------------
+# analyze
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _State:
+    errors: list[rm.ErrorRecord] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    explain: ti.ExplainResult | None = None
+    capture: ti.CaptureResult | None = None
+    call_marks: list[tuple[int, int]] = field(default_factory=list)  # (events, graphs) at each call start
+    backend: _RecordingBackend | None = None
+    calls_done: int = 0
+
+
+def _error(state: _State, phase: rm.Phase, exc: BaseException, message: str | None = None) -> None:
+    text = message or (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    state.errors.append(rm.ErrorRecord(phase=phase, type=type(exc).__name__, message=text[:500]))
+
+
+def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Report:
+    """Analyze a workload and return the report. Resets torch._dynamo state (compiled caches)."""
+    options = options or AnalyzeOptions()
+    started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    progress = options.progress or (lambda phase, done, total: None)
+    backend = options.resolved_backend()
+    state = _State()
+
+    if options.device is not None and isinstance(workload.model, torch.nn.Module):
+        workload.model.to(options.device)
+    calls = [Call(_to_device(c.args, options.device), _to_device(dict(c.kwargs), options.device)) for c in workload.calls()]
+    index = ModuleIndex(workload.model)
+    if not index.modules:
+        state.notes.append("The target is not an nn.Module: breaks are reported by source line without module paths.")
+
+    try:
+        with _deadline(options.timeout_s):
+            # 1. eager: the model must work without compile; record call sites for attribution.
+            progress("eager run", 0, len(calls))
+            with index.record():
+                for i, call in enumerate(calls):
+                    try:
+                        _run_call(workload.model, workload, call, i, options)
+                    except Exception as exc:
+                        _error(state, "eager", exc, f"call {i} fails in eager mode: {type(exc).__name__}: {_first(exc)}")
+                        raise _Stop() from exc
+                    progress("eager run", i + 1, len(calls))
+
+            # 2. explain on the first call, as a cross-check (it resets Dynamo itself).
+            if options.explain:
+                progress("explain", 0, 1)
+                try:
+                    if workload.before_call is not None:
+                        workload.before_call(workload.model, 0)
+                    if options.seed is not None:
+                        torch.manual_seed(options.seed)
+                    with ti.quiet_torch_stderr(True):
+                        state.explain = ti.run_explain(workload.model, calls[0].args, dict(calls[0].kwargs))
+                    if state.explain is None:
+                        state.notes.append(f"torch {ti.torch_version()} has no torch._dynamo.explain; cross-check skipped.")
+                except Exception as exc:
+                    _error(state, "explain", exc)
+                progress("explain", 1, 1)
+
+            # 3. the real compile, under capture.
+            ti.fresh_dynamo_state()
+            state.backend = _RecordingBackend(backend)
+            compiled = torch.compile(workload.model, backend=state.backend)
+            with ti.capture(backend=backend, keep_guard_text=options.keep_guard_text) as cap:
+                state.capture = cap
+                for i, call in enumerate(calls):
+                    progress("compile", i, len(calls))
+                    state.call_marks.append((len(cap.events), len(state.backend.graphs)))
+                    try:
+                        _run_call(compiled, workload, call, i, options)
+                    except Exception as exc:
+                        kind = "graph break escaped" if ti.is_unsupported(exc) else "torch.compile failed"
+                        _error(state, "compile", exc, f"call {i}: {kind}: {type(exc).__name__}: {_first(exc)}")
+                        break
+                    state.calls_done = i + 1
+                progress("compile", len(calls), len(calls))
+            state.notes.extend(cap.notes)
+    except _Stop:
+        pass
+    except _Deadline:
+        phase = "compile" if state.capture is not None else ("explain" if options.explain else "eager")
+        state.errors.append(
+            rm.ErrorRecord(
+                phase="timeout",
+                type="AnalysisTimeout",
+                message=f"analysis did not finish within {options.timeout_s:g} s (during {phase}); partial report",
+            )
+        )
+    finally:
+        with contextlib.suppress(Exception):
+            ti.fresh_dynamo_state()  # leave no compiled code of ours behind
+
+    progress("report", 0, 1)
+    report = _build_report(workload, calls, index, options, state, started_at, t0)
+    progress("report", 1, 1)
+    return report
+
+
+class _Stop(Exception):
+    """Internal: stop the run after a recorded fatal error."""
+
+
+def _first(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else type(exc).__name__
+
+
+# ---------------------------------------------------------------------------------------------
+# building the report from captured events
+# ---------------------------------------------------------------------------------------------
+
+
+def _frame(file: str, line: int, function: str, code: str | None = None) -> rm.Frame:
+    return rm.Frame(file=file, line=line, function=function_name(function), code=code or source_line(file, line))
+
+
+def _call_index_of(position: int, marks: list[int]) -> int | None:
+    found = None
+    for i, start in enumerate(marks):
+        if position >= start:
+            found = i
+    return found
+
+
+def _build_report(
+    workload: Workload,
+    calls: list[Call],
+    index: ModuleIndex,
+    options: AnalyzeOptions,
+    state: _State,
+    started_at: str,
+    t0: float,
+) -> rm.Report:
+    cap = state.capture or ti.CaptureResult()
+    event_marks = [m[0] for m in state.call_marks]
+    graph_marks = [m[1] for m in state.call_marks]
+
+    starts: dict[str, list[tuple[str, int, str, str | None]]] = {}
+    metrics: dict[str, dict[str, Any]] = {}
+    call_of_compile: dict[str, int | None] = {}
+    for pos, ev in enumerate(cap.events):
+        if ev.compile_id is not None and ev.compile_id not in call_of_compile:
+            call_of_compile[ev.compile_id] = _call_index_of(pos, event_marks)
+        if ev.kind == "dynamo_start" and ev.compile_id:
+            stack = ev.data.get("stack") or []
+            starts[ev.compile_id] = [
+                (cap.resolve_file(f.get("filename")), int(f.get("line") or 0), str(f.get("name")), f.get("loc"))
+                for f in stack
+            ]
+        elif ev.kind == "compilation_metrics" and ev.compile_id:
+            metrics[ev.compile_id] = ev.data
+
+    graphs = []
+    ops_by_compile: dict[str, int] = defaultdict(int)
+    backend_graphs = state.backend.graphs if state.backend else []
+    for pos, (cid, (ops, nodes, inputs)) in enumerate(backend_graphs):
+        op_count = sum(ops.values())
+        if cid:
+            ops_by_compile[cid] += op_count
+        graphs.append(
+            rm.Graph(
+                compile_id=cid or "?",
+                call_index=_call_index_of(pos, graph_marks),
+                op_count=op_count,
+                node_count=nodes,
+                input_count=inputs,
+                ops=ops,
+            )
+        )
+
+    sites = _break_sites(cap, starts, metrics, index, ops_by_compile)
+    recompiles = _recompiles(cap, starts, metrics, index, call_of_compile)
+
+    compile_metrics = [_metric(cid, m) for cid, m in metrics.items()]
+    guards = [
+        rm.GuardSet(
+            compile_id=ev.compile_id or "?",
+            count=int(ev.payload) if (ev.payload or "").isdigit() else len((ev.payload or "").splitlines()),
+            tree=None if (ev.payload or "").isdigit() else ev.payload,
+        )
+        for ev in cap.events
+        if ev.kind == "dynamo_cpp_guards_str"
+    ]
+    perf_hints = [rm.PerfHint(message=h.message, compile_id=h.compile_id, logger=h.logger) for h in cap.perf_hints]
+
+    failed = any(e.phase in ("eager", "compile", "timeout") for e in state.errors)
+    break_events = sum(s.occurrences for s in sites)
+    skipped = sum(1 for m in metrics.values() if m.get("fail_type") and not m.get("graph_op_count"))
+    summary = rm.Summary(
+        graph_count=sum(1 for g in graphs if g.call_index == 0),
+        graphs_compiled=len(graphs),
+        graph_break_count=break_events,
+        unique_break_sites=len(sites),
+        recompile_count=len(recompiles),
+        frames_skipped=skipped,
+        compile_time_s=round(sum(m.duration_s or 0.0 for m in compile_metrics), 4),
+        verdict=rm.compute_verdict(len(sites), len(recompiles), failed),
+    )
+
+    explain = None
+    if state.explain is not None:
+        seen = {(f, ln) for _, stack in state.explain.break_reasons for f, ln, _ in stack[-1:]}
+        first_call_sites = [s for s in sites if any(call_of_compile.get(c) == 0 for c in s.compile_ids)]
+        missed = [s for s in first_call_sites if (s.user_frame.file, s.user_frame.line) not in seen]
+        explain = rm.ExplainCheck(
+            graph_count=state.explain.graph_count,
+            graph_break_count=state.explain.graph_break_count,
+            break_reasons=len(state.explain.break_reasons),
+            op_count=state.explain.op_count,
+            missed_sites=len(missed),
+        )
+        if missed:
+            state.notes.append(
+                f"torch._dynamo.explain did not list {len(missed)} of the {len(first_call_sites)} break site(s) "
+                f"of the first call ({', '.join(s.id for s in missed)})."
+            )
+    if ti.graph_break_registry() is None:
+        state.notes.append(f"torch {ti.torch_version()} ships no graph-break registry: GB ids are unavailable.")
+
+    model = workload.model
+    is_module = isinstance(model, torch.nn.Module)
+    arg_names = forward_arg_names(model)
+    return rm.Report(
+        target=rm.Target(
+            spec=options.spec,
+            name=workload.name or type(model).__name__,
+            model_class=type(model).__name__,
+            parameters=sum(p.numel() for p in model.parameters()) if is_module else 0,
+            modules=len(index.modules),
+            calls=len(calls),
+            train=options.train,
+            inputs=[describe_inputs(c.args, dict(c.kwargs), arg_names) for c in calls],
+        ),
+        environment=_environment(options),
+        run=rm.RunInfo(
+            command=options.command,
+            started_at=started_at,
+            duration_s=round(time.perf_counter() - t0, 3),
+            tool_version=__version__,
+            seed=options.seed,
+        ),
+        summary=summary,
+        graph_breaks=sites,
+        recompiles=recompiles,
+        graphs=graphs,
+        perf_hints=perf_hints,
+        compile_metrics=compile_metrics,
+        guards=guards,
+        explain=explain,
+        notes=state.notes,
+        errors=state.errors,
+    )
+
+
+def _environment(options: AnalyzeOptions) -> rm.Environment:
+    try:
+        tf_version: str | None = importlib.metadata.version("transformers")  # no import: it is slow
+    except importlib.metadata.PackageNotFoundError:
+        tf_version = None
+    return rm.Environment(
+        python=platform.python_version(),
+        torch=ti.torch_version(),
+        transformers=tf_version,
+        platform=f"{platform.system()}-{platform.machine()}",
+        device=options.device or "cpu",
+        backend=options.resolved_backend(),
+    )
+
+
+def _full_stack(ev: ti.TraceEvent, starts: dict[str, list[tuple[str, int, str, str | None]]], parsed_frames: list[tuple[str, int, str, str | None]]) -> list[tuple[str, int, str, str | None]]:
+    """Outer frames (dynamo_start) + the frames Dynamo was tracing (exception or payload)."""
+    if ev.exc_stack:
+        outer = starts.get(ev.compile_id or "", [])[:-1]
+        return outer + ev.exc_stack
+    return parsed_frames
+
+
+def _break_sites(
+    cap: ti.CaptureResult,
+    starts: dict[str, list[tuple[str, int, str, str | None]]],
+    metrics: dict[str, dict[str, Any]],
+    index: ModuleIndex,
+    ops_by_compile: dict[str, int],
+) -> list[rm.GraphBreakSite]:
+    registry = ti.graph_break_registry() or {}
+    by_type: dict[str, list[str]] = defaultdict(list)
+    for gb_id, entries in registry.items():
+        for entry in entries[:1]:
+            by_type[entry.get("Gb_type", "")].append(gb_id)
+
+    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for ev in cap.events:
+        if ev.kind != "dynamo_graph_break_reason" or not ev.payload:
+            continue
+        parsed = parse_break_text(ev.payload)
+        gb_type = ev.exc_gb_type or parsed.gb_type
+        stack = _full_stack(ev, starts, parsed.frames)
+        if parsed.file is not None and parsed.line is not None and (not stack or stack[-1][:2] != (parsed.file, parsed.line)):
+            stack = stack + [(parsed.file, parsed.line, stack[-1][2] if stack else "?", None)]
+        if not stack:
+            continue
+        inner = stack[-1]
+        own_frames = [f for f in stack if classify_file(f[0])[0]]
+        own = own_frames[-1] if own_frames else None
+        key = (gb_type, inner[0], inner[1], own[:2] if own else None)
+        group = groups.get(key)
+        if group is None:
+            ids = parsed.registry_ids or by_type.get(gb_type, [])
+            hints = parsed.hints
+            if not hints and ids and ids[0] in registry:
+                hints = list(registry[ids[0]][0].get("Hints", []))
+            group = groups[key] = {
+                "parsed": parsed,
+                "gb_type": gb_type,
+                "ids": ids,
+                "hints": hints,
+                "stack": stack,
+                "own": own,
+                "compile_ids": [],
+                "paths": set(),
+                "skipped": False,
+            }
+        group["paths"].update(index.attribute([(f[0], f[1]) for f in stack]))
+        cid = ev.compile_id or "?"
+        if cid not in group["compile_ids"]:
+            group["compile_ids"].append(cid)
+        m = metrics.get(cid, {})
+        if m.get("fail_type") and not m.get("graph_op_count"):
+            group["skipped"] = True
+
+    sites = []
+    for group in groups.values():
+        stack = group["stack"]
+        file, line, func, code = stack[-1]
+        own_code, library = classify_file(file)
+        visible = [f for f in stack[:-1] if not is_tool_frame(f[0])] + [stack[-1]]
+        paths = sorted(group["paths"], key=path_key)
+        parsed = group["parsed"]
+        own = group["own"]
+        sites.append(
+            rm.GraphBreakSite(
+                id="",
+                gb_type=group["gb_type"],
+                registry_ids=group["ids"],
+                reason=parsed.reason or group["gb_type"],
+                explanation=parsed.explanation,
+                hints=group["hints"],
+                user_frame=_frame(file, line, func, code),
+                own_frame=_frame(*own) if own and not own_code else None,
+                user_stack=[_frame(*f) for f in visible],
+                module_paths=paths,
+                module_class=index.class_name(paths),
+                occurrences=len(group["compile_ids"]),
+                compile_ids=group["compile_ids"],
+                own_code=own_code,
+                library=library,
+                frame_skipped=group["skipped"],
+                ops_in_split_graphs=sum(ops_by_compile.get(c, 0) for c in group["compile_ids"]),
+            )
+        )
+    sites.sort(key=lambda s: (-s.occurrences, -s.ops_in_split_graphs, s.user_frame.file, s.user_frame.line))
+    for i, site in enumerate(sites, 1):
+        site.id = f"B{i}"
+    return sites
+
+
+def _recompiles(
+    cap: ti.CaptureResult,
+    starts: dict[str, list[tuple[str, int, str, str | None]]],
+    metrics: dict[str, dict[str, Any]],
+    index: ModuleIndex,
+    call_of_compile: dict[str, int | None],
+) -> list[rm.Recompile]:
+    out = []
+    for ev in cap.events:
+        if ev.kind != "recompile_reasons" or not ev.compile_id:
+            continue
+        m = metrics.get(ev.compile_id, {})
+        stack = starts.get(ev.compile_id, [])
+        file = m.get("co_filename") or (stack[-1][0] if stack else "?")
+        line = int(m.get("co_firstlineno") or (stack[-1][1] if stack else 0))
+        function = function_name(str(m.get("co_name") or (stack[-1][2] if stack else "?")))
+        paths = index.attribute([(f[0], f[1]) for f in stack[:-1]] + [(file, line)])
+        guards = [rm.FailedGuard(**classify_guard(r)) for r in split_recompile_reasons(ev.payload or "")]
+        out.append(
+            rm.Recompile(
+                id=f"R{len(out) + 1}",
+                function=function,
+                file=file,
+                line=line,
+                compile_id=ev.compile_id,
+                module_paths=paths,
+                module_class=index.class_name(paths),
+                call_index=call_of_compile.get(ev.compile_id),
+                failed_guards=guards,
+            )
+        )
+    return out
+
+
+def _metric(cid: str, m: dict[str, Any]) -> rm.CompileMetric:
+    def first_line(value: Any) -> str | None:
+        if not value:
+            return None
+        return str(value).strip().splitlines()[0][:300]
+
+    return rm.CompileMetric(
+        compile_id=cid,
+        function=function_name(str(m.get("co_name"))) if m.get("co_name") else None,
+        file=m.get("co_filename"),
+        line=m.get("co_firstlineno"),
+        duration_s=m.get("entire_frame_compile_time_s"),
+        backend_compile_time_s=m.get("backend_compile_time_s"),
+        op_count=m.get("graph_op_count"),
+        guard_count=m.get("guard_count"),
+        shape_env_guard_count=m.get("shape_env_guard_count"),
+        cache_size=m.get("cache_size"),
+        fail_type=m.get("fail_type"),
+        fail_reason=first_line(m.get("fail_reason")),
+        restart_reasons=[r for r in (first_line(x) for x in (m.get("restart_reasons") or [])) if r],
+        recompile_reason=first_line(m.get("recompile_reason")),
+    )
+
+
+def environment_summary() -> str:
+    return f"python {platform.python_version()}, torch {ti.torch_version()}, {sys.platform}"

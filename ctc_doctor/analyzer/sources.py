@@ -1,0 +1,65 @@
+"""Where a source file lives: the user's own code, a library (which one), torch, or the stdlib.
+
+Pure path logic (no torch import), shared by live analysis and offline log ingestion.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import linecache
+import os
+import re
+import sysconfig
+from functools import lru_cache
+
+_RESUME = re.compile(r"^torch_dynamo_resume_in_(?P<name>.+)_at_\d+$")
+
+
+@lru_cache(maxsize=1)
+def _roots() -> tuple[str | None, str | None, str, tuple[str, ...]]:
+    spec = importlib.util.find_spec("torch")
+    torch_dir = os.path.dirname(spec.origin) if spec and spec.origin else None
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # ctc_doctor/
+    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
+    fixtures = (os.path.join(here, "fixtures"),)
+    return torch_dir, here, stdlib, fixtures
+
+
+def classify_file(path: str) -> tuple[bool, str | None]:
+    """(own_code, library) for a source path. Fixture models count as the user's own code."""
+    if not path or path.startswith("<"):
+        return False, "python"
+    torch_dir, pkg_dir, stdlib, fixtures = _roots()
+    real = os.path.realpath(path)
+    if any(real.startswith(os.path.realpath(f) + os.sep) for f in fixtures):
+        return True, None
+    if torch_dir and real.startswith(os.path.realpath(torch_dir) + os.sep):
+        return False, "torch"
+    if pkg_dir and real.startswith(os.path.realpath(pkg_dir) + os.sep):
+        return False, "ctc_doctor"
+    parts = real.split(os.sep)
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts:
+            idx = len(parts) - 1 - parts[::-1].index(marker)
+            name = parts[idx + 1] if idx + 1 < len(parts) else marker
+            return False, name[:-3] if name.endswith(".py") else name
+    if real.startswith(stdlib + os.sep):
+        return False, "stdlib"
+    return True, None
+
+
+def is_tool_frame(path: str) -> bool:
+    """Frames that belong to torch or ctc-doctor itself, hidden from user stacks."""
+    own, library = classify_file(path)
+    return not own and library in ("torch", "ctc_doctor")
+
+
+def function_name(name: str) -> str:
+    """Map Dynamo resume functions (`torch_dynamo_resume_in_forward_at_15`) back to `forward`."""
+    m = _RESUME.match(name)
+    return m.group("name") if m else name
+
+
+def source_line(path: str, line: int) -> str | None:
+    text = linecache.getline(path, line).strip()
+    return text or None

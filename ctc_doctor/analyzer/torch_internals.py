@@ -1,0 +1,327 @@
+"""The one module that touches torch's private APIs.
+
+Everything else in ctc-doctor goes through the functions here. Each hook is a context manager that
+restores what it changed in `finally`. Features are detected with getattr/hasattr, never by version
+number; what is missing becomes a note in the report, not a crash. Verified on torch 2.13 (see
+shared/research/torch-internals.md); torch 2.6 lacks gb_types, the registry and some metric fields.
+
+What it owns:
+- the structured trace (`torch.__trace` logger): a handler on it switches `trace_structured` on
+  in-process, whatever TORCH_LOGS/TORCH_TRACE say (torch only removes handlers it created itself);
+- perf_hints artifact loggers, switched on directly (set_logs is a no-op when TORCH_LOGS is set);
+- the string intern table of the trace, dynamo reset/counters, explain, the graph-break registry,
+  backend lookup, the live compile id, Dynamo exception types.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.resources
+import json
+import logging
+import os
+import sys
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch._dynamo
+
+# Trace event kinds worth keeping; everything else (chromium_event, describe_*, bytecode dumps) is
+# dropped in the handler so memory stays small on big models.
+_KEEP_EVENTS = ("dynamo_start", "compilation_metrics", "dynamo_cpp_guards_str", "str")
+_KEEP_ARTIFACTS = ("dynamo_graph_break_reason", "recompile_reasons")
+
+
+@dataclass
+class TraceEvent:
+    """One kept structured-trace event."""
+
+    kind: str
+    """dynamo_start, compilation_metrics, dynamo_cpp_guards_str, dynamo_graph_break_reason, recompile_reasons."""
+    compile_id: str | None
+    data: dict[str, Any]
+    payload: str | None
+    exc_gb_type: str | None = None
+    """gb_type of the live Unsupported exception when the event was logged inside its handler."""
+    exc_stack: list[tuple[str, int, str, str | None]] | None = None
+    """real_stack of that exception: the frames Dynamo was tracing, outermost first."""
+
+
+@dataclass
+class PerfHintRecord:
+    logger: str
+    message: str
+    compile_id: str | None
+
+
+@dataclass
+class CaptureResult:
+    """What one `capture()` block collected."""
+
+    events: list[TraceEvent] = field(default_factory=list)
+    perf_hints: list[PerfHintRecord] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    strings: dict[int, str] = field(default_factory=dict)
+
+    def resolve_file(self, value: Any) -> str:
+        """Trace stacks carry interned file ids; map them back to paths."""
+        if isinstance(value, int):
+            return self.strings.get(value) or _intern_table().get(value) or f"<file #{value}>"
+        return str(value)
+
+
+def _intern_table() -> dict[int, str]:
+    try:
+        from torch._logging import structured  # private: INTERN_TABLE maps path -> id
+    except ImportError:
+        return {}
+    table = getattr(structured, "INTERN_TABLE", {})
+    return {v: k for k, v in table.items()}
+
+
+def _compile_id_of(md: dict[str, Any]) -> str | None:
+    frame, attempt = md.get("frame_id"), md.get("frame_compile_id")
+    if frame is None or attempt is None:
+        return None
+    return f"{frame}/{attempt}"
+
+
+def current_compile_id() -> str | None:
+    """The compile id Dynamo is working on right now (`0/1`), or None outside a compile."""
+    guards = getattr(torch, "_guards", None)
+    ctx = getattr(guards, "CompileContext", None)
+    if ctx is None:
+        return None
+    try:
+        trace_id = ctx.current_trace_id()
+    except Exception:  # noqa: BLE001 - a missing context is normal outside compiles
+        return None
+    if trace_id is None:
+        return None
+    cid = getattr(trace_id, "compile_id", None)
+    return str(cid) if cid is not None else None
+
+
+class _TraceHandler(logging.Handler):
+    def __init__(self, sink: CaptureResult, keep_guard_text: bool) -> None:
+        super().__init__(logging.DEBUG)
+        self.sink = sink
+        self.keep_guard_text = keep_guard_text
+
+    def emit(self, record: logging.LogRecord) -> None:
+        md = getattr(record, "metadata", None)
+        if not isinstance(md, dict):
+            return
+        payload = getattr(record, "payload", None)
+        if "artifact" in md:
+            name = (md.get("artifact") or {}).get("name")
+            if name not in _KEEP_ARTIFACTS:
+                return
+            kind = name
+        else:
+            kind = next((k for k in _KEEP_EVENTS if k in md), None)
+            if kind is None:
+                return
+        if kind == "str":
+            path, idx = md["str"]
+            self.sink.strings[idx] = path
+            return
+        if kind == "dynamo_cpp_guards_str" and not self.keep_guard_text:
+            payload = str(len([ln for ln in (payload or "").splitlines() if ln.strip()]))
+        event = TraceEvent(kind, _compile_id_of(md), dict(md.get(kind) or {}), payload)
+        if kind == "dynamo_graph_break_reason":
+            exc = sys.exc_info()[1]
+            gb_type = getattr(exc, "gb_type", None)
+            if gb_type:
+                event.exc_gb_type = str(gb_type)
+                stack = getattr(exc, "real_stack", None) or []
+                event.exc_stack = [(f.filename, f.lineno or 0, f.name, f.line) for f in stack]
+        self.sink.events.append(event)
+
+
+class _PerfHintHandler(logging.Handler):
+    def __init__(self, sink: CaptureResult) -> None:
+        super().__init__(logging.DEBUG)
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a badly formatted torch log line must not kill the run
+            message = str(record.msg)
+        self.sink.perf_hints.append(PerfHintRecord(record.name, message, current_compile_id()))
+
+
+def _perf_hint_loggers(backend: str) -> list[logging.Logger]:
+    if backend == "inductor":
+        # inductor's perf_hints loggers are created when its modules are imported
+        for mod in ("torch._inductor.graph", "torch._inductor.compile_fx"):
+            with contextlib.suppress(ImportError):
+                __import__(mod)
+    try:
+        from torch._logging._internal import log_registry
+    except ImportError:
+        return []
+    names = sorted(n for n in log_registry.get_artifact_log_qnames() if n.endswith(".__perf_hints"))
+    return [logging.getLogger(n) for n in names]
+
+
+class _QuietDynamo(logging.Filter):
+    """Drops Dynamo's own graph-break warnings from torch's stderr handlers: we report them better."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name.startswith("torch._dynamo") and record.levelno < logging.ERROR)
+
+
+@contextlib.contextmanager
+def quiet_torch_stderr(enabled: bool) -> Iterator[None]:
+    if not enabled or os.environ.get("TORCH_LOGS"):
+        yield  # the user asked for torch's logs: leave them alone
+        return
+    try:
+        from torch._logging._internal import _is_torch_handler, log_registry
+    except ImportError:
+        yield
+        return
+    quiet = _QuietDynamo()
+    touched = []
+    for qname in log_registry.get_log_qnames():
+        for handler in logging.getLogger(qname).handlers:
+            if _is_torch_handler(handler) and handler not in touched:
+                handler.addFilter(quiet)
+                touched.append(handler)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"Dynamo does not know how to trace")
+            yield
+    finally:
+        for handler in touched:
+            handler.removeFilter(quiet)
+
+
+@contextlib.contextmanager
+def capture(*, backend: str = "eager", keep_guard_text: bool = False, quiet: bool = True) -> Iterator[CaptureResult]:
+    """Collect the structured trace and perf hints for the duration of the block; restore on exit.
+
+    With `quiet`, Dynamo's own graph-break warnings stay off stderr during the block (unless the
+    user set TORCH_LOGS), since the report carries them in full.
+    """
+    with quiet_torch_stderr(quiet):
+        with _capture(backend=backend, keep_guard_text=keep_guard_text) as result:
+            yield result
+
+
+@contextlib.contextmanager
+def _capture(*, backend: str, keep_guard_text: bool) -> Iterator[CaptureResult]:
+    result = CaptureResult()
+    try:
+        from torch._logging._internal import trace_log
+    except ImportError:
+        trace_log = None
+        result.notes.append(
+            f"torch {torch.__version__} has no structured trace logger; break and recompile capture is unavailable."
+        )
+    handler = _TraceHandler(result, keep_guard_text)
+    hint_handler = _PerfHintHandler(result)
+    saved: list[tuple[logging.Logger, int, bool]] = []
+    try:
+        if trace_log is not None:
+            trace_log.addHandler(handler)
+        for log in _perf_hint_loggers(backend):
+            saved.append((log, log.level, log.propagate))
+            log.addHandler(hint_handler)
+            log.setLevel(logging.DEBUG)
+            if not _artifact_enabled("perf_hints"):
+                log.propagate = False  # keep torch's stderr handlers quiet unless the user asked
+        yield result
+    finally:
+        if trace_log is not None:
+            trace_log.removeHandler(handler)
+        for log, level, propagate in saved:
+            log.removeHandler(hint_handler)
+            log.setLevel(level)
+            log.propagate = propagate
+        result.strings.update({k: v for k, v in _intern_table().items() if k not in result.strings})
+
+
+def _artifact_enabled(name: str) -> bool:
+    try:
+        from torch._logging._internal import log_state
+    except ImportError:
+        return False
+    return bool(log_state.is_artifact_enabled(name))
+
+
+def fresh_dynamo_state() -> None:
+    """Forget compiled code, counters and metrics so the next compile starts from zero ids."""
+    torch._dynamo.reset()
+    utils = torch._dynamo.utils
+    counters = getattr(utils, "counters", None)
+    if counters is not None:
+        counters.clear()
+    clear = getattr(utils, "clear_compilation_metrics", None)
+    if clear is not None:
+        clear()
+
+
+def lookup_backend(name: str) -> Callable[..., Any]:
+    """The backend callable registered under `name` (eager, aot_eager, inductor...)."""
+    return torch._dynamo.lookup_backend(name)  # type: ignore[no-any-return]
+
+
+def is_unsupported(exc: BaseException) -> bool:
+    """A graph break escaping (fullgraph=True or a frame Dynamo could not handle)."""
+    exc_mod = getattr(torch._dynamo, "exc", None)
+    unsupported = getattr(exc_mod, "Unsupported", None)
+    return unsupported is not None and isinstance(exc, unsupported)
+
+
+def is_dynamo_error(exc: BaseException) -> bool:
+    """Any exception raised by Dynamo itself rather than by the user's model code."""
+    exc_mod = getattr(torch._dynamo, "exc", None)
+    base = getattr(exc_mod, "TorchDynamoException", None)
+    if base is not None and isinstance(exc, base):
+        return True
+    return type(exc).__module__.startswith(("torch._dynamo", "torch._inductor", "torch._functorch"))
+
+
+@dataclass
+class ExplainResult:
+    graph_count: int
+    graph_break_count: int
+    break_reasons: list[tuple[str, list[tuple[str, int, str]]]]
+    op_count: int
+
+
+def run_explain(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> ExplainResult | None:
+    """torch._dynamo.explain on one call. It resets Dynamo before and after (so run it first)."""
+    explain = getattr(torch._dynamo, "explain", None)
+    if explain is None:
+        return None
+    out = explain(fn)(*args, **kwargs)
+    reasons = []
+    for r in getattr(out, "break_reasons", []) or []:
+        stack = [(f.filename, f.lineno or 0, f.name) for f in (getattr(r, "user_stack", None) or [])]
+        reasons.append((str(getattr(r, "reason", r)), stack))
+    return ExplainResult(
+        graph_count=int(out.graph_count),
+        graph_break_count=int(out.graph_break_count),
+        break_reasons=reasons,
+        op_count=int(getattr(out, "op_count", 0) or 0),
+    )
+
+
+def graph_break_registry() -> dict[str, list[dict[str, Any]]] | None:
+    """torch's graph-break registry {GBxxxx: [newest entry, older...]}, or None on older torch."""
+    try:
+        res = importlib.resources.files("torch._dynamo") / "graph_break_registry.json"
+        return json.loads(res.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+    except (FileNotFoundError, ModuleNotFoundError, json.JSONDecodeError, OSError):
+        return None
+
+
+def torch_version() -> str:
+    return str(torch.__version__)

@@ -1,0 +1,236 @@
+"""The `ctc-doctor` command. Parses arguments, calls the layers, writes files, sets the exit code.
+
+stdout carries data only (`--json -`, `schema`); everything for humans goes to stderr. Heavy modules
+(torch, the analyzer) are imported inside commands, so `ctc-doctor --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import traceback
+from collections.abc import Iterator
+from typing import Any
+
+import click
+
+from . import __version__
+from .errors import CtcDoctorError, ExitCode
+
+_ERROR_PHASE_EXIT = {"eager": ExitCode.EAGER_FAILED, "compile": ExitCode.COMPILE_FAILED, "timeout": ExitCode.TIMEOUT}
+
+
+class _DefaultGroup(click.Group):
+    """`ctc-doctor TARGET ...` means `ctc-doctor analyze TARGET ...`."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        first = next((a for a in args if not a.startswith("-")), None)
+        if first is not None and first not in self.commands and not {"--help", "-h", "--version"} & set(args[:1]):
+            args = ["analyze", *args]
+        return super().parse_args(ctx, args)
+
+
+def _stderr_console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=False)
+
+
+def _fail(message: str, code: ExitCode) -> None:
+    click.echo(f"ctc-doctor: error: {message}", err=True)
+    sys.exit(int(code))
+
+
+@contextlib.contextmanager
+def _stdout_reserved(active: bool) -> Iterator[Any]:
+    """While active, anything the model prints (Python or C level) goes to stderr; yields the real stdout."""
+    if not active:
+        yield sys.stdout
+        return
+    sys.stdout.flush()
+    saved_fd = os.dup(1)
+    real_stdout = os.fdopen(saved_fd, "w", encoding="utf-8", closefd=True)
+    os.dup2(2, 1)
+    previous = sys.stdout
+    sys.stdout = sys.stderr
+    try:
+        yield real_stdout
+    finally:
+        sys.stdout.flush()
+        sys.stdout = previous
+        os.dup2(saved_fd, 1)
+        real_stdout.flush()
+
+
+def _analysis_options(f: Any) -> Any:
+    options = [
+        click.option("--json", "json_out", metavar="PATH", help="Write the JSON report to PATH ('-' for stdout; the summary then goes to stderr)."),
+        click.option("--train", is_flag=True, help="Run forward+backward (loss from Workload.loss_fn, else the sum of the outputs)."),
+        click.option("--backend", default=None, help="torch.compile backend [default: eager; aot_eager with --train]. 'inductor' also yields perf hints."),
+        click.option("--device", default=None, help="Move the model and inputs to this device first (e.g. cuda)."),
+        click.option("--seed", default=0, show_default=True, type=int, help="torch.manual_seed before building and before each phase."),
+        click.option("--timeout", "timeout_s", default=None, type=float, metavar="SECONDS", help="Give up after this long; the partial report is still written."),
+        click.option("--no-explain", is_flag=True, help="Skip the torch._dynamo.explain cross-check."),
+        click.option("--guards", "keep_guards", is_flag=True, help="Keep the full guard tree text per compile id in the report."),
+        click.option("--top", default=10, show_default=True, type=int, help="Break sites to show in the summary."),
+        click.option("--quiet", "-q", is_flag=True, help="No summary or progress on stderr."),
+        click.option("--debug", is_flag=True, help="Show tracebacks for errors."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+@click.group(cls=_DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="ctc-doctor")
+def cli() -> None:
+    """A torch.compile doctor: why your model is not one fast graph, where, and what to change.
+
+    \b
+    ctc-doctor mypkg.models:build              analyze (build() returns (model, args[, variants]) or a Workload)
+    ctc-doctor path/to/file.py:build --json report.json
+    ctc-doctor mypkg.models:build --json -     report on stdout, summary on stderr
+    ctc-doctor demo                            the built-in example
+    ctc-doctor schema                          the report's JSON Schema
+
+    Exit codes: 0 ok, 2 usage, 3 target not found, 4 target invalid, 5 builder raised,
+    6 model fails in eager, 7 torch.compile crashed, 8 timeout, 9 bad report file, 70 internal error.
+    """
+
+
+@cli.command()
+@click.argument("target")
+@_analysis_options
+def analyze(target: str, **kw: Any) -> None:
+    """Analyze TARGET (`pkg.module:build` or `path/file.py:build`)."""
+    _run_analysis(target, lambda: _load(target, kw["seed"]), kw)
+
+
+@cli.command()
+@click.option("--fixture", default="showcase", show_default=True, help="Which fixture of the zoo to run.")
+@click.option("--list", "list_fixtures", is_flag=True, help="List the fixtures zoo and exit.")
+@_analysis_options
+def demo(fixture: str, list_fixtures: bool, **kw: Any) -> None:
+    """Analyze a built-in example model from the fixtures zoo (no user code needed)."""
+    from .fixtures.registry import all_fixtures
+
+    fixtures = all_fixtures()
+    if list_fixtures:
+        for name, spec in fixtures.items():
+            click.echo(f"{name:30s} {spec.summary}   [{spec.target}]")
+        return
+    if fixture not in fixtures:
+        _fail(f"no fixture named {fixture!r} (see ctc-doctor demo --list)", ExitCode.USAGE)
+    spec = fixtures[fixture]
+    _run_analysis("demo" if fixture == "showcase" else f"demo --fixture {fixture}", lambda: _load(spec.target, kw["seed"]), kw)
+
+
+@cli.command()
+def schema() -> None:
+    """Print the report's JSON Schema."""
+    from .reports.io import schema_text
+
+    click.echo(schema_text(), nl=False)
+
+
+def _load(target: str, seed: int) -> Any:
+    from .analyzer.target import load_workload
+
+    return load_workload(target, seed=seed)
+
+
+def _run_analysis(spec: str, load: Any, kw: dict[str, Any]) -> None:
+    debug = kw["debug"]
+    json_out = kw["json_out"]
+    quiet = kw["quiet"]
+    console = _stderr_console()
+    try:
+        with _stdout_reserved(json_out == "-") as real_stdout:
+            report = _analyze_with_progress(spec, load, kw, console, quiet)
+            if json_out:
+                _write_report(report, json_out, real_stdout)
+        if not quiet:
+            from .reports.render import render_summary
+
+            render_summary(report, console, top=kw["top"])
+            if json_out and json_out != "-":
+                console.print(f"[dim]report written to {json_out}[/dim]")
+            elif not json_out:
+                console.print("[dim]save the full report with --json report.json[/dim]")
+    except CtcDoctorError as exc:
+        if debug:
+            traceback.print_exc()
+        _fail(exc.one_line(), exc.exit_code)
+    except KeyboardInterrupt:
+        _fail("interrupted", ExitCode.INTERNAL_ERROR)
+    except Exception as exc:  # a bug in ctc-doctor: one line unless --debug
+        if debug:
+            traceback.print_exc()
+        _fail(f"internal error: {type(exc).__name__}: {exc} (re-run with --debug and report it)", ExitCode.INTERNAL_ERROR)
+    fatal = next((e for e in report.errors if e.phase in _ERROR_PHASE_EXIT), None)
+    if fatal is not None:
+        hint = " — fix eager mode first" if fatal.phase == "eager" else ""
+        written = f"; partial report written to {json_out}" if json_out and json_out != "-" else ""
+        _fail(f"{fatal.message}{hint}{written}", _ERROR_PHASE_EXIT[fatal.phase])
+
+
+def _analyze_with_progress(spec: str, load: Any, kw: dict[str, Any], console: Any, quiet: bool) -> Any:
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=quiet,
+    )
+    with progress:
+        task = progress.add_task("loading target (importing torch)", total=None)
+        workload = load()
+
+        def on_progress(phase: str, done: int, total: int) -> None:
+            labels = {"eager run": "eager run", "explain": "explain cross-check", "compile": "compiling call", "report": "building report"}
+            progress.update(task, description=labels.get(phase, phase), completed=done, total=total)
+
+        from .analyzer.run import AnalyzeOptions, analyze
+
+        options = AnalyzeOptions(
+            backend=kw["backend"],
+            device=kw["device"],
+            train=kw["train"],
+            seed=kw["seed"],
+            explain=not kw["no_explain"],
+            keep_guard_text=kw["keep_guards"],
+            timeout_s=kw["timeout_s"],
+            spec=spec,
+            command=" ".join(["ctc-doctor", *sys.argv[1:]]),
+            progress=on_progress,
+        )
+        return analyze(workload, options)
+
+
+def _write_report(report: Any, path: str, real_stdout: Any) -> None:
+    from .reports.io import dump_report
+
+    text = dump_report(report)
+    if path == "-":
+        real_stdout.write(text)
+        real_stdout.flush()
+        return
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise CtcDoctorError(f"cannot write report to {path}: {exc.strerror}") from exc
+
+
+def main() -> None:
+    cli.main(prog_name="ctc-doctor")
+
+
+if __name__ == "__main__":
+    main()

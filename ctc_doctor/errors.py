@@ -1,0 +1,109 @@
+"""Exit codes and the exception tree of ctc-doctor.
+
+Every failure a user can cause ends as one of these exceptions, which the CLI turns into a
+one-line message and the exit code the exception names. No torch import here.
+
+    CtcDoctorError                      (exit_code = INTERNAL_ERROR unless overridden)
+    ├── TargetError                     a TARGET spec cannot be turned into a Workload
+    │   ├── TargetNotFound              module/file/attribute missing           -> TARGET_NOT_FOUND
+    │   ├── TargetInvalid               not callable, wrong return type          -> TARGET_INVALID
+    │   └── BuilderFailed               the user's build() raised               -> BUILDER_FAILED
+    ├── EagerFailed                     the model fails without torch.compile   -> EAGER_FAILED
+    ├── CompileFailed                   torch.compile raised an internal error  -> COMPILE_FAILED
+    ├── AnalysisTimeout                 a phase ran past --timeout              -> TIMEOUT
+    └── ReportError                     a report file is unreadable/corrupt     -> REPORT_INVALID
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Process exit codes of the `ctc-doctor` command (documented in the README)."""
+
+    OK = 0
+    """The command did its job. For an analysis: it ran to the end, whatever the verdict."""
+    CHECK_FAILED = 1
+    """A policy gate (e.g. `check` thresholds) was exceeded."""
+    USAGE = 2
+    """Bad command-line usage (unknown option, missing argument)."""
+    TARGET_NOT_FOUND = 3
+    """The TARGET's module, file or attribute does not exist."""
+    TARGET_INVALID = 4
+    """The TARGET exists but is not a usable builder (not callable, wrong return type, bad spec)."""
+    BUILDER_FAILED = 5
+    """The user's builder raised an exception."""
+    EAGER_FAILED = 6
+    """The model fails in plain eager mode on its own inputs: fix eager first."""
+    COMPILE_FAILED = 7
+    """torch.compile crashed with an internal error; a partial report was still written."""
+    TIMEOUT = 8
+    """The analysis ran past --timeout; a partial report was still written."""
+    REPORT_INVALID = 9
+    """A report file is missing, corrupt, or of an unsupported schema version."""
+    INTERNAL_ERROR = 70
+    """A bug in ctc-doctor itself. Re-run with --debug and report it."""
+
+
+class CtcDoctorError(Exception):
+    """Base of every error ctc-doctor raises on purpose."""
+
+    exit_code: ExitCode = ExitCode.INTERNAL_ERROR
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def one_line(self) -> str:
+        text = " ".join(self.message.split())
+        return f"{text} ({self.hint})" if self.hint else text
+
+
+class TargetError(CtcDoctorError):
+    """A TARGET spec could not be turned into a Workload."""
+
+    exit_code = ExitCode.TARGET_INVALID
+
+
+class TargetNotFound(TargetError):
+    """The module, file or attribute a TARGET names does not exist."""
+
+    exit_code = ExitCode.TARGET_NOT_FOUND
+
+
+class TargetInvalid(TargetError):
+    """The TARGET is not a zero-argument builder returning a supported shape."""
+
+    exit_code = ExitCode.TARGET_INVALID
+
+
+class BuilderFailed(TargetError):
+    """The user's builder raised; `user_frame` is the innermost frame in the user's file."""
+
+    exit_code = ExitCode.BUILDER_FAILED
+
+
+class EagerFailed(CtcDoctorError):
+    """The model raises without torch.compile, so compile findings would be meaningless."""
+
+    exit_code = ExitCode.EAGER_FAILED
+
+
+class CompileFailed(CtcDoctorError):
+    """torch.compile raised something other than a graph break."""
+
+    exit_code = ExitCode.COMPILE_FAILED
+
+
+class AnalysisTimeout(CtcDoctorError):
+    """A phase exceeded the time limit."""
+
+    exit_code = ExitCode.TIMEOUT
+
+
+class ReportError(CtcDoctorError):
+    """A report file cannot be read: missing, not JSON, wrong shape or unsupported version."""
+
+    exit_code = ExitCode.REPORT_INVALID

@@ -1,0 +1,354 @@
+"""The report: pydantic v2 models of everything one ctc-doctor run found.
+
+This is the contract other tools read (bug trackers, CI, the TUI, offline log ingestion). Field
+names are stable; renaming or removing one is a `SCHEMA_VERSION` major bump. The JSON Schema is
+generated from these models into `report.schema.json` (`ctc-doctor schema`), and a test fails when
+the committed file drifts. No torch import here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = "1.0"
+"""major.minor: a minor bump adds optional fields; a major bump renames or removes fields."""
+
+Verdict = Literal["clean", "graph_breaks", "recompiles", "graph_breaks_and_recompiles", "failed"]
+GuardKind = Literal[
+    "size",
+    "stride",
+    "dtype",
+    "device",
+    "requires_grad",
+    "value",
+    "type",
+    "object_id",
+    "attribute",
+    "global_state",
+    "other",
+]
+Phase = Literal["load", "eager", "explain", "compile", "capture", "report", "timeout"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class Frame(_Model):
+    """One frame of Python source: where a break happened or a call was made."""
+
+    file: str
+    """Absolute path of the source file, as Python reported it."""
+    line: int
+    """1-based line number."""
+    function: str
+    """Function name (Dynamo resume functions are mapped back to the function they resume)."""
+    code: str | None = None
+    """The source line, stripped, when it could be read."""
+
+
+class GraphBreakSite(_Model):
+    """One deduplicated graph-break site: the same gb_type at the same place, with every occurrence."""
+
+    id: str
+    """Stable id within this report, in rank order: `B1` is the most costly site."""
+    gb_type: str
+    """Dynamo's graph-break type (first line of the Unsupported message), e.g. `Data-dependent branching`."""
+    registry_ids: list[str] = Field(default_factory=list)
+    """Graph-break registry ids (`GB0170`...) from torch's `graph_break_registry.json`; a break in a loop lists the inner cause too."""
+    reason: str
+    """One-line reason, readable on its own."""
+    explanation: str | None = None
+    """Dynamo's explanation text, when the torch version provides one."""
+    hints: list[str] = Field(default_factory=list)
+    """Dynamo's hints for this break, in order (registry hints when the message had none)."""
+    user_frame: Frame
+    """The innermost frame of the break: where tracing stopped."""
+    own_frame: Frame | None = None
+    """The innermost frame in the user's own code, when `user_frame` is in a library (else equal to it)."""
+    user_stack: list[Frame] = Field(default_factory=list)
+    """The call stack down to the break, outermost first, without torch's and ctc-doctor's own frames."""
+    module_paths: list[str] = Field(default_factory=list)
+    """Every `named_modules()` path whose code runs this site (`""` is the root model)."""
+    module_class: str | None = None
+    """Class name of the module(s) in `module_paths`."""
+    occurrences: int
+    """How many times this break happened over the whole workload (all compile ids)."""
+    compile_ids: list[str] = Field(default_factory=list)
+    """Compile ids (`frame/attempt`, as in TORCH_LOGS and tlparse) of the frames where it happened."""
+    own_code: bool
+    """True when `user_frame` is in the user's code, not in site-packages, torch or the standard library."""
+    library: str | None = None
+    """The library that holds `user_frame` (`torch`, `transformers`, `stdlib`...) when not own code."""
+    frame_skipped: bool = False
+    """True when Dynamo gave up on the whole function (e.g. a graph break in a loop): it ran fully eager."""
+    ops_in_split_graphs: int = 0
+    """Ops in the graphs of the frames where this break happened: a measure of the work it splits."""
+
+
+class FailedGuard(_Model):
+    """One guard that failed on a cached compiled entry, forcing a recompile."""
+
+    reason: str
+    """The guard failure text as Dynamo reported it (first line)."""
+    kind: GuardKind
+    """Classified cause: size, stride, dtype, device, requires_grad, value, type, object_id, attribute, global_state, other."""
+    source: str | None = None
+    """The guarded expression, e.g. `x`, `kwargs['input_ids']`, `self.use_relu`."""
+    expected: str | None = None
+    """The value the cached entry was compiled for, when the text says."""
+    actual: str | None = None
+    """The value that failed the guard, when the text says."""
+    dim: int | None = None
+    """Tensor dimension for size/stride guards."""
+    cache_entry: str | None = None
+    """Compile id of the cached entry whose guard failed."""
+
+
+class Recompile(_Model):
+    """One recompilation of a frame, with every failed guard of every cached entry."""
+
+    id: str
+    """Stable id within this report: `R1`, `R2`... in the order they happened."""
+    function: str
+    """The recompiled function."""
+    file: str
+    """Its file."""
+    line: int
+    """Its first line."""
+    compile_id: str
+    """Compile id of the new compile (`0/1`)."""
+    module_paths: list[str] = Field(default_factory=list)
+    """Module paths whose code the recompiled frame belongs to."""
+    module_class: str | None = None
+    """Class name of those modules."""
+    call_index: int | None = None
+    """Which workload call triggered it (0 = first call, 1 = first variant...)."""
+    failed_guards: list[FailedGuard] = Field(default_factory=list)
+    """Every failed guard, one per cached entry that was tried."""
+
+
+class Graph(_Model):
+    """One FX graph Dynamo handed to the backend."""
+
+    compile_id: str
+    """Compile id of the frame that produced it."""
+    call_index: int | None = None
+    """Which workload call compiled it."""
+    op_count: int
+    """Number of call_function/call_method/call_module nodes."""
+    node_count: int
+    """All nodes including placeholders and output."""
+    input_count: int
+    """Placeholder count."""
+    ops: dict[str, int] = Field(default_factory=dict)
+    """Op name -> count in this graph."""
+
+
+class PerfHint(_Model):
+    """A performance hint torch logged (mostly inductor's)."""
+
+    message: str
+    """The hint text."""
+    compile_id: str | None = None
+    """Compile id active when it was logged."""
+    logger: str
+    """The torch logger that emitted it."""
+
+
+class CompileMetric(_Model):
+    """Compile metrics of one frame compile (from torch's compilation_metrics)."""
+
+    compile_id: str
+    """Compile id."""
+    function: str | None = None
+    """Compiled function name."""
+    file: str | None = None
+    """Its file."""
+    line: int | None = None
+    """Its first line."""
+    duration_s: float | None = None
+    """Whole frame compile time in seconds."""
+    backend_compile_time_s: float | None = None
+    """Time spent in the backend."""
+    op_count: int | None = None
+    """Graph op count (None when no graph was produced)."""
+    guard_count: int | None = None
+    """Guards installed."""
+    shape_env_guard_count: int | None = None
+    """Symbolic-shape guards."""
+    cache_size: int | None = None
+    """Cache entries for this code object before this compile."""
+    fail_type: str | None = None
+    """Exception type when the compile failed or the frame was skipped."""
+    fail_reason: str | None = None
+    """Its message (first line)."""
+    restart_reasons: list[str] = Field(default_factory=list)
+    """First lines of the reasons Dynamo restarted analysis."""
+    recompile_reason: str | None = None
+    """First failed guard when this compile was a recompile."""
+
+
+class GuardSet(_Model):
+    """Guards installed on one compiled frame."""
+
+    compile_id: str
+    """Compile id."""
+    count: int
+    """Number of guard lines in the guard tree."""
+    tree: str | None = None
+    """The guard tree text (only with --guards)."""
+
+
+class Summary(_Model):
+    """Headline numbers and the verdict."""
+
+    graph_count: int
+    """Graphs compiled during the first call: how fragmented one forward is (1 = one graph)."""
+    graphs_compiled: int = 0
+    """Graphs compiled over the whole workload, recompiles included."""
+    graph_break_count: int
+    """Graph-break events over the whole workload, repeats included."""
+    unique_break_sites: int
+    """Deduplicated break sites (`graph_breaks[]`)."""
+    recompile_count: int
+    """Recompilations over the whole workload."""
+    frames_skipped: int = 0
+    """Functions Dynamo gave up on entirely (run fully eager)."""
+    compile_time_s: float
+    """Total frame compile time over the workload, seconds."""
+    verdict: Verdict
+    """clean, graph_breaks, recompiles, graph_breaks_and_recompiles, or failed."""
+
+
+class Target(_Model):
+    """What was analyzed."""
+
+    spec: str
+    """The TARGET as given (`pkg.mod:build`, `file.py:build`, `demo`)."""
+    name: str
+    """Workload name."""
+    model_class: str
+    """Class of the root model."""
+    parameters: int
+    """Parameter count."""
+    modules: int
+    """Number of modules in `named_modules()`."""
+    calls: int = 1
+    """Calls run: the first plus the variants."""
+    train: bool = False
+    """Whether forward+backward was analyzed."""
+    inputs: list[str] = Field(default_factory=list)
+    """Signature of each call's inputs, e.g. `x: float32[4, 8]`."""
+
+
+class Environment(_Model):
+    """Versions and settings the run used."""
+
+    python: str
+    """Python version."""
+    torch: str
+    """torch version."""
+    transformers: str | None = None
+    """transformers version, when installed."""
+    platform: str
+    """OS and machine."""
+    device: str
+    """Device the model ran on."""
+    backend: str
+    """torch.compile backend used for the analysis."""
+
+
+class RunInfo(_Model):
+    """How and when the report was produced."""
+
+    command: str
+    """The command line."""
+    started_at: str
+    """ISO-8601 start time (UTC)."""
+    duration_s: float
+    """Wall time of the whole run."""
+    tool_version: str
+    """ctc-doctor version."""
+    seed: int | None = None
+    """Random seed set before building the workload."""
+
+
+class ErrorRecord(_Model):
+    """Something that went wrong during the run (the report is still written)."""
+
+    phase: Phase
+    """Where: load, eager, explain, compile, capture, report, timeout."""
+    type: str
+    """Exception type name."""
+    message: str
+    """One-line message."""
+
+
+class ExplainCheck(_Model):
+    """What `torch._dynamo.explain` reported on the first call, as a cross-check."""
+
+    graph_count: int
+    """explain's graph count."""
+    graph_break_count: int
+    """explain's break count (always graph_count - 1)."""
+    break_reasons: int
+    """Number of break reasons explain listed."""
+    op_count: int
+    """Total ops over explain's graphs."""
+    missed_sites: int = 0
+    """Break sites ctc-doctor found on the first call that explain did not list."""
+
+
+class Report(_Model):
+    """A ctc-doctor report."""
+
+    schema_version: str = SCHEMA_VERSION
+    """Report schema version, `major.minor`."""
+    target: Target
+    """What was analyzed."""
+    environment: Environment
+    """Versions and settings."""
+    run: RunInfo
+    """How it was produced."""
+    summary: Summary
+    """Headline numbers and verdict."""
+    graph_breaks: list[GraphBreakSite] = Field(default_factory=list)
+    """Deduplicated break sites, most costly first."""
+    recompiles: list[Recompile] = Field(default_factory=list)
+    """Recompilations in the order they happened."""
+    graphs: list[Graph] = Field(default_factory=list)
+    """Every graph compiled."""
+    perf_hints: list[PerfHint] = Field(default_factory=list)
+    """Performance hints torch logged."""
+    compile_metrics: list[CompileMetric] = Field(default_factory=list)
+    """Per frame compile."""
+    guards: list[GuardSet] = Field(default_factory=list)
+    """Guards installed, per compile id."""
+    explain: ExplainCheck | None = None
+    """torch._dynamo.explain cross-check (None when skipped or unavailable)."""
+    notes: list[str] = Field(default_factory=list)
+    """Caveats: degraded capture on older torch, explain disagreements, skipped phases."""
+    errors: list[ErrorRecord] = Field(default_factory=list)
+    """What failed; a failed run still reports what it found before."""
+    bisect: dict[str, Any] | None = None
+    """Reserved for module bisection results (filled by `ctc-doctor bisect`)."""
+    suggestions: list[dict[str, Any]] = Field(default_factory=list)
+    """Reserved for fix suggestions."""
+    benchmark: dict[str, Any] | None = None
+    """Reserved for benchmark results."""
+
+
+def compute_verdict(summary_breaks: int, recompiles: int, failed: bool) -> Verdict:
+    """The verdict from counts: failed wins, then breaks and recompiles."""
+    if failed:
+        return "failed"
+    if summary_breaks and recompiles:
+        return "graph_breaks_and_recompiles"
+    if summary_breaks:
+        return "graph_breaks"
+    if recompiles:
+        return "recompiles"
+    return "clean"
