@@ -18,7 +18,7 @@ demo: $(STAMP)
 	$(BIN)/ctc-doctor demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadgroup -q
+	$(BIN)/python -m pytest -n 2 --dist loadfile -q
 
 lint: $(STAMP)
 	$(BIN)/python -m ruff check ctc_doctor tests benchmarks

@@ -27,7 +27,7 @@ class _DefaultGroup(click.Group):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         first = next((a for a in args if not a.startswith("-")), None)
         if first is not None and first not in self.commands and not {"--help", "-h", "--version"} & set(args[:1]):
-            args = ["analyze", *args]
+            args = ["show" if first.endswith(".json") else "analyze", *args]
         return super().parse_args(ctx, args)
 
 
@@ -92,6 +92,7 @@ def cli() -> None:
     ctc-doctor path/to/file.py:build --json report.json
     ctc-doctor mypkg.models:build --json -     report on stdout, summary on stderr
     ctc-doctor demo                            the built-in example
+    ctc-doctor report.json                     summary of a saved report (same as: show report.json)
     ctc-doctor schema                          the report's JSON Schema
 
     Exit codes: 0 ok, 2 usage, 3 target not found, 4 target invalid, 5 builder raised,
@@ -127,6 +128,21 @@ def demo(fixture: str, list_fixtures: bool, **kw: Any) -> None:
 
 
 @cli.command()
+@click.argument("report_path", metavar="REPORT")
+@click.option("--top", default=10, show_default=True, type=int, help="Break sites to show.")
+def show(report_path: str, top: int) -> None:
+    """Print the summary of a saved report (`ctc-doctor report.json` does the same)."""
+    from .reports.io import load_report
+    from .reports.render import render_summary
+
+    try:
+        report = load_report(report_path)
+    except CtcDoctorError as exc:
+        _fail(exc.one_line(), exc.exit_code)
+    render_summary(report, _stderr_console(), top=top)
+
+
+@cli.command()
 def schema() -> None:
     """Print the report's JSON Schema."""
     from .reports.io import schema_text
@@ -150,7 +166,8 @@ def _run_analysis(spec: str, load: Any, kw: dict[str, Any]) -> None:
             report = _analyze_with_progress(spec, load, kw, console, quiet)
             if json_out:
                 _write_report(report, json_out, real_stdout)
-        if not quiet:
+        eager_failed = any(e.phase == "eager" for e in report.errors)
+        if not quiet and not eager_failed:  # nothing was analyzed: the one-line error says it all
             from .reports.render import render_summary
 
             render_summary(report, console, top=kw["top"])

@@ -148,8 +148,12 @@ class _RecordingBackend:
     """Wraps the real backend to record every graph Dynamo hands it (public custom-backend API)."""
 
     def __init__(self, backend: str) -> None:
+        self.name = backend
         self.inner = ti.lookup_backend(backend)
         self.graphs: list[tuple[str | None, Any]] = []
+
+    def __repr__(self) -> str:  # torch names the backend in its errors
+        return self.name
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Any:
         ops: dict[str, int] = defaultdict(int)
@@ -290,8 +294,26 @@ class _Stop(Exception):
 
 
 def _first(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0][:300] if lines else type(exc).__name__
+    """One line for an exception, with its inner cause (torch wraps backend errors) and user frame."""
+    frame = _user_frame_of(exc)
+    text = _one_line(exc)
+    return f"{text} (at {frame})" if frame else text
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+    text = lines[0][:300] if lines else type(exc).__name__
+    inner = getattr(exc, "inner_exception", None) or exc.__cause__
+    if inner is not None and inner is not exc:
+        text = f"{text.rstrip(':')}: {type(inner).__name__}: {_one_line(inner)}"
+    return text
+
+
+def _user_frame_of(exc: BaseException) -> str | None:
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if classify_file(f.filename)[0]]
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None
 
 
 # ---------------------------------------------------------------------------------------------

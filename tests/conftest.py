@@ -1,0 +1,46 @@
+"""Shared helpers: a per-process cache of fixture analyses, and a CLI runner (real subprocesses)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+import torch
+
+from ctc_doctor import AnalyzeOptions, analyze
+from ctc_doctor.fixtures.registry import all_fixtures
+from ctc_doctor.reports import Report
+
+REPO = Path(__file__).resolve().parent.parent
+TARGETS = Path(__file__).resolve().parent / "targets"
+
+
+@lru_cache(maxsize=None)
+def analyzed(name: str, train: bool = False) -> Report:
+    """Analyze a zoo fixture once per test process (backend eager, or aot_eager with train)."""
+    spec = all_fixtures()[name]
+    torch.manual_seed(0)
+    workload = spec.builder()()
+    return analyze(workload, AnalyzeOptions(spec=spec.target, train=train))
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    """Run `python -m ctc_doctor ARGS` in a subprocess from the repo root."""
+    full_env = {**os.environ, "PYTHONPATH": str(TARGETS), "COLUMNS": "120", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "ctc_doctor", *args],
+        cwd=REPO,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def cli():
+    return run_cli

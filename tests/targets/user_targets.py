@@ -1,0 +1,65 @@
+"""Builders used by the CLI tests as TARGETs (`user_targets:NAME`, with tests/targets on PYTHONPATH)."""
+
+import time
+
+import torch
+from torch import nn
+
+from ctc_doctor import Workload
+
+NOT_CALLABLE = 42
+
+
+class Printer(nn.Module):
+    def forward(self, x):
+        print("the model talks on stdout", x.shape)
+        return x * 2
+
+
+def printing_model():
+    return Printer(), (torch.randn(2, 3),)
+
+
+def with_variants():
+    return nn.Linear(4, 4), (torch.randn(2, 4),), [(torch.randn(5, 4),)]
+
+
+def wrong_return():
+    return nn.Linear(4, 4)
+
+
+def needs_argument(size):
+    return nn.Linear(size, size), (torch.randn(2, size),)
+
+
+def raises():
+    config = {"hidden": 8}
+    return nn.Linear(config["hiddn"], 8), ()  # a typo in the user's builder
+
+
+class BrokenInEager(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def fails_in_eager():
+    return BrokenInEager(), (torch.randn(2, 5),)  # wrong feature size
+
+
+@torch._dynamo.register_backend(name="ctc_test_crashing")
+def crashing_backend(gm, example_inputs):
+    raise RuntimeError("backend exploded on purpose")
+
+
+@torch._dynamo.register_backend(name="ctc_test_hanging")
+def hanging_backend(gm, example_inputs):
+    time.sleep(600)
+    return gm
+
+
+def small():
+    return Workload(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), (torch.randn(2, 4),), name="small")

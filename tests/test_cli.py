@@ -1,0 +1,157 @@
+"""The command line, through real subprocesses: output channels, exit codes, the bad-input matrix."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ctc_doctor.errors import ExitCode
+from ctc_doctor.reports import Report, load_report
+from ctc_doctor.reports.io import schema_text
+
+from .conftest import REPO, run_cli
+
+
+def test_help_lists_the_commands_and_does_not_import_torch():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from ctc_doctor import cli\n"
+        "try:\n    cli.cli.main(['--help'], prog_name='ctc-doctor')\n"
+        "except SystemExit:\n    pass\n"
+        "print('TORCH_LOADED' if 'torch' in sys.modules else 'TORCH_NOT_LOADED')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert "TORCH_NOT_LOADED" in out.stdout
+    for command in ("analyze", "demo", "schema", "show"):
+        assert command in out.stdout
+
+
+def test_schema_command_prints_the_committed_schema(cli):
+    result = cli("schema")
+    assert result.returncode == 0
+    assert result.stdout == schema_text()
+
+
+def test_json_dash_keeps_stdout_pure_json_even_when_the_model_prints(cli):
+    result = cli("user_targets:printing_model", "--json", "-")
+    assert result.returncode == ExitCode.OK, result.stderr
+    report = Report.model_validate(json.loads(result.stdout))
+    assert report.summary.verdict == "graph_breaks"
+    assert report.graph_breaks[0].gb_type == "Failed to trace builtin operator"
+    assert "the model talks on stdout" in result.stderr  # the model's print went to stderr
+
+
+def test_a_file_target_writes_a_report_and_a_readable_summary(cli, tmp_path):
+    out = tmp_path / "report.json"
+    result = cli("tests/targets/file_target.py:build", "--json", str(out))
+    assert result.returncode == ExitCode.OK, result.stderr
+    report = load_report(out)
+    assert report.target.spec == "tests/targets/file_target.py:build"
+    assert report.graph_breaks[0].gb_type == "Data-dependent branching"
+    assert "GRAPH BREAKS" in result.stderr and "GB0170" in result.stderr
+    assert "what to do next" in result.stderr
+    shown = cli(str(out))
+    assert shown.returncode == 0 and "GB0170" in shown.stderr
+
+
+def test_demo_runs_the_showcase_and_reports_breaks_and_recompiles(cli):
+    result = cli("demo", "--json", "-", "--no-explain")
+    assert result.returncode == ExitCode.OK, result.stderr
+    report = Report.model_validate(json.loads(result.stdout))
+    assert report.target.spec == "demo"
+    assert report.summary.verdict == "graph_breaks_and_recompiles"
+    assert {s.gb_type for s in report.graph_breaks} == {"Data-dependent branching", "Failed to trace builtin operator"}
+
+
+def test_torch_logs_in_the_environment_does_not_blind_the_capture(cli):
+    result = cli("user_targets:printing_model", "--json", "-", env={"TORCH_LOGS": "graph_breaks,recompiles"})
+    assert result.returncode == ExitCode.OK, result.stderr
+    report = Report.model_validate(json.loads(result.stdout))
+    assert [s.gb_type for s in report.graph_breaks] == ["Failed to trace builtin operator"]
+
+
+def test_variants_in_a_plain_tuple_expose_a_recompile(cli):
+    result = cli("user_targets:with_variants", "--json", "-", "--no-explain")
+    report = Report.model_validate(json.loads(result.stdout))
+    assert report.summary.verdict == "recompiles"
+    assert report.recompiles[0].failed_guards[0].kind == "size"
+
+
+BAD_INPUTS = [
+    ("no_such_module_xyz:build", ExitCode.TARGET_NOT_FOUND, "no module named 'no_such_module_xyz'"),
+    ("tests/targets/missing.py:build", ExitCode.TARGET_NOT_FOUND, "file not found"),
+    ("user_targets:nope", ExitCode.TARGET_NOT_FOUND, "has no attribute 'nope'"),
+    ("user_targets:NOT_CALLABLE", ExitCode.TARGET_INVALID, "not a builder"),
+    ("user_targets:wrong_return", ExitCode.TARGET_INVALID, "returned a Linear"),
+    ("user_targets:needs_argument", ExitCode.TARGET_INVALID, "cannot be called with no arguments"),
+    ("user_targets", ExitCode.TARGET_NOT_FOUND, "has no attribute 'build'"),
+    ("user_targets:", ExitCode.TARGET_INVALID, "bad target"),
+    ("user_targets:raises", ExitCode.BUILDER_FAILED, "KeyError"),
+    ("tests/targets/import_error_target.py:build", ExitCode.BUILDER_FAILED, "broken on purpose"),
+    ("user_targets:fails_in_eager", ExitCode.EAGER_FAILED, "fix eager mode first"),
+]
+
+
+@pytest.mark.parametrize(("target", "code", "text"), BAD_INPUTS)
+def test_bad_input_gets_one_clear_line_and_its_exit_code(cli, target, code, text):
+    result = cli(target)
+    assert result.returncode == code, result.stderr
+    assert text in result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().startswith("ctc-doctor: error:")
+
+
+def test_a_builder_error_names_the_users_file_and_line(cli):
+    result = cli("user_targets:raises")
+    assert "user_targets.py:" in result.stderr
+
+
+def test_debug_shows_the_traceback(cli):
+    result = cli("user_targets:raises", "--debug")
+    assert result.returncode == ExitCode.BUILDER_FAILED
+    assert "Traceback" in result.stderr
+
+
+def test_a_compile_crash_is_recorded_and_the_partial_report_is_written(cli, tmp_path):
+    out = tmp_path / "r.json"
+    result = cli("user_targets:small", "--backend", "ctc_test_crashing", "--json", str(out), "--no-explain")
+    assert result.returncode == ExitCode.COMPILE_FAILED, result.stderr
+    assert "backend exploded on purpose" in result.stderr and "Traceback" not in result.stderr
+    report = load_report(out)
+    assert report.summary.verdict == "failed"
+    assert report.errors[0].phase == "compile"
+
+
+def test_a_hanging_compile_times_out_with_a_partial_report(cli, tmp_path):
+    out = tmp_path / "r.json"
+    result = cli("user_targets:small", "--backend", "ctc_test_hanging", "--timeout", "3", "--json", str(out), "--no-explain")
+    assert result.returncode == ExitCode.TIMEOUT, result.stderr
+    report = load_report(out)
+    assert report.errors[0].phase == "timeout" and report.summary.verdict == "failed"
+    assert report.summary.graph_count == 1  # the graph Dynamo handed to the hanging backend is kept
+
+
+@pytest.mark.parametrize(
+    ("content", "text"),
+    [
+        ("{not json", "is not valid JSON"),
+        ("[1, 2]", "not a ctc-doctor report"),
+        ('{"schema_version": "99.0"}', "schema_version 99.0"),
+        ('{"schema_version": "1.0", "target": {}}', "is not a valid report"),
+    ],
+)
+def test_a_corrupt_report_file_gets_a_clear_error(cli, tmp_path, content, text):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    result = cli("show", str(path))
+    assert result.returncode == ExitCode.REPORT_INVALID
+    assert text in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_unknown_option_is_a_usage_error(cli):
+    result = cli("user_targets:small", "--no-such-flag")
+    assert result.returncode == ExitCode.USAGE

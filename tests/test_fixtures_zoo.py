@@ -1,0 +1,160 @@
+"""Every fixture of the zoo, analyzed on real torch: exact break lines, gb_types, GB ids, module paths
+and recompile guard kinds, as each fixture's docstring promises."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctc_doctor.fixtures.registry import all_fixtures, marker_line
+
+from .conftest import analyzed
+
+FIXTURES = all_fixtures()
+ALL = sorted(FIXTURES)
+
+
+def _needs(name: str) -> None:
+    if "transformers" in FIXTURES[name].tags:
+        pytest.importorskip("transformers")
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_each_fixture_gets_its_documented_verdict_without_errors(name):
+    _needs(name)
+    report = analyzed(name)
+    assert report.errors == []
+    assert report.summary.verdict == FIXTURES[name].expected.verdict
+
+
+@pytest.mark.parametrize("name", [n for n in ALL if FIXTURES[n].expected.breaks])
+def test_each_expected_break_is_reported_at_its_exact_line_type_id_and_module_path(name):
+    spec = FIXTURES[name]
+    report = analyzed(name)
+    source = spec.source_file()
+    for expected in spec.expected.breaks:
+        line = marker_line(source, expected.marker)
+        matches = [
+            s
+            for s in report.graph_breaks
+            if s.gb_type == expected.gb_type
+            and (s.own_frame or s.user_frame).file == source
+            and (s.own_frame or s.user_frame).line == line
+        ]
+        assert matches, f"no {expected.gb_type!r} break at {source}:{line}; got {[(s.gb_type, s.user_frame.line) for s in report.graph_breaks]}"
+        site = matches[0]
+        assert site.module_paths == list(expected.module_paths)
+        assert expected.registry_id in site.registry_ids
+        assert site.own_code is expected.own_code
+        assert site.occurrences == len(site.compile_ids) >= 1
+        assert site.hints, "every break carries Dynamo's hints"
+
+
+@pytest.mark.parametrize("name", [n for n in ALL if FIXTURES[n].expected.breaks])
+def test_no_break_is_reported_away_from_the_documented_lines(name):
+    spec = FIXTURES[name]
+    report = analyzed(name)
+    lines = {marker_line(spec.source_file(), e.marker) for e in spec.expected.breaks}
+    for site in report.graph_breaks:
+        frame = site.own_frame or site.user_frame
+        assert (frame.file, frame.line) in {(spec.source_file(), ln) for ln in lines}, site
+
+
+@pytest.mark.parametrize("name", [n for n in ALL if not FIXTURES[n].expected.breaks])
+def test_fixtures_without_breaks_report_none_and_one_graph_on_the_first_call(name):
+    _needs(name)
+    report = analyzed(name)
+    assert report.graph_breaks == []
+    assert report.summary.graph_count == 1
+
+
+@pytest.mark.parametrize("name", [n for n in ALL if FIXTURES[n].expected.recompile_kinds])
+def test_recompiles_carry_the_documented_guard_kind_and_module_path(name):
+    _needs(name)
+    spec = FIXTURES[name]
+    report = analyzed(name)
+    assert report.summary.recompile_count == len(report.recompiles) >= 1
+    kinds = {g.kind for rc in report.recompiles for g in rc.failed_guards}
+    assert set(spec.expected.recompile_kinds) <= kinds
+    for path in spec.expected.recompile_paths:
+        assert any(path in rc.module_paths for rc in report.recompiles)
+    for rc in report.recompiles:
+        assert rc.failed_guards and rc.call_index is not None
+
+
+@pytest.mark.parametrize("name", [n for n in ALL if not FIXTURES[n].expected.recompile_kinds])
+def test_fixtures_without_variants_trouble_do_not_recompile(name):
+    report = analyzed(name)
+    assert report.recompiles == []
+
+
+def test_a_shape_recompile_names_the_argument_dimension_and_both_sizes():
+    (rc,) = analyzed("shape_change_dim0").recompiles
+    (guard,) = rc.failed_guards
+    assert (guard.kind, guard.source, guard.dim, guard.expected, guard.actual) == ("size", "x", 0, "4", "8")
+    (rc1,) = analyzed("shape_change_dim1").recompiles
+    assert (rc1.failed_guards[0].dim, rc1.failed_guards[0].expected, rc1.failed_guards[0].actual) == (1, "8", "12")
+
+
+def test_dtype_scalar_and_attribute_recompiles_name_what_changed():
+    dtype = analyzed("dtype_change").recompiles[0].failed_guards[0]
+    assert (dtype.kind, dtype.source, dtype.expected, dtype.actual) == ("dtype", "x", "Float", "Double")
+    scalar = analyzed("python_scalar_arg").recompiles[0].failed_guards[0]
+    assert (scalar.kind, scalar.source, scalar.expected) == ("value", "temperature", "1.0")
+    attr = analyzed("attribute_toggle").recompiles[0].failed_guards[0]
+    assert attr.kind == "attribute" and attr.source.endswith("use_gelu") and attr.expected == "False"
+
+
+def test_a_deepcopy_break_inside_the_stdlib_points_back_to_the_users_line():
+    spec = FIXTURES["deepcopy_in_forward"]
+    (site,) = analyzed("deepcopy_in_forward").graph_breaks
+    assert site.library == "stdlib" and site.user_frame.file.endswith("copy.py")
+    assert site.own_frame is not None and site.own_frame.line == marker_line(spec.source_file(), "deepcopy")
+    assert site.user_stack[-1].file.endswith("copy.py")
+
+
+def test_skipped_frames_are_reported_with_the_loop_cause_and_its_registry_ids():
+    report = analyzed("deep_break")
+    loop = [s for s in report.graph_breaks if s.gb_type == "graph break in loop"]
+    assert loop and loop[0].frame_skipped and loop[0].registry_ids[:2] == ["GB7000", "GB0170"]
+    assert "Data-dependent branching" in loop[0].reason
+    assert report.summary.frames_skipped >= 1
+
+
+def test_a_shared_forward_is_attributed_to_every_instance_that_runs_it():
+    (site,) = [s for s in analyzed("repeated_blocks").graph_breaks if s.gb_type == "Data-dependent branching"]
+    assert site.module_paths == [f"blocks.{i}" for i in range(64)]
+    assert site.module_class == "GuardedBlock"
+
+
+def test_user_stacks_hide_torch_and_ctc_doctor_frames_but_keep_the_path_from_the_root():
+    site = analyzed("deep_break").graph_breaks[0]
+    files = [f.file for f in site.user_stack]
+    assert all("/torch/" not in f and "/analyzer/" not in f for f in files)
+    assert [f.function for f in site.user_stack][-1] == "forward"
+    assert site.user_stack[-1].code and "isnan" in site.user_stack[-1].code
+
+
+def test_explain_is_run_as_a_cross_check_and_agrees_on_the_graph_count_of_a_clean_model():
+    report = analyzed("clean")
+    assert report.explain is not None
+    assert report.explain.graph_count == report.summary.graph_count == 1
+
+
+def test_compile_metrics_guards_and_graphs_are_recorded_per_compile_id():
+    report = analyzed("showcase")
+    ids = {m.compile_id for m in report.compile_metrics}
+    assert {g.compile_id for g in report.graphs} <= ids
+    assert {g.compile_id for g in report.guards} <= ids
+    assert all(g.count > 0 for g in report.guards)
+    assert sum(g.op_count for g in report.graphs) > 0
+    assert report.summary.compile_time_s > 0
+    assert report.summary.graphs_compiled == len(report.graphs) > report.summary.graph_count
+
+
+def test_train_mode_runs_backward_with_aot_eager_and_still_finds_the_break():
+    report = analyzed("item_control_flow", train=True)
+    assert report.environment.backend == "aot_eager" and report.target.train
+    assert report.errors == []
+    assert [s.gb_type for s in report.graph_breaks] == [
+        "Unsupported Tensor.item() call with capture_scalar_outputs=False"
+    ]
