@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 TARGETS = Path(__file__).resolve().parent / "targets"
 
 
-@lru_cache(maxsize=None)
+@cache
 def analyzed(name: str, train: bool = False) -> Report:
     """Analyze a zoo fixture once per test process (backend eager, or aot_eager with train)."""
     spec = all_fixtures()[name]

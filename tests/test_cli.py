@@ -10,7 +10,7 @@ from ctc_doctor.errors import ExitCode
 from ctc_doctor.reports import Report, load_report
 from ctc_doctor.reports.io import schema_text
 
-from .conftest import REPO, run_cli
+from .conftest import REPO
 
 
 def test_help_lists_the_commands_and_does_not_import_torch():

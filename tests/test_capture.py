@@ -1,0 +1,75 @@
+"""The capture boundary: it leaves torch's logging and dynamo state as it found them."""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from torch import nn
+
+from ctc_doctor import AnalyzeOptions, Workload, analyze
+from ctc_doctor.analyzer import torch_internals as ti
+
+
+def _logging_state():
+    from torch._logging._internal import log_registry, trace_log
+
+    loggers = {n: logging.getLogger(n) for n in log_registry.get_artifact_log_qnames() | log_registry.get_log_qnames()}
+    return (
+        list(trace_log.handlers),
+        {n: (lg.level, lg.propagate, list(lg.handlers)) for n, lg in loggers.items()},
+    )
+
+
+class Printing(nn.Module):
+    def forward(self, x):
+        print("hi")
+        return x + 1
+
+
+def test_analysis_restores_torch_logging_exactly():
+    # torch's LazyTraceHandler removes itself at the first compile of a process: do that first
+    torch.compile(lambda x: x + 1, backend="eager")(torch.randn(2))
+    before = _logging_state()
+    report = analyze(Workload(Printing(), (torch.randn(2),)), AnalyzeOptions(explain=False))
+    assert report.summary.unique_break_sites == 1
+    assert _logging_state() == before
+
+
+def test_a_users_set_logs_settings_survive_the_analysis():
+    torch._logging.set_logs(graph_breaks=True)
+    try:
+        from torch._logging._internal import log_state
+
+        analyze(Workload(Printing(), (torch.randn(2),)), AnalyzeOptions(explain=False))
+        assert log_state.is_artifact_enabled("graph_breaks")
+    finally:
+        torch._logging.set_logs()
+
+
+def test_capture_collects_events_only_inside_the_block():
+    fn = torch.compile(lambda x: x * 2, backend="eager")
+    with ti.capture() as cap:
+        fn(torch.randn(3))
+    n = len(cap.events)
+    assert any(e.kind == "compilation_metrics" for e in cap.events)
+    torch.compile(lambda x: x * 3, backend="eager")(torch.randn(3))
+    assert len(cap.events) == n
+
+
+def test_the_graph_break_registry_is_read_from_the_installed_torch():
+    registry = ti.graph_break_registry()
+    assert registry is not None and "GB0170" in registry
+    assert registry["GB0170"][0]["Gb_type"] == "Data-dependent branching"
+
+
+def test_analyzing_a_plain_function_works_without_module_paths():
+    def f(x):
+        if x.sum() > 0:
+            return x + 1
+        return x
+
+    report = analyze(Workload(f, (torch.ones(3),)), AnalyzeOptions(explain=False))
+    assert report.graph_breaks[0].gb_type == "Data-dependent branching"
+    assert report.graph_breaks[0].module_paths == []
+    assert any("not an nn.Module" in n for n in report.notes)

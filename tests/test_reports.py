@@ -1,0 +1,97 @@
+"""The report contract: schema drift, torch-free import, round trip, clear errors on bad files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ctc_doctor.errors import ReportError
+from ctc_doctor.reports import SCHEMA_VERSION, Report, dump_report, load_report
+from ctc_doctor.reports.io import schema_text
+
+from .conftest import REPO, analyzed
+
+SCHEMA_FILE = REPO / "ctc_doctor" / "reports" / "report.schema.json"
+
+
+def test_the_committed_json_schema_matches_the_models():
+    assert SCHEMA_FILE.read_text() == schema_text(), (
+        "report.schema.json is stale: regenerate it with `make schema` "
+        "(.venv/bin/ctc-doctor schema > ctc_doctor/reports/report.schema.json)"
+    )
+
+
+def test_the_fixed_field_names_other_tools_read_are_in_the_schema():
+    defs = json.loads(SCHEMA_FILE.read_text())["$defs"]
+    assert set(defs["GraphBreakSite"]["properties"]) >= {
+        "id", "gb_type", "registry_ids", "reason", "explanation", "hints", "user_frame", "user_stack",
+        "module_paths", "module_class", "occurrences", "compile_ids", "own_code", "library",
+    }
+    assert set(defs["Recompile"]["properties"]) >= {"id", "function", "file", "line", "compile_id", "module_paths", "failed_guards"}
+    assert set(defs["FailedGuard"]["properties"]) >= {"reason", "kind", "source", "expected", "actual"}
+    assert set(defs["Summary"]["properties"]) >= {
+        "graph_count", "graph_break_count", "unique_break_sites", "recompile_count", "compile_time_s", "verdict",
+    }
+    top = json.loads(SCHEMA_FILE.read_text())["properties"]
+    assert set(top) >= {
+        "schema_version", "graph_breaks", "recompiles", "graphs", "perf_hints", "compile_metrics", "guards",
+        "summary", "target", "environment", "run", "errors", "bisect", "suggestions", "benchmark",
+    }
+
+
+def test_every_field_has_a_description():
+    schema = json.loads(SCHEMA_FILE.read_text())
+    for name, definition in schema["$defs"].items():
+        for field, prop in definition.get("properties", {}).items():
+            assert prop.get("description"), f"{name}.{field} has no docstring"
+
+
+def test_importing_the_reports_layer_loads_neither_torch_nor_textual():
+    code = "import sys, ctc_doctor.reports, ctc_doctor.reports.render; print(sorted(m for m in ('torch', 'textual') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_a_report_survives_a_json_round_trip(tmp_path):
+    report = analyzed("showcase")
+    path = tmp_path / "r.json"
+    path.write_text(dump_report(report))
+    again = load_report(path)
+    assert again == report
+    assert again.schema_version == SCHEMA_VERSION
+
+
+def test_reports_carry_versions_command_and_environment():
+    report = analyzed("clean")
+    assert report.environment.torch.startswith("2.")
+    assert report.environment.backend == "eager"
+    assert report.run.tool_version and report.run.started_at and report.run.duration_s > 0
+    assert report.target.model_class == "Mlp" and report.target.parameters > 0
+    assert report.target.inputs[0] == "x: float32[4, 16]"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "is not valid JSON"),
+        ('"text"', "not a ctc-doctor report"),
+        ("{}", "no schema_version"),
+        ('{"schema_version": "2.0"}', "this ctc-doctor reads 1.x"),
+    ],
+)
+def test_bad_report_files_raise_report_error_with_one_line(tmp_path, content, message):
+    path = tmp_path / "r.json"
+    path.write_text(content)
+    with pytest.raises(ReportError) as info:
+        load_report(path)
+    assert message in info.value.one_line() and "\n" not in info.value.one_line()
+
+
+def test_extra_fields_are_rejected_on_what_we_write():
+    data = json.loads(dump_report(analyzed("clean")))
+    data["summary"]["surprise"] = 1
+    with pytest.raises(ValueError):
+        Report.model_validate(data)
