@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+import pytest
 import torch
 from torch import nn
 
@@ -73,3 +74,17 @@ def test_analyzing_a_plain_function_works_without_module_paths():
     assert report.graph_breaks[0].gb_type == "Data-dependent branching"
     assert report.graph_breaks[0].module_paths == []
     assert any("not an nn.Module" in n for n in report.notes)
+
+
+class Attention(nn.Module):
+    def forward(self, q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+
+@pytest.mark.inductor
+def test_the_inductor_backend_yields_perf_hints_with_their_compile_id():
+    q = torch.randn(1, 2, 8, 16)
+    report = analyze(Workload(Attention(), (q, q, q)), AnalyzeOptions(backend="inductor", explain=False))
+    assert report.errors == [] and report.environment.backend == "inductor"
+    assert report.perf_hints, "inductor on CPU logs perf hints (fallback kernels, padding)"
+    assert all(h.compile_id == "0/0" and h.logger.endswith("__perf_hints") for h in report.perf_hints)

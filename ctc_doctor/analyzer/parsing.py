@@ -32,6 +32,10 @@ _LEGACY_GB_TYPES = (
 )
 
 
+RawFrame = tuple[str, int, str, str | None]
+"""(file, line, function, source line) as parsed from torch's texts, outermost first in stacks."""
+
+
 @dataclass
 class UnsupportedText:
     """One Unsupported message split into its parts."""
@@ -53,7 +57,7 @@ class ParsedBreak:
     explanation: str | None
     hints: list[str]
     registry_ids: list[str]
-    frames: list[tuple[str, int, str, str | None]]
+    frames: list[RawFrame]
     causes: list[str] = field(default_factory=list)
     """gb_types of earlier breaks this one happened while handling (innermost cause first)."""
 
@@ -136,9 +140,9 @@ def parse_break_text(payload: str) -> ParsedBreak:
     return ParsedBreak(file, line, final.gb_type, reason, explanation, hints, ids, frames, causes)
 
 
-def parse_traceback_frames(text: str) -> list[tuple[str, int, str, str | None]]:
+def parse_traceback_frames(text: str) -> list[RawFrame]:
     """Frames of a `traceback.format_list`-style block: (file, line, function, source line)."""
-    frames: list[tuple[str, int, str, str | None]] = []
+    frames: list[RawFrame] = []
     lines = text.splitlines()
     for i, raw in enumerate(lines):
         m = _FRAME.match(raw)

@@ -13,7 +13,6 @@ import datetime as _dt
 import importlib.metadata
 import platform
 import signal
-import sys
 import threading
 import time
 from collections import defaultdict
@@ -28,7 +27,7 @@ from ..reports import models as rm
 from ..workload import Call, Workload
 from . import torch_internals as ti
 from .attribution import ModuleIndex, describe_inputs, forward_arg_names, path_key
-from .parsing import classify_guard, parse_break_text, split_recompile_reasons
+from .parsing import RawFrame, classify_guard, parse_break_text, split_recompile_reasons
 from .sources import classify_file, function_name, is_tool_frame, source_line
 
 ProgressFn = Callable[[str, int, int], None]
@@ -346,7 +345,7 @@ def _build_report(
     event_marks = [m[0] for m in state.call_marks]
     graph_marks = [m[1] for m in state.call_marks]
 
-    starts: dict[str, list[tuple[str, int, str, str | None]]] = {}
+    starts: dict[str, list[RawFrame]] = {}
     metrics: dict[str, dict[str, Any]] = {}
     call_of_compile: dict[str, int | None] = {}
     for pos, ev in enumerate(cap.events):
@@ -478,7 +477,7 @@ def _environment(options: AnalyzeOptions) -> rm.Environment:
     )
 
 
-def _full_stack(ev: ti.TraceEvent, starts: dict[str, list[tuple[str, int, str, str | None]]], parsed_frames: list[tuple[str, int, str, str | None]]) -> list[tuple[str, int, str, str | None]]:
+def _full_stack(ev: ti.TraceEvent, starts: dict[str, list[RawFrame]], parsed_frames: list[RawFrame]) -> list[RawFrame]:
     """Outer frames (dynamo_start) + the frames Dynamo was tracing (exception or payload)."""
     if ev.exc_stack:
         outer = starts.get(ev.compile_id or "", [])[:-1]
@@ -488,7 +487,7 @@ def _full_stack(ev: ti.TraceEvent, starts: dict[str, list[tuple[str, int, str, s
 
 def _break_sites(
     cap: ti.CaptureResult,
-    starts: dict[str, list[tuple[str, int, str, str | None]]],
+    starts: dict[str, list[RawFrame]],
     metrics: dict[str, dict[str, Any]],
     index: ModuleIndex,
     ops_by_compile: dict[str, int],
@@ -577,7 +576,7 @@ def _break_sites(
 
 def _recompiles(
     cap: ti.CaptureResult,
-    starts: dict[str, list[tuple[str, int, str, str | None]]],
+    starts: dict[str, list[RawFrame]],
     metrics: dict[str, dict[str, Any]],
     index: ModuleIndex,
     call_of_compile: dict[str, int | None],
@@ -632,6 +631,3 @@ def _metric(cid: str, m: dict[str, Any]) -> rm.CompileMetric:
         recompile_reason=first_line(m.get("recompile_reason")),
     )
 
-
-def environment_summary() -> str:
-    return f"python {platform.python_version()}, torch {ti.torch_version()}, {sys.platform}"

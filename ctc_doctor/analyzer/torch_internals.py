@@ -16,6 +16,7 @@ What it owns:
 from __future__ import annotations
 
 import contextlib
+import importlib
 import importlib.resources
 import json
 import logging
@@ -28,6 +29,8 @@ from typing import Any
 
 import torch
 import torch._dynamo
+
+from .parsing import RawFrame
 
 # Trace event kinds worth keeping; everything else (chromium_event, describe_*, bytecode dumps) is
 # dropped in the handler so memory stays small on big models.
@@ -46,7 +49,7 @@ class TraceEvent:
     payload: str | None
     exc_gb_type: str | None = None
     """gb_type of the live Unsupported exception when the event was logged inside its handler."""
-    exc_stack: list[tuple[str, int, str, str | None]] | None = None
+    exc_stack: list[RawFrame] | None = None
     """real_stack of that exception: the frames Dynamo was tracing, outermost first."""
 
 
@@ -209,9 +212,26 @@ def capture(*, backend: str = "eager", keep_guard_text: bool = False, quiet: boo
     With `quiet`, Dynamo's own graph-break warnings stay off stderr during the block (unless the
     user set TORCH_LOGS), since the report carries them in full.
     """
-    with quiet_torch_stderr(quiet):
+    with quiet_torch_stderr(quiet), _no_compile_caches(backend):
         with _capture(backend=backend, keep_guard_text=keep_guard_text) as result:
             yield result
+
+
+@contextlib.contextmanager
+def _no_compile_caches(backend: str) -> Iterator[None]:
+    """A warm inductor/AOT cache skips codegen, and with it perf hints and real compile times."""
+    if backend != "inductor":
+        yield
+        return
+    with contextlib.ExitStack() as stack:
+        for module, key in (("torch._inductor.config", "fx_graph_cache"), ("torch._functorch.config", "enable_autograd_cache")):
+            try:
+                config = importlib.import_module(module)
+            except ImportError:
+                continue
+            if hasattr(config, key):
+                stack.enter_context(config.patch({key: False}))
+        yield
 
 
 @contextlib.contextmanager
