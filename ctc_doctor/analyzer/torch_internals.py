@@ -16,6 +16,7 @@ What it owns:
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.resources
 import json
@@ -334,8 +335,11 @@ def run_explain(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     )
 
 
+@functools.lru_cache(maxsize=1)
 def graph_break_registry() -> dict[str, list[dict[str, Any]]] | None:
-    """torch's graph-break registry {GBxxxx: [newest entry, older...]}, or None on older torch."""
+    """torch's graph-break registry {GBxxxx: [newest entry, older...]}, or None on older torch.
+
+    Read once per process; callers must not mutate it."""
     try:
         res = importlib.resources.files("torch._dynamo") / "graph_break_registry.json"
         return json.loads(res.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
