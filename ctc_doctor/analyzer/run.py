@@ -28,7 +28,7 @@ from ..workload import Call, Workload
 from . import torch_internals as ti
 from .attribution import ModuleIndex, describe_inputs, forward_arg_names, path_key
 from .parsing import RawFrame, classify_guard, parse_break_text, split_recompile_reasons
-from .sources import classify_file, function_name, is_tool_frame, source_line
+from .sources import classify_file, function_name, innermost_own_frame, is_tool_frame, source_line
 
 ProgressFn = Callable[[str, int, int], None]
 
@@ -294,7 +294,7 @@ class _Stop(Exception):
 
 def _first(exc: BaseException) -> str:
     """One line for an exception, with its inner cause (torch wraps backend errors) and user frame."""
-    frame = _user_frame_of(exc)
+    frame = innermost_own_frame(exc)
     text = _one_line(exc)
     return f"{text} (at {frame})" if frame else text
 
@@ -307,12 +307,6 @@ def _one_line(exc: BaseException) -> str:
         text = f"{text.rstrip(':')}: {type(inner).__name__}: {_one_line(inner)}"
     return text
 
-
-def _user_frame_of(exc: BaseException) -> str | None:
-    import traceback
-
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if classify_file(f.filename)[0]]
-    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Where a source file lives: the user's own code, a library (which one), torch, or the stdlib.
+"""Where a source file lives: the user's own code, a library (which one), torch, or the stdlib;
+and the user's own frame in an exception's traceback.
 
 Pure path logic (no torch import), shared by live analysis and offline log ingestion.
 """
@@ -10,6 +11,7 @@ import linecache
 import os
 import re
 import sysconfig
+import traceback
 from functools import lru_cache
 
 _RESUME = re.compile(r"^torch_dynamo_resume_in_(?P<name>.+)_at_\d+$")
@@ -63,3 +65,12 @@ def function_name(name: str) -> str:
 def source_line(path: str, line: int) -> str | None:
     text = linecache.getline(path, line).strip()
     return text or None
+
+
+def innermost_own_frame(exc: BaseException, prefer: str | None = None) -> str | None:
+    """`file:line` of the innermost traceback frame in the user's own code (in `prefer` if given and present)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if classify_file(f.filename)[0]]
+    if prefer:
+        wanted = os.path.abspath(prefer)
+        frames = [f for f in frames if os.path.abspath(f.filename) == wanted] or frames
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None

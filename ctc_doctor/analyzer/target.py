@@ -11,7 +11,6 @@ import importlib
 import importlib.util
 import os
 import sys
-import traceback
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,6 +18,7 @@ import torch
 
 from ..errors import BuilderFailed, TargetInvalid, TargetNotFound
 from ..workload import Workload
+from .sources import innermost_own_frame
 
 DEFAULT_ATTR = "build"
 
@@ -36,16 +36,8 @@ def split_spec(spec: str) -> tuple[str, str]:
 
 
 def _user_frame(exc: BaseException, prefer: str | None = None) -> str:
-    frames = traceback.extract_tb(exc.__traceback__)
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    user = [f for f in frames if not os.path.abspath(f.filename).startswith(here)]
-    if prefer:
-        preferred = [f for f in user if os.path.abspath(f.filename) == os.path.abspath(prefer)]
-        user = preferred or user
-    if not user:
-        return ""
-    f = user[-1]
-    return f" at {f.filename}:{f.lineno}"
+    frame = innermost_own_frame(exc, prefer)
+    return f" at {frame}" if frame else ""
 
 
 def _import_file(path: str) -> Any:

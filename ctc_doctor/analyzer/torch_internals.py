@@ -300,15 +300,6 @@ def is_unsupported(exc: BaseException) -> bool:
     return unsupported is not None and isinstance(exc, unsupported)
 
 
-def is_dynamo_error(exc: BaseException) -> bool:
-    """Any exception raised by Dynamo itself rather than by the user's model code."""
-    exc_mod = getattr(torch._dynamo, "exc", None)
-    base = getattr(exc_mod, "TorchDynamoException", None)
-    if base is not None and isinstance(exc, base):
-        return True
-    return type(exc).__module__.startswith(("torch._dynamo", "torch._inductor", "torch._functorch"))
-
-
 @dataclass
 class ExplainResult:
     graph_count: int
