@@ -18,7 +18,12 @@ import click
 from . import __version__
 from .errors import CtcDoctorError, ExitCode
 
-_ERROR_PHASE_EXIT = {"eager": ExitCode.EAGER_FAILED, "compile": ExitCode.COMPILE_FAILED, "timeout": ExitCode.TIMEOUT}
+_ERROR_PHASE_EXIT = {
+    "eager": ExitCode.EAGER_FAILED,
+    "compile": ExitCode.COMPILE_FAILED,
+    "timeout": ExitCode.TIMEOUT,
+    "bisect": ExitCode.INTERNAL_ERROR,  # a bug in the bisection; the analysis part of the report stands
+}
 
 
 class _DefaultGroup(click.Group):
@@ -82,6 +87,31 @@ def _analysis_options(f: Any) -> Any:
     return f
 
 
+def _bisect_options(default_strategy: str, full_run: bool) -> Any:
+    def decorate(f: Any) -> Any:
+        options = [
+            click.option(
+                "--strategy",
+                type=click.Choice(["top-down", "bottom-up", "both"]),
+                default=default_strategy,
+                show_default=True,
+                help="Bisection strategy (both: run the two and report whether they agree).",
+            ),
+            click.option("--max-trials", type=click.IntRange(min=1), default=None, metavar="N", help="Run at most N fullgraph trials; the rest is listed as untried."),
+            click.option("--trial-timeout", "trial_timeout_s", type=float, default=60.0, show_default=True, metavar="SECONDS", help="Per-trial limit; a hung trial becomes a timeout row."),
+            click.option("--isolate", is_flag=True, help="Run each trial in a child process (survives segfaults; ~5 s per trial)."),
+            click.option("--no-memo", is_flag=True, help="Try every module, even identical ones."),
+            click.option("--repro-dir", default=None, metavar="DIR", help="Write repro scripts here [default: beside the --json report; none without one]."),
+        ]
+        if full_run:
+            options.insert(0, click.option("--no-bisect", is_flag=True, help="Do not bisect the module tree when breaks are found."))
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return decorate
+
+
 @click.group(cls=_DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ctc-doctor")
 def cli() -> None:
@@ -91,6 +121,7 @@ def cli() -> None:
     ctc-doctor mypkg.models:build              analyze (build() returns (model, args[, variants]) or a Workload)
     ctc-doctor path/to/file.py:build --json report.json
     ctc-doctor mypkg.models:build --json -     report on stdout, summary on stderr
+    ctc-doctor bisect mypkg.models:build       smallest submodules that fail fullgraph=True
     ctc-doctor demo                            the built-in example
     ctc-doctor report.json                     summary of a saved report (same as: show report.json)
     ctc-doctor schema                          the report's JSON Schema
@@ -103,15 +134,30 @@ def cli() -> None:
 @cli.command()
 @click.argument("target")
 @_analysis_options
+@_bisect_options("top-down", full_run=True)
 def analyze(target: str, **kw: Any) -> None:
-    """Analyze TARGET (`pkg.module:build` or `path/file.py:build`)."""
+    """Analyze TARGET (`pkg.module:build` or `path/file.py:build`); bisect when it breaks."""
     _run_analysis(target, lambda: _load(target, kw["seed"]), kw)
+
+
+@cli.command()
+@click.argument("target")
+@_analysis_options
+@_bisect_options("both", full_run=False)
+def bisect(target: str, **kw: Any) -> None:
+    """Find the smallest submodules of TARGET that fail torch.compile(fullgraph=True).
+
+    One eager call records every submodule's inputs; then fullgraph trials run top-down (root
+    first, into failing children) and/or bottom-up (leaves first). Identical modules are tried once.
+    """
+    _run_analysis(target, lambda: _load(target, kw["seed"]), {**kw, "bisect_only": True})
 
 
 @cli.command()
 @click.option("--fixture", default="showcase", show_default=True, help="Which fixture of the zoo to run.")
 @click.option("--list", "list_fixtures", is_flag=True, help="List the fixtures zoo and exit.")
 @_analysis_options
+@_bisect_options("top-down", full_run=True)
 def demo(fixture: str, list_fixtures: bool, **kw: Any) -> None:
     """Analyze a built-in example model from the fixtures zoo (no user code needed)."""
     from .fixtures.registry import all_fixtures
@@ -124,7 +170,8 @@ def demo(fixture: str, list_fixtures: bool, **kw: Any) -> None:
     if fixture not in fixtures:
         _fail(f"no fixture named {fixture!r} (see ctc-doctor demo --list)", ExitCode.USAGE)
     spec = fixtures[fixture]
-    _run_analysis("demo" if fixture == "showcase" else f"demo --fixture {fixture}", lambda: _load(spec.target, kw["seed"]), kw)
+    label = "demo" if fixture == "showcase" else f"demo --fixture {fixture}"
+    _run_analysis(label, lambda: _load(spec.target, kw["seed"]), {**kw, "rebuild_spec": spec.target})
 
 
 @cli.command()
@@ -210,11 +257,33 @@ def _analyze_with_progress(spec: str, load: Any, kw: dict[str, Any], console: An
         workload = load()
 
         def on_progress(phase: str, done: int, total: int) -> None:
-            labels = {"eager run": "eager run", "explain": "explain cross-check", "compile": "compiling call", "report": "building report"}
-            progress.update(task, description=labels.get(phase, phase), completed=done, total=total)
+            labels = {
+                "eager run": "eager run",
+                "explain": "explain cross-check",
+                "compile": "compiling call",
+                "report": "building report",
+                "bisect": "bisecting: fullgraph trials",
+            }
+            progress.update(task, description=labels.get(phase, phase), completed=done, total=total or None)
 
+        from .analyzer.bisect import BisectOptions
         from .analyzer.run import AnalyzeOptions, analyze
 
+        bisect_only = bool(kw.get("bisect_only"))
+        bisect_options = None
+        if bisect_only or not kw.get("no_bisect"):
+            json_out = kw.get("json_out")
+            repro_dir = kw.get("repro_dir") or (os.path.dirname(os.path.abspath(json_out)) if json_out and json_out != "-" else None)
+            bisect_options = BisectOptions(
+                strategy=kw["strategy"],
+                max_trials=kw["max_trials"],
+                trial_timeout_s=kw["trial_timeout_s"] if kw["trial_timeout_s"] and kw["trial_timeout_s"] > 0 else None,
+                isolate=kw["isolate"],
+                memoize=not kw["no_memo"],
+                repro_dir=repro_dir,
+                target=kw.get("rebuild_spec") or spec,
+                always=bisect_only,
+            )
         options = AnalyzeOptions(
             backend=kw["backend"],
             device=kw["device"],
@@ -223,6 +292,8 @@ def _analyze_with_progress(spec: str, load: Any, kw: dict[str, Any], console: An
             explain=not kw["no_explain"],
             keep_guard_text=kw["keep_guards"],
             timeout_s=kw["timeout_s"],
+            compile=not bisect_only,
+            bisect=bisect_options,
             spec=spec,
             command=" ".join(["ctc-doctor", *sys.argv[1:]]),
             progress=on_progress,

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from ctc_doctor import AnalyzeOptions, analyze
+from ctc_doctor.analyzer.bisect import BisectOptions
 from ctc_doctor.fixtures.registry import all_fixtures
 from ctc_doctor.reports import Report
 
@@ -26,6 +27,18 @@ def analyzed(name: str, train: bool = False) -> Report:
     torch.manual_seed(0)
     workload = spec.builder()()
     return analyze(workload, AnalyzeOptions(spec=spec.target, train=train))
+
+
+@cache
+def bisected(name: str, strategy: str = "both", train: bool = False) -> Report:
+    """Bisect a zoo fixture once per test process (bisection only, no analysis compile)."""
+    spec = all_fixtures()[name]
+    torch.manual_seed(0)
+    workload = spec.builder()()
+    options = AnalyzeOptions(
+        spec=spec.target, train=train, explain=False, compile=False, bisect=BisectOptions(strategy=strategy)  # type: ignore[arg-type]
+    )
+    return analyze(workload, options)
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess[str]:

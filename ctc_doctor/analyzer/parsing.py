@@ -136,7 +136,7 @@ def parse_break_text(payload: str) -> ParsedBreak:
         cause_expl = parts[0].explanation
         explanation = " ".join(e for e in (explanation, cause_expl) if e) or None
     if explanation:
-        reason = f"{reason}: {_first_sentence(explanation)}"
+        reason = f"{reason}: {first_sentence(explanation)}"
     return ParsedBreak(file, line, final.gb_type, reason, explanation, hints, ids, frames, causes)
 
 
@@ -157,7 +157,7 @@ def parse_traceback_frames(text: str) -> list[RawFrame]:
     return frames
 
 
-def _first_sentence(text: str) -> str:
+def first_sentence(text: str) -> str:
     text = " ".join(text.split())
     m = re.match(r"(.+?[.!?])(?=\s+[A-Z]|$)", text)
     sentence = m.group(1) if m else text

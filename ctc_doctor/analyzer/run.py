@@ -27,6 +27,7 @@ from ..reports import models as rm
 from ..workload import Call, Workload
 from . import torch_internals as ti
 from .attribution import ModuleIndex, describe_inputs, forward_arg_names, path_key
+from .bisect import BisectContext, BisectOptions, InputRecorder, preserved_state, run_bisect
 from .parsing import RawFrame, classify_guard, parse_break_text, split_recompile_reasons
 from .sources import classify_file, function_name, innermost_own_frame, is_tool_frame, source_line
 
@@ -55,8 +56,12 @@ class AnalyzeOptions:
     """The TARGET as the user gave it, for the report."""
     command: str = ""
     """The command line, for the report."""
+    compile: bool = True
+    """Run explain and the real compile; False with `bisect` set is bisection only (`ctc-doctor bisect`)."""
+    bisect: BisectOptions | None = None
+    """Bisect the module tree after the analysis when it found graph breaks (or always, see BisectOptions)."""
     progress: ProgressFn | None = field(default=None, compare=False)
-    """Called as progress(phase, done, total)."""
+    """Called as progress(phase, done, total); total 0 means unknown."""
 
     def resolved_backend(self) -> str:
         return self.backend or ("aot_eager" if self.train else "eager")
@@ -217,21 +222,27 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
         workload.model.to(options.device)
     calls = [Call(_to_device(c.args, options.device), _to_device(dict(c.kwargs), options.device)) for c in workload.calls()]
     index = ModuleIndex(workload.model)
+    recorder = InputRecorder(workload.model) if options.bisect is not None and index.modules else None
     if not index.modules:
         state.notes.append("The target is not an nn.Module: breaks are reported by source line without module paths.")
 
+    keep = preserved_state(workload.model) if index.modules else contextlib.nullcontext()
     try:
-        with _deadline(options.timeout_s):
+        with keep, _deadline(options.timeout_s):
             # 1. eager: the model must work without compile; record call sites for attribution.
             progress("eager run", 0, len(calls))
             with index.record():
                 for i, call in enumerate(calls):
                     try:
-                        _run_call(workload.model, workload, call, i, options)
+                        with recorder.record() if recorder is not None and i == 0 else contextlib.nullcontext():
+                            _run_call(workload.model, workload, call, i, options)
                     except Exception as exc:
                         _error(state, "eager", exc, f"call {i} fails in eager mode: {type(exc).__name__}: {_first(exc)}")
                         raise _Stop() from exc
                     progress("eager run", i + 1, len(calls))
+
+            if not options.compile:
+                raise _Stop()
 
             # 2. explain on the first call, as a cross-check (it resets Dynamo itself).
             if options.explain:
@@ -285,7 +296,53 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
     progress("report", 0, 1)
     report = _build_report(workload, calls, index, options, state, started_at, t0)
     progress("report", 1, 1)
+    if recorder is not None and options.bisect is not None and _should_bisect(report, options):
+        _bisect_into(report, workload, recorder, index, options, t0)
     return report
+
+
+def _should_bisect(report: rm.Report, options: AnalyzeOptions) -> bool:
+    if any(e.phase in ("eager", "timeout") for e in report.errors):
+        return False
+    assert options.bisect is not None
+    compile_failed = any(e.phase == "compile" for e in report.errors)
+    return options.bisect.always or not options.compile or bool(report.graph_breaks) or compile_failed
+
+
+def _bisect_into(
+    report: rm.Report, workload: Workload, recorder: InputRecorder, index: ModuleIndex, options: AnalyzeOptions, t0: float
+) -> None:
+    """Run the bisection and put it (or its error) into the report; bisection-only runs get their verdict here."""
+    assert options.bisect is not None
+    budget = None
+    if options.timeout_s:
+        budget = max(0.0, options.timeout_s - (time.perf_counter() - t0))
+    ctx = BisectContext(
+        recorder=recorder,
+        index=index,
+        backend=options.resolved_backend(),
+        train=options.train,
+        seed=options.seed,
+        device=options.device,
+        spec=options.spec,
+        command=options.command,
+    )
+    try:
+        report.bisect = run_bisect(ctx, options.bisect, options.progress, budget)
+    except Exception as exc:  # noqa: BLE001 - the analysis part of the report still stands
+        report.errors.append(rm.ErrorRecord(phase="bisect", type=type(exc).__name__, message=_first(exc)[:500]))
+    if not options.compile:
+        statuses = {t.status if t.inferred_from is None else "inferred" for t in (report.bisect.trials if report.bisect else [])}
+        if report.bisect is None or "failed" in statuses:
+            report.summary.verdict = "failed" if report.bisect is None else "graph_breaks"
+        else:
+            report.summary.verdict = "failed" if statuses & {"timeout", "crashed"} else "clean"
+        report.notes.insert(
+            0,
+            "Bisection only: the break, recompile and graph counts were not measured "
+            "(run `ctc-doctor TARGET` for the full analysis).",
+        )
+    report.run.duration_s = round(time.perf_counter() - t0, 3)
 
 
 class _Stop(Exception):
@@ -397,6 +454,7 @@ def _build_report(
         unique_break_sites=len(sites),
         recompile_count=len(recompiles),
         frames_skipped=skipped,
+        analysis_run=options.compile,
         compile_time_s=round(sum(m.duration_s or 0.0 for m in compile_metrics), 4),
         verdict=rm.compute_verdict(len(sites), len(recompiles), failed),
     )
@@ -486,12 +544,6 @@ def _break_sites(
     index: ModuleIndex,
     ops_by_compile: dict[str, int],
 ) -> list[rm.GraphBreakSite]:
-    registry = ti.graph_break_registry() or {}
-    by_type: dict[str, list[str]] = defaultdict(list)
-    for gb_id, entries in registry.items():
-        for entry in entries[:1]:
-            by_type[entry.get("Gb_type", "")].append(gb_id)
-
     groups: dict[tuple[Any, ...], dict[str, Any]] = {}
     for ev in cap.events:
         if ev.kind != "dynamo_graph_break_reason" or not ev.payload:
@@ -509,10 +561,8 @@ def _break_sites(
         key = (gb_type, inner[0], inner[1], own[:2] if own else None)
         group = groups.get(key)
         if group is None:
-            ids = parsed.registry_ids or by_type.get(gb_type, [])
-            hints = parsed.hints
-            if not hints and ids and ids[0] in registry:
-                hints = list(registry[ids[0]][0].get("Hints", []))
+            ids = parsed.registry_ids or ti.registry_ids_for(gb_type)
+            hints = parsed.hints or (ti.registry_hints(ids[0]) if ids else [])
             group = groups[key] = {
                 "parsed": parsed,
                 "gb_type": gb_type,

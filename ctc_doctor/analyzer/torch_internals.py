@@ -338,5 +338,24 @@ def graph_break_registry() -> dict[str, list[dict[str, Any]]] | None:
         return None
 
 
+@functools.lru_cache(maxsize=1)
+def _ids_by_gb_type() -> dict[str, tuple[str, ...]]:
+    by_type: dict[str, list[str]] = {}
+    for gb_id, entries in (graph_break_registry() or {}).items():
+        for entry in entries[:1]:
+            by_type.setdefault(entry.get("Gb_type", ""), []).append(gb_id)
+    return {k: tuple(v) for k, v in by_type.items()}
+
+
+def registry_ids_for(gb_type: str) -> list[str]:
+    """Registry ids whose newest entry has this gb_type (several ids can share one gb_type)."""
+    return list(_ids_by_gb_type().get(gb_type, ()))
+
+
+def registry_hints(gb_id: str) -> list[str]:
+    entries = (graph_break_registry() or {}).get(gb_id) or []
+    return list(entries[0].get("Hints", [])) if entries else []
+
+
 def torch_version() -> str:
     return str(torch.__version__)

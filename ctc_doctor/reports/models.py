@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 """major.minor: a minor bump adds optional fields; a major bump renames or removes fields."""
 
 Verdict = Literal["clean", "graph_breaks", "recompiles", "graph_breaks_and_recompiles", "failed"]
@@ -29,7 +29,9 @@ GuardKind = Literal[
     "global_state",
     "other",
 ]
-Phase = Literal["load", "eager", "explain", "compile", "capture", "report", "timeout"]
+Phase = Literal["load", "eager", "explain", "compile", "capture", "bisect", "report", "timeout"]
+TrialStatus = Literal["passed", "failed", "timeout", "crashed", "skipped", "inferred"]
+Strategy = Literal["top-down", "bottom-up", "both"]
 
 
 class _Model(BaseModel):
@@ -217,6 +219,8 @@ class Summary(_Model):
     """Recompilations over the whole workload."""
     frames_skipped: int = 0
     """Functions Dynamo gave up on entirely (run fully eager)."""
+    analysis_run: bool = True
+    """False for `ctc-doctor bisect` alone: the counts above are then zero, not measured."""
     compile_time_s: float
     """Total frame compile time over the workload, seconds."""
     verdict: Verdict
@@ -280,7 +284,7 @@ class ErrorRecord(_Model):
     """Something that went wrong during the run (the report is still written)."""
 
     phase: Phase
-    """Where: load, eager, explain, compile, capture, report, timeout."""
+    """Where: load, eager, explain, compile, capture, bisect, report, timeout."""
     type: str
     """Exception type name."""
     message: str
@@ -300,6 +304,92 @@ class ExplainCheck(_Model):
     """Total ops over explain's graphs."""
     missed_sites: int = 0
     """Break sites ctc-doctor found on the first call that explain did not list."""
+
+
+class BisectTrial(_Model):
+    """One module of the model in the bisection: its fullgraph trial, inferred result, or why not tried."""
+
+    module_path: str
+    """`named_modules()` path (`""` is the root model)."""
+    module_class: str
+    """Class name of the module."""
+    passed: bool | None = None
+    """True when `torch.compile(module, fullgraph=True)` ran on its captured inputs; None when not tried."""
+    status: TrialStatus
+    """passed, failed (a graph break), timeout, crashed (another compile error or a dead child process),
+    skipped (not exercised, not needed, or over --max-trials; see `reason`), or inferred (from `inferred_from`)."""
+    duration_s: float | None = None
+    """Wall time of the trial (None when not run here)."""
+    gb_type: str | None = None
+    """Dynamo's graph-break type of the failure."""
+    registry_ids: list[str] = Field(default_factory=list)
+    """Graph-break registry ids of the failure (`GB0170`...)."""
+    reason: str | None = None
+    """One line: why it failed, crashed, timed out or was skipped."""
+    user_frame: Frame | None = None
+    """Innermost frame of the failure: where fullgraph tracing stopped."""
+    own_frame: Frame | None = None
+    """Innermost frame in the user's own code, when `user_frame` is in a library."""
+    inferred_from: str | None = None
+    """For `inferred`: the module path whose trial stands for this one (same class, inputs and structure)."""
+    parent: str | None = None
+    """Nearest exercised ancestor in the bisection tree (None for the root); containers never called are skipped."""
+    parameters: int = 0
+    """Parameters of the module and its submodules."""
+    calls: int = 0
+    """Times the module was called during the first call of the workload (0: not exercised)."""
+    inputs: str | None = None
+    """Signature of the captured inputs of its first call, e.g. `arg0: float32[4, 16]`."""
+    own_break: bool = False
+    """The failure's innermost frame is in this module's own code, not inside a submodule it calls."""
+
+
+class BisectStrategyResult(_Model):
+    """What one strategy concluded."""
+
+    smallest_failing: list[str] = Field(default_factory=list)
+    """Module paths this strategy reports as smallest failing."""
+    trial_count: int = 0
+    """Distinct trials this strategy needed (shared trials count for each strategy that used them)."""
+    complete: bool = True
+    """False when --max-trials stopped it before it could conclude."""
+
+
+class Bisect(_Model):
+    """Module bisection: the smallest submodules that fail `torch.compile(fullgraph=True)`."""
+
+    strategy: Strategy
+    """top-down, bottom-up, or both."""
+    trials: list[BisectTrial] = Field(default_factory=list)
+    """One row per module of the model, in `named_modules()` order."""
+    smallest_failing: list[str] = Field(default_factory=list)
+    """Module paths to look at (`""` for the root); for `both`, the union of the strategies' answers."""
+    trial_count: int = 0
+    """fullgraph trials actually run."""
+    exhaustive_count: int = 0
+    """Trials an exhaustive search would run: one per exercised module."""
+    agreement: bool | None = None
+    """For `both`: whether top-down and bottom-up returned the same modules."""
+    repro_paths: list[str] = Field(default_factory=list)
+    """Standalone repro scripts written, one per distinct failing module (inferred copies share one)."""
+    by_strategy: dict[str, BisectStrategyResult] = Field(default_factory=dict)
+    """Each strategy's own answer and trial count."""
+    untried: list[str] = Field(default_factory=list)
+    """Module paths left untried because --max-trials was reached."""
+    backend: str = "eager"
+    """Backend of the trials."""
+    train: bool = False
+    """Whether trials ran backward too."""
+    isolated: bool = False
+    """Whether each trial ran in its own child process."""
+    memoized: bool = True
+    """Whether identical modules (class, input signature, structure) were tried once."""
+    trial_timeout_s: float | None = None
+    """Per-trial time limit."""
+    duration_s: float = 0.0
+    """Wall time of the bisection."""
+    notes: list[str] = Field(default_factory=list)
+    """Caveats: shared inputs, timeouts not enforced, disagreements explained."""
 
 
 class Report(_Model):
@@ -333,8 +423,8 @@ class Report(_Model):
     """Caveats: degraded capture on older torch, explain disagreements, skipped phases."""
     errors: list[ErrorRecord] = Field(default_factory=list)
     """What failed; a failed run still reports what it found before."""
-    bisect: dict[str, Any] | None = None
-    """Reserved for module bisection results (filled by `ctc-doctor bisect`)."""
+    bisect: Bisect | None = None
+    """Module bisection (None when not run: no breaks found, or --no-bisect)."""
     suggestions: list[dict[str, Any]] = Field(default_factory=list)
     """Reserved for fix suggestions."""
     benchmark: dict[str, Any] | None = None

@@ -6,11 +6,13 @@ import os
 from collections import defaultdict
 
 from rich.console import Console, Group
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
+from rich.tree import Tree
 
-from .models import GraphBreakSite, Recompile, Report
+from .models import Bisect, BisectTrial, GraphBreakSite, Recompile, Report
 
 _VERDICT_STYLE = {
     "clean": ("bold green", "CLEAN: one graph per call, no recompiles"),
@@ -49,7 +51,11 @@ def short_path(path: str, width: int = 48) -> str:
             rel = path
         if not rel.startswith(".."):
             path = rel
-    return path if len(path) <= width else "…" + path[-(width - 1) :]
+    if len(path) <= width:
+        return path
+    tail = path[-(width - 1) :]
+    cut = tail.find(os.sep)
+    return "…" + (tail[cut:] if 0 <= cut < len(tail) - 1 else tail)
 
 
 def module_label(paths: list[str], width: int = 40) -> str:
@@ -81,6 +87,12 @@ def _verdict(report: Report) -> Panel:
     s = report.summary
     style, label = _VERDICT_STYLE[s.verdict]
     lines = Text()
+    if not s.analysis_run:
+        b = report.bisect
+        lines.append(("FAILS fullgraph=True" if s.verdict != "clean" else "PASSES fullgraph=True") + " (bisection only)\n", style=style)
+        found = f"{len(b.smallest_failing)} smallest failing module(s)" if b else "bisection did not run"
+        lines.append(f"{found} · break and recompile counts not measured: run `ctc-doctor TARGET` for them")
+        return Panel(lines, title="verdict", expand=False)
     lines.append(label + "\n", style=style)
     lines.append(
         f"{s.graph_count} graph(s) on the first call · {s.graph_break_count} break event(s) at "
@@ -141,6 +153,148 @@ def _recompile_table(recompiles: list[Recompile]) -> Table:
     return table
 
 
+_MARKS = {
+    "passed": "[green]✓[/green]",
+    "failed": "[bold red]✗[/bold red]",
+    "timeout": "[yellow]⏱[/yellow]",
+    "crashed": "[bold red]✖[/bold red]",
+    "skipped": "[dim]·[/dim]",
+}
+
+
+def _mark(t: BisectTrial) -> str:
+    if t.status != "inferred":
+        return _MARKS[t.status]
+    return "[green]≈✓[/green]" if t.passed else "[red]≈✗[/red]"
+
+
+def _outcome(t: BisectTrial) -> str:
+    """What the row concluded, for grouping identical siblings."""
+    if t.status == "inferred":
+        return "inferred-pass" if t.passed else "inferred-fail"
+    return t.status
+
+
+def _relative(path: str, parent: str | None) -> str:
+    if not path:
+        return "(root)"
+    if parent:
+        return path[len(parent) + 1 :]
+    return path
+
+
+def _failure_text(t: BisectTrial) -> str:
+    frame = t.own_frame or t.user_frame
+    where = f" at {short_path(frame.file, 40)}:{frame.line}" if frame else ""
+    ids = f"{', '.join(t.registry_ids[:2])} " if t.registry_ids else ""
+    what = t.gb_type or (t.reason or t.status)
+    return f"{ids}{what}{where}"
+
+
+def bisect_summary_line(b: Bisect) -> str:
+    """`6 trials for 193 modules (3%)`, strategy and agreement, in one line."""
+    share = f" ({100 * b.trial_count / b.exhaustive_count:.0f}%)" if b.exhaustive_count else ""
+    strategy = "top-down + bottom-up" if b.strategy == "both" else b.strategy
+    agree = ""
+    if b.agreement is not None:
+        agree = ", strategies agree" if b.agreement else ", strategies DISAGREE"
+    mode = ", isolated" if b.isolated else ""
+    return f"{strategy}{agree}{mode}: {b.trial_count} trial(s) for {b.exhaustive_count} exercised module(s){share}, {b.duration_s:.1f} s"
+
+
+def bisect_tree(b: Bisect, max_lines: int = 60) -> Tree | None:
+    """The module tree with pass/fail marks, expanded down to the smallest failing modules only."""
+    rows = {t.module_path: t for t in b.trials}
+    if "" not in rows:
+        return None
+    children: dict[str, list[BisectTrial]] = defaultdict(list)
+    for t in b.trials:
+        if t.module_path and t.calls > 0 and t.parent is not None:
+            children[t.parent].append(t)
+    smallest = set(b.smallest_failing)
+    expand: set[str] = set()
+    for path in smallest:
+        parent = rows[path].parent if path in rows else None
+        while parent is not None:
+            expand.add(parent)
+            parent = rows[parent].parent if parent in rows else None
+
+    def size(path: str) -> int:
+        return sum(1 + size(c.module_path) for c in children.get(path, []))
+
+    def label(t: BisectTrial) -> str:
+        text = f"{_mark(t)} [bold]{escape(_relative(t.module_path, t.parent))}[/bold] [dim]{escape(t.module_class)}[/dim]"
+        hidden = size(t.module_path)
+        if hidden and t.module_path not in expand:
+            text += f" [dim]+{hidden} submodule(s)[/dim]"
+        if t.inferred_from is not None:
+            text += f" [dim](as {escape(t.inferred_from or '(root)')})[/dim]"
+        if t.module_path in smallest:
+            text += f"  [bold red]← smallest failing[/bold red]: {escape(_failure_text(t))}"
+        elif t.status in ("timeout", "crashed") and t.module_path not in expand:
+            text += f"  [dim]{escape(t.reason or '')}[/dim]"
+        return text
+
+    lines = 0
+    root = Tree(label(rows[""]), guide_style="dim")
+
+    def add(node: Tree, path: str) -> None:
+        nonlocal lines
+        if path not in expand:
+            return
+        kids = children.get(path, [])
+        i = 0
+        while i < len(kids):
+            k = kids[i]
+            j = i + 1
+            while (
+                j < len(kids)
+                and kids[j].module_class == k.module_class
+                and _outcome(kids[j]) in (_outcome(k), "inferred-pass" if k.passed else "inferred-fail")
+                and kids[j].module_path not in expand
+                and (kids[j].module_path in smallest) == (k.module_path in smallest)
+                and k.module_path not in expand
+            ):
+                j += 1
+            lines += 1
+            if lines > max_lines:
+                node.add(f"[dim]… {len(kids) - i} more (see the JSON report)[/dim]")
+                return
+            if j - i >= 3:
+                last = kids[j - 1]
+                text = label(k)
+                first_name = escape(_relative(k.module_path, k.parent))
+                group = f"{first_name} … {escape(_relative(last.module_path, last.parent))} ({j - i}×)"
+                node.add(text.replace(f"[bold]{first_name}[/bold]", f"[bold]{group}[/bold]", 1))
+            else:
+                for kid in kids[i:j]:
+                    add(node.add(label(kid)), kid.module_path)
+            i = j
+
+    add(root, "")
+    return root
+
+
+def render_bisect(b: Bisect) -> list[object]:
+    parts: list[object] = []
+    body: list[object] = [Text(bisect_summary_line(b), style="dim")]
+    tree = bisect_tree(b)
+    if tree is not None:
+        body.append(tree)
+    if b.smallest_failing:
+        body.append(Text("look at: " + module_label(b.smallest_failing, 100), style="bold"))
+    else:
+        body.append(Text("no submodule fails torch.compile(fullgraph=True) on its captured inputs", style="green"))
+    for path in b.repro_paths:
+        body.append(Text(f"repro: python {path}", style="cyan"))
+    if b.untried:
+        body.append(Text(f"untried (trial budget): {module_label(b.untried, 80)}", style="yellow"))
+    for note in b.notes:
+        body.append(Text(f"note: {note}", style="dim"))
+    parts.append(Panel(Group(*body), title="bisection: smallest modules that fail fullgraph=True", title_align="left", expand=True))  # type: ignore[arg-type]
+    return parts
+
+
 def next_steps(report: Report) -> list[str]:
     """Plain-text next steps derived from the findings."""
     steps: list[str] = []
@@ -171,6 +325,12 @@ def next_steps(report: Report) -> list[str]:
                 break
         if len(seen) >= 3:
             break
+    b = report.bisect
+    if b is not None and b.smallest_failing:
+        repro = f"; repro: python {b.repro_paths[0]}" if b.repro_paths else ""
+        first = next((t for t in b.trials if t.module_path == b.smallest_failing[0]), None)
+        why = f" ({_failure_text(first)})" if first is not None else ""
+        steps.append(f"Bisection: start with {module_label(b.smallest_failing, 60)}{why}{repro}")
     if report.summary.verdict == "clean":
         steps.append("Nothing to fix: this workload compiles to one graph per call without recompiles.")
     return steps
@@ -185,6 +345,8 @@ def render_summary(report: Report, console: Console, *, top: int = 10) -> None:
             parts.append(Text(f"… {len(report.graph_breaks) - top} more site(s) in the JSON report", style="dim"))
     if report.recompiles:
         parts.append(_recompile_table(report.recompiles))
+    if report.bisect is not None:
+        parts.extend(render_bisect(report.bisect))
     if report.explain is not None and report.explain.missed_sites:
         parts.append(
             Text(

@@ -63,3 +63,40 @@ def hanging_backend(gm, example_inputs):
 
 def small():
     return Workload(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), (torch.randn(2, 4),), name="small")
+
+
+class SlowToTrace(nn.Module):
+    """Cheap in eager (a pure-Python loop, ~20 ms); Dynamo unrolls it one bytecode at a time (minutes)."""
+
+    def forward(self, x):
+        n = 0
+        for i in range(400_000):
+            n += i & 1
+        return x + n
+
+
+class HangsWhileTracing(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.before = nn.Linear(4, 4)
+        self.slow = SlowToTrace()
+        self.after = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.after(self.slow(self.before(x)))
+
+
+def hangs_while_tracing():
+    return HangsWhileTracing(), (torch.randn(2, 4),)
+
+
+@torch._dynamo.register_backend(name="ctc_test_segfault")
+def segfault_backend(gm, example_inputs):
+    import ctypes
+
+    ctypes.string_at(0)  # SIGSEGV: only an isolated trial survives this
+    return gm
+
+
+def one_linear():
+    return nn.Linear(4, 4), (torch.randn(2, 4),)

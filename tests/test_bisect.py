@@ -1,0 +1,290 @@
+"""Module bisection on real models: fullgraph trials, strategies, memoization, limits, repro scripts."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from rich.console import Console
+from torch import nn
+
+from ctc_doctor import AnalyzeOptions, Workload, analyze
+from ctc_doctor.analyzer.bisect import BisectOptions
+from ctc_doctor.analyzer.target import load_workload
+from ctc_doctor.fixtures.registry import all_fixtures
+from ctc_doctor.reports.io import load_report
+from ctc_doctor.reports.render import render_summary
+
+from .conftest import TARGETS, bisected
+
+FIXTURES = all_fixtures()
+BREAKING = sorted(n for n, f in FIXTURES.items() if f.expected.breaks)
+
+
+def _expected_smallest(name: str) -> list[str]:
+    expected = FIXTURES[name].expected
+    if expected.smallest_failing:
+        return list(expected.smallest_failing)
+    return sorted({p for b in expected.breaks for p in b.module_paths}, key=lambda p: [int(x) if x.isdigit() else x for x in p.split(".")])
+
+
+def _rows(report):
+    return {t.module_path: t for t in report.bisect.trials}
+
+
+def _bisect(model: nn.Module, args: tuple, **bisect_kw) -> object:
+    options = AnalyzeOptions(explain=False, compile=False, bisect=BisectOptions(**bisect_kw))
+    return analyze(Workload(model, args), options)
+
+
+@pytest.mark.parametrize("name", BREAKING)
+def test_both_strategies_return_the_documented_smallest_failing_modules(name):
+    b = bisected(name).bisect
+    expected = _expected_smallest(name)
+    assert b.by_strategy["top-down"].smallest_failing == expected
+    assert b.by_strategy["bottom-up"].smallest_failing == expected
+    assert b.smallest_failing == expected
+    assert b.agreement is True
+    assert b.trial_count <= b.exhaustive_count
+
+
+def test_the_deep_leaf_is_found_with_its_gb_type_line_and_failing_ancestors():
+    report = bisected("deep_break")
+    rows = _rows(report)
+    leaf = rows["encoder.blocks.1.mixer.probe"]
+    assert leaf.status == "failed" and leaf.passed is False
+    assert leaf.gb_type == "Data-dependent branching" and "GB0170" in leaf.registry_ids
+    assert leaf.own_break and leaf.module_class == "NanProbe"
+    for ancestor in ("", "encoder", "encoder.blocks.1", "encoder.blocks.1.mixer"):
+        assert rows[ancestor].passed is False
+    for sibling in ("stem", "head", "encoder.blocks.1.norm", "encoder.blocks.1.mixer.fc"):
+        assert rows[sibling].passed is True
+    # the ModuleList is never called: skipped, and the tree walks through it
+    assert rows["encoder.blocks"].status == "skipped" and "not exercised" in rows["encoder.blocks"].reason
+    assert rows["encoder.blocks.1"].parent == "encoder"
+    assert report.summary.analysis_run is False and report.summary.verdict == "graph_breaks"
+
+
+def test_the_failing_leaf_line_is_the_marker_line():
+    from ctc_doctor.fixtures.registry import marker_line
+
+    spec = FIXTURES["deep_break"]
+    leaf = _rows(bisected("deep_break"))["encoder.blocks.1.mixer.probe"]
+    assert (leaf.user_frame.file, leaf.user_frame.line) == (spec.source_file(), marker_line(spec.source_file(), "deep"))
+
+
+def test_a_break_between_two_children_returns_the_parent_whose_children_pass():
+    rows = _rows(bisected("parent_break"))
+    assert rows["body"].status == "failed" and rows["body"].own_break
+    assert rows["body.first"].passed and rows["body.second"].passed
+    assert rows[""].passed is False and not rows[""].own_break
+
+
+def test_identical_blocks_are_tried_once_and_the_rest_are_inferred():
+    b = bisected("repeated_blocks").bisect
+    rows = {t.module_path: t for t in b.trials}
+    assert b.exhaustive_count == 1 + 64 * 3
+    assert b.trial_count <= 0.25 * b.exhaustive_count
+    inferred = [t for t in b.trials if t.status == "inferred"]
+    assert len(inferred) >= 60
+    for t in inferred:
+        rep = rows[t.inferred_from]
+        assert rep.status not in ("inferred", "skipped") and rep.module_class == t.module_class
+        assert t.passed == rep.passed
+    assert len(b.smallest_failing) == 64
+    # one repro per distinct failing module is the rule; no repro dir here, so none written
+    assert b.repro_paths == []
+
+
+def test_memoization_never_merges_blocks_whose_submodules_differ():
+    rows = _rows(bisected("deep_break"))
+    # blocks 0 and 1 share class and inputs, but blocks.1 holds a NanProbe where blocks.0 holds an Identity
+    assert rows["encoder.blocks.0"].status == "passed"
+    assert rows["encoder.blocks.1"].status == "failed"
+    assert rows["encoder.blocks.2"].inferred_from == "encoder.blocks.0"
+
+
+def test_without_memoization_every_needed_module_is_tried():
+    from ctc_doctor.fixtures.zoo import RepeatedBlocks
+
+    torch.manual_seed(0)
+    report = _bisect(RepeatedBlocks(8), (torch.randn(4, 16),), strategy="top-down", memoize=False)
+    b = report.bisect
+    assert not any(t.status == "inferred" for t in b.trials)
+    assert b.trial_count == 1 + 8 * 3  # root, every block, and the children of every failing block
+    assert len(b.smallest_failing) == 8
+
+
+def test_a_hung_trace_becomes_a_timeout_row_and_the_bisection_finishes():
+    workload = load_workload(f"{TARGETS / 'user_targets.py'}:hangs_while_tracing")
+    report = analyze(
+        workload, AnalyzeOptions(explain=False, compile=False, bisect=BisectOptions(strategy="both", trial_timeout_s=1.5))
+    )
+    rows = _rows(report)
+    assert rows[""].status == "timeout" and rows["slow"].status == "timeout"
+    assert rows["before"].status == "passed" and rows["after"].status == "passed"
+    assert report.bisect.smallest_failing == ["slow"]
+    assert report.summary.verdict == "failed"  # a hang is not a graph break
+    assert report.errors == []
+
+
+def test_max_trials_caps_the_work_and_lists_what_was_left_untried():
+    torch.manual_seed(0)
+    report = analyze(
+        FIXTURES["deep_break"].builder()(),
+        AnalyzeOptions(explain=False, compile=False, bisect=BisectOptions(strategy="top-down", max_trials=3)),
+    )
+    b = report.bisect
+    assert b.trial_count == 3
+    assert b.untried and b.by_strategy["top-down"].complete is False
+    assert any("--max-trials" in n for n in b.notes)
+    rows = _rows(report)
+    assert all(rows[p].status == "skipped" and "budget" in rows[p].reason for p in b.untried)
+
+
+def test_a_module_that_compiles_cleanly_takes_one_trial_and_has_no_smallest_failing():
+    report = _bisect(nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)), (torch.randn(3, 4),), strategy="top-down")
+    b = report.bisect
+    assert b.trial_count == 1 and b.smallest_failing == []
+    assert _rows(report)[""].status == "passed"
+    assert report.summary.verdict == "clean"
+
+
+class _Unused(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.used = nn.Linear(4, 4)
+        self.spare = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.used(x)
+        print("talks")
+        return y
+
+
+def test_modules_never_called_are_marked_not_exercised_and_not_tried():
+    report = _bisect(_Unused(), (torch.randn(2, 4),), strategy="bottom-up")
+    rows = _rows(report)
+    assert rows["spare"].status == "skipped" and rows["spare"].calls == 0
+    assert rows["used"].status == "passed" and rows[""].status == "failed"
+    assert report.bisect.exhaustive_count == 2
+    assert report.bisect.smallest_failing == [""]
+
+
+class _WithBatchNorm(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.bn = nn.BatchNorm1d(4)
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(self.bn(x))
+        if h.sum() > 0:
+            h = h * 2
+        return h
+
+
+def test_train_mode_trials_run_backward_and_leave_grads_and_buffers_as_found():
+    model = _WithBatchNorm().train()
+    x = torch.randn(8, 4)
+    torch.manual_seed(0)
+    model(x).sum().backward()  # grads the user already had
+    before_grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+    before_buffers = {n: b.clone() for n, b in model.named_buffers()}
+    options = AnalyzeOptions(train=True, explain=False, compile=False, bisect=BisectOptions(strategy="both"))
+    report = analyze(Workload(model, (x,)), options)
+    b = report.bisect
+    assert b.train and b.backend == "aot_eager"
+    assert b.smallest_failing == [""]
+    assert _rows(report)["bn"].passed and _rows(report)["fc"].passed
+    for n, p in model.named_parameters():
+        assert torch.equal(p.grad, before_grads[n]), n
+    for n, buf in model.named_buffers():
+        assert torch.equal(buf, before_buffers[n]), n
+
+
+def test_the_generated_repro_script_reproduces_the_failure_in_a_fresh_process(tmp_path):
+    torch.manual_seed(0)
+    spec = FIXTURES["deep_break"]
+    options = AnalyzeOptions(
+        spec=spec.target, explain=False, compile=False, bisect=BisectOptions(strategy="top-down", repro_dir=str(tmp_path / "out"))
+    )
+    report = analyze(spec.builder()(), options)
+    [script] = report.bisect.repro_paths
+    assert os.path.basename(script) == "ctc_repro_encoder_blocks_1_mixer_probe.py"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    run = subprocess.run([sys.executable, script], cwd=tmp_path, capture_output=True, text=True, timeout=180, env=env)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "reproduced: encoder.blocks.1.mixer.probe" in run.stdout
+    assert "Data-dependent branching" in run.stdout + run.stderr
+    # without the saved inputs it recreates same-shape random ones and still reproduces
+    os.remove(tmp_path / "out" / "ctc_repro_encoder_blocks_1_mixer_probe.pt")
+    run = subprocess.run([sys.executable, script], cwd=tmp_path, capture_output=True, text=True, timeout=180, env=env)
+    assert run.returncode == 1, run.stdout + run.stderr
+
+
+def test_the_terminal_tree_expands_to_the_failing_modules_and_groups_identical_siblings():
+    console = Console(file=io.StringIO(), width=120, record=True)
+    render_summary(bisected("repeated_blocks"), console)
+    text = console.export_text()
+    assert "blocks.0 … blocks.63 (64×) GuardedBlock" in text
+    assert "← smallest failing" in text and "GB0170" in text
+    console = Console(file=io.StringIO(), width=120, record=True)
+    render_summary(bisected("deep_break"), console)
+    text = console.export_text()
+    assert "probe NanProbe" in text and "blocks.0 DeepBlock +4 submodule(s)" in text
+    assert "FAILS fullgraph=True (bisection only)" in text
+
+
+# --- through the CLI ---------------------------------------------------------------------------
+
+
+def test_bisect_command_writes_the_report_and_a_repro_beside_it(cli, tmp_path):
+    out = tmp_path / "report.json"
+    result = cli("bisect", "ctc_doctor.fixtures.zoo:parent_break", "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    report = load_report(out)
+    assert report.bisect.smallest_failing == ["body"] and report.bisect.agreement
+    assert report.bisect.repro_paths == [str(tmp_path / "ctc_repro_body.py")]
+    assert (tmp_path / "ctc_repro_body.py").exists()
+    assert "← smallest failing" in result.stderr
+
+
+def test_the_full_run_bisects_when_it_finds_breaks_and_not_when_told_not_to(cli):
+    result = cli("demo", "--fixture", "print_in_forward", "--json", "-", "-q")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["bisect"]["strategy"] == "top-down"
+    assert data["bisect"]["smallest_failing"] == ["head"]
+    assert data["summary"]["analysis_run"] is True and data["summary"]["graph_break_count"] >= 1
+    result = cli("demo", "--fixture", "print_in_forward", "--json", "-", "-q", "--no-bisect")
+    assert json.loads(result.stdout)["bisect"] is None
+    torch.manual_seed(0)
+    clean = analyze(FIXTURES["clean"].builder()(), AnalyzeOptions(explain=False, bisect=BisectOptions()))
+    assert clean.bisect is None  # no break: nothing to bisect
+
+
+def test_isolated_trials_turn_a_segfaulting_compile_into_a_crashed_row(cli, tmp_path):
+    out = tmp_path / "r.json"
+    result = cli("bisect", "user_targets:one_linear", "--isolate", "--backend", "ctc_test_segfault", "--json", str(out), "-q")
+    assert result.returncode == 0, result.stderr
+    report = load_report(out)
+    [row] = report.bisect.trials
+    assert row.status == "crashed" and "SIGSEGV" in row.reason
+    assert report.bisect.isolated and report.summary.verdict == "failed"
+
+
+def test_isolated_trials_agree_with_in_process_trials(cli, tmp_path):
+    out = tmp_path / "r.json"
+    result = cli("bisect", "user_targets:printing_model", "--isolate", "--json", str(out), "-q")
+    assert result.returncode == 0, result.stderr
+    isolated = load_report(out).bisect
+    assert isolated.smallest_failing == [""] and isolated.trial_count == 1
+    [row] = isolated.trials
+    assert row.status == "failed" and row.gb_type == "Failed to trace builtin operator" and "GB0059" in row.registry_ids
+    assert row.user_frame is not None and row.user_frame.file.endswith("user_targets.py")
