@@ -12,7 +12,7 @@ __version__ = "0.1.0"
 
 from .workload import Call, Workload  # noqa: E402  (torch-free)
 
-__all__ = ["AnalyzeOptions", "Call", "Report", "Workload", "__version__", "analyze", "load_report", "load_workload"]
+__all__ = ["AnalyzeOptions", "BisectOptions", "Call", "Report", "Workload", "__version__", "analyze", "load_report", "load_workload"]
 
 
 def __getattr__(name: str) -> Any:
@@ -20,6 +20,10 @@ def __getattr__(name: str) -> Any:
         from .analyzer import run
 
         return getattr(run, name)
+    if name == "BisectOptions":
+        from .analyzer.bisect import BisectOptions
+
+        return BisectOptions
     if name == "load_workload":
         from .analyzer.target import load_workload
 

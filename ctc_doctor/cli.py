@@ -232,6 +232,8 @@ def _run_analysis(spec: str, load: Any, kw: dict[str, Any]) -> None:
         if debug:
             traceback.print_exc()
         _fail(f"internal error: {type(exc).__name__}: {exc} (re-run with --debug and report it)", ExitCode.INTERNAL_ERROR)
+    if kw.get("bisect_only") and report.bisect is None and not report.errors:
+        _fail("bisect needs an nn.Module model; the target returned a " + report.target.model_class, ExitCode.TARGET_INVALID)
     fatal = next((e for e in report.errors if e.phase in _ERROR_PHASE_EXIT), None)
     if fatal is not None:
         hint = " — fix eager mode first" if fatal.phase == "eager" else ""

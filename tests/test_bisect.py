@@ -288,3 +288,10 @@ def test_isolated_trials_agree_with_in_process_trials(cli, tmp_path):
     [row] = isolated.trials
     assert row.status == "failed" and row.gb_type == "Failed to trace builtin operator" and "GB0059" in row.registry_ids
     assert row.user_frame is not None and row.user_frame.file.endswith("user_targets.py")
+
+
+def test_bisect_of_a_target_that_is_not_a_module_is_a_one_line_usage_error(cli):
+    result = cli("bisect", "user_targets:plain_function", "-q")
+    assert result.returncode == 4
+    assert result.stderr.strip().splitlines()[-1].startswith("ctc-doctor: error: bisect needs an nn.Module")
+    assert "Traceback" not in result.stderr

@@ -75,27 +75,45 @@ class BisectOptions:
 _PLAIN = (int, float, bool, complex, str, bytes, type(None), torch.dtype, torch.device, torch.Size)
 
 
-def _fresh(value: Any, shared: list[str] | None = None) -> Any:
-    """A copy of a call's inputs that a trial can consume: detached leaf tensors, deep-copied objects."""
+def _fresh(value: Any, shared: list[str] | None = None, memo: dict[int, Any] | None = None, depth: int = 0) -> Any:
+    """A copy of a call's inputs that a trial can consume: detached leaf tensors, copied objects.
+
+    Objects that `copy.deepcopy` refuses (a KV cache holding non-leaf tensors) are copied attribute by
+    attribute, a few levels deep; what still cannot be copied is shared and its type noted.
+    """
+    memo = {} if memo is None else memo
+    if id(value) in memo:
+        return memo[id(value)]
     if isinstance(value, torch.Tensor):
         out = value.detach().clone()
         if value.requires_grad and (out.is_floating_point() or out.is_complex()):
             out.requires_grad_(True)
+        memo[id(value)] = out
         return out
     if isinstance(value, _PLAIN):
         return value
     if isinstance(value, tuple) and hasattr(value, "_fields"):  # namedtuple
-        return type(value)(*(_fresh(v, shared) for v in value))
+        return type(value)(*(_fresh(v, shared, memo, depth) for v in value))
     if isinstance(value, (tuple, list)):
-        return type(value)(_fresh(v, shared) for v in value)
+        return type(value)(_fresh(v, shared, memo, depth) for v in value)
     if isinstance(value, dict):
-        return {k: _fresh(v, shared) for k, v in value.items()}
+        return {k: _fresh(v, shared, memo, depth) for k, v in value.items()}
     try:
         return copy.deepcopy(value)
-    except Exception:  # noqa: BLE001 - e.g. caches holding non-leaf tensors: share the object
-        if shared is not None:
-            shared.append(type(value).__name__)
-        return value
+    except Exception:  # noqa: BLE001 - fall back to an attribute-wise copy below
+        pass
+    if depth < 4 and hasattr(value, "__dict__") and not isinstance(value, torch.nn.Module):
+        try:
+            clone = copy.copy(value)
+            memo[id(value)] = clone
+            for key, item in vars(value).items():
+                clone.__dict__[key] = _fresh(item, shared, memo, depth + 1)
+            return clone
+        except Exception:  # noqa: BLE001 - share it instead
+            memo.pop(id(value), None)
+    if shared is not None:
+        shared.append(type(value).__name__)
+    return value
 
 
 def _signature(value: Any) -> str:
@@ -669,7 +687,7 @@ def run_bisect(
     shared = sorted({t for _, d in tree.nodes(data=True) if d["inputs"] for t in d["inputs"].shared})
     if shared:
         notes.append(f"Inputs of type {', '.join(shared)} could not be copied; trials reused the model's objects.")
-    result.trials = _rows(tree, search, ctx.index, union)
+    result.trials = _rows(tree, search, ctx.index)
     result.notes = notes
     if options.repro_dir:
         from .repro import write_repros
@@ -679,7 +697,7 @@ def run_bisect(
     return result
 
 
-def _rows(tree: nx.DiGraph, search: _Search, index: ModuleIndex | None, smallest: list[str]) -> list[rm.BisectTrial]:
+def _rows(tree: nx.DiGraph, search: _Search, index: ModuleIndex | None) -> list[rm.BisectTrial]:
     rows = []
     for path, node in tree.nodes(data=True):
         captured: CapturedCall | None = node["inputs"]
@@ -712,7 +730,7 @@ def _rows(tree: nx.DiGraph, search: _Search, index: ModuleIndex | None, smallest
                 own = [f for f in outcome.stack if classify_file(f[0])[0]]
                 if own and own[-1] is not inner:
                     row.own_frame = _frame(own[-1])
-            row.own_break = path in smallest and search.own_break(path, index)
+            row.own_break = search.own_break(path, index)
         rows.append(row)
     return rows
 

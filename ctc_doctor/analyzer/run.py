@@ -225,6 +225,8 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
     recorder = InputRecorder(workload.model) if options.bisect is not None and index.modules else None
     if not index.modules:
         state.notes.append("The target is not an nn.Module: breaks are reported by source line without module paths.")
+        if options.bisect is not None:
+            state.notes.append("Bisection needs an nn.Module: it did not run.")
 
     keep = preserved_state(workload.model) if index.modules else contextlib.nullcontext()
     try:

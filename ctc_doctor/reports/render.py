@@ -89,7 +89,11 @@ def _verdict(report: Report) -> Panel:
     lines = Text()
     if not s.analysis_run:
         b = report.bisect
-        lines.append(("FAILS fullgraph=True" if s.verdict != "clean" else "PASSES fullgraph=True") + " (bisection only)\n", style=style)
+        if b is None:
+            headline = "BISECTION DID NOT RUN"
+        else:
+            headline = "FAILS fullgraph=True" if s.verdict != "clean" else "PASSES fullgraph=True"
+        lines.append(headline + " (bisection only)\n", style=style)
         found = f"{len(b.smallest_failing)} smallest failing module(s)" if b else "bisection did not run"
         lines.append(f"{found} · break and recompile counts not measured: run `ctc-doctor TARGET` for them")
         return Panel(lines, title="verdict", expand=False)
@@ -331,7 +335,13 @@ def next_steps(report: Report) -> list[str]:
         first = next((t for t in b.trials if t.module_path == b.smallest_failing[0]), None)
         why = f" ({_failure_text(first)})" if first is not None else ""
         steps.append(f"Bisection: start with {module_label(b.smallest_failing, 60)}{why}{repro}")
-    if report.summary.verdict == "clean":
+    if not report.summary.analysis_run:
+        if b is not None and not b.smallest_failing:
+            steps.append(
+                "Every exercised module compiles with fullgraph=True on its first-call inputs; "
+                "run the full analysis (`ctc-doctor TARGET`) for recompiles."
+            )
+    elif report.summary.verdict == "clean":
         steps.append("Nothing to fix: this workload compiles to one graph per call without recompiles.")
     return steps
 

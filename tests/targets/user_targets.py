@@ -100,3 +100,10 @@ def segfault_backend(gm, example_inputs):
 
 def one_linear():
     return nn.Linear(4, 4), (torch.randn(2, 4),)
+
+
+def plain_function():
+    def double(x):
+        return x * 2
+
+    return double, (torch.randn(2),)
