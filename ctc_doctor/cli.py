@@ -248,14 +248,14 @@ def _analyze_with_progress(spec: str, load: Any, kw: dict[str, Any], console: An
         SpinnerColumn(),
         TextColumn("{task.description}"),
         BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
+        TextColumn("{task.fields[count]}"),
         TimeElapsedColumn(),
         console=console,
         transient=True,
         disable=quiet,
     )
     with progress:
-        task = progress.add_task("loading target (importing torch)", total=None)
+        task = progress.add_task("loading target (importing torch)", total=None, count="")
         workload = load()
 
         def on_progress(phase: str, done: int, total: int) -> None:
@@ -266,7 +266,11 @@ def _analyze_with_progress(spec: str, load: Any, kw: dict[str, Any], console: An
                 "report": "building report",
                 "bisect": "bisecting: fullgraph trials",
             }
-            progress.update(task, description=labels.get(phase, phase), completed=done, total=total or None)
+            if phase.startswith("bisect "):  # "bisect PATH": a trial of that module is starting
+                label, count = f"bisecting: trying {phase[7:] or '(root)'} with fullgraph=True", f"{done} trial(s) run"
+            else:
+                label, count = labels.get(phase, phase), (f"{done}/{total}" if total else "")
+            progress.update(task, description=label, completed=done, total=total or None, count=count)
 
         from .analyzer.bisect import BisectOptions
         from .analyzer.run import AnalyzeOptions, analyze

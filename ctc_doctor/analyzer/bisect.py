@@ -493,10 +493,9 @@ class _Search:
             if path not in self.untried:
                 self.untried.append(path)
             return None
-        self.progress("bisect", self.trials_run, 0)
+        self.progress(f"bisect {path}", self.trials_run, 0)
         result = self.run(path)
         self.trials_run += 1
-        self.progress("bisect", self.trials_run, 0)
         self.outcomes[path] = result
         self.representative[key] = path
         return result
