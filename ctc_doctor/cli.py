@@ -79,6 +79,7 @@ def _analysis_options(f: Any) -> Any:
         click.option("--no-explain", is_flag=True, help="Skip the torch._dynamo.explain cross-check."),
         click.option("--guards", "keep_guards", is_flag=True, help="Keep the full guard tree text per compile id in the report."),
         click.option("--top", default=10, show_default=True, type=int, help="Break sites to show in the summary."),
+        click.option("--redact", is_flag=True, help="Remove paths outside the project, home, user and host names from the JSON report."),
         click.option("--quiet", "-q", is_flag=True, help="No summary or progress on stderr."),
         click.option("--debug", is_flag=True, help="Show tracebacks for errors."),
     ]
@@ -190,6 +191,79 @@ def show(report_path: str, top: int) -> None:
 
 
 @cli.command()
+@click.argument("report_path", metavar="REPORT")
+@click.option("--format", "fmt", type=click.Choice(["md", "json", "text"]), default="md", show_default=True, help="Output format.")
+@click.option("--redact", is_flag=True, help="Relative paths, no home directory, user or host name.")
+@click.option("--project-root", default=None, metavar="DIR", help="Paths become relative to DIR with --redact [default: cwd].")
+def report(report_path: str, fmt: str, redact: bool, project_root: str | None) -> None:
+    """Print a saved report as Markdown for a GitHub issue (or JSON / text) on stdout."""
+    from .reports.io import dump_report, load_report
+
+    try:
+        loaded = load_report(report_path)
+    except CtcDoctorError as exc:
+        _fail(exc.one_line(), exc.exit_code)
+    if redact:
+        from .reports.redact import redact as do_redact
+
+        loaded = do_redact(loaded, project_root=project_root)
+    if fmt == "md":
+        from .reports.markdown import render_markdown
+
+        click.echo(render_markdown(loaded), nl=False)
+    elif fmt == "json":
+        click.echo(dump_report(loaded), nl=False)
+    else:
+        from rich.console import Console
+
+        from .reports.render import render_summary
+
+        render_summary(loaded, Console(highlight=False, soft_wrap=False), top=10_000)
+
+
+@cli.command()
+@click.argument("before_path", metavar="BEFORE")
+@click.argument("after_path", metavar="AFTER")
+@click.option("--fail-on-regression", is_flag=True, help="Exit 1 when anything got worse (new sites, more graphs, breaks or recompiles).")
+def diff(before_path: str, after_path: str, fail_on_regression: bool) -> None:
+    """Compare two reports: fixed, new and unchanged break sites, count and recompile changes."""
+    from .reports.diff import diff_reports, render_diff_text
+    from .reports.io import load_report
+
+    try:
+        result = diff_reports(load_report(before_path), load_report(after_path))
+    except CtcDoctorError as exc:
+        _fail(exc.one_line(), exc.exit_code)
+    click.echo(render_diff_text(result), nl=False)
+    if fail_on_regression and result.regressions:
+        sys.exit(int(ExitCode.CHECK_FAILED))
+
+
+@cli.command()
+@click.argument("target")
+@_analysis_options
+@click.option("--max-graph-breaks", type=click.IntRange(min=0), default=None, metavar="N", help="Fail when more than N break sites remain after the allowlists.")
+@click.option("--max-recompiles", type=click.IntRange(min=0), default=None, metavar="N", help="Fail when more than N recompiles happen.")
+@click.option("--allow", multiple=True, metavar="GB|TYPE", help="Do not count breaks with this GB id or gb_type (repeatable).")
+@click.option("--allow-module", multiple=True, metavar="PATH", help="Do not count breaks inside this module path (repeatable).")
+@click.option("--own-code-only", is_flag=True, help="Do not count breaks whose innermost frame is in a library.")
+def check(target: str, **kw: Any) -> None:
+    """CI gate: analyze TARGET (no bisection) and exit 1 when the thresholds are exceeded."""
+    from .reports.policy import Policy
+
+    if kw["max_graph_breaks"] is None and kw["max_recompiles"] is None:
+        kw["max_graph_breaks"], kw["max_recompiles"] = 0, 0  # the natural default for a gate: clean
+    policy = Policy(
+        max_graph_breaks=kw.pop("max_graph_breaks"),
+        max_recompiles=kw.pop("max_recompiles"),
+        allow=kw.pop("allow"),
+        allow_modules=kw.pop("allow_module"),
+        own_code_only=kw.pop("own_code_only"),
+    )
+    _run_analysis(target, lambda: _load(target, kw["seed"]), {**kw, "no_bisect": True, "policy": policy})
+
+
+@cli.command()
 def schema() -> None:
     """Print the report's JSON Schema."""
     from .reports.io import schema_text
@@ -212,7 +286,12 @@ def _run_analysis(spec: str, load: Any, kw: dict[str, Any]) -> None:
         with _stdout_reserved(json_out == "-") as real_stdout:
             report = _analyze_with_progress(spec, load, kw, console, quiet)
             if json_out:
-                _write_report(report, json_out, real_stdout)
+                written = report
+                if kw.get("redact"):
+                    from .reports.redact import redact
+
+                    written = redact(report)
+                _write_report(written, json_out, real_stdout)
         eager_failed = any(e.phase == "eager" for e in report.errors)
         if not quiet and not eager_failed:  # nothing was analyzed: the one-line error says it all
             from .reports.render import render_summary
@@ -239,6 +318,18 @@ def _run_analysis(spec: str, load: Any, kw: dict[str, Any]) -> None:
         hint = " — fix eager mode first" if fatal.phase == "eager" else ""
         written = f"; partial report written to {json_out}" if json_out and json_out != "-" else ""
         _fail(f"{fatal.message}{hint}{written}", _ERROR_PHASE_EXIT[fatal.phase])
+    policy = kw.get("policy")
+    if policy is not None:
+        from .reports.policy import violations
+
+        found = violations(report, policy)
+        if found:
+            click.echo("ctc-doctor check: FAILED", err=True)
+            for line in found:
+                click.echo(line, err=True)
+            sys.exit(int(ExitCode.CHECK_FAILED))
+        click.echo("ctc-doctor check: passed", err=True)
+        return
 
 
 def _analyze_with_progress(spec: str, load: Any, kw: dict[str, Any], console: Any, quiet: bool) -> Any:

@@ -50,7 +50,7 @@ def test_every_field_has_a_description():
 
 
 def test_importing_the_reports_layer_loads_neither_torch_nor_textual():
-    code = "import sys, ctc_doctor.reports, ctc_doctor.reports.render; print(sorted(m for m in ('torch', 'textual') if m in sys.modules))"
+    code = "import sys, ctc_doctor.reports, ctc_doctor.reports.render, ctc_doctor.reports.markdown, ctc_doctor.reports.diff, ctc_doctor.reports.redact, ctc_doctor.reports.policy, ctc_doctor.pytest_plugin; print(sorted(m for m in ('torch', 'textual') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert out.stdout.strip() == "[]", out.stderr
 

@@ -288,6 +288,25 @@ def fresh_dynamo_state() -> None:
         clear()
 
 
+@contextlib.contextmanager
+def preserved_dynamo_state() -> Iterator[None]:
+    """Put `torch._dynamo.config` and Dynamo's counters back as they were (compiled caches are not kept)."""
+    config = torch._dynamo.config
+    saved_config = config.get_config_copy() if hasattr(config, "get_config_copy") else None
+    counters = getattr(torch._dynamo.utils, "counters", None)
+    saved_counters = {k: dict(v) for k, v in counters.items()} if counters is not None else None
+    try:
+        yield
+    finally:
+        if saved_config is not None:
+            with contextlib.suppress(Exception):  # a key torch rejects on reload must not mask the test result
+                config.load_config(saved_config)
+        if counters is not None and saved_counters is not None:
+            counters.clear()
+            for key, values in saved_counters.items():
+                counters[key].update(values)
+
+
 def lookup_backend(name: str) -> Callable[..., Any]:
     """The backend callable registered under `name` (eager, aot_eager, inductor...)."""
     return torch._dynamo.lookup_backend(name)  # type: ignore[no-any-return]

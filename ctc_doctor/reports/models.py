@@ -423,6 +423,8 @@ class Report(_Model):
     """Caveats: degraded capture on older torch, explain disagreements, skipped phases."""
     errors: list[ErrorRecord] = Field(default_factory=list)
     """What failed; a failed run still reports what it found before."""
+    redacted: bool = False
+    """True when paths, the home directory, user and host names were removed (`--redact`)."""
     bisect: Bisect | None = None
     """Module bisection (None when not run: no breaks found, or --no-bisect)."""
     suggestions: list[dict[str, Any]] = Field(default_factory=list)

@@ -1,0 +1,170 @@
+"""Compare two reports: which break sites were fixed, which are new, what changed in the counts.
+
+Break sites match on (gb_type, file, line) plus module paths; a site whose line moved (the fix edited
+the file above it) matches on (gb_type, file, function, module paths) in a second pass. Files compare
+by their last two path components, so reports from two checkouts or machines still match.
+Recompiles match on (function, file, failed-guard kinds, module paths). No torch import.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ReportError
+from .models import GraphBreakSite, Recompile, Report
+
+_VERDICT_RANK = {"clean": 0, "recompiles": 1, "graph_breaks": 2, "graph_breaks_and_recompiles": 3, "failed": 4}
+_COUNTS = ("graph_count", "graph_break_count", "unique_break_sites", "recompile_count", "frames_skipped")
+
+
+def _file_key(path: str) -> str:
+    parts = path.replace("\\", "/").split("/")
+    return "/".join(parts[-2:])
+
+
+def _site_frame(site: GraphBreakSite) -> Any:
+    return site.own_frame or site.user_frame
+
+
+def _exact(site: GraphBreakSite) -> tuple[Any, ...]:
+    f = _site_frame(site)
+    return (site.gb_type, _file_key(f.file), f.line, tuple(site.module_paths))
+
+
+def _loose(site: GraphBreakSite) -> tuple[Any, ...]:
+    f = _site_frame(site)
+    return (site.gb_type, _file_key(f.file), f.function, tuple(site.module_paths))
+
+
+def _recompile_key(rc: Recompile) -> tuple[Any, ...]:
+    kinds = tuple(sorted({g.kind for g in rc.failed_guards}))
+    return (rc.function, _file_key(rc.file), kinds, tuple(rc.module_paths))
+
+
+@dataclass
+class ReportDiff:
+    """What changed from `before` to `after`."""
+
+    fixed: list[GraphBreakSite] = field(default_factory=list)
+    new: list[GraphBreakSite] = field(default_factory=list)
+    unchanged: list[tuple[GraphBreakSite, GraphBreakSite]] = field(default_factory=list)
+    recompiles: list[tuple[tuple[Any, ...], int, int]] = field(default_factory=list)
+    """(function, file, guard kinds, module paths), count before, count after; only where they differ."""
+    counts: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Summary numbers before and after (compile time included)."""
+    verdict: tuple[str, str] = ("", "")
+    bisect: tuple[list[str], list[str]] | None = None
+    """Smallest failing modules before and after, when both reports bisected."""
+    regressions: list[str] = field(default_factory=list)
+    """Everything that got worse, one line each."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def improved(self) -> bool:
+        return bool(self.fixed) or any(after < before for before, after in (self.counts.get(k, (0, 0)) for k in _COUNTS))
+
+
+def diff_reports(before: Report, after: Report) -> ReportDiff:
+    """Compare two reports of the same schema major version."""
+    major_b, major_a = before.schema_version.split(".")[0], after.schema_version.split(".")[0]
+    if major_b != major_a:
+        raise ReportError(
+            f"cannot diff schema {before.schema_version} against {after.schema_version}: field names differ between major versions"
+        )
+    out = ReportDiff()
+    if before.schema_version != after.schema_version:
+        out.notes.append(f"schema versions differ ({before.schema_version} vs {after.schema_version}); fields new in the later one are ignored")
+    if before.target.name != after.target.name:
+        out.notes.append(f"different workloads: {before.target.name} vs {after.target.name}")
+    if (before.environment.torch, before.environment.backend) != (after.environment.torch, after.environment.backend):
+        out.notes.append(
+            f"environments differ: torch {before.environment.torch}/{before.environment.backend} vs "
+            f"torch {after.environment.torch}/{after.environment.backend}"
+        )
+
+    remaining = list(after.graph_breaks)
+    unmatched_before = []
+    for site in before.graph_breaks:
+        match = next((s for s in remaining if _exact(s) == _exact(site)), None)
+        if match is None:
+            unmatched_before.append(site)
+            continue
+        remaining.remove(match)
+        out.unchanged.append((site, match))
+    for site in unmatched_before:
+        match = next((s for s in remaining if _loose(s) == _loose(site)), None)
+        if match is None:
+            out.fixed.append(site)
+        else:
+            remaining.remove(match)
+            out.unchanged.append((site, match))
+    out.new = remaining
+
+    rb = Counter(_recompile_key(r) for r in before.recompiles)
+    ra = Counter(_recompile_key(r) for r in after.recompiles)
+    for key in sorted(set(rb) | set(ra), key=str):
+        if rb[key] != ra[key]:
+            out.recompiles.append((key, rb[key], ra[key]))
+
+    for name in (*_COUNTS, "compile_time_s"):
+        out.counts[name] = (getattr(before.summary, name), getattr(after.summary, name))
+    out.verdict = (before.summary.verdict, after.summary.verdict)
+    if before.bisect is not None and after.bisect is not None:
+        out.bisect = (before.bisect.smallest_failing, after.bisect.smallest_failing)
+
+    if not (before.summary.analysis_run and after.summary.analysis_run):
+        out.notes.append("one report is bisection only: its counts were not measured and are not compared")
+    else:
+        for site in out.new:
+            f = _site_frame(site)
+            out.regressions.append(f"new break site {site.gb_type} at {_file_key(f.file)}:{f.line}")
+        for name in _COUNTS:
+            b, a = out.counts[name]
+            if a > b:
+                out.regressions.append(f"{name} went up: {b} -> {a}")
+        for (function, file, kinds, _), b, a in out.recompiles:
+            if a > b:
+                out.regressions.append(f"more recompiles of {function} ({file}) on {', '.join(kinds) or '?'}: {b} -> {a}")
+    if _VERDICT_RANK[out.verdict[1]] > _VERDICT_RANK[out.verdict[0]]:
+        out.regressions.append(f"verdict got worse: {out.verdict[0]} -> {out.verdict[1]}")
+    if out.bisect is not None:
+        added = [p for p in out.bisect[1] if p not in out.bisect[0]]
+        if added:
+            out.regressions.append("new smallest failing module(s): " + ", ".join(p or "(root)" for p in added))
+    return out
+
+
+def render_diff_text(d: ReportDiff) -> str:
+    """Plain text, for the terminal and CI logs."""
+    lines = [f"verdict: {d.verdict[0]} -> {d.verdict[1]}"]
+    for name, (b, a) in d.counts.items():
+        if name == "compile_time_s":
+            lines.append(f"  {name}: {b:.2f} -> {a:.2f}")
+        else:
+            delta = a - b
+            lines.append(f"  {name}: {b} -> {a}" + (f" ({delta:+})" if delta else ""))
+    lines.append(f"break sites: {len(d.fixed)} fixed, {len(d.new)} new, {len(d.unchanged)} unchanged")
+    for site in d.fixed:
+        f = _site_frame(site)
+        lines.append(f"  fixed  {site.gb_type} at {_file_key(f.file)}:{f.line} ({', '.join(site.module_paths) or '—'})")
+    for site in d.new:
+        f = _site_frame(site)
+        lines.append(f"  new    {site.gb_type} at {_file_key(f.file)}:{f.line} ({', '.join(site.module_paths) or '—'})")
+    for before, after in d.unchanged:
+        f = _site_frame(after)
+        extra = f" (occurrences {before.occurrences} -> {after.occurrences})" if before.occurrences != after.occurrences else ""
+        lines.append(f"  same   {after.gb_type} at {_file_key(f.file)}:{f.line}{extra}")
+    for (function, file, kinds, _), b, a in d.recompiles:
+        lines.append(f"recompiles of {function} ({file}) on {', '.join(kinds) or '?'}: {b} -> {a}")
+    if d.bisect is not None:
+        lines.append(f"smallest failing: {', '.join(d.bisect[0]) or 'none'} -> {', '.join(d.bisect[1]) or 'none'}")
+    for note in d.notes:
+        lines.append(f"note: {note}")
+    if d.regressions:
+        lines.append(f"REGRESSIONS ({len(d.regressions)}):")
+        lines.extend(f"  - {r}" for r in d.regressions)
+    else:
+        lines.append("no regressions")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,68 @@
+"""CI thresholds over a report: graph-break and recompile budgets with allowlists (no torch import).
+
+A break site is allowed when its GB id or gb_type is in `allow`, when every module path it runs in is
+inside an `allow_modules` prefix, or (with `own_code_only`) when its innermost frame is in a library.
+`max_graph_breaks` counts the remaining break *sites*; `max_recompiles` counts recompiles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .models import GraphBreakSite, Report
+from .render import module_label, short_path
+
+
+@dataclass(frozen=True)
+class Policy:
+    max_graph_breaks: int | None = None
+    max_recompiles: int | None = None
+    allow: Sequence[str] = field(default_factory=tuple)
+    """GB ids (`GB0059`) or gb_types (`Failed to trace builtin operator`) that do not count."""
+    allow_modules: Sequence[str] = field(default_factory=tuple)
+    """Module path prefixes whose breaks do not count (`encoder.embed` covers `encoder.embed.*`)."""
+    own_code_only: bool = False
+    """Ignore breaks whose innermost frame is in a library (torch, transformers, the stdlib...)."""
+
+
+def _in_allowed_modules(site: GraphBreakSite, prefixes: Sequence[str]) -> bool:
+    if not prefixes or not site.module_paths:
+        return False
+    return all(any(p == pre or p.startswith(pre + ".") or pre == "" for pre in prefixes) for p in site.module_paths)
+
+
+def allowed_reason(site: GraphBreakSite, policy: Policy) -> str | None:
+    allow = {a.strip().lower() for a in policy.allow}
+    if any(gb.lower() in allow for gb in site.registry_ids) or site.gb_type.lower() in allow:
+        return "allowed by --allow"
+    if _in_allowed_modules(site, policy.allow_modules):
+        return "allowed by --allow-module"
+    if policy.own_code_only and not site.own_code:
+        return f"in {site.library} (--own-code-only)"
+    return None
+
+
+def violations(report: Report, policy: Policy) -> list[str]:
+    """One readable line per violation; empty when the report passes."""
+    out: list[str] = []
+    fatal = [e for e in report.errors if e.phase in ("eager", "compile", "timeout")]
+    for err in fatal:
+        out.append(f"the analysis failed ({err.phase}): {err.message}")
+    counted = [s for s in report.graph_breaks if allowed_reason(s, policy) is None]
+    if policy.max_graph_breaks is not None and len(counted) > policy.max_graph_breaks:
+        out.append(f"{len(counted)} graph-break site(s), more than the {policy.max_graph_breaks} allowed:")
+        for site in counted:
+            frame = site.own_frame or site.user_frame
+            ids = ", ".join(site.registry_ids[:2]) or "no GB id"
+            out.append(
+                f"  {site.id} {short_path(frame.file)}:{frame.line} ({module_label(site.module_paths, 60)}) "
+                f"{ids}: {site.gb_type} ×{site.occurrences}"
+            )
+    if policy.max_recompiles is not None and len(report.recompiles) > policy.max_recompiles:
+        out.append(f"{len(report.recompiles)} recompile(s), more than the {policy.max_recompiles} allowed:")
+        for rc in report.recompiles:
+            guard = rc.failed_guards[0] if rc.failed_guards else None
+            what = f"{guard.kind}: {guard.reason}" if guard else "no failed guard recorded"
+            out.append(f"  {rc.id} {rc.function} ({module_label(rc.module_paths, 60)}) {what}")
+    return out
