@@ -158,3 +158,11 @@ def test_train_mode_runs_backward_with_aot_eager_and_still_finds_the_break():
     assert [s.gb_type for s in report.graph_breaks] == [
         "Unsupported Tensor.item() call with capture_scalar_outputs=False"
     ]
+
+
+def test_user_stacks_start_at_the_model_not_at_the_harness_that_called_it():
+    # this test runs under pytest, so pytest's and pluggy's frames sit above ctc-doctor's call
+    for site in analyzed("deep_break").graph_breaks:
+        files = [f.file for f in site.user_stack]
+        assert all("_pytest" not in f and "pluggy" not in f for f in files), files
+        assert site.user_stack[0].function == "forward"

@@ -539,6 +539,16 @@ def _full_stack(ev: ti.TraceEvent, starts: dict[str, list[RawFrame]], parsed_fra
     return parsed_frames
 
 
+def _below_the_tool(stack: list[RawFrame]) -> list[RawFrame]:
+    """Drop the frames that called the model: the CLI, click, pytest... down to ctc-doctor's own call."""
+    last = -1
+    for i, frame in enumerate(stack):
+        own, library = classify_file(frame[0])
+        if not own and library == "ctc_doctor":
+            last = i
+    return stack[last + 1 :]
+
+
 def _break_sites(
     cap: ti.CaptureResult,
     starts: dict[str, list[RawFrame]],
@@ -589,7 +599,7 @@ def _break_sites(
         stack = group["stack"]
         file, line, func, code = stack[-1]
         own_code, library = classify_file(file)
-        visible = [f for f in stack[:-1] if not is_tool_frame(f[0])] + [stack[-1]]
+        visible = [f for f in _below_the_tool(stack[:-1]) if not is_tool_frame(f[0])] + [stack[-1]]
         paths = sorted(group["paths"], key=path_key)
         parsed = group["parsed"]
         own = group["own"]
