@@ -355,7 +355,6 @@ def _analyze_with_progress(spec: str, load: Any, kw: dict[str, Any], console: An
                 "explain": "explain cross-check",
                 "compile": "compiling call",
                 "report": "building report",
-                "bisect": "bisecting: fullgraph trials",
             }
             if phase.startswith("bisect "):  # "bisect PATH": a trial of that module is starting
                 label, count = f"bisecting: trying {phase[7:] or '(root)'} with fullgraph=True", f"{done} trial(s) run"

@@ -24,12 +24,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import networkx as nx
 import torch
@@ -37,10 +36,11 @@ import torch
 from ..reports import models as rm
 from . import torch_internals as ti
 from .attribution import ModuleIndex, describe_inputs, forward_arg_names, path_key
+from .deadline import DeadlineExceeded, deadline, enforceable
 from .parsing import RawFrame, first_sentence, parse_traceback_frames, split_unsupported
-from .sources import classify_file, function_name, innermost_own_frame, source_line
+from .run import _first, _frame, _one_line, loss_of, preserved_state
+from .sources import classify_file
 
-Strategy = Literal["top-down", "bottom-up", "both"]
 ProgressFn = Callable[[str, int, int], None]
 _PROBLEM = ("failed", "timeout", "crashed")
 _WORKER_STARTUP_S = 120.0  # a child imports torch and rebuilds the model before its own deadline starts
@@ -50,7 +50,7 @@ _WORKER_STARTUP_S = 120.0  # a child imports torch and rebuilds the model before
 class BisectOptions:
     """How to bisect. Backend, train, device and seed come from the AnalyzeOptions of the run."""
 
-    strategy: Strategy = "both"
+    strategy: rm.Strategy = "both"
     """top-down, bottom-up, or both (trials are shared; the report says whether they agree)."""
     max_trials: int | None = None
     """Stop starting trials after this many; what was left is listed in `untried`."""
@@ -283,38 +283,6 @@ class TrialOutcome:
         return self.status == "passed"
 
 
-class _TrialDeadline(BaseException):
-    """SIGALRM during a trial; a BaseException so Dynamo's `except Exception` cannot swallow it."""
-
-
-@contextlib.contextmanager
-def _trial_deadline(seconds: float | None) -> Iterator[bool]:
-    """Yields whether the limit is enforced (SIGALRM works in the main thread only)."""
-    usable = bool(seconds and seconds > 0) and hasattr(signal, "setitimer") and (
-        threading.current_thread() is threading.main_thread()
-    )
-    if not usable:
-        yield False
-        return
-
-    def on_alarm(signum: int, frame: Any) -> None:
-        raise _TrialDeadline()
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, float(seconds))  # type: ignore[arg-type]
-    try:
-        yield True
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def _one_line(exc: BaseException) -> str:
-    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
-    text = lines[0][:300] if lines else type(exc).__name__
-    return f"{type(exc).__name__}: {text}"
-
-
 def _unsupported_outcome(exc: BaseException, duration: float) -> TrialOutcome:
     text = split_unsupported(str(exc))
     gb_type = str(getattr(exc, "gb_type", None) or text.gb_type or "graph break")
@@ -330,16 +298,6 @@ def _unsupported_outcome(exc: BaseException, duration: float) -> TrialOutcome:
             stack = parse_traceback_frames(str(exc).partition("from user code:")[2])
     reason = f"{gb_type}: {first_sentence(text.explanation)}" if text.explanation else gb_type
     return TrialOutcome("failed", duration, gb_type, ids, reason, stack)
-
-
-def _loss_of(output: Any) -> torch.Tensor | None:
-    from .run import _tensors_in  # the analysis' own walker over model outputs
-
-    loss = getattr(output, "loss", None)
-    if isinstance(loss, torch.Tensor) and loss.requires_grad:
-        return loss
-    parts = [t.float().sum() for t in _tensors_in(output) if t.is_floating_point() and t.requires_grad]
-    return torch.stack(parts).sum() if parts else None
 
 
 def run_trial(
@@ -358,15 +316,15 @@ def run_trial(
         torch.manual_seed(seed)
     t0 = time.perf_counter()
     try:
-        with _trial_deadline(timeout_s), ti.quiet_torch_stderr(True), torch.set_grad_enabled(captured.grad_enabled):
+        with deadline(timeout_s), ti.quiet_torch_stderr(True), torch.set_grad_enabled(captured.grad_enabled):
             compiled = torch.compile(module, fullgraph=True, backend=backend)
             out = compiled(*args, **kwargs)
             if train and captured.grad_enabled:
-                loss = _loss_of(out)
-                if loss is not None:
+                loss = loss_of(out)
+                if loss is not None and loss.requires_grad:
                     loss.backward()
         return TrialOutcome("passed", time.perf_counter() - t0)
-    except _TrialDeadline:
+    except DeadlineExceeded:
         return TrialOutcome("timeout", time.perf_counter() - t0, reason=f"no result within {timeout_s:g} s")
     except Exception as exc:  # noqa: BLE001 - every failure becomes a row
         duration = time.perf_counter() - t0
@@ -386,11 +344,9 @@ def _crashed_or_unrunnable(module: torch.nn.Module, captured: CapturedCall, exc:
             module(*args, **kwargs)
     except Exception as eager_exc:  # noqa: BLE001 - the module cannot be called on its own
         return TrialOutcome(
-            "skipped", duration, reason=f"cannot run on its own with its captured inputs: {_one_line(eager_exc)}"
+            "skipped", duration, reason=f"cannot run on its own with its captured inputs: {type(eager_exc).__name__}: {_one_line(eager_exc)}"
         )
-    where = innermost_own_frame(exc)
-    reason = f"torch.compile raised {_one_line(exc)}" + (f" (at {where})" if where else "")
-    return TrialOutcome("crashed", duration, reason=reason[:500])
+    return TrialOutcome("crashed", duration, reason=f"torch.compile raised {type(exc).__name__}: {_first(exc)}"[:500])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -614,9 +570,7 @@ def run_bisect(
         notes.append(f"--isolate needs an importable target; {target!r} is not one, so trials ran in-process.")
         options = BisectOptions(**{**asdict(options), "isolate": False})
         result.isolated = False
-    enforced = options.trial_timeout_s is None or options.isolate or (
-        threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
-    )
+    enforced = options.trial_timeout_s is None or options.isolate or enforceable()
     if not enforced:
         notes.append("The per-trial timeout is not enforced off the main thread; use isolate to enforce it.")
 
@@ -725,32 +679,10 @@ def _rows(tree: nx.DiGraph, search: _Search, index: ModuleIndex | None) -> list[
             row.reason = outcome.reason
             if outcome.stack:
                 inner = outcome.stack[-1]
-                row.user_frame = _frame(inner)
+                row.user_frame = _frame(*inner)
                 own = [f for f in outcome.stack if classify_file(f[0])[0]]
                 if own and own[-1] is not inner:
-                    row.own_frame = _frame(own[-1])
+                    row.own_frame = _frame(*own[-1])
             row.own_break = search.own_break(path, index)
         rows.append(row)
     return rows
-
-
-def _frame(raw: RawFrame) -> rm.Frame:
-    file, line, func, code = raw
-    return rm.Frame(file=file, line=line, function=function_name(func), code=code or source_line(file, line))
-
-
-@contextlib.contextmanager
-def preserved_state(model: torch.nn.Module) -> Iterator[None]:
-    """Analysis and trials run the user's modules (backward included): put grads and buffers back afterwards."""
-    # backward accumulates into .grad in place: keep copies, not references
-    grads = {p: (p.grad.detach().clone() if p.grad is not None else None) for p in model.parameters()}
-    buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
-    try:
-        yield
-    finally:
-        with torch.no_grad():
-            for p, g in grads.items():
-                p.grad = g
-            for name, b in model.named_buffers():
-                if name in buffers and buffers[name].shape == b.shape:
-                    b.copy_(buffers[name])

@@ -19,7 +19,7 @@ import torch
 from .. import __version__
 from ..reports import models as rm
 from . import torch_internals as ti
-from .bisect import BisectContext, BisectOptions, CapturedCall, _saveable
+from .bisect import _PROBLEM, BisectContext, BisectOptions, CapturedCall, _saveable
 
 _TEMPLATE = '''\
 #!/usr/bin/env python
@@ -162,7 +162,7 @@ def write_repros(result: rm.Bisect, tree: nx.DiGraph, ctx: BisectContext, option
     written = []
     for path in result.smallest_failing:
         row = rows[path]
-        if row.status not in ("failed", "crashed", "timeout"):
+        if row.status not in _PROBLEM:
             continue  # inferred: the representative's script covers it
         captured: CapturedCall = tree.nodes[path]["inputs"]
         slug = _slug(path)

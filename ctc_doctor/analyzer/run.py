@@ -12,13 +12,11 @@ import contextlib
 import datetime as _dt
 import importlib.metadata
 import platform
-import signal
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -27,9 +25,12 @@ from ..reports import models as rm
 from ..workload import Call, Workload
 from . import torch_internals as ti
 from .attribution import ModuleIndex, describe_inputs, forward_arg_names, path_key
-from .bisect import BisectContext, BisectOptions, InputRecorder, preserved_state, run_bisect
+from .deadline import DeadlineExceeded, deadline
 from .parsing import RawFrame, classify_guard, parse_break_text, split_recompile_reasons
 from .sources import classify_file, function_name, innermost_own_frame, is_tool_frame, source_line
+
+if TYPE_CHECKING:  # bisect builds on this module; it is imported where it runs
+    from .bisect import BisectOptions, InputRecorder
 
 ProgressFn = Callable[[str, int, int], None]
 
@@ -67,34 +68,6 @@ class AnalyzeOptions:
         return self.backend or ("aot_eager" if self.train else "eager")
 
 
-class _Deadline(BaseException):
-    """Raised by SIGALRM. A BaseException so Dynamo's `except Exception` cannot swallow it."""
-
-
-@contextlib.contextmanager
-def _deadline(seconds: float | None) -> Iterator[None]:
-    usable = (
-        seconds
-        and seconds > 0
-        and hasattr(signal, "setitimer")
-        and threading.current_thread() is threading.main_thread()
-    )
-    if not usable:
-        yield
-        return
-
-    def on_alarm(signum: int, frame: Any) -> None:
-        raise _Deadline()
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, float(seconds))  # type: ignore[arg-type]
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 # ---------------------------------------------------------------------------------------------
 # running the workload
 # ---------------------------------------------------------------------------------------------
@@ -127,14 +100,37 @@ def _tensors_in(value: Any) -> Iterator[torch.Tensor]:
         yield from _tensors_in(value.to_tuple())
 
 
-def _default_loss(output: Any) -> torch.Tensor:
+def loss_of(output: Any) -> torch.Tensor | None:
+    """`output.loss`, else the sum of the output tensors that require grad; None when there are none."""
     loss = getattr(output, "loss", None)
     if isinstance(loss, torch.Tensor):
         return loss
     parts = [t.float().sum() for t in _tensors_in(output) if t.is_floating_point() and t.requires_grad]
-    if not parts:
+    return torch.stack(parts).sum() if parts else None
+
+
+def _default_loss(output: Any) -> torch.Tensor:
+    loss = loss_of(output)
+    if loss is None:
         raise RuntimeError("--train: the output has no tensor that requires grad; pass Workload(loss_fn=...)")
-    return torch.stack(parts).sum()
+    return loss
+
+
+@contextlib.contextmanager
+def preserved_state(model: torch.nn.Module) -> Iterator[None]:
+    """Analysis and trials run the user's modules (backward included): put grads and buffers back afterwards."""
+    # backward accumulates into .grad in place: keep copies, not references
+    grads = {p: (p.grad.detach().clone() if p.grad is not None else None) for p in model.parameters()}
+    buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for p, g in grads.items():
+                p.grad = g
+            for name, b in model.named_buffers():
+                if name in buffers and buffers[name].shape == b.shape:
+                    b.copy_(buffers[name])
 
 
 def _run_call(fn: Any, workload: Workload, call: Call, index: int, options: AnalyzeOptions) -> None:
@@ -222,7 +218,11 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
         workload.model.to(options.device)
     calls = [Call(_to_device(c.args, options.device), _to_device(dict(c.kwargs), options.device)) for c in workload.calls()]
     index = ModuleIndex(workload.model)
-    recorder = InputRecorder(workload.model) if options.bisect is not None and index.modules else None
+    recorder: InputRecorder | None = None
+    if options.bisect is not None and index.modules:
+        from .bisect import InputRecorder
+
+        recorder = InputRecorder(workload.model)
     if not index.modules:
         state.notes.append("The target is not an nn.Module: breaks are reported by source line without module paths.")
         if options.bisect is not None:
@@ -230,7 +230,7 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
 
     keep = preserved_state(workload.model) if index.modules else contextlib.nullcontext()
     try:
-        with keep, _deadline(options.timeout_s):
+        with keep, deadline(options.timeout_s):
             # 1. eager: the model must work without compile; record call sites for attribution.
             progress("eager run", 0, len(calls))
             with index.record():
@@ -282,7 +282,7 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
             state.notes.extend(cap.notes)
     except _Stop:
         pass
-    except _Deadline:
+    except DeadlineExceeded:
         phase = "compile" if state.capture is not None else ("explain" if options.explain else "eager")
         state.errors.append(
             rm.ErrorRecord(
@@ -315,6 +315,8 @@ def _bisect_into(
     report: rm.Report, workload: Workload, recorder: InputRecorder, index: ModuleIndex, options: AnalyzeOptions, t0: float
 ) -> None:
     """Run the bisection and put it (or its error) into the report; bisection-only runs get their verdict here."""
+    from .bisect import BisectContext, run_bisect
+
     assert options.bisect is not None
     budget = None
     if options.timeout_s:
@@ -334,9 +336,10 @@ def _bisect_into(
     except Exception as exc:  # noqa: BLE001 - the analysis part of the report still stands
         report.errors.append(rm.ErrorRecord(phase="bisect", type=type(exc).__name__, message=_first(exc)[:500]))
     if not options.compile:
-        statuses = {t.status if t.inferred_from is None else "inferred" for t in (report.bisect.trials if report.bisect else [])}
-        if report.bisect is None or "failed" in statuses:
-            report.summary.verdict = "failed" if report.bisect is None else "graph_breaks"
+        # inferred rows repeat a representative's result, so the representatives decide
+        statuses = {t.status for t in report.bisect.trials} if report.bisect else {"crashed"}
+        if "failed" in statuses:
+            report.summary.verdict = "graph_breaks"
         else:
             report.summary.verdict = "failed" if statuses & {"timeout", "crashed"} else "clean"
         report.notes.insert(

@@ -61,10 +61,6 @@ class ReportDiff:
     """Everything that got worse, one line each."""
     notes: list[str] = field(default_factory=list)
 
-    @property
-    def improved(self) -> bool:
-        return bool(self.fixed) or any(after < before for before, after in (self.counts.get(k, (0, 0)) for k in _COUNTS))
-
 
 def diff_reports(before: Report, after: Report) -> ReportDiff:
     """Compare two reports of the same schema major version."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 
 from .models import SCHEMA_VERSION, Report
-from .render import bisect_summary_line, next_steps, short_path
+from .render import bisect_summary_line, module_label, next_steps, short_path
 
 _VERDICT = {
     "clean": "✅ clean: one graph per call, no recompiles",
@@ -38,15 +38,6 @@ def _code(text: object) -> str:
     return f"{fence}{pad}{value}{pad}{fence}"
 
 
-def _modules(paths: list[str], limit: int = 3) -> str:
-    if not paths:
-        return "—"
-    names = ["(root)" if p == "" else p for p in paths]
-    if len(names) > limit:
-        return f"{', '.join(names[:2])} … {names[-1]} ({len(names)} instances)"
-    return ", ".join(names)
-
-
 def _summary_line(report: Report) -> str:
     s = report.summary
     if not s.analysis_run:
@@ -64,6 +55,12 @@ def render_markdown(report: Report) -> str:
     t, e = report.target, report.environment
     out: list[str] = []
     add = out.append
+
+    def paragraph(lines: list[str]) -> None:
+        """Lines then a blank line; nothing for no lines."""
+        if lines:
+            out.extend(lines)
+            add("")
     add(f"## torch.compile report: `{t.name}` ({_cell(t.model_class)})")
     add("")
     add(_summary_line(report))
@@ -105,7 +102,7 @@ def render_markdown(report: Report) -> str:
                 loc += f" (in {site.library})"
             reason = site.reason + (" (whole function ran eager)" if site.frame_skipped else "")
             add(
-                f"| {site.id} | {_cell(loc)} | {_cell(_modules(site.module_paths))} | "
+                f"| {site.id} | {_cell(loc)} | {_cell(module_label(site.module_paths, None))} | "
                 f"{_cell(', '.join(site.registry_ids) or '—')} | {site.occurrences} | {_cell(reason)} |"
             )
         add("")
@@ -122,14 +119,10 @@ def render_markdown(report: Report) -> str:
             if site.explanation:
                 add(site.explanation)
                 add("")
-            for hint in site.hints:
-                add(f"- hint: {hint}")
-            if site.hints:
-                add("")
-            for gb in site.registry_ids:
-                add(f"- [{gb}](https://meta-pytorch.github.io/compile-graph-break-site/gb/{gb.lower()}.html)")
-            if site.registry_ids:
-                add("")
+            paragraph([f"- hint: {hint}" for hint in site.hints])
+            paragraph(
+                [f"- [{gb}](https://meta-pytorch.github.io/compile-graph-break-site/gb/{gb.lower()}.html)" for gb in site.registry_ids]
+            )
             if site.user_stack:
                 add("User stack (outermost first):")
                 add("")
@@ -138,7 +131,7 @@ def render_markdown(report: Report) -> str:
                     add(f"{f.file}:{f.line} in {f.function}" + (f"\n    {f.code}" if f.code else ""))
                 add("```")
                 add("")
-            add(f"Modules: {_modules(site.module_paths, limit=12)} · compile ids: {', '.join(site.compile_ids)}")
+            add(f"Modules: {module_label(site.module_paths, None, limit=12)} · compile ids: {', '.join(site.compile_ids)}")
             add("")
             add("</details>")
             add("")
@@ -156,7 +149,7 @@ def render_markdown(report: Report) -> str:
             kinds = ", ".join(dict.fromkeys(g.kind for g in rc.failed_guards)) or "—"
             add(
                 f"| {rc.id} | {_cell(rc.function)} ({_cell(short_path(rc.file, 40))}:{rc.line}) | "
-                f"{_cell(_modules(rc.module_paths))} | {rc.call_index if rc.call_index is not None else '—'} | "
+                f"{_cell(module_label(rc.module_paths, None))} | {rc.call_index if rc.call_index is not None else '—'} | "
                 f"{_cell(kinds)} | {_cell(first.reason if first else '—')} |"
             )
         add("")
@@ -190,14 +183,8 @@ def render_markdown(report: Report) -> str:
         else:
             add("No module fails `torch.compile(fullgraph=True)` on its captured inputs.")
             add("")
-        for path in b.repro_paths:
-            add(f"Repro: `python {path}`")
-        if b.repro_paths:
-            add("")
-        for note in b.notes:
-            add(f"> {note}")
-        if b.notes:
-            add("")
+        paragraph([f"Repro: `python {path}`" for path in b.repro_paths])
+        paragraph([f"> {note}" for note in b.notes])
 
     add("### Suggestions")
     add("")

@@ -58,15 +58,16 @@ def short_path(path: str, width: int = 48) -> str:
     return "…" + (tail[cut:] if 0 <= cut < len(tail) - 1 else tail)
 
 
-def module_label(paths: list[str], width: int = 40) -> str:
+def module_label(paths: list[str], width: int | None = 40, limit: int = 3) -> str:
+    """`a, b … z (N instances)` beyond `limit` paths, cut to `width` characters (None: no cut)."""
     if not paths:
         return "—"
     names = ["(root)" if p == "" else p for p in paths]
-    if len(names) > 3:
+    if len(names) > limit:
         text = f"{names[0]}, {names[1]} … {names[-1]} ({len(names)} instances)"
     else:
         text = ", ".join(names)
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return text if width is None or len(text) <= width else text[: width - 1] + "…"
 
 
 def _header(report: Report) -> Text:
