@@ -29,8 +29,10 @@ from .deadline import DeadlineExceeded, deadline
 from .parsing import RawFrame, classify_guard, parse_break_text, split_recompile_reasons
 from .sources import classify_file, function_name, innermost_own_frame, is_tool_frame, source_line
 
-if TYPE_CHECKING:  # bisect builds on this module; it is imported where it runs
+if TYPE_CHECKING:  # bisect, fix and bench build on this module; they are imported where they run
+    from .bench import BenchOptions
     from .bisect import BisectOptions, InputRecorder
+    from .fix import FixOptions
 
 ProgressFn = Callable[[str, int, int], None]
 
@@ -61,6 +63,18 @@ class AnalyzeOptions:
     """Run explain and the real compile; False with `bisect` set is bisection only (`ctc-doctor bisect`)."""
     bisect: BisectOptions | None = None
     """Bisect the module tree after the analysis when it found graph breaks (or always, see BisectOptions)."""
+    suggest: bool = True
+    """Derive fix suggestions from the findings (cheap: no compile)."""
+    fix: FixOptions | None = None
+    """Apply the auto-applicable suggestions to a copy of the model and verify each (None: do not)."""
+    probe_shapes: bool = False
+    """Vary each input dimension to find the ones that recompile (`--probe-shapes`)."""
+    bench: BenchOptions | None = None
+    """Benchmark eager vs compiled vs fixed vs regional (None: do not)."""
+    dynamo_config: dict[str, Any] = field(default_factory=dict, compare=False)
+    """`torch._dynamo.config` options for explain and the compile (set by `fix` for a variant)."""
+    output_sink: dict[str, list[Any]] | None = field(default=None, compare=False)
+    """When set, the outputs of each call are appended under "eager" and "compiled" (used by `fix`)."""
     progress: ProgressFn | None = field(default=None, compare=False)
     """Called as progress(phase, done, total); total 0 means unknown."""
 
@@ -133,15 +147,23 @@ def preserved_state(model: torch.nn.Module) -> Iterator[None]:
                     b.copy_(buffers[name])
 
 
-def _run_call(fn: Any, workload: Workload, call: Call, index: int, options: AnalyzeOptions) -> None:
+def _run_call(fn: Any, workload: Workload, call: Call, index: int, options: AnalyzeOptions, sink: str | None = None) -> Any:
     if workload.before_call is not None:
         workload.before_call(workload.model, index)
     if options.seed is not None:
         torch.manual_seed(options.seed + index)
     out = fn(*call.args, **dict(call.kwargs))
+    if sink is not None and options.output_sink is not None:
+        options.output_sink.setdefault(sink, []).append(detached(out))
     if options.train:
         loss = workload.loss_fn(out) if workload.loss_fn is not None else _default_loss(out)
         loss.backward()
+    return out
+
+
+def detached(out: Any) -> list[torch.Tensor]:
+    """The output's tensors, detached copies, in a fixed order (for numerics checks)."""
+    return [t.detach().clone() for t in _tensors_in(out)]
 
 
 class _RecordingBackend:
@@ -237,7 +259,7 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
                 for i, call in enumerate(calls):
                     try:
                         with recorder.record() if recorder is not None and i == 0 else contextlib.nullcontext():
-                            _run_call(workload.model, workload, call, i, options)
+                            _run_call(workload.model, workload, call, i, options, sink="eager")
                     except Exception as exc:
                         _error(state, "eager", exc, f"call {i} fails in eager mode: {type(exc).__name__}: {_first(exc)}")
                         raise _Stop() from exc
@@ -254,7 +276,7 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
                         workload.before_call(workload.model, 0)
                     if options.seed is not None:
                         torch.manual_seed(options.seed)
-                    with ti.quiet_torch_stderr(True):
+                    with ti.quiet_torch_stderr(True), ti.dynamo_config(options.dynamo_config):
                         state.explain = ti.run_explain(workload.model, calls[0].args, dict(calls[0].kwargs))
                     if state.explain is None:
                         state.notes.append(f"torch {ti.torch_version()} has no torch._dynamo.explain; cross-check skipped.")
@@ -266,13 +288,13 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
             ti.fresh_dynamo_state()
             state.backend = _RecordingBackend(backend)
             compiled = torch.compile(workload.model, backend=state.backend)
-            with ti.capture(backend=backend, keep_guard_text=options.keep_guard_text) as cap:
+            with ti.capture(backend=backend, keep_guard_text=options.keep_guard_text) as cap, ti.dynamo_config(options.dynamo_config):
                 state.capture = cap
                 for i, call in enumerate(calls):
                     progress("compile", i, len(calls))
                     state.call_marks.append((len(cap.events), len(state.backend.graphs)))
                     try:
-                        _run_call(compiled, workload, call, i, options)
+                        _run_call(compiled, workload, call, i, options, sink="compiled")
                     except Exception as exc:
                         kind = "graph break escaped" if ti.is_unsupported(exc) else "torch.compile failed"
                         _error(state, "compile", exc, f"call {i}: {kind}: {type(exc).__name__}: {_first(exc)}")
@@ -300,7 +322,57 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
     progress("report", 1, 1)
     if recorder is not None and options.bisect is not None and _should_bisect(report, options):
         _bisect_into(report, workload, recorder, index, options, t0)
+    if options.compile and not any(e.phase in ("eager", "timeout") for e in report.errors):
+        _after_analysis(report, workload, calls, options, t0)
     return report
+
+
+def _remaining(options: AnalyzeOptions, t0: float) -> float | None:
+    if not options.timeout_s:
+        return None
+    return max(0.0, options.timeout_s - (time.perf_counter() - t0))
+
+
+def _after_analysis(report: rm.Report, workload: Workload, calls: list[Call], options: AnalyzeOptions, t0: float) -> None:
+    """suggest -> fix -> probe -> bench, each recorded in the report; a failing phase becomes an error row."""
+    if not (options.suggest or options.fix or options.probe_shapes or options.bench):
+        return
+    from . import fix as fixing
+    from .suggest import suggest
+
+    facts = fixing.model_facts(workload.model, calls[0]) if isinstance(workload.model, torch.nn.Module) else None
+    phases: list[tuple[rm.Phase, Callable[[], None]]] = []
+    if options.suggest:
+        phases.append(("suggest", lambda: setattr(report, "suggestions", suggest(report, facts))))
+    if options.fix is not None and facts is not None:
+        phases.append(("fix", lambda: setattr(report, "fix", fixing.run_fix(report, workload, calls, facts, options))))
+    if options.probe_shapes and facts is not None:
+        from .probe import probe_shapes
+
+        phases.append(("probe", lambda: setattr(report, "shape_probe", probe_shapes(workload, calls, facts, options))))
+    if options.bench is not None and isinstance(workload.model, torch.nn.Module):
+        from .bench import run_benchmark
+
+        phases.append(("bench", lambda: setattr(report, "benchmark", run_benchmark(report, workload, calls, facts, options))))
+    for phase, run in phases:
+        budget = _remaining(options, t0)
+        if budget is not None and budget <= 0:
+            report.errors.append(rm.ErrorRecord(phase="timeout", type="AnalysisTimeout", message=f"no time left for {phase} (--timeout {options.timeout_s:g} s)"))
+            break
+        try:
+            with deadline(budget):
+                run()
+        except DeadlineExceeded:
+            report.errors.append(
+                rm.ErrorRecord(phase="timeout", type="AnalysisTimeout", message=f"{phase} did not finish within --timeout {options.timeout_s:g} s; partial report")
+            )
+            break
+        except Exception as exc:  # noqa: BLE001 - the phases before it still stand
+            report.errors.append(rm.ErrorRecord(phase=phase, type=type(exc).__name__, message=_first(exc)[:500]))
+        finally:
+            with contextlib.suppress(Exception):
+                ti.fresh_dynamo_state()
+    report.run.duration_s = round(time.perf_counter() - t0, 3)
 
 
 def _should_bisect(report: rm.Report, options: AnalyzeOptions) -> bool:

@@ -378,3 +378,132 @@ def registry_hints(gb_id: str) -> list[str]:
 
 def torch_version() -> str:
     return str(torch.__version__)
+
+
+# --- fix and benchmark knobs -------------------------------------------------------------------
+
+
+def config_has(name: str) -> bool:
+    """Whether `torch._dynamo.config` has this option (its module proxy hides some names from dir())."""
+    return hasattr(torch._dynamo.config, name)
+
+
+# Options renamed in torch 2.7 (PR #143709): the old names remain as aliases in newer torch.
+_CONFIG_ALIASES = {"recompile_limit": "cache_size_limit", "fail_on_recompile_limit_hit": "fail_on_cache_limit_hit"}
+
+
+def _resolve_callable(dotted: str) -> Any:
+    """`print` -> builtins.print; `logging.Logger.debug` -> that function (report data names functions)."""
+    import builtins
+
+    if "." not in dotted:
+        if not hasattr(builtins, dotted):
+            raise ValueError(f"no builtin named {dotted!r}")
+        return getattr(builtins, dotted)
+    parts = dotted.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            value: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            if not hasattr(value, attr):
+                raise ValueError(f"{dotted!r} does not exist here")
+            value = getattr(value, attr)
+        return value
+    raise ValueError(f"cannot import {dotted!r}")
+
+
+@contextlib.contextmanager
+def dynamo_config(patch: dict[str, Any]) -> Iterator[None]:
+    """Patch `torch._dynamo.config` for the block. Set-valued options get the named functions added.
+
+    Raises ValueError (before changing anything) when an option does not exist in this torch.
+    """
+    if not patch:
+        yield
+        return
+    config = torch._dynamo.config
+    resolved: dict[str, Any] = {}
+    for name, value in patch.items():
+        key = name if config_has(name) else _CONFIG_ALIASES.get(name, name)
+        if not config_has(key):
+            raise ValueError(f"this torch ({torch.__version__}) has no torch._dynamo.config.{name}")
+        current = getattr(config, key)
+        if isinstance(current, (set, frozenset)) and isinstance(value, list):
+            resolved[key] = set(current) | {_resolve_callable(v) for v in value}
+        else:
+            resolved[key] = value
+    with config.patch(**resolved):
+        yield
+
+
+def mark_dynamic(tensor: torch.Tensor, dim: int) -> None:
+    torch._dynamo.mark_dynamic(tensor, dim)
+
+
+def disable(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """torch.compiler.disable (public since 2.1; `torch._dynamo.disable` before)."""
+    compiler = getattr(torch, "compiler", None)
+    if compiler is not None and hasattr(compiler, "disable"):
+        return compiler.disable(fn)  # type: ignore[no-any-return]
+    return torch._dynamo.disable(fn)  # type: ignore[no-any-return]
+
+
+@contextlib.contextmanager
+def fresh_inductor_cache(enabled: bool = True) -> Iterator[bool]:
+    """A temporary, empty inductor cache directory (in-memory caches cleared) for the block.
+
+    `torch._inductor.utils.fresh_cache` (2.8+; `fresh_inductor_cache` before). Yields False when
+    neither exists, so the caller can say the cold compile may have been warm.
+    """
+    if not enabled:
+        yield False
+        return
+    try:
+        utils = importlib.import_module("torch._inductor.utils")
+    except ImportError:
+        yield False
+        return
+    fresh = getattr(utils, "fresh_cache", None) or getattr(utils, "fresh_inductor_cache", None)
+    if fresh is None:
+        yield False
+        return
+    with fresh():
+        yield True
+
+
+@dataclass
+class CompileStats:
+    """Counts of Dynamo's work since `compile_stats_reset()`."""
+
+    frames: int = 0
+    graphs: int = 0
+    graph_breaks: int = 0
+    recompiles: int = 0
+    compile_time_s: float = 0.0
+
+
+def compile_stats_reset() -> None:
+    """Forget compiled code and counters so `compile_stats()` counts from here."""
+    fresh_dynamo_state()
+    limit = getattr(torch._dynamo.utils, "set_compilation_metrics_limit", None)
+    if limit is not None:
+        limit(10_000)  # the deque keeps 64 by default: a 64-block model overflows it
+
+
+def compile_stats() -> CompileStats:
+    utils = torch._dynamo.utils
+    get = getattr(utils, "get_compilation_metrics", None)
+    metrics = list(get()) if get is not None else []
+    stats = CompileStats(frames=len(metrics))
+    for m in metrics:
+        stats.compile_time_s += float(getattr(m, "entire_frame_compile_time_s", None) or 0.0)
+        if getattr(m, "graph_op_count", None) and not getattr(m, "fail_type", None):
+            stats.graphs += 1
+        if getattr(m, "recompile_reason", None) or (getattr(m, "cache_size", None) or 0) > 0:
+            stats.recompiles += 1
+    counters = getattr(utils, "counters", None)
+    if counters is not None:
+        stats.graph_breaks = int(sum(counters.get("graph_break", {}).values()))
+    return stats

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 """major.minor: a minor bump adds optional fields; a major bump renames or removes fields."""
 
 Verdict = Literal["clean", "graph_breaks", "recompiles", "graph_breaks_and_recompiles", "failed"]
@@ -29,9 +29,11 @@ GuardKind = Literal[
     "global_state",
     "other",
 ]
-Phase = Literal["load", "eager", "explain", "compile", "capture", "bisect", "report", "timeout"]
+Phase = Literal["load", "eager", "explain", "compile", "capture", "bisect", "suggest", "fix", "probe", "bench", "report", "timeout"]
 TrialStatus = Literal["passed", "failed", "timeout", "crashed", "skipped", "inferred"]
 Strategy = Literal["top-down", "bottom-up", "both"]
+SuggestionKind = Literal["config", "wrap", "dynamic_shapes", "regional", "source_edit", "upgrade", "mode"]
+ActionType = Literal["dynamo_config", "disable", "source_patch", "mark_dynamic", "scalar_to_tensor", "set_attribute", "regional"]
 
 
 class _Model(BaseModel):
@@ -392,6 +394,234 @@ class Bisect(_Model):
     """Caveats: shared inputs, timeouts not enforced, disagreements explained."""
 
 
+class FixAction(_Model):
+    """What `ctc-doctor fix` does to a copy of the model for one suggestion (plain data, never code)."""
+
+    type: ActionType
+    """dynamo_config (patch `torch._dynamo.config` for the compiled run), disable (`torch.compiler.disable`
+    on submodules), source_patch (a rewritten method bound to the copy's instances), mark_dynamic (on input
+    tensors), scalar_to_tensor (a Python float argument passed as a 0-d tensor), set_attribute (on
+    submodules), regional (compile each repeated block instead of the whole model)."""
+    config: dict[str, Any] = Field(default_factory=dict)
+    """dynamo_config: option name -> value; functions are named by dotted path (`print`, `logging.Logger.debug`)."""
+    module_paths: list[str] = Field(default_factory=list)
+    """disable / set_attribute / regional: the modules it applies to."""
+    attribute: str | None = None
+    """set_attribute: the attribute name."""
+    value: Any = None
+    """set_attribute: the value (JSON)."""
+    argument: str | None = None
+    """mark_dynamic / scalar_to_tensor: the forward argument (`x`, `kwargs['input_ids']` is `input_ids`)."""
+    dims: list[int] = Field(default_factory=list)
+    """mark_dynamic: the dimensions."""
+    file: str | None = None
+    """source_patch: the file of the method."""
+    function: str | None = None
+    """source_patch: the method name."""
+    class_name: str | None = None
+    """source_patch: the nn.Module class whose method is rewritten."""
+    edits: list[str] = Field(default_factory=list)
+    """source_patch: the rewrites, as `kind@line` (`guard@46`, `where@114`, `keep_tensor@113`)."""
+
+
+class Effect(_Model):
+    """Counts of one compiled run: before or after a fix."""
+
+    graph_count: int
+    """Graphs of the first call."""
+    graphs_compiled: int
+    """Graphs over the whole workload."""
+    graph_break_count: int
+    """Break events over the whole workload."""
+    unique_break_sites: int
+    """Distinct break sites."""
+    recompile_count: int
+    """Recompilations."""
+    compile_time_s: float
+    """Frame compile time over the workload (analysis backend)."""
+
+
+class Verification(_Model):
+    """What applying a fix measurably did, checked against eager outputs."""
+
+    applied: bool
+    """Whether the fix could be applied to the copy at all (see `error`)."""
+    before: Effect | None = None
+    """Counts without the fix."""
+    after: Effect | None = None
+    """Counts with the fix."""
+    fixed: list[str] = Field(default_factory=list)
+    """Break-site / recompile ids of the original report that are gone."""
+    new_sites: list[str] = Field(default_factory=list)
+    """Break sites that appeared (`gb_type at file:line`), e.g. a break moved further down."""
+    effective: bool = False
+    """Fewer graphs, break sites or recompiles, and no new failure."""
+    numerics_ok: bool | None = None
+    """Outputs match eager within tolerance (None when not compared)."""
+    max_abs_error: float | None = None
+    """Largest absolute difference from the eager outputs over all calls."""
+    max_rel_error: float | None = None
+    """Largest relative difference from the eager outputs."""
+    safe: bool = False
+    """Applied without error and outputs unchanged: eligible for the combined fix."""
+    error: str | None = None
+    """Why it could not be applied or run, one line."""
+    duration_s: float = 0.0
+    """Wall time of the check."""
+
+
+class Suggestion(_Model):
+    """One thing to change, why, where, and (after `fix`) what it is measured to be worth."""
+
+    id: str
+    """Stable id within this report: `S1`, `S2`... in the order of the sites they address."""
+    rule: str
+    """The rule that produced it (`print-guard`, `mark-dynamic`...), stable across versions."""
+    title: str
+    """One line: what to do."""
+    rationale: str
+    """Why this helps, for this site."""
+    applies_to: list[str] = Field(default_factory=list)
+    """Break-site (`B1`) and recompile (`R1`) ids it addresses (empty for model-wide advice)."""
+    kind: SuggestionKind
+    """config, wrap, dynamic_shapes, regional, source_edit, upgrade or mode."""
+    auto_applicable: bool = False
+    """`ctc-doctor fix` can apply it to a copy of the model (see `action`)."""
+    snippet: str | None = None
+    """Code to use, when the change is not a diff of the user's file."""
+    diff: str | None = None
+    """Unified diff against the user's source file, when the change is local and mechanical."""
+    references: list[str] = Field(default_factory=list)
+    """The graph-break site page of the GB id, torch docs."""
+    action: FixAction | None = None
+    """What `fix` applies (None for advice only)."""
+    verified: Verification | None = None
+    """Measured effect of applying this suggestion alone (None until `fix` ran)."""
+
+
+class FixResult(_Model):
+    """`ctc-doctor fix`: the safe, effective suggestions applied together to a copy of the model."""
+
+    applied: list[str] = Field(default_factory=list)
+    """Suggestion ids applied together."""
+    unsafe: list[str] = Field(default_factory=list)
+    """Suggestion ids that changed results or failed: not applied."""
+    ineffective: list[str] = Field(default_factory=list)
+    """Suggestion ids that were safe but changed no count: not applied."""
+    redundant: list[str] = Field(default_factory=list)
+    """Suggestion ids that work but fix only what an earlier suggestion already fixes: not applied."""
+    verification: Verification | None = None
+    """The combined effect (None when nothing was applied)."""
+    remaining: list[str] = Field(default_factory=list)
+    """Break sites and recompiles left after the combined fix (`gb_type at file:line`, `recompile: reason`)."""
+    backend: str = "eager"
+    """Backend of the checks."""
+    tolerance: dict[str, float] = Field(default_factory=dict)
+    """rtol/atol used for float32 outputs (other dtypes scale as torch.testing.assert_close does)."""
+    duration_s: float = 0.0
+    """Wall time of the fix phase."""
+    notes: list[str] = Field(default_factory=list)
+    """Caveats."""
+
+
+class ProbedDim(_Model):
+    """One input dimension varied by `--probe-shapes`."""
+
+    argument: str
+    """Forward argument name."""
+    dim: int
+    """Dimension index."""
+    size: int
+    """Size in the first call."""
+    probed_size: int
+    """Size tried."""
+    outcome: Literal["recompiles", "no_recompile", "eager_rejects", "error"]
+    """recompiles (mark it dynamic), no_recompile (already dynamic or unused), eager_rejects (the model needs
+    this size: static by design), error (see `reason`)."""
+    grouped_with: list[str] = Field(default_factory=list)
+    """Other `arg[dim]` varied together because the model needs them equal (e.g. input_ids and attention_mask)."""
+    reason: str | None = None
+    """One line for eager_rejects / error."""
+
+
+class ShapeProbe(_Model):
+    """`--probe-shapes`: which input dimensions recompile when they change, before production hits them."""
+
+    dims: list[ProbedDim] = Field(default_factory=list)
+    """Every dimension of every input tensor of the first call."""
+    recommended: list[str] = Field(default_factory=list)
+    """`torch._dynamo.mark_dynamic(arg, dim)` calls that remove the recompiles found."""
+    verified: bool | None = None
+    """With those marks, none of the probed sizes recompiled (None when there was nothing to mark)."""
+    trials: int = 0
+    """Compiled runs used."""
+    duration_s: float = 0.0
+    """Wall time."""
+
+
+class LatencyStats(_Model):
+    """Steady-state latency of one pass over the workload's calls."""
+
+    median: float
+    """Median, milliseconds."""
+    iqr: float
+    """Interquartile range, milliseconds."""
+    n: int
+    """Timed passes."""
+
+
+class BenchmarkArm(_Model):
+    """One way of running the model, measured."""
+
+    name: str
+    """eager, compiled, compiled_fixed, regional or regional_fixed."""
+    description: str = ""
+    """What the arm runs, one line."""
+    compile_time_s: float | None = None
+    """Cold compile time: Dynamo frame compile time (backend included) of the first pass, fresh inductor cache."""
+    warm_compile_time_s: float | None = None
+    """Compile time again after `torch._dynamo.reset()`, with the cache the cold run filled."""
+    first_pass_s: float | None = None
+    """Wall time of the first pass (compile plus first run)."""
+    latency_ms: LatencyStats | None = None
+    """Steady-state latency per pass."""
+    speedup_vs_eager: float | None = None
+    """Eager median latency / this arm's median latency."""
+    graph_count: int | None = None
+    """Graphs compiled over the arm (cold pass)."""
+    graph_break_count: int | None = None
+    """Graph breaks over the arm."""
+    recompile_count: int | None = None
+    """Recompilations over the arm."""
+    peak_memory_mb: float | None = None
+    """CUDA: peak allocated by the caching allocator. CPU (Linux): peak resident set size of the process during the arm."""
+    max_abs_error: float | None = None
+    """Largest absolute difference from eager outputs."""
+    max_rel_error: float | None = None
+    """Largest relative difference from eager outputs."""
+    numerics_ok: bool | None = None
+    """Within the benchmark tolerance of eager."""
+    error: str | None = None
+    """Why the arm failed or was cut short, one line."""
+
+
+class Benchmark(_Model):
+    """Eager vs compiled vs compiled-with-fixes (and regional compilation), measured."""
+
+    device: str
+    """Device the arms ran on."""
+    settings: dict[str, Any] = Field(default_factory=dict)
+    """backend, mode, iters, warmup, grad mode, tolerance, fresh cache, torch threads."""
+    arms: list[BenchmarkArm] = Field(default_factory=list)
+    """Measured arms, eager first."""
+    best_arm: str | None = None
+    """Fastest arm with correct numerics."""
+    duration_s: float = 0.0
+    """Wall time of the benchmark."""
+    notes: list[str] = Field(default_factory=list)
+    """Caveats."""
+
+
 class Report(_Model):
     """A ctc-doctor report."""
 
@@ -427,10 +657,14 @@ class Report(_Model):
     """True when paths, the home directory, user and host names were removed (`--redact`)."""
     bisect: Bisect | None = None
     """Module bisection (None when not run: no breaks found, or --no-bisect)."""
-    suggestions: list[dict[str, Any]] = Field(default_factory=list)
-    """Reserved for fix suggestions."""
-    benchmark: dict[str, Any] | None = None
-    """Reserved for benchmark results."""
+    suggestions: list[Suggestion] = Field(default_factory=list)
+    """What to change, per cause, ranked like the sites they address (empty when none apply)."""
+    fix: FixResult | None = None
+    """The safe suggestions applied to a copy and verified (None when `fix` did not run)."""
+    shape_probe: ShapeProbe | None = None
+    """Dynamic-shape probing (None without --probe-shapes)."""
+    benchmark: Benchmark | None = None
+    """Eager vs compiled vs fixed vs regional (None when not run)."""
 
 
 def compute_verdict(summary_breaks: int, recompiles: int, failed: bool) -> Verdict:
