@@ -23,6 +23,10 @@ _ERROR_PHASE_EXIT = {
     "compile": ExitCode.COMPILE_FAILED,
     "timeout": ExitCode.TIMEOUT,
     "bisect": ExitCode.INTERNAL_ERROR,  # a bug in the bisection; the analysis part of the report stands
+    "suggest": ExitCode.INTERNAL_ERROR,
+    "fix": ExitCode.INTERNAL_ERROR,
+    "probe": ExitCode.INTERNAL_ERROR,
+    "bench": ExitCode.INTERNAL_ERROR,
 }
 
 
@@ -113,6 +117,36 @@ def _bisect_options(default_strategy: str, full_run: bool) -> Any:
     return decorate
 
 
+def _fix_options(full_run: bool) -> Any:
+    def decorate(f: Any) -> Any:
+        options = [click.option("--probe-shapes", is_flag=True, help="Vary each input dimension to find the ones that recompile; recommend mark_dynamic calls.")]
+        if full_run:
+            options.insert(0, click.option("--no-fix", is_flag=True, help="Do not apply and verify the auto-applicable suggestions."))
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return decorate
+
+
+def _bench_options(full_run: bool) -> Any:
+    def decorate(f: Any) -> Any:
+        options = [
+            click.option("--bench-backend", default="inductor", show_default=True, help="Backend of the benchmark's compiled arms."),
+            click.option("--mode", type=click.Choice(["default", "reduce-overhead", "max-autotune"]), default="default", show_default=True, help="torch.compile mode of the benchmark (inductor)."),
+            click.option("--iters", type=click.IntRange(min=1), default=20, show_default=True, help="Timed passes per arm (one pass = every call of the workload)."),
+            click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True, help="Untimed passes before timing."),
+            click.option("--no-regional", is_flag=True, help="No regional-compilation arm, even with repeated blocks."),
+        ]
+        if full_run:
+            options.insert(0, click.option("--no-bench", is_flag=True, help="Skip the benchmark (inductor compiles take a while on CPU)."))
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return decorate
+
+
 @click.group(cls=_DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ctc-doctor")
 def cli() -> None:
@@ -123,6 +157,8 @@ def cli() -> None:
     ctc-doctor path/to/file.py:build --json report.json
     ctc-doctor mypkg.models:build --json -     report on stdout, summary on stderr
     ctc-doctor bisect mypkg.models:build       smallest submodules that fail fullgraph=True
+    ctc-doctor fix mypkg.models:build          apply the safe suggestions to a copy and verify them
+    ctc-doctor bench mypkg.models:build        eager vs compiled vs fixed vs regional, measured
     ctc-doctor demo                            the built-in example
     ctc-doctor report.json                     summary of a saved report (same as: show report.json)
     ctc-doctor schema                          the report's JSON Schema
@@ -136,9 +172,40 @@ def cli() -> None:
 @click.argument("target")
 @_analysis_options
 @_bisect_options("top-down", full_run=True)
+@_fix_options(full_run=True)
+@_bench_options(full_run=True)
 def analyze(target: str, **kw: Any) -> None:
-    """Analyze TARGET (`pkg.module:build` or `path/file.py:build`); bisect when it breaks."""
+    """Analyze TARGET (`pkg.module:build` or `path/file.py:build`): breaks and recompiles, bisection
+    when it breaks, suggestions, verified fixes on a copy, and a benchmark."""
     _run_analysis(target, lambda: _load(target, kw["seed"]), kw)
+
+
+@cli.command()
+@click.argument("target")
+@_analysis_options
+@_bisect_options("top-down", full_run=True)
+@_fix_options(full_run=False)
+def fix(target: str, **kw: Any) -> None:
+    """Apply every auto-applicable suggestion to a copy of TARGET's model and verify it.
+
+    Each suggestion is tried alone (counts before/after, outputs against eager), then the safe,
+    effective ones together. The user's model is never modified. No benchmark.
+    """
+    _run_analysis(target, lambda: _load(target, kw["seed"]), {**kw, "no_bench": True})
+
+
+@cli.command()
+@click.argument("target")
+@_analysis_options
+@_bench_options(full_run=False)
+@click.option("--no-fix", is_flag=True, help="No compiled_fixed arm (skip applying the suggestions).")
+def bench(target: str, **kw: Any) -> None:
+    """Benchmark TARGET: eager vs compiled vs compiled-with-fixes (and regional compilation).
+
+    Per arm: cold and warm-cache compile time, steady-state latency (median, IQR), speedup vs eager,
+    graph/break/recompile counts, peak memory, numerical agreement with eager. No bisection.
+    """
+    _run_analysis(target, lambda: _load(target, kw["seed"]), {**kw, "no_bisect": True})
 
 
 @cli.command()
@@ -159,6 +226,8 @@ def bisect(target: str, **kw: Any) -> None:
 @click.option("--list", "list_fixtures", is_flag=True, help="List the fixtures zoo and exit.")
 @_analysis_options
 @_bisect_options("top-down", full_run=True)
+@_fix_options(full_run=True)
+@_bench_options(full_run=True)
 def demo(fixture: str, list_fixtures: bool, **kw: Any) -> None:
     """Analyze a built-in example model from the fixtures zoo (no user code needed)."""
     from .fixtures.registry import all_fixtures
@@ -260,7 +329,7 @@ def check(target: str, **kw: Any) -> None:
         allow_modules=kw.pop("allow_module"),
         own_code_only=kw.pop("own_code_only"),
     )
-    _run_analysis(target, lambda: _load(target, kw["seed"]), {**kw, "no_bisect": True, "policy": policy})
+    _run_analysis(target, lambda: _load(target, kw["seed"]), {**kw, "no_bisect": True, "no_fix": True, "no_bench": True, "policy": policy})
 
 
 @cli.command()
@@ -358,6 +427,11 @@ def _analyze_with_progress(spec: str, load: Any, kw: dict[str, Any], console: An
             }
             if phase.startswith("bisect "):  # "bisect PATH": a trial of that module is starting
                 label, count = f"bisecting: trying {phase[7:] or '(root)'} with fullgraph=True", f"{done} trial(s) run"
+            elif phase.startswith("fix "):  # "fix S3" / "fix combined"
+                what = "all safe suggestions together" if phase == "fix combined" else f"suggestion {phase[4:]} alone"
+                label, count = f"verifying fix: {what}", f"{done}/{total}"
+            elif phase.startswith("bench"):
+                label, count = f"benchmark{phase[5:]}", (f"{done}/{total}" if total else "")
             else:
                 label, count = labels.get(phase, phase), (f"{done}/{total}" if total else "")
             progress.update(task, description=label, completed=done, total=total or None, count=count)
@@ -380,7 +454,22 @@ def _analyze_with_progress(spec: str, load: Any, kw: dict[str, Any], console: An
                 target=kw.get("rebuild_spec") or spec,
                 always=bisect_only,
             )
+        from .analyzer.bench import BenchOptions
+        from .analyzer.fix import FixOptions
+
+        bench_options = None
+        if not kw.get("no_bench") and not bisect_only and "bench_backend" in kw:
+            bench_options = BenchOptions(
+                backend=kw["bench_backend"],
+                mode=None if kw["mode"] == "default" else kw["mode"],
+                iters=kw["iters"],
+                warmup=kw["warmup"],
+                regional=not kw["no_regional"],
+            )
         options = AnalyzeOptions(
+            fix=None if kw.get("no_fix") or bisect_only else FixOptions(),
+            probe_shapes=bool(kw.get("probe_shapes")),
+            bench=bench_options,
             backend=kw["backend"],
             device=kw["device"],
             train=kw["train"],

@@ -256,13 +256,13 @@ def test_bisect_command_writes_the_report_and_a_repro_beside_it(cli, tmp_path):
 
 
 def test_the_full_run_bisects_when_it_finds_breaks_and_not_when_told_not_to(cli):
-    result = cli("demo", "--fixture", "print_in_forward", "--json", "-", "-q")
+    result = cli("demo", "--fixture", "print_in_forward", "--json", "-", "-q", "--no-bench")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["bisect"]["strategy"] == "top-down"
     assert data["bisect"]["smallest_failing"] == ["head"]
     assert data["summary"]["analysis_run"] is True and data["summary"]["graph_break_count"] >= 1
-    result = cli("demo", "--fixture", "print_in_forward", "--json", "-", "-q", "--no-bisect")
+    result = cli("demo", "--fixture", "print_in_forward", "--json", "-", "-q", "--no-bench", "--no-bisect")
     assert json.loads(result.stdout)["bisect"] is None
     torch.manual_seed(0)
     clean = analyze(FIXTURES["clean"].builder()(), AnalyzeOptions(explain=False, bisect=BisectOptions()))

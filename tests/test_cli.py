@@ -37,7 +37,7 @@ def test_schema_command_prints_the_committed_schema(cli):
 
 
 def test_json_dash_keeps_stdout_pure_json_even_when_the_model_prints(cli):
-    result = cli("user_targets:printing_model", "--json", "-")
+    result = cli("user_targets:printing_model", "--no-bench", "--json", "-")
     assert result.returncode == ExitCode.OK, result.stderr
     report = Report.model_validate(json.loads(result.stdout))
     assert report.summary.verdict == "graph_breaks"
@@ -47,7 +47,7 @@ def test_json_dash_keeps_stdout_pure_json_even_when_the_model_prints(cli):
 
 def test_a_file_target_writes_a_report_and_a_readable_summary(cli, tmp_path):
     out = tmp_path / "report.json"
-    result = cli("tests/targets/file_target.py:build", "--json", str(out))
+    result = cli("tests/targets/file_target.py:build", "--no-bench", "--json", str(out))
     assert result.returncode == ExitCode.OK, result.stderr
     report = load_report(out)
     assert report.target.spec == "tests/targets/file_target.py:build"
@@ -59,7 +59,7 @@ def test_a_file_target_writes_a_report_and_a_readable_summary(cli, tmp_path):
 
 
 def test_demo_runs_the_showcase_and_reports_breaks_and_recompiles(cli):
-    result = cli("demo", "--json", "-", "--no-explain")
+    result = cli("demo", "--no-bench", "--json", "-", "--no-explain")
     assert result.returncode == ExitCode.OK, result.stderr
     report = Report.model_validate(json.loads(result.stdout))
     assert report.target.spec == "demo"
@@ -68,14 +68,14 @@ def test_demo_runs_the_showcase_and_reports_breaks_and_recompiles(cli):
 
 
 def test_torch_logs_in_the_environment_does_not_blind_the_capture(cli):
-    result = cli("user_targets:printing_model", "--json", "-", env={"TORCH_LOGS": "graph_breaks,recompiles"})
+    result = cli("user_targets:printing_model", "--no-bench", "--json", "-", env={"TORCH_LOGS": "graph_breaks,recompiles"})
     assert result.returncode == ExitCode.OK, result.stderr
     report = Report.model_validate(json.loads(result.stdout))
     assert [s.gb_type for s in report.graph_breaks] == ["Failed to trace builtin operator"]
 
 
 def test_variants_in_a_plain_tuple_expose_a_recompile(cli):
-    result = cli("user_targets:with_variants", "--json", "-", "--no-explain")
+    result = cli("user_targets:with_variants", "--no-bench", "--json", "-", "--no-explain")
     report = Report.model_validate(json.loads(result.stdout))
     assert report.summary.verdict == "recompiles"
     assert report.recompiles[0].failed_guards[0].kind == "size"
@@ -118,7 +118,7 @@ def test_debug_shows_the_traceback(cli):
 
 def test_a_compile_crash_is_recorded_and_the_partial_report_is_written(cli, tmp_path):
     out = tmp_path / "r.json"
-    result = cli("user_targets:small", "--backend", "ctc_test_crashing", "--json", str(out), "--no-explain")
+    result = cli("user_targets:small", "--no-bench", "--backend", "ctc_test_crashing", "--json", str(out), "--no-explain")
     assert result.returncode == ExitCode.COMPILE_FAILED, result.stderr
     assert "backend exploded on purpose" in result.stderr and "Traceback" not in result.stderr
     report = load_report(out)
@@ -128,7 +128,7 @@ def test_a_compile_crash_is_recorded_and_the_partial_report_is_written(cli, tmp_
 
 def test_a_hanging_compile_times_out_with_a_partial_report(cli, tmp_path):
     out = tmp_path / "r.json"
-    result = cli("user_targets:small", "--backend", "ctc_test_hanging", "--timeout", "3", "--json", str(out), "--no-explain")
+    result = cli("user_targets:small", "--no-bench", "--backend", "ctc_test_hanging", "--timeout", "3", "--json", str(out), "--no-explain")
     assert result.returncode == ExitCode.TIMEOUT, result.stderr
     report = load_report(out)
     assert report.errors[0].phase == "timeout" and report.summary.verdict == "failed"

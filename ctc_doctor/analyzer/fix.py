@@ -343,6 +343,15 @@ def effect_of(report: rm.Report) -> rm.Effect:
     )
 
 
+def effect_summary(before: rm.Effect, after: rm.Effect) -> str:
+    parts = [
+        f"graphs {before.graphs_compiled} -> {after.graphs_compiled}",
+        f"break sites {before.unique_break_sites} -> {after.unique_break_sites}",
+        f"recompiles {before.recompile_count} -> {after.recompile_count}",
+    ]
+    return ", ".join(parts)
+
+
 def _site_key(site: rm.GraphBreakSite) -> tuple[str, str, int]:
     return (site.gb_type, site.user_frame.file, site.user_frame.line)
 
@@ -427,6 +436,7 @@ def check_variant(
         or a.unique_break_sites < b.unique_break_sites
         or a.recompile_count < b.recompile_count
     )
+    verification.summary = effect_summary(b, a)
     verification.safe = bool(verification.numerics_ok) and not errors
     verification.effective = verification.safe and improved
     verification.duration_s = round(time.perf_counter() - t0, 3)

@@ -475,7 +475,7 @@ def fresh_inductor_cache(enabled: bool = True) -> Iterator[bool]:
 
 @dataclass
 class CompileStats:
-    """Counts of Dynamo's work since `compile_stats_reset()`."""
+    """Counts of Dynamo's work in a `count_compiles()` block."""
 
     frames: int = 0
     graphs: int = 0
@@ -485,25 +485,73 @@ class CompileStats:
 
 
 def compile_stats_reset() -> None:
-    """Forget compiled code and counters so `compile_stats()` counts from here."""
+    """Forget compiled code and counters before a measured pass."""
     fresh_dynamo_state()
-    limit = getattr(torch._dynamo.utils, "set_compilation_metrics_limit", None)
-    if limit is not None:
-        limit(10_000)  # the deque keeps 64 by default: a 64-block model overflows it
 
 
-def compile_stats() -> CompileStats:
-    utils = torch._dynamo.utils
-    get = getattr(utils, "get_compilation_metrics", None)
-    metrics = list(get()) if get is not None else []
-    stats = CompileStats(frames=len(metrics))
-    for m in metrics:
-        stats.compile_time_s += float(getattr(m, "entire_frame_compile_time_s", None) or 0.0)
-        if getattr(m, "graph_op_count", None) and not getattr(m, "fail_type", None):
-            stats.graphs += 1
-        if getattr(m, "recompile_reason", None) or (getattr(m, "cache_size", None) or 0) > 0:
+@contextlib.contextmanager
+def count_compiles() -> Iterator[CompileStats]:
+    """Count Dynamo's work in the block from the structured trace (as the analysis does).
+
+    Unlike `capture(backend="inductor")` this leaves inductor's caches on, so a later warm pass can
+    hit them. The stats object is filled when the block exits.
+    """
+    stats = CompileStats()
+    with quiet_torch_stderr(True), _capture(backend="eager", keep_guard_text=False) as result:
+        yield stats
+    for ev in result.events:
+        if ev.kind == "compilation_metrics":
+            stats.frames += 1
+            stats.compile_time_s += float(ev.data.get("entire_frame_compile_time_s") or 0.0)
+            if ev.data.get("graph_op_count") and not ev.data.get("fail_type"):
+                stats.graphs += 1
+        elif ev.kind == "dynamo_graph_break_reason":
+            stats.graph_breaks += 1
+        elif ev.kind == "recompile_reasons":
             stats.recompiles += 1
-    counters = getattr(utils, "counters", None)
-    if counters is not None:
-        stats.graph_breaks = int(sum(counters.get("graph_break", {}).values()))
-    return stats
+
+
+@contextlib.contextmanager
+def regional_compile(modules: list[torch.nn.Module], **compile_kwargs: Any) -> Iterator[None]:
+    """`module.compile(**kw)` on each block for the duration of the block, then undone.
+
+    nn.Module.compile (2.2+) keeps the compiled call in the private `_compiled_call_impl`; setting it
+    back to None restores plain eager calls, so the user's modules end as they started.
+    """
+    saved = [getattr(m, "_compiled_call_impl", None) for m in modules]
+    try:
+        for m in modules:
+            m.compile(**compile_kwargs)
+        yield
+    finally:
+        for m, previous in zip(modules, saved):
+            m._compiled_call_impl = previous
+
+
+def reset_peak_memory(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        return
+    with contextlib.suppress(OSError):  # Linux: "5" resets the process's peak RSS (VmHWM)
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+
+
+def peak_memory_mb(device: str) -> float | None:
+    """CUDA: peak allocated since the reset. CPU: the process's peak RSS (Linux), else None."""
+    if device.startswith("cuda"):
+        return round(torch.cuda.max_memory_allocated() / 2**20, 1)
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
+def synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()

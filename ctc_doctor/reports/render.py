@@ -1,4 +1,5 @@
-"""Render a Report for a terminal with rich: verdict, ranked break sites, recompiles, next steps."""
+"""Render a Report for a terminal with rich: verdict, ranked break sites, recompiles, bisection,
+suggestions with their measured effect, the verified fix, the benchmark, and next steps."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ from collections import defaultdict
 from rich.console import Console, Group
 from rich.markup import escape
 from rich.panel import Panel
+from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from .models import Bisect, BisectTrial, GraphBreakSite, Recompile, Report
+from .models import Benchmark, Bisect, BisectTrial, FixResult, GraphBreakSite, Recompile, Report, Suggestion
 
 _VERDICT_STYLE = {
     "clean": ("bold green", "CLEAN: one graph per call, no recompiles"),
@@ -105,7 +107,140 @@ def _verdict(report: Report) -> Panel:
         + (f" · {s.frames_skipped} function(s) skipped (ran eager)" if s.frames_skipped else "")
         + f" · compile time {s.compile_time_s:.2f} s"
     )
+    if report.fix is not None and report.fix.verification is not None and report.fix.applied:
+        v = report.fix.verification
+        lines.append(f"\nwith fixes {', '.join(report.fix.applied)} (verified on a copy): {v.summary}", style="green")
+    if report.benchmark is not None:
+        line = benchmark_headline(report.benchmark)
+        if line:
+            lines.append("\n" + line)
     return Panel(lines, title="verdict", expand=False)
+
+
+def benchmark_headline(b: Benchmark) -> str | None:
+    """`compiled_fixed: 1.6x vs eager, cold compile 31.0 s -> 2.0 s` for the verdict."""
+    arms = {a.name: a for a in b.arms}
+    best = arms.get(b.best_arm or "")
+    compiled = arms.get("compiled")
+    if best is None:
+        return None
+    text = f"benchmark ({b.settings.get('backend', '?')}, {b.device}): fastest {best.name}"
+    if best.speedup_vs_eager is not None:
+        text += f" {best.speedup_vs_eager:.2f}x vs eager"
+    if compiled is not None and compiled.compile_time_s is not None:
+        other = arms.get("compiled_fixed") or arms.get("regional_fixed") or arms.get("regional")
+        if other is not None and other.compile_time_s is not None:
+            text += f" · cold compile {compiled.compile_time_s:.1f} s (compiled) -> {other.compile_time_s:.1f} s ({other.name})"
+    return text
+
+
+def suggestion_status(s: Suggestion, fix: FixResult | None) -> str:
+    """applied / safe, no effect / redundant / unsafe / not applied / advice."""
+    if fix is not None and s.id in fix.applied:
+        return "applied"
+    if s.verified is not None:
+        if not s.verified.applied or not s.verified.safe:
+            return "unsafe" if s.verified.applied and s.verified.numerics_ok is False else "failed"
+        if fix is not None and s.id in fix.redundant:
+            return "redundant"
+        if s.rule == "regional-compile":
+            return "measured" if s.verified.effective else "no gain"
+        return "no effect" if not s.verified.effective else "works"
+    return "auto" if s.auto_applicable else "advice"
+
+
+_STATUS_STYLE = {"applied": "green", "works": "green", "measured": "green", "unsafe": "red", "failed": "red", "no effect": "yellow", "no gain": "yellow", "redundant": "dim", "auto": "", "advice": "dim"}
+
+
+def _suggestion_table(report: Report, limit: int = 12) -> Table:
+    table = Table(title="suggestions (ctc-doctor fix verifies the auto-applicable ones on a copy)", title_justify="left", expand=True)
+    table.add_column("id", no_wrap=True)
+    table.add_column("for", no_wrap=True)
+    table.add_column("kind", no_wrap=True)
+    table.add_column("what to do", ratio=3)
+    table.add_column("status", no_wrap=True)
+    table.add_column("measured", ratio=2)
+    for s in report.suggestions[:limit]:
+        status = suggestion_status(s, report.fix)
+        measured = ""
+        if s.verified is not None:
+            measured = s.verified.summary or s.verified.error or ""
+            if s.verified.error and s.verified.summary:
+                measured = f"{s.verified.summary}; {s.verified.error}"
+        applies = ",".join(s.applies_to[:4]) + ("…" if len(s.applies_to) > 4 else "")
+        table.add_row(s.id, applies or "model", s.kind, escape(s.title), Text(status, style=_STATUS_STYLE.get(status, "")), escape(measured))
+    return table
+
+
+def _fix_panel(report: Report) -> Panel | None:
+    fix = report.fix
+    if fix is None:
+        return None
+    body: list[object] = []
+    text = Text()
+    if fix.applied and fix.verification is not None:
+        v = fix.verification
+        text.append(f"applied {', '.join(fix.applied)} to a copy: {v.summary}", style="green")
+        if v.max_abs_error is not None:
+            text.append(f" · outputs match eager (max abs error {v.max_abs_error:.2e}, {fix.backend})")
+    else:
+        text.append("nothing applied", style="yellow")
+    for label, ids in (("unsafe or failed", fix.unsafe), ("no effect", fix.ineffective)):
+        if ids:
+            text.append(f"\n{label}: {', '.join(ids)}", style="dim")
+    if fix.remaining:
+        text.append(f"\nstill left: {'; '.join(fix.remaining[:4])}" + (" …" if len(fix.remaining) > 4 else ""), style="dim")
+    for note in fix.notes:
+        text.append(f"\n{note}", style="dim")
+    body.append(text)
+    by_id = {s.id: s for s in report.suggestions}
+    for sid in fix.applied:
+        s = by_id.get(sid)
+        if s is not None and s.diff:
+            body.append(Text(f"{sid}: {s.title}", style="bold"))
+            body.append(Syntax(s.diff.rstrip("\n"), "diff", theme="ansi_dark", background_color="default"))
+    return Panel(Group(*body), title="fix (verified on a copy; your model is unchanged)", expand=True)  # type: ignore[arg-type]
+
+
+def _bench_table(b: Benchmark) -> Table:
+    settings = b.settings
+    title = (
+        f"benchmark: {settings.get('backend')} mode={settings.get('mode')} on {b.device}, "
+        f"{settings.get('iters')} timed pass(es), {settings.get('grad')}"
+    )
+    table = Table(title=title, title_justify="left", expand=True)
+    for col in ("arm", "cold compile", "warm compile", "latency (median ± IQR)", "speedup", "graphs", "breaks", "recompiles", "peak MB", "max abs err"):
+        table.add_column(col, no_wrap=col != "arm", justify="left" if col == "arm" else "right")
+
+    def num(value: float | int | None, fmt: str) -> str:
+        return "" if value is None else format(value, fmt)
+
+    for a in b.arms:
+        latency = f"{a.latency_ms.median:.3f} ± {a.latency_ms.iqr:.3f} ms" if a.latency_ms else ""
+        name = Text(a.name + (" ★" if a.name == b.best_arm else ""), style="bold" if a.name == b.best_arm else "")
+        table.add_row(
+            name,
+            num(a.compile_time_s, ".2f") + (" s" if a.compile_time_s is not None else ""),
+            num(a.warm_compile_time_s, ".2f") + (" s" if a.warm_compile_time_s is not None else ""),
+            latency,
+            num(a.speedup_vs_eager, ".2f") + ("x" if a.speedup_vs_eager is not None else ""),
+            num(a.graph_count, "d"),
+            num(a.graph_break_count, "d"),
+            num(a.recompile_count, "d"),
+            num(a.peak_memory_mb, ".0f"),
+            ("" if a.max_abs_error is None else f"{a.max_abs_error:.1e}") + (" ✗" if a.numerics_ok is False else ""),
+        )
+    return table
+
+
+def _bench_parts(b: Benchmark) -> list[object]:
+    parts: list[object] = [_bench_table(b)]
+    for a in b.arms:
+        if a.error:
+            parts.append(Text(f"{a.name}: {a.error}", style="red" if a.latency_ms is None else "yellow"))
+    for note in b.notes:
+        parts.append(Text(f"benchmark note: {note}", style="dim"))
+    return parts
 
 
 def _break_table(sites: list[GraphBreakSite], top: int) -> Table:
@@ -311,6 +446,9 @@ def next_steps(report: Report) -> list[str]:
             steps.append(f"{err.message}; raise --timeout or analyze a smaller input")
         else:
             steps.append(f"torch.compile crashed ({err.type}): {err.message}")
+    if report.suggestions:
+        steps.extend(_suggestion_steps(report))
+        return steps + _bisect_steps(report)
     for site in report.graph_breaks[:3]:
         frame = site.own_frame or site.user_frame
         where = f"{short_path(frame.file)}:{frame.line}"
@@ -330,12 +468,8 @@ def next_steps(report: Report) -> list[str]:
                 break
         if len(seen) >= 3:
             break
+    steps.extend(_bisect_steps(report))
     b = report.bisect
-    if b is not None and b.smallest_failing:
-        repro = f"; repro: python {b.repro_paths[0]}" if b.repro_paths else ""
-        first = next((t for t in b.trials if t.module_path == b.smallest_failing[0]), None)
-        why = f" ({_failure_text(first)})" if first is not None else ""
-        steps.append(f"Bisection: start with {module_label(b.smallest_failing, 60)}{why}{repro}")
     if not report.summary.analysis_run:
         if b is not None and not b.smallest_failing:
             steps.append(
@@ -344,6 +478,49 @@ def next_steps(report: Report) -> list[str]:
             )
     elif report.summary.verdict == "clean":
         steps.append("Nothing to fix: this workload compiles to one graph per call without recompiles.")
+    return steps
+
+
+def _probe_text(report: Report) -> Text:
+    p = report.shape_probe
+    assert p is not None
+    text = Text("shape probe: ", style="bold")
+    rows = [f"{d.argument}[{d.dim}] {d.size}->{d.probed_size}: {d.outcome.replace('_', ' ')}" for d in p.dims]
+    text.append("; ".join(rows) or "no tensor inputs")
+    if p.recommended:
+        text.append("\nrecommended: " + "; ".join(p.recommended), style="green")
+        if p.verified is not None:
+            text.append(f" (verified: {'no recompiles with them' if p.verified else 'still recompiles'})")
+    return text
+
+
+def _bisect_steps(report: Report) -> list[str]:
+    b = report.bisect
+    if b is None or not b.smallest_failing:
+        return []
+    repro = f"; repro: python {b.repro_paths[0]}" if b.repro_paths else ""
+    first = next((t for t in b.trials if t.module_path == b.smallest_failing[0]), None)
+    why = f" ({_failure_text(first)})" if first is not None else ""
+    return [f"Bisection: start with {module_label(b.smallest_failing, 60)}{why}{repro}"]
+
+
+def _suggestion_steps(report: Report, limit: int = 5) -> list[str]:
+    """One step per addressed site: the applied (or best) suggestion first, with what it measured."""
+    steps = []
+    covered: set[str] = set()
+    ranked = sorted(report.suggestions, key=lambda s: ({"applied": 0, "works": 1, "measured": 1}.get(suggestion_status(s, report.fix), 2)))
+    for s in ranked:
+        status = suggestion_status(s, report.fix)
+        if status in ("unsafe", "failed", "no effect", "redundant", "no gain"):
+            continue
+        if s.applies_to and set(s.applies_to) <= covered:
+            continue
+        covered.update(s.applies_to)
+        measured = f" — measured: {s.verified.summary}" if s.verified and s.verified.summary else ""
+        target = ",".join(s.applies_to[:3]) + ("…" if len(s.applies_to) > 3 else "") if s.applies_to else "model"
+        steps.append(f"{target}: {s.title} [{s.id}, {status}]{measured}")
+        if len(steps) >= limit:
+            break
     return steps
 
 
@@ -358,6 +535,15 @@ def render_summary(report: Report, console: Console, *, top: int = 10) -> None:
         parts.append(_recompile_table(report.recompiles))
     if report.bisect is not None:
         parts.extend(render_bisect(report.bisect))
+    if report.suggestions:
+        parts.append(_suggestion_table(report))
+    fix_panel = _fix_panel(report)
+    if fix_panel is not None:
+        parts.append(fix_panel)
+    if report.shape_probe is not None:
+        parts.append(_probe_text(report))
+    if report.benchmark is not None:
+        parts.extend(_bench_parts(report.benchmark))
     if report.explain is not None and report.explain.missed_sites:
         parts.append(
             Text(

@@ -1,0 +1,290 @@
+"""Benchmark: eager vs compiled vs compiled-with-fixes vs regional compilation, measured.
+
+One pass = every call of the workload in order (first call, then the variants), so recompiles the
+workload triggers are part of what is measured. Per compiled arm, in a fresh inductor cache:
+1. cold pass: `torch._dynamo.reset()`, then one pass; compile time is Dynamo's frame compile time
+   (backend included) from its compilation metrics, graph/break/recompile counts from the same;
+2. warm pass: reset again and one more pass, now hitting the on-disk caches the cold pass filled;
+3. `warmup` untimed passes, then `iters` timed passes with device synchronisation: median and IQR.
+Outputs of the cold pass are compared with eager's (assert_close-style, looser tolerance for
+backends that reorder float math). Inference runs under `torch.no_grad()`; `--train` times
+forward+backward. Arms that fail record their error and the others still run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..reports import models as rm
+from ..workload import Call, Workload
+from . import torch_internals as ti
+from .fix import Variant, compare_outputs, fixed_variant
+from .suggest import ModelFacts, compile_cache_suggestion, renumber
+
+if TYPE_CHECKING:
+    from .run import AnalyzeOptions
+
+COMPILE_CACHE_ADVICE_S = 10.0
+"""Cold compile time (s) above which the report suggests persisting the compile cache."""
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """How to benchmark. Defaults are the CLI defaults."""
+
+    backend: str = "inductor"
+    """torch.compile backend of the compiled arms."""
+    mode: str | None = None
+    """torch.compile mode (default, reduce-overhead, max-autotune); inductor only."""
+    iters: int = 20
+    """Timed passes per arm."""
+    warmup: int = 3
+    """Untimed passes before timing."""
+    regional: bool = True
+    """Add regional-compilation arms when the model has repeated blocks."""
+    fresh_cache: bool = True
+    """A fresh, empty inductor cache per arm, so arms cannot warm each other."""
+
+
+def _pass(fn: Callable[..., Any], workload: Workload, model: Any, calls: list[Call], train: bool, seed: int | None, collect: list[Any] | None = None) -> None:
+    from .run import _default_loss, detached
+
+    for i, call in enumerate(calls):
+        if workload.before_call is not None:
+            workload.before_call(model, i)
+        if seed is not None and collect is not None:
+            torch.manual_seed(seed + i)
+        out = fn(*call.args, **dict(call.kwargs))
+        if collect is not None:
+            collect.append(detached(out))
+        if train:
+            loss = workload.loss_fn(out) if workload.loss_fn is not None else _default_loss(out)
+            loss.backward()
+
+
+def _latency(times: list[float]) -> rm.LatencyStats:
+    ms = [t * 1000 for t in times]
+    if len(ms) >= 2:
+        q = statistics.quantiles(ms, n=4, method="inclusive")
+        iqr = q[2] - q[0]
+    else:
+        iqr = 0.0
+    return rm.LatencyStats(median=round(statistics.median(ms), 4), iqr=round(iqr, 4), n=len(ms))
+
+
+@dataclass
+class _Arm:
+    name: str
+    description: str
+    model: torch.nn.Module
+    calls: list[Call]
+    compiled: bool
+    config: dict[str, Any]
+    regional_paths: list[str]
+
+
+class _Bench:
+    def __init__(self, workload: Workload, options: AnalyzeOptions, bench: BenchOptions) -> None:
+        self.workload = workload
+        self.options = options
+        self.bench = bench
+        self.device = options.device or "cpu"
+        self.train = options.train
+        self.progress = options.progress or (lambda phase, done, total: None)
+        self.reference: list[list[torch.Tensor]] = []
+
+    def grad(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext() if self.train else torch.no_grad()
+
+    def compile_kwargs(self) -> dict[str, Any]:
+        kw: dict[str, Any] = {"backend": self.bench.backend}
+        if self.bench.mode and self.bench.mode != "default":
+            kw["mode"] = self.bench.mode
+        return kw
+
+    @contextlib.contextmanager
+    def _compiled(self, arm: _Arm) -> Iterator[Callable[..., Any]]:
+        if not arm.compiled:
+            yield arm.model
+            return
+        if arm.regional_paths:
+            blocks = [arm.model.get_submodule(p) for p in arm.regional_paths]
+            with ti.regional_compile(blocks, **self.compile_kwargs()):
+                yield arm.model
+            return
+        yield torch.compile(arm.model, **self.compile_kwargs())
+
+    def prime(self) -> None:
+        """Pay the backend's one-time costs (imports, compiler checks) before the first measured arm."""
+        self.progress("bench: warming up the compiler", 0, 0)
+        with contextlib.suppress(Exception), torch.no_grad(), ti.fresh_inductor_cache(self.bench.backend == "inductor"):
+            x = torch.ones(4, device=self.device)
+            torch.compile(lambda t: torch.relu(t) + 1, **self.compile_kwargs())(x)
+        ti.fresh_dynamo_state()
+
+    def timed(self, fn: Callable[..., Any], arm: _Arm) -> rm.LatencyStats:
+        label = f"bench {arm.name}: timing"
+        total = self.bench.warmup + self.bench.iters
+        for i in range(self.bench.warmup):
+            self.progress(label, i, total)
+            _pass(fn, self.workload, arm.model, arm.calls, self.train, None)
+        ti.synchronize(self.device)
+        times = []
+        for i in range(self.bench.iters):
+            self.progress(label, self.bench.warmup + i, total)
+            t0 = time.perf_counter()
+            _pass(fn, self.workload, arm.model, arm.calls, self.train, None)
+            ti.synchronize(self.device)
+            times.append(time.perf_counter() - t0)
+        self.progress(label, total, total)
+        return _latency(times)
+
+    def run_arm(self, arm: _Arm) -> rm.BenchmarkArm:
+        from .run import _first, preserved_state
+
+        out = rm.BenchmarkArm(name=arm.name, description=arm.description)
+        seed = self.options.seed
+        try:
+            with preserved_state(arm.model), self.grad(), ti.fresh_inductor_cache(arm.compiled and self.bench.fresh_cache and self.bench.backend == "inductor"), ti.dynamo_config(arm.config):
+                ti.compile_stats_reset()
+                ti.reset_peak_memory(self.device)
+                with self._compiled(arm) as fn:
+                    self.progress(f"bench {arm.name}: {'compiling (cold)' if arm.compiled else 'first pass'}", 0, 0)
+                    outputs: list[Any] = []
+                    with ti.count_compiles() as cold:
+                        t0 = time.perf_counter()
+                        _pass(fn, self.workload, arm.model, arm.calls, self.train, seed, outputs)
+                        ti.synchronize(self.device)
+                        out.first_pass_s = round(time.perf_counter() - t0, 4)
+                    if arm.compiled:
+                        out.compile_time_s = round(cold.compile_time_s, 4)
+                        out.graph_count, out.graph_break_count, out.recompile_count = cold.graphs, cold.graph_breaks, cold.recompiles
+                        self.progress(f"bench {arm.name}: compiling (warm cache)", 0, 0)
+                        ti.compile_stats_reset()
+                        with ti.count_compiles() as warm:
+                            _pass(fn, self.workload, arm.model, arm.calls, self.train, seed)
+                        out.warm_compile_time_s = round(warm.compile_time_s, 4)
+                    if not self.reference:
+                        self.reference = outputs
+                    else:
+                        loose = self.bench.backend not in ("eager", "aot_eager")
+                        check = compare_outputs(outputs, self.reference, loose=loose)
+                        out.numerics_ok, out.max_abs_error, out.max_rel_error = check.ok, check.max_abs, check.max_rel
+                    with ti.count_compiles() as during:
+                        out.latency_ms = self.timed(fn, arm)
+                    if arm.compiled:
+                        extra = during.frames
+                        if extra:
+                            out.recompile_count = (out.recompile_count or 0) + extra
+                            out.error = f"{extra} compile(s) during the timed passes: latency includes them"
+                out.peak_memory_mb = ti.peak_memory_mb(self.device)
+        except Exception as exc:  # noqa: BLE001 - one failing arm is a row, not the benchmark
+            out.error = f"{type(exc).__name__}: {_first(exc)}"[:500]
+        finally:
+            ti.fresh_dynamo_state()
+        return out
+
+
+def _arms(report: rm.Report, workload: Workload, calls: list[Call], facts: ModelFacts | None, bench: BenchOptions, variant: Variant | None) -> list[_Arm]:
+    model = workload.model
+    backend = bench.backend + (f", mode={bench.mode}" if bench.mode and bench.mode != "default" else "")
+    arms = [
+        _Arm("eager", "the model as is, no compile", model, calls, False, {}, []),
+        _Arm("compiled", f"torch.compile(model, backend={backend})", model, calls, True, {}, []),
+    ]
+    if variant is not None:
+        applied = ", ".join(report.fix.applied) if report.fix else ""
+        arms.append(_Arm("compiled_fixed", f"torch.compile of a copy with {applied} applied", variant.model, variant.calls, True, variant.config, []))
+    if bench.regional and facts is not None and facts.repeated:
+        paths = [p for g in facts.repeated for p in g.paths]
+        shown = ", ".join(f"{len(g.paths)}x {g.class_name}" for g in facts.repeated)
+        if variant is not None:
+            arms.append(_Arm("regional_fixed", f"each repeated block compiled ({shown}), fixes applied", variant.model, variant.calls, True, variant.config, paths))
+        else:
+            arms.append(_Arm("regional", f"each repeated block compiled ({shown}), the rest eager", model, calls, True, {}, paths))
+    return arms
+
+
+def run_benchmark(report: rm.Report, workload: Workload, calls: list[Call], facts: ModelFacts | None, options: AnalyzeOptions) -> rm.Benchmark:
+    """Measure every arm; the regional suggestion and a compile-cache suggestion get the measured effect."""
+    bench = options.bench or BenchOptions()
+    t0 = time.perf_counter()
+    runner = _Bench(workload, options, bench)
+    result = rm.Benchmark(
+        device=runner.device,
+        settings={
+            "backend": bench.backend,
+            "mode": bench.mode or "default",
+            "iters": bench.iters,
+            "warmup": bench.warmup,
+            "grad": "forward+backward" if options.train else "no_grad",
+            "fresh_cache": bench.fresh_cache and bench.backend == "inductor",
+            "torch_threads": torch.get_num_threads(),
+            "pass": f"{len(calls)} call(s): the first call and its variants",
+        },
+    )
+    if bench.mode and bench.mode != "default" and bench.backend != "inductor":
+        result.notes.append(f"--mode {bench.mode} applies to inductor only; ignored for backend {bench.backend}.")
+        bench = BenchOptions(**{**bench.__dict__, "mode": None})
+        runner.bench = bench
+    if bench.mode == "reduce-overhead" and not runner.device.startswith("cuda"):
+        result.notes.append("reduce-overhead uses CUDA graphs: on CPU it behaves like the default mode.")
+    runner.prime()
+    try:
+        variant = fixed_variant(report, workload, calls)
+    except Exception as exc:  # noqa: BLE001 - the other arms still run
+        variant = None
+        result.notes.append(f"the fixed copy could not be rebuilt: {type(exc).__name__}: {exc}")
+    for arm in _arms(report, workload, calls, facts, bench, variant):
+        measured = runner.run_arm(arm)
+        result.arms.append(measured)
+        if arm.name == "eager" and measured.error:
+            result.notes.append("eager failed: nothing to compare against.")
+            break
+    eager = next((a for a in result.arms if a.name == "eager"), None)
+    if eager and eager.latency_ms:
+        for arm_result in result.arms:
+            if arm_result.latency_ms and arm_result.latency_ms.median > 0:
+                arm_result.speedup_vs_eager = round(eager.latency_ms.median / arm_result.latency_ms.median, 3)
+    ok = [a for a in result.arms if a.latency_ms and not a.error and a.numerics_ok is not False]
+    if ok:
+        result.best_arm = min(ok, key=lambda a: a.latency_ms.median if a.latency_ms else float("inf")).name
+    _annotate_suggestions(report, result)
+    result.duration_s = round(time.perf_counter() - t0, 3)
+    return result
+
+
+def _annotate_suggestions(report: rm.Report, result: rm.Benchmark) -> None:
+    arms = {a.name: a for a in result.arms}
+    whole = arms.get("compiled_fixed") or arms.get("compiled")
+    regional = arms.get("regional_fixed") or arms.get("regional")
+    for s in report.suggestions:
+        if s.rule != "regional-compile" or regional is None or whole is None:
+            continue
+        ok = regional.error is None and regional.numerics_ok is not False
+        summary = None
+        if whole.compile_time_s is not None and regional.compile_time_s is not None:
+            summary = f"cold compile {whole.compile_time_s:.2f} s ({whole.name}) -> {regional.compile_time_s:.2f} s ({regional.name})"
+            if whole.latency_ms and regional.latency_ms:
+                summary += f"; latency {whole.latency_ms.median:.3f} -> {regional.latency_ms.median:.3f} ms"
+        s.verified = rm.Verification(
+            applied=regional.error is None,
+            safe=ok,
+            effective=bool(ok and whole.compile_time_s is not None and regional.compile_time_s is not None and regional.compile_time_s < whole.compile_time_s),
+            numerics_ok=regional.numerics_ok,
+            max_abs_error=regional.max_abs_error,
+            max_rel_error=regional.max_rel_error,
+            error=regional.error,
+            summary=summary,
+        )
+    compiled = arms.get("compiled")
+    if compiled and compiled.compile_time_s is not None and compiled.compile_time_s >= COMPILE_CACHE_ADVICE_S:
+        report.suggestions.append(compile_cache_suggestion(compiled.compile_time_s, compiled.warm_compile_time_s))
+        renumber(report.suggestions)
