@@ -30,6 +30,17 @@ def analyzed(name: str, train: bool = False) -> Report:
 
 
 @cache
+def fixed(name: str) -> Report:
+    """Analyze a zoo fixture with suggestions and the verified fix (eager backend), once per process."""
+    from ctc_doctor.analyzer.fix import FixOptions
+
+    spec = all_fixtures()[name]
+    torch.manual_seed(0)
+    workload = spec.builder()()
+    return analyze(workload, AnalyzeOptions(spec=spec.target, explain=False, fix=FixOptions()))
+
+
+@cache
 def bisected(name: str, strategy: str = "both", train: bool = False) -> Report:
     """Bisect a zoo fixture once per test process (bisection only, no analysis compile)."""
     spec = all_fixtures()[name]

@@ -96,7 +96,7 @@ def test_report_command_prints_markdown_and_rejects_a_corrupt_file(cli, tmp_path
 def test_diff_of_a_real_fix_shows_the_fixed_site_and_fails_only_on_regression(cli, tmp_path):
     before, after = tmp_path / "before.json", tmp_path / "after.json"
     for path, target in ((before, "ctc_doctor.fixtures.zoo:showcase"), (after, f"{TARGETS / 'fixed_targets.py'}:showcase_fixed")):
-        result = cli(target, "--json", str(path), "-q", "--no-bisect", "--no-explain")
+        result = cli(target, "--json", str(path), "-q", "--no-bisect", "--no-explain", "--no-fix", "--no-bench")
         assert result.returncode == 0, result.stderr
     d = diff_reports(load_report(before), load_report(after))
     assert [s.gb_type for s in d.fixed] == ["Failed to trace builtin operator"]

@@ -289,10 +289,10 @@ def compare_outputs(got: list[list[torch.Tensor]], want: list[list[torch.Tensor]
     problem = None
     if len(got) != len(want):
         return Numerics(False, float("inf"), float("inf"), f"{len(got)} outputs, expected {len(want)}")
-    for i, (g_call, w_call) in enumerate(zip(got, want)):
+    for i, (g_call, w_call) in enumerate(zip(got, want, strict=True)):
         if len(g_call) != len(w_call):
             return Numerics(False, float("inf"), float("inf"), f"call {i}: {len(g_call)} output tensors, expected {len(w_call)}")
-        for g, w in zip(g_call, w_call):
+        for g, w in zip(g_call, w_call, strict=True):
             if g.shape != w.shape:
                 return Numerics(False, float("inf"), float("inf"), f"call {i}: shape {list(g.shape)}, expected {list(w.shape)}")
             g, w = g.to(w.device), w

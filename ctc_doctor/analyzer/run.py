@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import importlib.metadata
+import os
 import platform
 import time
 from collections import defaultdict
@@ -360,7 +361,8 @@ def _after_analysis(report: rm.Report, workload: Workload, calls: list[Call], op
             report.errors.append(rm.ErrorRecord(phase="timeout", type="AnalysisTimeout", message=f"no time left for {phase} (--timeout {options.timeout_s:g} s)"))
             break
         try:
-            with deadline(budget):
+            # the copies and timed passes run the model dozens of times: keep its prints off the terminal
+            with deadline(budget), open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
                 run()
         except DeadlineExceeded:
             report.errors.append(

@@ -524,7 +524,7 @@ def regional_compile(modules: list[torch.nn.Module], **compile_kwargs: Any) -> I
             m.compile(**compile_kwargs)
         yield
     finally:
-        for m, previous in zip(modules, saved):
+        for m, previous in zip(modules, saved, strict=True):
             m._compiled_call_impl = previous
 
 

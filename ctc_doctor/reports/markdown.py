@@ -2,16 +2,25 @@
 
 Layout: a one-line summary, the environment and command, ranked break sites (a table, then one
 collapsible `<details>` per site with hints and the user stack), recompiles with their failed guards,
-the bisection result with repro paths, suggestions and the benchmark (or "not run"), notes and errors.
+the bisection result with repro paths, suggestions (diffs and snippets collapsed), the verified fix,
+the shape probe and the benchmark table (or "not run"), notes and errors.
 Every value that comes from the report is escaped for table cells and HTML.
 """
 
 from __future__ import annotations
 
 import html
+from typing import Any
 
 from .models import SCHEMA_VERSION, Report
-from .render import bisect_summary_line, module_label, next_steps, short_path
+from .render import (
+    benchmark_headline,
+    bisect_summary_line,
+    module_label,
+    next_steps,
+    short_path,
+    suggestion_status,
+)
 
 _VERDICT = {
     "clean": "✅ clean: one graph per call, no recompiles",
@@ -48,6 +57,106 @@ def _summary_line(report: Report) -> str:
         f"event(s) at {s.unique_break_sites} site(s), {s.recompile_count} recompile(s), "
         f"compile time {s.compile_time_s:.2f} s."
     )
+
+
+def _fence(text: str, lang: str) -> list[str]:
+    fence = "````" if "```" in text else "```"
+    return [f"{fence}{lang}", text.rstrip("\n"), fence]
+
+
+def _suggestions(report: Report, add: Any) -> None:
+    add("### Suggestions")
+    add("")
+    if not report.suggestions:
+        add("Not run." if report.summary.verdict != "clean" or not report.summary.analysis_run else "None: nothing to fix.")
+        add("")
+    else:
+        add("| id | for | kind | what to do | status | measured |")
+        add("|---|---|---|---|---|---|")
+        for sg in report.suggestions:
+            v = sg.verified
+            measured = (v.summary or v.error or "") if v else ""
+            add(
+                f"| {sg.id} | {_cell(', '.join(sg.applies_to) or 'model')} | {sg.kind} | {_cell(sg.title)} | "
+                f"{suggestion_status(sg, report.fix)} | {_cell(measured)} |"
+            )
+        add("")
+        for sg in report.suggestions:
+            if not (sg.diff or sg.snippet):
+                continue
+            add("<details>")
+            add(f"<summary>{sg.id}: {html.escape(sg.title, quote=False)}</summary>")
+            add("")
+            add(html.escape(sg.rationale, quote=False))
+            add("")
+            out = _fence(sg.diff, "diff") if sg.diff else _fence(sg.snippet or "", "python")
+            for line in out:
+                add(line)
+            add("")
+            for ref in sg.references[:3]:
+                add(f"- {ref}")
+            add("")
+            add("</details>")
+            add("")
+    fix = report.fix
+    if fix is not None:
+        if fix.applied and fix.verification is not None:
+            v = fix.verification
+            errors = f", max abs error vs eager {v.max_abs_error:.2e}" if v.max_abs_error is not None else ""
+            add(f"**Fix (verified on a copy, {fix.backend}):** applied {', '.join(fix.applied)}: {v.summary}{errors}.")
+        else:
+            add("**Fix:** nothing applied.")
+        add("")
+        if fix.remaining:
+            add("Still left: " + "; ".join(_cell(r, 120) for r in fix.remaining[:6]) + ".")
+            add("")
+    probe = report.shape_probe
+    if probe is not None:
+        add("**Shape probe:** " + ("; ".join(f"`{d.argument}[{d.dim}]` {d.size}→{d.probed_size} {d.outcome.replace('_', ' ')}" for d in probe.dims) or "no tensor inputs") + ".")
+        if probe.recommended:
+            verified = "" if probe.verified is None else (" (verified: no recompiles)" if probe.verified else " (still recompiles)")
+            add("")
+            add("Recommended: " + ", ".join(f"`{r}`" for r in probe.recommended) + verified + ".")
+        add("")
+
+
+def _benchmark(report: Report, add: Any) -> None:
+    add("### Benchmark")
+    add("")
+    b = report.benchmark
+    if b is None:
+        add("Not run.")
+        add("")
+        return
+    headline = benchmark_headline(b)
+    if headline:
+        add(html.escape(headline, quote=False) + ".")
+        add("")
+    settings = ", ".join(f"{k}={v}" for k, v in b.settings.items())
+    add(f"Settings: {_cell(settings, 400)}.")
+    add("")
+    add("| arm | cold compile s | warm compile s | latency ms (median ± IQR, n) | speedup | graphs | breaks | recompiles | peak MB | max abs err |")
+    add("|---|---|---|---|---|---|---|---|---|---|")
+
+    def num(value: float | int | None, fmt: str) -> str:
+        return "—" if value is None else format(value, fmt)
+
+    for a in b.arms:
+        lat = f"{a.latency_ms.median:.3f} ± {a.latency_ms.iqr:.3f} ({a.latency_ms.n})" if a.latency_ms else "—"
+        err = num(a.max_abs_error, ".1e") + (" ✗" if a.numerics_ok is False else "")
+        add(
+            f"| {a.name}{' ★' if a.name == b.best_arm else ''} | {num(a.compile_time_s, '.2f')} | {num(a.warm_compile_time_s, '.2f')} | {lat} | "
+            f"{num(a.speedup_vs_eager, '.2f')} | {num(a.graph_count, 'd')} | {num(a.graph_break_count, 'd')} | "
+            f"{num(a.recompile_count, 'd')} | {num(a.peak_memory_mb, '.0f')} | {err} |"
+        )
+    add("")
+    for a in b.arms:
+        if a.error:
+            add(f"> {a.name}: {_cell(a.error, 300)}")
+            add("")
+    for note in b.notes:
+        add(f"> {html.escape(note, quote=False)}")
+        add("")
 
 
 def render_markdown(report: Report) -> str:
@@ -186,14 +295,8 @@ def render_markdown(report: Report) -> str:
         paragraph([f"Repro: `python {path}`" for path in b.repro_paths])
         paragraph([f"> {note}" for note in b.notes])
 
-    add("### Suggestions")
-    add("")
-    add("Not run." if not report.suggestions else f"{len(report.suggestions)} suggestion(s) in the JSON report.")
-    add("")
-    add("### Benchmark")
-    add("")
-    add("Not run." if report.benchmark is None else "See the JSON report.")
-    add("")
+    _suggestions(report, add)
+    _benchmark(report, add)
 
     steps = next_steps(report)
     if steps:
