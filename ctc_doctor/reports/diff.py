@@ -3,7 +3,8 @@
 Break sites match on (gb_type, file, line) plus module paths; a site whose line moved (the fix edited
 the file above it) matches on (gb_type, file, function, module paths) in a second pass. Files compare
 by their last two path components, so reports from two checkouts or machines still match.
-Recompiles match on (function, file, failed-guard kinds, module paths). No torch import.
+Recompiles match on (function, file, failed-guard kinds, module paths). Benchmark arms of the same name
+are compared (compile time, latency, speedup) but never count as regressions. No torch import.
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ class ReportDiff:
     verdict: tuple[str, str] = ("", "")
     bisect: tuple[list[str], list[str]] | None = None
     """Smallest failing modules before and after, when both reports bisected."""
+    benchmark: dict[str, dict[str, tuple[float | None, float | None]]] = field(default_factory=dict)
+    """Per arm present in both benchmarks: cold compile s, latency ms (median) and speedup, before and after.
+    Timings are reported, never counted as regressions (they are noisy across machines and runs)."""
     regressions: list[str] = field(default_factory=list)
     """Everything that got worse, one line each."""
     notes: list[str] = field(default_factory=list)
@@ -109,6 +113,17 @@ def diff_reports(before: Report, after: Report) -> ReportDiff:
     out.verdict = (before.summary.verdict, after.summary.verdict)
     if before.bisect is not None and after.bisect is not None:
         out.bisect = (before.bisect.smallest_failing, after.bisect.smallest_failing)
+    if before.benchmark is not None and after.benchmark is not None:
+        arms_after = {a.name: a for a in after.benchmark.arms}
+        for arm in before.benchmark.arms:
+            other = arms_after.get(arm.name)
+            if other is None:
+                continue
+            out.benchmark[arm.name] = {
+                "compile_time_s": (arm.compile_time_s, other.compile_time_s),
+                "latency_ms": (arm.latency_ms.median if arm.latency_ms else None, other.latency_ms.median if other.latency_ms else None),
+                "speedup_vs_eager": (arm.speedup_vs_eager, other.speedup_vs_eager),
+            }
 
     if not (before.summary.analysis_run and after.summary.analysis_run):
         out.notes.append("one report is bisection only: its counts were not measured and are not compared")
@@ -154,6 +169,14 @@ def render_diff_text(d: ReportDiff) -> str:
         lines.append(f"  same   {after.gb_type} at {_file_key(f.file)}:{f.line}{extra}")
     for (function, file, kinds, _), b, a in d.recompiles:
         lines.append(f"recompiles of {function} ({file}) on {', '.join(kinds) or '?'}: {b} -> {a}")
+    for arm, values in d.benchmark.items():
+        parts = []
+        for name, unit in (("compile_time_s", " s"), ("latency_ms", " ms"), ("speedup_vs_eager", "x")):
+            b, a = values[name]
+            if b is not None or a is not None:
+                parts.append(f"{name} {'—' if b is None else f'{b:.3g}'} -> {'—' if a is None else f'{a:.3g}'}{unit}")
+        if parts:
+            lines.append(f"benchmark {arm}: " + ", ".join(parts))
     if d.bisect is not None:
         lines.append(f"smallest failing: {', '.join(d.bisect[0]) or 'none'} -> {', '.join(d.bisect[1]) or 'none'}")
     for note in d.notes:
