@@ -122,7 +122,7 @@ def test_a_fix_that_does_nothing_is_reported_ineffective_not_applied():
 
 
 def test_a_rewrite_that_changes_results_is_reported_unsafe_and_not_applied():
-    workload = load_workload(f"{TARGETS / 'user_targets.py'}:unsafe_branch", seed=0)
+    workload = load_workload(f"{TARGETS / 'fix_targets.py'}:unsafe_branch", seed=0)
     report = analyze(workload, AnalyzeOptions(explain=False, fix=FixOptions()))
     where = next(s for s in report.suggestions if s.rule == "branchless-where")
     assert where.verified is not None and where.verified.numerics_ok is False and not where.verified.safe
@@ -155,7 +155,7 @@ def test_a_source_patch_binds_the_rewritten_method_to_the_copy_only():
 
 @pytest.mark.transformers
 def test_a_transformers_loss_chosen_in_python_gets_loss_type_set_and_the_break_goes_away():
-    workload = load_workload(f"{TARGETS / 'user_targets.py'}:gpt2_with_labels", seed=0)
+    workload = load_workload(f"{TARGETS / 'fix_targets.py'}:gpt2_with_labels", seed=0)
     report = analyze(workload, AnalyzeOptions(explain=False, fix=FixOptions()))
     s = next(s for s in report.suggestions if s.rule == "transformers-loss-type")
     assert s.action.attribute == "loss_type" and s.id in report.fix.applied
