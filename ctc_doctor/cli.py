@@ -72,6 +72,13 @@ def _stdout_reserved(active: bool) -> Iterator[Any]:
         real_stdout.flush()
 
 
+def _decorate(f: Any, options: list[Any]) -> Any:
+    """Apply click options so they show in --help in list order."""
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
 def _analysis_options(f: Any) -> Any:
     options = [
         click.option("--json", "json_out", metavar="PATH", help="Write the JSON report to PATH ('-' for stdout; the summary then goes to stderr)."),
@@ -87,9 +94,7 @@ def _analysis_options(f: Any) -> Any:
         click.option("--quiet", "-q", is_flag=True, help="No summary or progress on stderr."),
         click.option("--debug", is_flag=True, help="Show tracebacks for errors."),
     ]
-    for option in reversed(options):
-        f = option(f)
-    return f
+    return _decorate(f, options)
 
 
 def _bisect_options(default_strategy: str, full_run: bool) -> Any:
@@ -110,9 +115,7 @@ def _bisect_options(default_strategy: str, full_run: bool) -> Any:
         ]
         if full_run:
             options.insert(0, click.option("--no-bisect", is_flag=True, help="Do not bisect the module tree when breaks are found."))
-        for option in reversed(options):
-            f = option(f)
-        return f
+        return _decorate(f, options)
 
     return decorate
 
@@ -122,9 +125,7 @@ def _fix_options(full_run: bool) -> Any:
         options = [click.option("--probe-shapes", is_flag=True, help="Vary each input dimension to find the ones that recompile; recommend mark_dynamic calls.")]
         if full_run:
             options.insert(0, click.option("--no-fix", is_flag=True, help="Do not apply and verify the auto-applicable suggestions."))
-        for option in reversed(options):
-            f = option(f)
-        return f
+        return _decorate(f, options)
 
     return decorate
 
@@ -140,9 +141,7 @@ def _bench_options(full_run: bool) -> Any:
         ]
         if full_run:
             options.insert(0, click.option("--no-bench", is_flag=True, help="Skip the benchmark (inductor compiles take a while on CPU)."))
-        for option in reversed(options):
-            f = option(f)
-        return f
+        return _decorate(f, options)
 
     return decorate
 

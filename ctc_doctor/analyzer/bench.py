@@ -25,7 +25,7 @@ import torch
 from ..reports import models as rm
 from ..workload import Call, Workload
 from . import torch_internals as ti
-from .fix import Variant, compare_outputs, fixed_variant
+from .fix import Variant, compare_outputs, fixed_variant, loose_backend
 from .suggest import ModelFacts, compile_cache_suggestion, renumber
 
 if TYPE_CHECKING:
@@ -174,8 +174,7 @@ class _Bench:
                     if not self.reference:
                         self.reference = outputs
                     else:
-                        loose = self.bench.backend not in ("eager", "aot_eager")
-                        check = compare_outputs(outputs, self.reference, loose=loose)
+                        check = compare_outputs(outputs, self.reference, loose=loose_backend(self.bench.backend))
                         out.numerics_ok, out.max_abs_error, out.max_rel_error = check.ok, check.max_abs, check.max_rel
                     with ti.count_compiles() as during:
                         out.latency_ms = self.timed(fn, arm)

@@ -46,6 +46,11 @@ _TOLERANCE = {
 _LOOSE = {torch.float16: (1e-2, 1e-3), torch.bfloat16: (5e-2, 1e-2), torch.float32: (1e-4, 1e-4), torch.float64: (1e-6, 1e-6)}
 
 
+def loose_backend(backend: str) -> bool:
+    """Backends other than eager/aot_eager may reorder float math: compare with `_LOOSE` tolerances."""
+    return backend not in ("eager", "aot_eager")
+
+
 @dataclass(frozen=True)
 class FixOptions:
     """How `fix` verifies."""
@@ -199,16 +204,17 @@ def _argument_slot(call: Call, names: list[str], argument: str) -> tuple[str, An
     return None
 
 
-def _clone_inputs(value: Any) -> Any:
+def clone_inputs(value: Any) -> Any:
+    """Detached copies of the tensors in a call's inputs (requires_grad kept); other values shared."""
     if isinstance(value, torch.Tensor):
         out = value.detach().clone()
         return out.requires_grad_(True) if value.requires_grad and out.is_floating_point() else out
     if isinstance(value, tuple):
-        return tuple(_clone_inputs(v) for v in value)
+        return tuple(clone_inputs(v) for v in value)
     if isinstance(value, list):
-        return [_clone_inputs(v) for v in value]
+        return [clone_inputs(v) for v in value]
     if isinstance(value, dict):
-        return {k: _clone_inputs(v) for k, v in value.items()}
+        return {k: clone_inputs(v) for k, v in value.items()}
     return value
 
 
@@ -242,7 +248,7 @@ def _transform_calls(calls: list[Call], names: list[str], action: rm.FixAction) 
 
 def make_variant(model: torch.nn.Module, calls: list[Call], actions: list[rm.FixAction]) -> Variant:
     """A copy of the model and inputs with the actions applied (regional actions are ignored here)."""
-    variant = Variant(copy_model(model), [Call(_clone_inputs(c.args), _clone_inputs(dict(c.kwargs))) for c in calls])
+    variant = Variant(copy_model(model), [Call(clone_inputs(c.args), clone_inputs(dict(c.kwargs))) for c in calls])
     names = forward_arg_names(model) or []
     sources = []
     for action in actions:
@@ -332,15 +338,8 @@ def reference_outputs(workload: Workload, calls: list[Call], options: AnalyzeOpt
 
 
 def effect_of(report: rm.Report) -> rm.Effect:
-    s = report.summary
-    return rm.Effect(
-        graph_count=s.graph_count,
-        graphs_compiled=s.graphs_compiled,
-        graph_break_count=s.graph_break_count,
-        unique_break_sites=s.unique_break_sites,
-        recompile_count=s.recompile_count,
-        compile_time_s=s.compile_time_s,
-    )
+    """The summary counts an Effect carries (its fields are named as in Summary)."""
+    return rm.Effect(**report.summary.model_dump(include=set(rm.Effect.model_fields)))
 
 
 def effect_summary(before: rm.Effect, after: rm.Effect) -> str:
@@ -403,8 +402,7 @@ def check_variant(
     want = reference
     eager_check = compare_outputs(sink.get("eager", []), want) if not errors else None
     compiled = sink.get("compiled", [])
-    loose = options.resolved_backend() not in ("eager", "aot_eager")
-    compiled_check = compare_outputs(compiled, want[: len(compiled)], loose=loose) if compiled and not errors else None
+    compiled_check = compare_outputs(compiled, want[: len(compiled)], loose=loose_backend(options.resolved_backend())) if compiled and not errors else None
     if eager_check is not None and compiled_check is not None:
         verification.numerics_ok = eager_check.ok and compiled_check.ok
         verification.max_abs_error = compiled_check.max_abs
@@ -457,7 +455,7 @@ def run_fix(report: rm.Report, workload: Workload, calls: list[Call], facts: Mod
     fix_options = options.fix or FixOptions()
     progress = options.progress or (lambda phase, done, total: None)
     backend = options.resolved_backend()
-    rtol, atol = (_LOOSE if backend not in ("eager", "aot_eager") else _TOLERANCE)[torch.float32]
+    rtol, atol = (_LOOSE if loose_backend(backend) else _TOLERANCE)[torch.float32]
     result = rm.FixResult(backend=backend, tolerance={"rtol": rtol, "atol": atol})
     candidates = list(iter_auto(report.suggestions))
     if not candidates:

@@ -19,6 +19,7 @@ import torch
 from ..reports import models as rm
 from ..workload import Call, Workload
 from . import torch_internals as ti
+from .fix import clone_inputs
 from .suggest import ModelFacts
 
 if TYPE_CHECKING:
@@ -78,14 +79,14 @@ def probe_shapes(workload: Workload, calls: list[Call], facts: ModelFacts, optio
             with torch.no_grad():
                 model(*call.args, **dict(call.kwargs))
         except Exception as exc:  # noqa: BLE001 - the model rejects this shape: that is the finding
-            return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"
+            return _why(exc)
         return None
 
     def recompiles(call: Call, marks: list[tuple[_Slot, int]] | None = None) -> int:
         ti.fresh_dynamo_state()
         base = first
         if marks:
-            base = Call(*_cloned(first))
+            base = Call(clone_inputs(first.args), clone_inputs(dict(first.kwargs)))
             for (kind, key), dim in marks:
                 value = base.args[key] if kind == "pos" else base.kwargs[key]
                 ti.mark_dynamic(value, dim)
@@ -127,7 +128,7 @@ def probe_shapes(workload: Workload, calls: list[Call], facts: ModelFacts, optio
                     row.outcome = "recompiles" if recompiles(call) else "no_recompile"
                     probes.append((row, call))
                 except Exception as exc:  # noqa: BLE001 - one probe failing is a row
-                    row.reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"
+                    row.reason = _why(exc)
             result.dims.append(row)
     progress("probe shapes", total, total)
 
@@ -152,8 +153,7 @@ def probe_shapes(workload: Workload, calls: list[Call], facts: ModelFacts, optio
     return result
 
 
-def _cloned(call: Call) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    def clone(v: Any) -> Any:
-        return v.detach().clone() if isinstance(v, torch.Tensor) else v
 
-    return tuple(clone(a) for a in call.args), {k: clone(v) for k, v in call.kwargs.items()}
+def _why(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:200] if text else ''}"

@@ -118,6 +118,24 @@ def _source_edit(ctx: _Ctx, site: rm.GraphBreakSite, rule: str, title: str, rati
     return True
 
 
+def _config(
+    ctx: _Ctx, rule: str, title: str, rationale: str, applies: list[str], option: tuple[str, Any], snippet: str, refs: list[str]
+) -> None:
+    """An auto-applicable `torch._dynamo.config` suggestion: `option` is (name, value) for the compiled run."""
+    name, value = option
+    ctx.add(
+        rule,
+        title,
+        rationale,
+        "config",
+        applies,
+        auto_applicable=True,
+        snippet=snippet,
+        references=refs,
+        action=rm.FixAction(type="dynamo_config", config={name: value}),
+    )
+
+
 def _disable(ctx: _Ctx, site: rm.GraphBreakSite, applies: list[str], why: str) -> None:
     targets = [p for p in site.module_paths if p]
     if not targets:
@@ -179,17 +197,16 @@ def _print_rule(ctx: _Ctx, site: rm.GraphBreakSite, applies: list[str]) -> bool:
         applies,
     )
     if not reorder_failed:
-        ctx.add(
+        _config(
+            ctx,
             "print-reorder",
             "Let Dynamo move prints after the graph: `torch._dynamo.config.reorderable_logging_functions`",
             "Dynamo can defer a print to after the compiled graph when its arguments are tensors, constants or "
             "format strings, keeping one graph and still printing.",
-            "config",
             applies,
-            auto_applicable=True,
-            snippet="torch._dynamo.config.reorderable_logging_functions.add(print)",
-            references=_refs(site, "troubleshooting"),
-            action=rm.FixAction(type="dynamo_config", config={"reorderable_logging_functions": ["print"]}),
+            ("reorderable_logging_functions", ["print"]),
+            "torch._dynamo.config.reorderable_logging_functions.add(print)",
+            _refs(site, "troubleshooting"),
         )
     return True
 
@@ -203,17 +220,16 @@ def _logger_rule(ctx: _Ctx, site: rm.GraphBreakSite, applies: list[str]) -> bool
     caveat = ""
     if options and "ignore_logging_functions" not in options and "ignore_logger_methods" in options:
         caveat = " (torch's own hint names `ignore_logging_functions`, which this torch does not have; the option is `ignore_logger_methods`)"
-    ctx.add(
+    _config(
+        ctx,
         "logger-ignore",
         f"Make `Logger.{method}` a no-op under compile: `torch._dynamo.config.ignore_logger_methods`",
         f"The `{method}` call in {_where(site)} cannot be traced. Listing the method in "
         f"`ignore_logger_methods`{caveat} drops it from compiled code only; eager runs still log.",
-        "config",
         applies,
-        auto_applicable=True,
-        snippet=f"import logging\ntorch._dynamo.config.ignore_logger_methods.add(logging.Logger.{method})",
-        references=_refs(site, "troubleshooting"),
-        action=rm.FixAction(type="dynamo_config", config={"ignore_logger_methods": [f"logging.Logger.{method}"]}),
+        ("ignore_logger_methods", [f"logging.Logger.{method}"]),
+        f"import logging\ntorch._dynamo.config.ignore_logger_methods.add(logging.Logger.{method})",
+        _refs(site, "troubleshooting"),
     )
     if site.own_code:
         _source_edit(
@@ -243,17 +259,16 @@ def _item_rule(ctx: _Ctx, site: rm.GraphBreakSite, applies: list[str]) -> bool:
         _refs(site, "where"),
         applies,
     )
-    ctx.add(
+    _config(
+        ctx,
         "capture-scalar-outputs",
         "Trace `.item()` into the graph: `torch._dynamo.config.capture_scalar_outputs = True`",
         "With this option `.item()` becomes a symbolic scalar inside the graph. Python control flow on the "
         "value still breaks the graph, further down.",
-        "config",
         applies,
-        auto_applicable=True,
-        snippet="torch._dynamo.config.capture_scalar_outputs = True",
-        references=_refs(site, "troubleshooting"),
-        action=rm.FixAction(type="dynamo_config", config={"capture_scalar_outputs": True}),
+        ("capture_scalar_outputs", True),
+        "torch._dynamo.config.capture_scalar_outputs = True",
+        _refs(site, "troubleshooting"),
     )
     return True
 
@@ -261,17 +276,16 @@ def _item_rule(ctx: _Ctx, site: rm.GraphBreakSite, applies: list[str]) -> bool:
 def _dynamic_op_rule(ctx: _Ctx, site: rm.GraphBreakSite, applies: list[str]) -> bool:
     if not _is(site, ("GB0036",), r"dynamic shape operator|dynamic output shape"):
         return False
-    ctx.add(
+    _config(
+        ctx,
         "capture-dynamic-output-shape-ops",
         "Trace ops with data-dependent output shapes (nonzero, unique...): `capture_dynamic_output_shape_ops`",
         f"The op in {_where(site)} returns a shape that depends on tensor values. With this option Dynamo keeps "
         "it in the graph with an unbacked symbolic size.",
-        "config",
         applies,
-        auto_applicable=True,
-        snippet="torch._dynamo.config.capture_dynamic_output_shape_ops = True",
-        references=_refs(site, "dynamic"),
-        action=rm.FixAction(type="dynamo_config", config={"capture_dynamic_output_shape_ops": True}),
+        ("capture_dynamic_output_shape_ops", True),
+        "torch._dynamo.config.capture_dynamic_output_shape_ops = True",
+        _refs(site, "dynamic"),
     )
     return True
 
@@ -662,8 +676,7 @@ def suggest(report: rm.Report, facts: ModelFacts | None = None) -> list[rm.Sugge
     site_rank = {s.id: i for i, s in enumerate(report.graph_breaks)}
     site_rank.update({r.id: len(report.graph_breaks) + i for i, r in enumerate(report.recompiles)})
     ordered = sorted(merged.values(), key=lambda s: _order(s, site_rank))  # stable: rule order within a site
-    for i, s in enumerate(ordered, 1):
-        s.id = f"S{i}"
+    renumber(ordered)
     return ordered
 
 
