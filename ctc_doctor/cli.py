@@ -7,8 +7,10 @@ stdout carries data only (`--json -`, `schema`); everything for humans goes to s
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
+import time
 import traceback
 from collections.abc import Iterator
 from typing import Any
@@ -92,7 +94,10 @@ def _analysis_options(f: Any) -> Any:
         click.option("--top", default=10, show_default=True, type=int, help="Break sites to show in the summary."),
         click.option("--redact", is_flag=True, help="Remove paths outside the project, home, user and host names from the JSON report."),
         click.option("--quiet", "-q", is_flag=True, help="No summary or progress on stderr."),
+        click.option("--tui", is_flag=True, help="Watch the run in the terminal UI (phases, output; Escape cancels), then browse the report."),
         click.option("--debug", is_flag=True, help="Show tracebacks for errors."),
+        # the TUI's live mode: one JSON object per progress step on this file descriptor
+        click.option("--progress-fd", type=int, default=None, hidden=True),
     ]
     return _decorate(f, options)
 
@@ -160,6 +165,8 @@ def cli() -> None:
     ctc-doctor bench mypkg.models:build        eager vs compiled vs fixed vs regional, measured
     ctc-doctor demo                            the built-in example
     ctc-doctor report.json                     summary of a saved report (same as: show report.json)
+    ctc-doctor tui report.json                 browse a saved report in the terminal UI
+    ctc-doctor mypkg.models:build --tui        watch the analysis live, then browse its report
     ctc-doctor schema                          the report's JSON Schema
 
     Exit codes: 0 ok, 2 usage, 3 target not found, 4 target invalid, 5 builder raised,
@@ -246,7 +253,8 @@ def demo(fixture: str, list_fixtures: bool, **kw: Any) -> None:
 @cli.command()
 @click.argument("report_path", metavar="REPORT")
 @click.option("--top", default=10, show_default=True, type=int, help="Break sites to show.")
-def show(report_path: str, top: int) -> None:
+@click.option("--tui", is_flag=True, help="Browse the report in the terminal UI instead.")
+def show(report_path: str, top: int, tui: bool) -> None:
     """Print the summary of a saved report (`ctc-doctor report.json` does the same)."""
     from .reports.io import load_report
     from .reports.render import render_summary
@@ -255,7 +263,51 @@ def show(report_path: str, top: int) -> None:
         report = load_report(report_path)
     except CtcDoctorError as exc:
         _fail(exc.one_line(), exc.exit_code)
+    if tui:
+        _browse(report, report_path)
+        return
     render_summary(report, _stderr_console(), top=top)
+
+
+@cli.command()
+@click.argument("report_path", metavar="REPORT")
+@click.option("--section", type=click.Choice(["overview", "breaks", "recompiles", "modules", "suggestions", "benchmark", "compiles"]), default="overview", show_default=True, help="Section to open.")
+def tui(report_path: str, section: str) -> None:
+    """Browse a saved report in the terminal UI (`ctc-doctor report.json --tui` does the same).
+
+    \b
+    keys: 1-7 or tab switch sections, / search, f filter, s sort, e export Markdown, ? help, q quit
+    live: `ctc-doctor TARGET --tui` watches the analysis, then browses its report
+    """
+    from .reports.io import load_report
+
+    try:
+        report = load_report(report_path)
+    except CtcDoctorError as exc:
+        _fail(exc.one_line(), exc.exit_code)
+    _browse(report, report_path, section)
+
+
+def _browse(report: Any, path: str, section: str = "overview") -> None:
+    from .tui.app import DoctorApp
+
+    DoctorApp(report, report_path=path, start_section=section).run()
+
+
+def _run_live(kw: dict[str, Any]) -> None:
+    """`TARGET --tui`: the analysis runs in a child process the TUI watches; exit with its exit code."""
+    if kw.get("json_out") == "-":
+        _fail("--tui draws on the terminal: write the report to a file with --json PATH", ExitCode.USAGE)
+    from .tui.app import DoctorApp
+    from .tui.live import LiveRun
+
+    run = LiveRun(sys.argv[1:])
+    app = DoctorApp(live=run)
+    app.run()
+    code = app.exit_code
+    if run.report_path and os.path.exists(run.report_path):
+        click.echo(f"ctc-doctor: report written to {run.report_path}", err=True)
+    sys.exit(code if 0 <= code < 256 else int(ExitCode.INTERNAL_ERROR))
 
 
 @cli.command()
@@ -346,6 +398,9 @@ def _load(target: str, seed: int) -> Any:
 
 
 def _run_analysis(spec: str, load: Any, kw: dict[str, Any]) -> None:
+    if kw.get("tui"):
+        _run_live(kw)
+        return
     debug = kw["debug"]
     json_out = kw["json_out"]
     quiet = kw["quiet"]
@@ -413,11 +468,22 @@ def _analyze_with_progress(spec: str, load: Any, kw: dict[str, Any], console: An
         transient=True,
         disable=quiet,
     )
+    stream = _progress_stream(kw.get("progress_fd"))
+    started = time.perf_counter()
+
+    def emit(phase: str, done: int, total: int) -> None:
+        if stream is not None:
+            with contextlib.suppress(OSError, ValueError):  # the watcher went away: keep analyzing
+                stream.write(json.dumps({"phase": phase, "done": done, "total": total, "elapsed_s": round(time.perf_counter() - started, 3)}) + "\n")
+                stream.flush()
+
     with progress:
         task = progress.add_task("loading target (importing torch)", total=None, count="")
+        emit("load", 0, 0)
         workload = load()
 
         def on_progress(phase: str, done: int, total: int) -> None:
+            emit(phase, done, total)
             labels = {
                 "eager run": "eager run",
                 "explain": "explain cross-check",
@@ -483,6 +549,15 @@ def _analyze_with_progress(spec: str, load: Any, kw: dict[str, Any], console: An
             progress=on_progress,
         )
         return analyze(workload, options)
+
+
+def _progress_stream(fd: int | None) -> Any:
+    if fd is None:
+        return None
+    try:
+        return os.fdopen(fd, "w", encoding="utf-8", buffering=1)
+    except OSError as exc:
+        raise CtcDoctorError(f"--progress-fd {fd}: {exc.strerror}") from exc
 
 
 def _write_report(report: Any, path: str, real_stdout: Any) -> None:

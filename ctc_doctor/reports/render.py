@@ -72,7 +72,7 @@ def module_label(paths: list[str], width: int | None = 40, limit: int = 3) -> st
     return text if width is None or len(text) <= width else text[: width - 1] + "…"
 
 
-def _header(report: Report) -> Text:
+def header_text(report: Report) -> Text:
     t, e = report.target, report.environment
     text = Text()
     text.append("ctc-doctor ", style="bold")
@@ -86,7 +86,7 @@ def _header(report: Report) -> Text:
     return text
 
 
-def _verdict(report: Report) -> Panel:
+def verdict_panel(report: Report) -> Panel:
     s = report.summary
     style, label = _VERDICT_STYLE[s.verdict]
     lines = Text()
@@ -202,7 +202,7 @@ def _fix_panel(report: Report) -> Panel | None:
     return Panel(Group(*body), title="fix (verified on a copy; your model is unchanged)", expand=True)  # type: ignore[arg-type]
 
 
-def _bench_table(b: Benchmark) -> Table:
+def bench_table(b: Benchmark) -> Table:
     settings = b.settings
     title = (
         f"benchmark: {settings.get('backend')} mode={settings.get('mode')} on {b.device}, "
@@ -210,7 +210,7 @@ def _bench_table(b: Benchmark) -> Table:
     )
     table = Table(title=title, title_justify="left", expand=True)
     for col in ("arm", "cold compile", "warm compile", "latency (median ± IQR)", "speedup", "graphs", "breaks", "recompiles", "peak MB", "max abs err"):
-        table.add_column(col, no_wrap=col != "arm", justify="left" if col == "arm" else "right")
+        table.add_column(col, no_wrap=True, justify="left" if col == "arm" else "right", min_width=max((len(a.name) + 2 for a in b.arms), default=5) if col == "arm" else None)
 
     def num(value: float | int | None, fmt: str) -> str:
         return "" if value is None else format(value, fmt)
@@ -234,7 +234,7 @@ def _bench_table(b: Benchmark) -> Table:
 
 
 def _bench_parts(b: Benchmark) -> list[object]:
-    parts: list[object] = [_bench_table(b)]
+    parts: list[object] = [bench_table(b)]
     for a in b.arms:
         if a.error:
             parts.append(Text(f"{a.name}: {a.error}", style="red" if a.latency_ms is None else "yellow"))
@@ -302,7 +302,7 @@ _MARKS = {
 }
 
 
-def _mark(t: BisectTrial) -> str:
+def trial_mark(t: BisectTrial) -> str:
     if t.status != "inferred":
         return _MARKS[t.status]
     return "[green]≈✓[/green]" if t.passed else "[red]≈✗[/red]"
@@ -323,7 +323,7 @@ def _relative(path: str, parent: str | None) -> str:
     return path
 
 
-def _failure_text(t: BisectTrial) -> str:
+def failure_text(t: BisectTrial) -> str:
     frame = t.own_frame or t.user_frame
     where = f" at {short_path(frame.file, 40)}:{frame.line}" if frame else ""
     ids = f"{', '.join(t.registry_ids[:2])} " if t.registry_ids else ""
@@ -363,14 +363,14 @@ def bisect_tree(b: Bisect, max_lines: int = 60) -> Tree | None:
         return sum(1 + size(c.module_path) for c in children.get(path, []))
 
     def label(t: BisectTrial) -> str:
-        text = f"{_mark(t)} [bold]{escape(_relative(t.module_path, t.parent))}[/bold] [dim]{escape(t.module_class)}[/dim]"
+        text = f"{trial_mark(t)} [bold]{escape(_relative(t.module_path, t.parent))}[/bold] [dim]{escape(t.module_class)}[/dim]"
         hidden = size(t.module_path)
         if hidden and t.module_path not in expand:
             text += f" [dim]+{hidden} submodule(s)[/dim]"
         if t.inferred_from is not None:
             text += f" [dim](as {escape(t.inferred_from or '(root)')})[/dim]"
         if t.module_path in smallest:
-            text += f"  [bold red]← smallest failing[/bold red]: {escape(_failure_text(t))}"
+            text += f"  [bold red]← smallest failing[/bold red]: {escape(failure_text(t))}"
         elif t.status in ("timeout", "crashed") and t.module_path not in expand:
             text += f"  [dim]{escape(t.reason or '')}[/dim]"
         return text
@@ -481,7 +481,7 @@ def next_steps(report: Report) -> list[str]:
     return steps
 
 
-def _probe_text(report: Report) -> Text:
+def probe_text(report: Report) -> Text:
     p = report.shape_probe
     assert p is not None
     text = Text("shape probe: ", style="bold")
@@ -500,7 +500,7 @@ def _bisect_steps(report: Report) -> list[str]:
         return []
     repro = f"; repro: python {b.repro_paths[0]}" if b.repro_paths else ""
     first = next((t for t in b.trials if t.module_path == b.smallest_failing[0]), None)
-    why = f" ({_failure_text(first)})" if first is not None else ""
+    why = f" ({failure_text(first)})" if first is not None else ""
     return [f"Bisection: start with {module_label(b.smallest_failing, 60)}{why}{repro}"]
 
 
@@ -526,7 +526,7 @@ def _suggestion_steps(report: Report, limit: int = 5) -> list[str]:
 
 def render_summary(report: Report, console: Console, *, top: int = 10) -> None:
     """Print the human summary of a report."""
-    parts: list[object] = [_header(report), _verdict(report)]
+    parts: list[object] = [header_text(report), verdict_panel(report)]
     if report.graph_breaks:
         parts.append(_break_table(report.graph_breaks, top))
         if len(report.graph_breaks) > top:
@@ -541,7 +541,7 @@ def render_summary(report: Report, console: Console, *, top: int = 10) -> None:
     if fix_panel is not None:
         parts.append(fix_panel)
     if report.shape_probe is not None:
-        parts.append(_probe_text(report))
+        parts.append(probe_text(report))
     if report.benchmark is not None:
         parts.extend(_bench_parts(report.benchmark))
     if report.explain is not None and report.explain.missed_sites:

@@ -1,0 +1,107 @@
+"""BenchmarkScreen: the arms as a table plus bar charts of latency and compile time."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from ...reports.models import Benchmark
+from ..widgets.bar_chart import bar_chart
+from .section_screen import SectionScreen
+
+
+def _num(value: float | int | None, fmt: str, unit: str = "") -> Text:
+    return Text("" if value is None else format(value, fmt) + unit, justify="right")
+
+
+def arms_table(b: Benchmark) -> Table:
+    s = b.settings
+    title = f"benchmark: backend {s.get('backend')}, mode {s.get('mode')}, on {b.device}, {s.get('iters')} timed pass(es), {s.get('grad')}"
+    table = Table(title=title, title_justify="left", expand=False, box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("arm", "cold s", "warm s", "median ms", "IQR ms", "speedup", "graphs", "breaks", "recomp.", "peak MB", "max err"):
+        table.add_column(col, no_wrap=True, justify="left" if col == "arm" else "right")
+    for a in b.arms:
+        best = a.name == b.best_arm
+        err = Text("" if a.max_abs_error is None else f"{a.max_abs_error:.1e}", justify="right")
+        if a.numerics_ok is False:
+            err.append(" ✗", style="red")
+        table.add_row(
+            Text(a.name + (" ★" if best else ""), style="bold green" if best else ""),
+            _num(a.compile_time_s, ".2f"),
+            _num(a.warm_compile_time_s, ".2f"),
+            _num(a.latency_ms.median if a.latency_ms else None, ".3f"),
+            _num(a.latency_ms.iqr if a.latency_ms else None, ".3f"),
+            _num(a.speedup_vs_eager, ".2f", "x"),
+            _num(a.graph_count, "d"),
+            _num(a.graph_break_count, "d"),
+            _num(a.recompile_count, "d"),
+            _num(a.peak_memory_mb, ".0f"),
+            err,
+        )
+    return table
+
+
+def benchmark_view(b: Benchmark | None) -> list[RenderableType]:
+    if b is None:
+        return [
+            Text("benchmark: not run", style="bold yellow"),
+            Text("`ctc-doctor bench TARGET` (or the full run without --no-bench) measures eager vs compiled vs fixed vs regional.", style="dim"),
+        ]
+    parts: list[RenderableType] = [arms_table(b), Text("★ fastest arm with correct numerics", style="dim"), Text("")]
+    best = b.best_arm
+    parts.append(
+        bar_chart(
+            "steady-state latency per pass (median, shorter is faster)",
+            [(a.name, a.latency_ms.median if a.latency_ms else None, f"{a.latency_ms.median:.3f} ms" if a.latency_ms else "") for a in b.arms],
+            highlight=best,
+        )
+    )
+    parts.append(Text(""))
+    compiled = [a for a in b.arms if a.name != "eager"]
+    parts.append(
+        bar_chart(
+            "cold compile time (fresh cache)",
+            [(a.name, a.compile_time_s, f"{a.compile_time_s:.2f} s" if a.compile_time_s is not None else "") for a in compiled],
+        )
+    )
+    if any(a.warm_compile_time_s is not None for a in compiled):
+        parts.append(Text(""))
+        parts.append(
+            bar_chart(
+                "warm compile time (cache filled by the cold run)",
+                [(a.name, a.warm_compile_time_s, f"{a.warm_compile_time_s:.2f} s" if a.warm_compile_time_s is not None else "") for a in compiled],
+            )
+        )
+    body = Text()
+    for a in b.arms:
+        if a.description:
+            body.append(f"{a.name}: ", style="bold")
+            body.append(f"{a.description}\n", style="dim")
+        if a.error:
+            body.append(f"{a.name}: {a.error}\n", style="red" if a.latency_ms is None else "yellow")
+    if body.plain:
+        parts += [Text(""), body]
+    settings = ", ".join(f"{k}={v}" for k, v in b.settings.items())
+    parts.append(Text(f"settings: {settings} · took {b.duration_s:.1f} s", style="dim"))
+    for note in b.notes:
+        parts.append(Text(f"note: {note}", style="dim"))
+    return parts
+
+
+class BenchmarkScreen(SectionScreen):
+    SECTION = "benchmark"
+
+    def compose_body(self) -> ComposeResult:
+        with VerticalScroll(id="benchmark", classes="main"):
+            yield Static(Group(*benchmark_view(self.report.benchmark)), id="benchmark-body")
+
+    def on_mount(self) -> None:
+        self.focus_main()
+
+    def focus_main(self) -> None:
+        self.query_one("#benchmark").focus()

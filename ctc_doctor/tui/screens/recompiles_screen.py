@@ -1,0 +1,176 @@
+"""RecompilesScreen: recompiles grouped by function, each failed guard with kind, source, expected/actual."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.widgets import Tree
+
+from ...reports.models import FailedGuard, Recompile
+from ...reports.render import short_path
+from ..widgets.detail_pane import DetailPane
+from .section_screen import SectionScreen
+
+Group_ = tuple[str, str, int]
+
+
+def guard_line(g: FailedGuard) -> Text:
+    text = Text()
+    text.append(f"{g.kind:<13}", style="bold magenta")
+    text.append(g.source or "?", style="cyan")
+    if g.expected is not None or g.actual is not None:
+        text.append(f"  expected {g.expected if g.expected is not None else '?'}, got {g.actual if g.actual is not None else '?'}")
+    elif g.reason:
+        text.append(f"  {g.reason}", style="dim")
+    return text
+
+
+def recompile_detail(screen: SectionScreen, rc: Recompile) -> list[RenderableType]:
+    head = Text()
+    head.append(f"{rc.id} ", style="bold")
+    head.append(f"recompile of {rc.function}", style="bold yellow")
+    head.append(f" · compile id {rc.compile_id}")
+    if rc.call_index is not None:
+        head.append(f" · triggered by call {rc.call_index}", style="dim")
+    where = Text()
+    where.append(f"{rc.file}:{rc.line}", style="bold cyan")
+    where.append(f"\nmodule: {screen.index.module_text(rc.module_paths, None)}" + (f" ({rc.module_class})" if rc.module_class else ""))
+    table = Table(title=f"{len(rc.failed_guards)} failed guard(s), one per cached entry tried", title_justify="left", expand=True)
+    for col in ("kind", "source", "expected", "actual", "dim", "cache entry"):
+        table.add_column(col, no_wrap=col != "source")
+    for g in rc.failed_guards:
+        table.add_row(
+            Text(g.kind, style="magenta"),
+            Text(g.source or "?"),
+            Text(g.expected or ""),
+            Text(g.actual or ""),
+            Text("" if g.dim is None else str(g.dim)),
+            Text(g.cache_entry or ""),
+        )
+    reasons = Text()
+    for g in rc.failed_guards:
+        reasons.append(f"• {g.reason}\n", style="dim")
+    parts: list[RenderableType] = [head, where, Text(""), table, Text("guard text", style="bold"), reasons]
+    suggestions = screen.index.suggestions(rc.id)
+    if suggestions:
+        body = Text()
+        for s in suggestions:
+            body.append(f"{s.id} [{screen.index.status(s)}] ", style="bold")
+            body.append(s.title)
+            if s.verified and s.verified.summary:
+                body.append(f" — measured: {s.verified.summary}", style="dim")
+            body.append("\n")
+        parts += [Text("suggestions", style="bold"), body]
+    return parts
+
+
+class RecompilesScreen(SectionScreen):
+    SECTION = "recompiles"
+    SEARCHABLE = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.query_text = ""
+        self.kind = ""
+
+    def compose_body(self) -> ComposeResult:
+        with Horizontal(classes="main split"):
+            tree: Tree[Recompile | Group_ | None] = Tree("recompiles", id="recompiles-tree", classes="side")
+            tree.show_root = False
+            yield tree
+            yield DetailPane("select a recompile to see its failed guards", id="recompiles-detail", classes="detail")
+
+    def on_mount(self) -> None:
+        self.rebuild()
+        self.focus_main()
+
+    def focus_main(self) -> None:
+        self.query_one(Tree).focus()
+
+    def matches(self, rc: Recompile) -> bool:
+        if self.kind and all(g.kind != self.kind for g in rc.failed_guards):
+            return False
+        if not self.query_text:
+            return True
+        hay = " ".join([rc.id, rc.function, rc.file, rc.compile_id, *rc.module_paths, *(f"{g.kind} {g.source} {g.reason}" for g in rc.failed_guards)]).lower()
+        return all(w in hay for w in self.query_text.split())
+
+    def rebuild(self) -> None:
+        tree = self.query_one(Tree)
+        tree.clear()
+        groups: dict[Group_, list[Recompile]] = defaultdict(list)
+        for rc in self.report.recompiles:
+            if self.matches(rc):
+                groups[(rc.function, rc.file, rc.line)].append(rc)
+        pane = self.query_one(DetailPane)
+        if not groups:
+            if not self.report.summary.analysis_run:
+                message = "recompiles not measured (bisection-only report)"
+            else:
+                message = "no recompile matches" if self.report.recompiles else "no recompiles: every call reused its compiled graph"
+            tree.root.add_leaf(Text(message, style="dim"), data=None)
+            pane.show(Text(message, style="dim"))
+            return
+        first = None
+        for (function, file, line), items in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+            kinds = sorted({g.kind for rc in items for g in rc.failed_guards})
+            label = Text()
+            label.append(function, style="bold")
+            label.append(f"  {short_path(file, 40)}:{line}", style="cyan")
+            label.append(f"  {len(items)} recompile(s) · {', '.join(kinds)}", style="dim")
+            node = tree.root.add(label, data=(function, file, line), expand=True)
+            for rc in items:
+                text = Text()
+                text.append(f"{rc.id} ", style="bold")
+                text.append(f"{rc.compile_id} ", style="dim")
+                if rc.failed_guards:
+                    text.append_text(guard_line(rc.failed_guards[0]))
+                if len(rc.failed_guards) > 1:
+                    text.append(f"  (+{len(rc.failed_guards) - 1} entr{'y' if len(rc.failed_guards) == 2 else 'ies'})", style="dim")
+                child = node.add_leaf(text, data=rc)
+                first = first or child
+        if first is not None:
+            assert isinstance(first.data, Recompile)
+            pane.show(*recompile_detail(self, first.data))
+            self.call_after_refresh(tree.move_cursor, first)
+
+    def on_tree_node_highlighted(self, event: Tree.NodeHighlighted) -> None:  # type: ignore[type-arg]
+        data = event.node.data
+        pane = self.query_one(DetailPane)
+        if isinstance(data, Recompile):
+            pane.show(*recompile_detail(self, data))
+        elif isinstance(data, tuple):
+            function, file, line = data
+            items = [rc for rc in self.report.recompiles if (rc.function, rc.file, rc.line) == data]
+            text = Text()
+            text.append(f"{function} ", style="bold")
+            text.append(f"{file}:{line}\n", style="cyan")
+            text.append(f"{len(items)} recompile(s): {', '.join(rc.id for rc in items)}\n")
+            for rc in items:
+                for g in rc.failed_guards[:1]:
+                    text.append(f"{rc.id}: ")
+                    text.append_text(guard_line(g))
+                    text.append("\n")
+            pane.show(text)
+
+    def apply_search(self, query: str) -> None:
+        self.query_text = query
+        self.rebuild()
+
+    def filter_choices(self) -> list[tuple[str, str]]:
+        counts: dict[str, int] = defaultdict(int)
+        for rc in self.report.recompiles:
+            for kind in {g.kind for g in rc.failed_guards}:
+                counts[kind] += 1
+        if not counts:
+            return []
+        return [("all recompiles", "")] + [(f"guard kind: {k} ({n})", k) for k, n in sorted(counts.items(), key=lambda kv: -kv[1])]
+
+    def apply_filter(self, value: str) -> None:
+        self.kind = value
+        self.rebuild()
