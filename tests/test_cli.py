@@ -26,7 +26,7 @@ def test_help_lists_the_commands_and_does_not_import_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert "TORCH_NOT_LOADED" in out.stdout
-    for command in ("analyze", "demo", "schema", "show"):
+    for command in ("analyze", "demo", "schema", "show", "tui"):
         assert command in out.stdout
 
 
@@ -155,3 +155,27 @@ def test_a_corrupt_report_file_gets_a_clear_error(cli, tmp_path, content, text):
 def test_an_unknown_option_is_a_usage_error(cli):
     result = cli("user_targets:small", "--no-such-flag")
     assert result.returncode == ExitCode.USAGE
+
+
+def test_the_tui_layer_loads_textual_but_never_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, ctc_doctor.tui.app, ctc_doctor.tui.live; print(sorted(m for m in ('torch', 'textual') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert out.stdout.strip() == "['textual']", out.stderr
+
+
+@pytest.mark.parametrize("args", [("tui", "{path}"), ("{path}", "--tui"), ("show", "{path}", "--tui")])
+def test_tui_on_a_bad_report_exits_9_before_drawing(cli, tmp_path, args):
+    path = tmp_path / "broken.json"
+    path.write_text('{"schema_version": "1.2"')
+    result = cli(*[a.format(path=path) for a in args])
+    assert result.returncode == ExitCode.REPORT_INVALID
+    assert result.stderr.strip().splitlines() == [f"ctc-doctor: error: {path} is not valid JSON (line 1, column 25): Expecting ',' delimiter"]
+
+
+def test_tui_with_json_on_stdout_is_a_usage_error(cli):
+    result = cli("user_targets:small", "--tui", "--json", "-")
+    assert result.returncode == ExitCode.USAGE
+    assert "--tui draws on the terminal" in result.stderr

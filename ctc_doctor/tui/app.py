@@ -97,7 +97,7 @@ class DoctorApp(App[int]):
         else:
             self.show_message("nothing to show", "give DoctorApp a report, a report path or a live run")
 
-    @work(thread=True, exclusive=True, group="load")
+    @work(thread=True, exclusive=True, group="load", exit_on_error=False)
     def load_report_file(self, path: str) -> Report:
         from ..reports.io import load_report
 

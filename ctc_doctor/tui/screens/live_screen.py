@@ -78,7 +78,7 @@ class LiveScreen(Screen[None]):
 
     # --- the child's streams (thread workers: reading blocks) -------------------------------------
 
-    @work(thread=True, exclusive=False, group="live-progress")
+    @work(thread=True, exclusive=False, group="live-progress", exit_on_error=False)
     def read_progress(self) -> None:
         for event in self.run.progress():
             self.post_message(
@@ -90,14 +90,14 @@ class LiveScreen(Screen[None]):
                 )
             )
 
-    @work(thread=True, exclusive=False, group="live-output")
+    @work(thread=True, exclusive=False, group="live-output", exit_on_error=False)
     def read_output(self) -> None:
         for line in self.run.output():
             self.post_message(OutputReceived(line))
         returncode = self.run.wait()
         self.post_message(RunFinished(returncode=returncode, cancelled=self.run.cancelled))
 
-    @work(thread=True, exclusive=True, group="live-cancel")
+    @work(thread=True, exclusive=True, group="live-cancel", exit_on_error=False)
     def cancel_run(self) -> None:
         self.run.cancel()
 

@@ -1,8 +1,10 @@
-"""DetailPane: a scrollable pane that shows the selected item; keeps a plain-text copy for tests."""
+"""DetailPane: a scrollable pane that shows the selected item; `plain` gives its text (for tests)."""
 
 from __future__ import annotations
 
-from rich.console import Group, RenderableType
+import io
+
+from rich.console import Console, Group, RenderableType
 from rich.syntax import Syntax
 from rich.text import Text
 from textual.containers import VerticalScroll
@@ -14,11 +16,11 @@ def _plain(part: RenderableType) -> str:
         return part.plain
     if isinstance(part, Syntax):
         return part.code
-    if isinstance(part, str):
-        return part
     if isinstance(part, Group):
         return "\n".join(_plain(p) for p in part.renderables)
-    return ""
+    console = Console(width=200, file=io.StringIO(), record=True, color_system=None)
+    console.print(part)
+    return console.export_text()
 
 
 class DetailPane(VerticalScroll):
@@ -27,13 +29,17 @@ class DetailPane(VerticalScroll):
     def __init__(self, placeholder: str = "select a row to see its details", **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.placeholder = placeholder
-        self.plain = placeholder
-        """Plain text of what is shown (Text and Syntax parts)."""
+        self._parts: tuple[RenderableType, ...] = (Text(placeholder, style="dim"),)
 
     def compose(self):  # type: ignore[no-untyped-def]
-        yield Static(Text(self.placeholder, style="dim"), classes="detail-body")
+        yield Static(self._parts[0], classes="detail-body")
+
+    @property
+    def plain(self) -> str:
+        """Plain text of what is shown."""
+        return "\n".join(_plain(p) for p in self._parts)
 
     def show(self, *parts: RenderableType) -> None:
-        self.plain = "\n".join(_plain(p) for p in parts)
+        self._parts = parts
         self.query_one(".detail-body", Static).update(Group(*parts))
         self.scroll_home(animate=False)

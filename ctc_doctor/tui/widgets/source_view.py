@@ -26,7 +26,7 @@ def source_view(index: ReportIndex, frame: Frame, context: int = 6) -> Renderabl
         theme="ansi_dark",
         word_wrap=False,
     )
-    head = Text(f"{found.path}:{frame.line}", style="dim")
+    head = Text(f"{frame.file}:{frame.line}", style="dim")  # as recorded: the resolved path is this machine's
     if found.mismatch:
         head.append(f"  (the file changed since the report: it recorded `{frame.code}`)", style="yellow")
     return Group(head, syntax)

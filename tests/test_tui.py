@@ -1,0 +1,475 @@
+"""The Textual TUI.
+
+Pilot tests (`app.run_test()`) on a real report of the zoo's showcase (analysis, bisection, verified
+fixes and an eager-backend benchmark), on a clean fixture (optional sections not run), on a
+5,000-site synthetic report, on bad report files and on report strings that look like markup. Live
+mode runs real analyses in a child process. SVG snapshots (pytest-textual-snapshot) of every section
+at 120x40, on the showcase report with times, versions and paths normalised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from typing import Any
+
+import pytest
+import torch
+from rich.text import Text
+
+from ctc_doctor import AnalyzeOptions, analyze
+from ctc_doctor.analyzer.bench import BenchOptions
+from ctc_doctor.analyzer.bisect import BisectOptions
+from ctc_doctor.analyzer.fix import FixOptions
+from ctc_doctor.fixtures.registry import all_fixtures
+from ctc_doctor.fixtures.synthetic import large_report
+from ctc_doctor.reports.io import dump_report
+from ctc_doctor.reports.markdown import render_markdown
+from ctc_doctor.reports.models import Report
+from ctc_doctor.reports.redact import redact
+from ctc_doctor.tui.app import NAMES, DoctorApp
+from ctc_doctor.tui.live import LiveRun
+from ctc_doctor.tui.screens.breaks_screen import BreaksScreen
+from ctc_doctor.tui.screens.help_screen import HelpScreen
+from ctc_doctor.tui.screens.message_screen import MessageScreen
+from ctc_doctor.tui.widgets.detail_pane import DetailPane
+from ctc_doctor.tui.widgets.virtual_table import VirtualTable
+
+from .conftest import REPO, TARGETS, analyzed
+
+SIZE = (120, 40)
+_TIME = re.compile(r"\d+\.\d+ ?(ms|s)\b")
+_LATENCY = {"eager": 2.0, "compiled": 6.0, "compiled_fixed": 1.0, "regional": 1.6, "regional_fixed": 1.4}
+_COLD = {"compiled": 8.0, "compiled_fixed": 2.0, "regional": 1.5, "regional_fixed": 1.2}
+
+
+def _normalise(value: Any, key: str = "") -> Any:
+    """Times to 1.0, measured-time text to `1.00 s`: what varies from run to run."""
+    if isinstance(value, dict):
+        return {k: _normalise(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_normalise(v, key) for v in value]
+    if isinstance(value, float) and (key.endswith("_s") or key in ("peak_memory_mb", "max_abs_error", "max_rel_error")):
+        return 0.0 if key.startswith("max_") else 1.0
+    if isinstance(value, str):
+        return _TIME.sub(r"1.00 \1", value)
+    return value
+
+
+def normalised(report: Report) -> Report:
+    """The report with paths relative to the repo and nothing that varies between runs or machines."""
+    data = _normalise(redact(report, project_root=str(REPO)).model_dump(mode="json"))
+    data["environment"].update(python="3.11", platform="Linux-x86_64", transformers=None)
+    data["run"].update(command="ctc-doctor demo", started_at="2026-01-01T00:00:00+00:00", tool_version="0.1.0")
+    bench = data.get("benchmark")
+    if bench:
+        bench["settings"]["torch_threads"] = 2
+        for arm in bench["arms"]:
+            if arm["latency_ms"]:
+                arm["latency_ms"].update(median=_LATENCY[arm["name"]], iqr=0.1)
+                arm["speedup_vs_eager"] = round(_LATENCY["eager"] / _LATENCY[arm["name"]], 2)
+            if arm["compile_time_s"] is not None:
+                arm["compile_time_s"] = _COLD[arm["name"]]
+                arm["warm_compile_time_s"] = _COLD[arm["name"]] / 2
+        ok = [a for a in bench["arms"] if a["latency_ms"] and a["numerics_ok"] is not False]
+        bench["best_arm"] = min(ok, key=lambda a: a["latency_ms"]["median"])["name"] if ok else None
+    for s in data["suggestions"]:
+        if s["rule"] == "regional-compile" and s["verified"]:
+            s["verified"]["effective"] = True  # decided by measured compile times
+    return Report.model_validate(data)
+
+
+@pytest.fixture(scope="module")
+def showcase() -> Report:
+    spec = all_fixtures()["showcase"]
+    torch.manual_seed(0)
+    options = AnalyzeOptions(
+        spec="demo",
+        bisect=BisectOptions(strategy="top-down"),
+        fix=FixOptions(),
+        bench=BenchOptions(backend="eager", iters=2, warmup=0, fresh_cache=False),
+    )
+    return normalised(analyze(spec.builder()(), options))
+
+
+def app_for(report: Report, tmp_path: Any = None, **kwargs: Any) -> DoctorApp:
+    return DoctorApp(report, source_roots=(str(REPO),), export_dir=str(tmp_path) if tmp_path else None, **kwargs)
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def detail(app: DoctorApp) -> str:
+    return app.screen.query_one(DetailPane).plain
+
+
+# --- browsing a real report ---------------------------------------------------------------------
+
+
+def test_number_keys_tab_and_clicks_switch_sections(showcase):
+    async def go():
+        app = app_for(showcase)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            assert app.current_mode == "overview"
+            for i, name in enumerate(NAMES, 1):
+                await pilot.press(str(i))
+                await pilot.pause()
+                assert app.current_mode == name
+                assert type(app.screen).__name__.lower().startswith(name[:5])
+            await pilot.press("tab")
+            await pilot.pause()
+            assert app.current_mode == "overview"  # wraps around
+            await pilot.press("shift+tab")
+            await pilot.pause()
+            assert app.current_mode == NAMES[-1]
+            await pilot.click("NavTab", offset=(2, 0))  # the first tab
+            await pilot.pause()
+            assert app.current_mode == "overview"
+
+    run(go())
+
+
+def test_selecting_a_break_shows_its_location_hint_source_and_suggestions(showcase):
+    site = next(s for s in showcase.graph_breaks if s.gb_type.startswith("Failed to trace builtin"))  # the print
+    frame = site.own_frame or site.user_frame
+
+    async def go():
+        app = app_for(showcase, start_section="breaks")
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            screen = app.screen
+            assert isinstance(screen, BreaksScreen)
+            table = screen.query_one(VirtualTable)
+            assert table.row_count == len(showcase.graph_breaks)
+            row = [s.id for s in screen.shown].index(site.id)
+            for _ in range(row):
+                await pilot.press("down")
+            await pilot.pause()
+            text = detail(app)
+            assert f"{frame.file}:{frame.line}" in text
+            assert site.hints[0] in text
+            assert frame.code and frame.code in text  # the source, read from the file
+            assert "source not available" not in text
+            for s in showcase.suggestions:
+                if site.id in s.applies_to:
+                    assert s.title in text
+            for gb in site.registry_ids:
+                assert f"gb/{gb}.html" in text
+
+    run(go())
+
+
+def test_search_filter_and_sort_the_break_table(showcase):
+    printing = next(s for s in showcase.graph_breaks if s.gb_type.startswith("Failed to trace builtin"))
+
+    async def go():
+        app = app_for(showcase, start_section="breaks")
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            screen = app.screen
+            await pilot.press("slash", *"print")
+            await pilot.pause()
+            assert [s.id for s in screen.shown] == [printing.id]
+            await pilot.press("escape")  # clears the search, back to the table
+            await pilot.pause()
+            assert len(screen.shown) == len(showcase.graph_breaks)
+            await pilot.press("f")
+            await pilot.pause()
+            assert type(app.screen).__name__ == "FilterScreen"
+            choices = app.screen.choices
+            pick = next(i for i, (label, value) in enumerate(choices) if value == f"type:{printing.gb_type}")
+            for _ in range(pick):
+                await pilot.press("down")
+            await pilot.press("enter")
+            await pilot.pause()
+            assert app.screen is screen and [s.id for s in screen.shown] == [printing.id]
+            screen.apply_filter("")
+            table = screen.query_one(VirtualTable)
+            x = 1 + sum(w + 2 for w in table._layout(table.size.width)[:4])  # the occurrences column
+            await pilot.click(VirtualTable, offset=(x + 1, 0))  # a click on its header sorts, most first
+            await pilot.pause()
+            counts = [s.occurrences for s in screen.shown]
+            assert screen.sort_key == "n" and counts == sorted(counts, reverse=True)
+            await pilot.click(VirtualTable, offset=(x + 1, 0))  # again: reversed
+            await pilot.pause()
+            assert screen.reverse and [s.occurrences for s in screen.shown] == sorted(counts)
+            await pilot.press("s")  # cycles to the next sort key
+            await pilot.pause()
+            assert screen.sort_key == "location" and not screen.reverse
+
+    run(go())
+
+
+def test_recompiles_modules_suggestions_benchmark_and_compiles_show_the_report(showcase):
+    r = showcase
+    first = r.recompiles[0]
+    applied = next(s for s in r.suggestions if r.fix and s.id in r.fix.applied and s.diff)
+
+    async def go():
+        app = app_for(r)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("3")
+            await pilot.pause()
+            tree = app.screen.query_one("Tree")
+            labels = [n.label.plain for n in tree.root.children]
+            assert any(first.function in label for label in labels)
+            shown = tree.cursor_node.data  # the first recompile of the largest group is selected
+            assert shown is not None and shown.id in detail(app)
+            assert "failed guard" in detail(app) and (shown.failed_guards[0].source or "?") in detail(app)
+
+            await pilot.press("4")
+            await pilot.pause()
+            screen = app.screen
+            assert r.bisect is not None and r.bisect.smallest_failing
+            node_labels = []
+            stack = [screen.query_one("Tree").root]
+            while stack:
+                node = stack.pop()
+                node_labels.append(node.label.plain)
+                stack.extend(node.children)
+            assert sum("← smallest" in label for label in node_labels) == len(r.bisect.smallest_failing)
+            screen.show_module(r.bisect.smallest_failing[0])
+            row = next(t for t in r.bisect.trials if t.module_path == r.bisect.smallest_failing[0])
+            assert row.status in detail(app) and (row.gb_type or "") in detail(app)
+
+            await pilot.press("5")
+            await pilot.pause()
+            screen = app.screen
+            screen.query_one(VirtualTable).move_cursor([s.id for s in screen.shown].index(applied.id))
+            await pilot.pause()
+            text = detail(app)
+            assert "applied" in text and applied.rationale in text
+            assert applied.diff is not None and applied.diff.splitlines()[0] in text
+
+            await pilot.press("6")
+            await pilot.pause()
+            text = _plain(app.screen.query_one("#benchmark-body").content)
+            assert r.benchmark is not None and all(a.name in text for a in r.benchmark.arms)
+            assert "█" in text and f"{r.benchmark.best_arm} ★" in text
+
+            await pilot.press("7")
+            await pilot.pause()
+            assert len(app.screen.shown) == len({m.compile_id for m in r.compile_metrics} | {g.compile_id for g in r.guards})
+            assert "compile id 0/0" in detail(app)
+
+    run(go())
+
+
+def test_a_report_without_optional_sections_says_not_run():
+    report = normalised(analyzed("clean"))
+    assert report.bisect is None and report.benchmark is None and report.fix is None
+
+    async def go():
+        app = app_for(report)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            overview = app.screen.query_one("#overview-body").content
+            text = _plain(overview)
+            assert "not run" in text and "CLEAN" in text
+            for key in "234567":
+                await pilot.press(key)
+                await pilot.pause()
+            await pilot.press("2")
+            assert "no graph breaks" in detail(app)
+            await pilot.press("6")
+            await pilot.pause()
+            assert "not run" in _plain(app.screen.query_one("#benchmark-body").content)
+            await pilot.press("4")
+            await pilot.pause()
+            assert "bisection not run" in _plain(app.screen.query_one("#modules-status").content)
+
+    run(go())
+
+
+def _plain(renderable: Any) -> str:
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text()
+
+
+def test_export_help_and_quit(showcase, tmp_path):
+    async def go():
+        app = app_for(showcase, tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("e")
+            await pilot.pause()
+            written = tmp_path / "ctc-doctor-report.md"
+            assert written.read_text() == render_markdown(showcase)
+            await pilot.press("question_mark")
+            await pilot.pause()
+            assert isinstance(app.screen, HelpScreen)
+            await pilot.press("escape")
+            await pilot.pause()
+            assert not isinstance(app.screen, HelpScreen)
+            await pilot.press("q")
+            await pilot.pause()
+        assert app.return_code == 0
+
+    run(go())
+
+
+# --- scale, bad input, untrusted text ----------------------------------------------------------
+
+
+def test_five_thousand_sites_open_search_filter_and_scroll():
+    report = large_report(5000)
+
+    async def go():
+        app = app_for(report, start_section="breaks")
+        async with app.run_test(size=(160, 50)) as pilot:
+            await pilot.pause()
+            screen = app.screen
+            table = screen.query_one(VirtualTable)
+            assert table.row_count == 5000
+            await pilot.press("end")
+            await pilot.pause()
+            assert table.cursor_row == 4999 and "B5000 " in detail(app)
+            assert table.scroll_offset.y > 4900  # the last row is on screen
+            await pilot.press("slash", *"b4999")
+            await pilot.pause()
+            assert [s.id for s in screen.shown] == ["B4999"]
+            await pilot.press("escape")
+            screen.apply_filter("module:encoder.layer.3")
+            await pilot.pause()
+            assert screen.shown and all(any(p.startswith("encoder.layer.3.") for p in s.module_paths) for s in screen.shown)
+            assert "does not exist on this machine" in detail(app)  # the synthetic files are nowhere
+
+    run(go())
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("{not json", "not valid JSON"),
+        (json.dumps({"schema_version": "9.0"}), "schema_version 9.0"),
+        (json.dumps({"schema_version": "1.2", "target": {}}), "not a valid report"),
+    ],
+)
+def test_a_bad_report_file_shows_a_message_screen(tmp_path, content, expected):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+
+    async def go():
+        app = DoctorApp(report_path=str(path))
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause(0.2)
+            assert isinstance(app.screen, MessageScreen)
+            assert expected in app.screen.message
+            await pilot.press("q")
+        assert app.exit_code == 9
+
+    run(go())
+
+
+def test_report_strings_are_shown_as_text_never_as_markup_or_actions(tmp_path):
+    report = large_report(3)
+    evil = "[@click=app.quit]boom[/] [bold red]x[/] $(rm -rf ~)"
+    site = report.graph_breaks[0].model_copy(update={"reason": evil, "module_paths": ["[b]m[/b]"], "hints": [evil]})
+    report = report.model_copy(update={"graph_breaks": [site, *report.graph_breaks[1:]]})
+    path = tmp_path / "evil.json"
+    path.write_text(dump_report(report))
+
+    async def go():
+        app = DoctorApp(report_path=str(path))
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause(0.2)
+            await pilot.press("2")
+            await pilot.pause()
+            assert evil in detail(app) and "[b]m[/b]" in detail(app)
+            table = app.screen.query_one(VirtualTable)
+            assert "[b]m[/b]" in table.rows[0][2]
+            await pilot.click(VirtualTable, offset=(100, 1))
+            await pilot.pause()
+            assert app.is_running and app.current_mode == "breaks"
+
+    run(go())
+
+
+# --- live mode ---------------------------------------------------------------------------------
+
+
+async def _wait_live(app: DoctorApp, pilot: Any, until: Any, limit_s: float = 180) -> None:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit_s and not until():
+        await pilot.pause(0.25)
+
+
+def _live(*args: str) -> LiveRun:
+    return LiveRun(list(args), cwd=str(REPO), env={"PYTHONPATH": str(TARGETS)})
+
+
+def test_live_run_streams_phases_then_opens_the_report(tmp_path):
+    live = _live("demo", "--fixture", "print_in_forward", "--no-bench", "--json", str(tmp_path / "r.json"))
+
+    async def go():
+        app = DoctorApp(live=live)
+        async with app.run_test(size=SIZE) as pilot:
+            screen = app.screen
+            await _wait_live(app, pilot, lambda: app.current_mode == "overview")
+            assert app.current_mode == "overview", getattr(app.screen, "message", "")
+            assert "compile" in screen.finished and "eager" in screen.finished  # phases streamed from the child
+            assert app.index is not None and app.index.report.summary.unique_break_sites == 1
+            assert any("head input" in line or "print" in line for line in screen.output_tail)  # the model's print
+        assert live.returncode == 0 and (tmp_path / "r.json").exists()
+
+    run(go())
+
+
+def test_live_run_escape_cancels_the_analysis():
+    live = _live("user_targets:hangs_while_tracing", "--no-explain")
+
+    async def go():
+        app = DoctorApp(live=live)
+        async with app.run_test(size=SIZE) as pilot:
+            screen = app.screen
+            await _wait_live(app, pilot, lambda: screen.current == "compile", 120)
+            assert screen.current == "compile"
+            await pilot.press("escape")
+            await _wait_live(app, pilot, lambda: isinstance(app.screen, MessageScreen), 30)
+            assert isinstance(app.screen, MessageScreen) and "cancelled" in app.screen.title_text
+        assert live.cancelled and live.returncode is not None and live.returncode < 0
+
+    run(go())
+
+
+def test_live_run_that_fails_shows_the_error():
+    live = _live("user_targets:raises")
+
+    async def go():
+        app = DoctorApp(live=live)
+        async with app.run_test(size=SIZE) as pilot:
+            await _wait_live(app, pilot, lambda: isinstance(app.screen, MessageScreen), 120)
+            assert isinstance(app.screen, MessageScreen)
+            assert app.screen.message.startswith("ctc-doctor: error:") and "exit code 5" in app.screen.title_text
+        assert app.exit_code == 5
+
+    run(go())
+
+
+# --- snapshots -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("section", NAMES)
+def test_snapshot_of_each_section(snap_compare, showcase, section):
+    assert snap_compare(app_for(showcase, start_section=section), terminal_size=SIZE, press=["_"])
+
+
+def test_snapshot_of_a_bad_report(snap_compare, tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text("{not json")
+    app = DoctorApp(report_path=str(path))
+
+    async def before(pilot: Any) -> None:
+        await pilot.pause(0.2)
+        # the message names the temporary path: show a fixed one
+        app.screen.query_one("#message-text").update(Text(app.screen.message.replace(str(path), "bad.json")))
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
