@@ -31,6 +31,7 @@ schema: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/analysis_overhead.py
 	$(BIN)/python benchmarks/bisect_cost.py
+	$(BIN)/python benchmarks/tui_open.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -235,6 +235,12 @@ def test_recompiles_modules_suggestions_benchmark_and_compiles_show_the_report(s
             screen.show_module(r.bisect.smallest_failing[0])
             row = next(t for t in r.bisect.trials if t.module_path == r.bisect.smallest_failing[0])
             assert row.status in detail(app) and (row.gb_type or "") in detail(app)
+            path = screen.query_one("Tree").cursor_node.data
+            assert path in r.bisect.smallest_failing  # the tree opens on the first smallest failing module
+            await pilot.press("b")  # its break sites, in the break table
+            await pilot.pause()
+            assert app.current_mode == "breaks" and app.screen.filter_value == f"module:{path}"
+            assert app.screen.shown and all(path in s.module_paths for s in app.screen.shown)
 
             await pilot.press("5")
             await pilot.pause()

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar
 
-from textual import work
+from textual import events, work
 from textual.app import App
 from textual.binding import Binding
 from textual.worker import Worker, WorkerState
@@ -79,6 +79,7 @@ class DoctorApp(App[int]):
         self.start_section = start_section
         self.index: ReportIndex | None = None
         self.exit_code = 0
+        self.pending_break_filter: str | None = None
         if report is not None:
             self.index = ReportIndex(report, source_path=report_path, source_roots=source_roots)
 
@@ -184,10 +185,13 @@ class DoctorApp(App[int]):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
-    def show_break(self, site_id: str) -> None:
-        """Open the break table at one site."""
-        self.action_section("breaks")
-        self.call_after_refresh(lambda: self.screen.select(site_id) if isinstance(self.screen, BreaksScreen) else None)
+    def show_breaks_of(self, module_path: str) -> None:
+        """Open the break table filtered to a module and its submodules (applied when the screen resumes)."""
+        self.pending_break_filter = f"module:{module_path}" if module_path else ""
+        if self.current_mode == "breaks":
+            self.screen.post_message(events.ScreenResume())
+        else:
+            self.action_section("breaks")
 
     # --- export --------------------------------------------------------------------------------
 

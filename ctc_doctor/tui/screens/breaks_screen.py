@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.widgets import Static
+from textual.widgets import Input, Static
 
 from ...reports.models import GraphBreakSite
 from ...reports.render import short_path
@@ -138,6 +138,14 @@ class BreaksScreen(SectionScreen):
 
     def focus_main(self) -> None:
         self.query_one("#breaks-table", VirtualTable).focus()
+
+    def on_screen_resume(self) -> None:
+        pending = self.doctor.pending_break_filter
+        if pending is not None:  # another section asked for a filtered view (b on the module tree)
+            self.doctor.pending_break_filter = None
+            self.query_text = ""
+            self.query_one("#search", Input).value = ""
+            self.apply_filter(pending)
 
     # --- rows ----------------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ KEYS = [
     ("click a column header", "sort by it (again: reverse); `s` cycles the sort order"),
     ("/", "search the current section (Enter: back to the table, Escape: clear)"),
     ("f", "filter by module, category, GB id, guard kind or status"),
+    ("b", "on the module tree: the break sites of the selected module and its submodules"),
     ("e", "export the report as Markdown (for a GitHub issue)"),
     ("escape", "clear the search; during a live run: cancel the analysis"),
     ("?", "this help"),

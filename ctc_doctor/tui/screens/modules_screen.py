@@ -9,6 +9,7 @@ from collections import defaultdict
 from rich.console import RenderableType
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
@@ -45,6 +46,7 @@ def _slug(path: str) -> str:
 class ModulesScreen(SectionScreen):
     SECTION = "modules"
     SEARCHABLE = True
+    BINDINGS = [Binding("b", "breaks_of_module", "its breaks", show=True)]
 
     def __init__(self) -> None:
         super().__init__()
@@ -228,7 +230,7 @@ class ModulesScreen(SectionScreen):
             for s in sites:
                 text.append(f"{s.id} ", style="bold")
                 text.append(f"{s.gb_type} at {location(site_frame(s))} ({s.occurrences}×)\n")
-            parts += [Text("break sites attributed to this module (2 shows them)", style="bold"), text]
+            parts += [Text("break sites attributed to this module (b lists them in the break table)", style="bold"), text]
         recompiles = self.index.recompiles_by_module.get(path, [])
         if recompiles:
             text = Text()
@@ -241,6 +243,15 @@ class ModulesScreen(SectionScreen):
 
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted) -> None:  # type: ignore[type-arg]
         self.show_module(event.node.data or "")
+
+    def action_breaks_of_module(self) -> None:
+        node = self.query_one(Tree).cursor_node
+        path = (node.data or "") if node is not None else ""
+        inside = [s for p, sites in self.index.sites_by_module.items() if p == path or p.startswith(path + ".") or not path for s in sites]
+        if not inside:
+            self.notify(f"no break site in {path or '(root)'}", markup=False)
+            return
+        self.doctor.show_breaks_of(path)
 
     def apply_search(self, query: str) -> None:
         self.query_text = query
