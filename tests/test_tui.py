@@ -366,7 +366,7 @@ def test_a_bad_report_file_shows_a_message_screen(tmp_path, content, expected):
     async def go():
         app = DoctorApp(report_path=str(path))
         async with app.run_test(size=SIZE) as pilot:
-            await pilot.pause(0.2)
+            await _until(pilot, lambda: isinstance(app.screen, MessageScreen))
             assert isinstance(app.screen, MessageScreen)
             assert expected in app.screen.message
             await pilot.press("q")
@@ -386,7 +386,7 @@ def test_report_strings_are_shown_as_text_never_as_markup_or_actions(tmp_path):
     async def go():
         app = DoctorApp(report_path=str(path))
         async with app.run_test(size=SIZE) as pilot:
-            await pilot.pause(0.2)
+            await _until(pilot, lambda: app.current_mode == "overview")  # loaded in a worker thread
             await pilot.press("2")
             await pilot.pause()
             assert evil in detail(app) and "[b]m[/b]" in detail(app)
@@ -402,10 +402,15 @@ def test_report_strings_are_shown_as_text_never_as_markup_or_actions(tmp_path):
 # --- live mode ---------------------------------------------------------------------------------
 
 
-async def _wait_live(app: DoctorApp, pilot: Any, until: Any, limit_s: float = 180) -> None:
+async def _until(pilot: Any, condition: Any, limit_s: float = 30, step_s: float = 0.05) -> None:
+    """Let the app run until `condition()` holds (work in threads or child processes), at most `limit_s`."""
     t0 = time.monotonic()
-    while time.monotonic() - t0 < limit_s and not until():
-        await pilot.pause(0.25)
+    while time.monotonic() - t0 < limit_s and not condition():
+        await pilot.pause(step_s)
+
+
+async def _wait_live(app: DoctorApp, pilot: Any, until: Any, limit_s: float = 180) -> None:
+    await _until(pilot, until, limit_s, 0.25)
 
 
 def _live(*args: str) -> LiveRun:
@@ -474,7 +479,7 @@ def test_snapshot_of_a_bad_report(snap_compare, tmp_path):
     app = DoctorApp(report_path=str(path))
 
     async def before(pilot: Any) -> None:
-        await pilot.pause(0.2)
+        await _until(pilot, lambda: isinstance(app.screen, MessageScreen))
         # the message names the temporary path: show a fixed one
         app.screen.query_one("#message-text").update(Text(app.screen.message.replace(str(path), "bad.json")))
 

@@ -18,7 +18,7 @@ from ..report_index import gb_pages, location, site_frame, site_matches
 from ..widgets.detail_pane import DetailPane
 from ..widgets.source_view import source_view
 from ..widgets.virtual_table import Column, VirtualTable
-from .section_screen import SectionScreen
+from .section_screen import SectionScreen, suggestion_summary
 
 COLUMNS = [
     Column("id", "id", 7),
@@ -84,17 +84,7 @@ def site_detail(screen: SectionScreen, site: GraphBreakSite) -> list[RenderableT
                 stack.append(f"   {f.code}", style="dim")
             stack.append("\n")
         parts += [Text("user stack (outermost first)", style="bold"), stack]
-    suggestions = index.suggestions(site.id)
-    if suggestions:
-        body = Text()
-        for s in suggestions:
-            body.append(f"{s.id} ", style="bold")
-            body.append(f"[{index.status(s)}] ", style="green" if index.status(s) in ("applied", "works") else "dim")
-            body.append(s.title)
-            if s.verified and s.verified.summary:
-                body.append(f" — measured: {s.verified.summary}", style="dim")
-            body.append("\n")
-        parts += [Text("suggestions (5 shows them in full)", style="bold"), body]
+    parts += suggestion_summary(index, site.id)
     pages = gb_pages(site.registry_ids)
     if pages:
         parts += [Text("graph-break page", style="bold"), Text("\n".join(pages), style="underline cyan")]

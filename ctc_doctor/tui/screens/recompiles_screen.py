@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import defaultdict
 
 from rich.console import RenderableType
-from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal
@@ -14,7 +13,7 @@ from textual.widgets import Tree
 from ...reports.models import FailedGuard, Recompile
 from ...reports.render import short_path
 from ..widgets.detail_pane import DetailPane
-from .section_screen import SectionScreen
+from .section_screen import SectionScreen, suggestion_summary
 
 Group_ = tuple[str, str, int]
 
@@ -40,32 +39,19 @@ def recompile_detail(screen: SectionScreen, rc: Recompile) -> list[RenderableTyp
     where = Text()
     where.append(f"{rc.file}:{rc.line}", style="bold cyan")
     where.append(f"\nmodule: {screen.index.module_text(rc.module_paths, None)}" + (f" ({rc.module_class})" if rc.module_class else ""))
-    table = Table(title=f"{len(rc.failed_guards)} failed guard(s), one per cached entry tried", title_justify="left", expand=True)
-    for col in ("kind", "source", "expected", "actual", "dim", "cache entry"):
-        table.add_column(col, no_wrap=col != "source")
+    guards = Text()
     for g in rc.failed_guards:
-        table.add_row(
-            Text(g.kind, style="magenta"),
-            Text(g.source or "?"),
-            Text(g.expected or ""),
-            Text(g.actual or ""),
-            Text("" if g.dim is None else str(g.dim)),
-            Text(g.cache_entry or ""),
-        )
-    reasons = Text()
-    for g in rc.failed_guards:
-        reasons.append(f"• {g.reason}\n", style="dim")
-    parts: list[RenderableType] = [head, where, Text(""), table, Text("guard text", style="bold"), reasons]
-    suggestions = screen.index.suggestions(rc.id)
-    if suggestions:
-        body = Text()
-        for s in suggestions:
-            body.append(f"{s.id} [{screen.index.status(s)}] ", style="bold")
-            body.append(s.title)
-            if s.verified and s.verified.summary:
-                body.append(f" — measured: {s.verified.summary}", style="dim")
-            body.append("\n")
-        parts += [Text("suggestions", style="bold"), body]
+        guards.append(f"cache entry {g.cache_entry or '?'}: ", style="dim")
+        guards.append(g.kind, style="bold magenta")
+        guards.append(" of ")
+        guards.append(g.source or "?", style="cyan")
+        if g.dim is not None:
+            guards.append(f" (dim {g.dim})")
+        if g.expected is not None or g.actual is not None:
+            guards.append(f": expected {g.expected if g.expected is not None else '?'}, got {g.actual if g.actual is not None else '?'}")
+        guards.append(f"\n  {g.reason}\n", style="dim")
+    parts: list[RenderableType] = [head, where, Text(""), Text(f"{len(rc.failed_guards)} failed guard(s), one per cached entry tried", style="bold"), guards]
+    parts += suggestion_summary(screen.index, rc.id)
     return parts
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from rich.console import RenderableType
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
@@ -15,6 +17,23 @@ from ..widgets.nav_bar import NavBar
 
 if TYPE_CHECKING:
     from ..app import DoctorApp
+
+
+def suggestion_summary(index: ReportIndex, item_id: str) -> list[RenderableType]:
+    """One line per suggestion for a break site or recompile: id, status, title, measured effect."""
+    suggestions = index.suggestions(item_id)
+    if not suggestions:
+        return []
+    body = Text()
+    for s in suggestions:
+        status = index.status(s)
+        body.append(f"{s.id} ", style="bold")
+        body.append(f"[{status}] ", style="green" if status in ("applied", "works") else "dim")
+        body.append(s.title)
+        if s.verified and s.verified.summary:
+            body.append(f" — measured: {s.verified.summary}", style="dim")
+        body.append("\n")
+    return [Text("suggestions (5 shows them in full)", style="bold"), body]
 
 
 class SectionScreen(Screen[None]):
