@@ -102,9 +102,15 @@ def _analysis_options(f: Any) -> Any:
     return _decorate(f, options)
 
 
+def _option_group(options: list[Any], full_run_first: Any = None, full_run: bool = False) -> Any:
+    """A decorator applying `options`; the full run (`analyze`, `demo`) gets `full_run_first` before them."""
+    chosen = [full_run_first, *options] if full_run and full_run_first is not None else options
+    return lambda f: _decorate(f, chosen)
+
+
 def _bisect_options(default_strategy: str, full_run: bool) -> Any:
-    def decorate(f: Any) -> Any:
-        options = [
+    return _option_group(
+        [
             click.option(
                 "--strategy",
                 type=click.Choice(["top-down", "bottom-up", "both"]),
@@ -117,38 +123,32 @@ def _bisect_options(default_strategy: str, full_run: bool) -> Any:
             click.option("--isolate", is_flag=True, help="Run each trial in a child process (survives segfaults; ~5 s per trial)."),
             click.option("--no-memo", is_flag=True, help="Try every module, even identical ones."),
             click.option("--repro-dir", default=None, metavar="DIR", help="Write repro scripts here [default: beside the --json report; none without one]."),
-        ]
-        if full_run:
-            options.insert(0, click.option("--no-bisect", is_flag=True, help="Do not bisect the module tree when breaks are found."))
-        return _decorate(f, options)
-
-    return decorate
+        ],
+        click.option("--no-bisect", is_flag=True, help="Do not bisect the module tree when breaks are found."),
+        full_run,
+    )
 
 
 def _fix_options(full_run: bool) -> Any:
-    def decorate(f: Any) -> Any:
-        options = [click.option("--probe-shapes", is_flag=True, help="Vary each input dimension to find the ones that recompile; recommend mark_dynamic calls.")]
-        if full_run:
-            options.insert(0, click.option("--no-fix", is_flag=True, help="Do not apply and verify the auto-applicable suggestions."))
-        return _decorate(f, options)
-
-    return decorate
+    return _option_group(
+        [click.option("--probe-shapes", is_flag=True, help="Vary each input dimension to find the ones that recompile; recommend mark_dynamic calls.")],
+        click.option("--no-fix", is_flag=True, help="Do not apply and verify the auto-applicable suggestions."),
+        full_run,
+    )
 
 
 def _bench_options(full_run: bool) -> Any:
-    def decorate(f: Any) -> Any:
-        options = [
+    return _option_group(
+        [
             click.option("--bench-backend", default="inductor", show_default=True, help="Backend of the benchmark's compiled arms."),
             click.option("--mode", type=click.Choice(["default", "reduce-overhead", "max-autotune"]), default="default", show_default=True, help="torch.compile mode of the benchmark (inductor)."),
             click.option("--iters", type=click.IntRange(min=1), default=20, show_default=True, help="Timed passes per arm (one pass = every call of the workload)."),
             click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True, help="Untimed passes before timing."),
             click.option("--no-regional", is_flag=True, help="No regional-compilation arm, even with repeated blocks."),
-        ]
-        if full_run:
-            options.insert(0, click.option("--no-bench", is_flag=True, help="Skip the benchmark (inductor compiles take a while on CPU)."))
-        return _decorate(f, options)
-
-    return decorate
+        ],
+        click.option("--no-bench", is_flag=True, help="Skip the benchmark (inductor compiles take a while on CPU)."),
+        full_run,
+    )
 
 
 @click.group(cls=_DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -34,7 +34,7 @@ from ctc_doctor.tui.live import LiveRun
 from ctc_doctor.tui.screens.breaks_screen import BreaksScreen
 from ctc_doctor.tui.screens.help_screen import HelpScreen
 from ctc_doctor.tui.screens.message_screen import MessageScreen
-from ctc_doctor.tui.widgets.detail_pane import DetailPane
+from ctc_doctor.tui.widgets.detail_pane import DetailPane, plain_text
 from ctc_doctor.tui.widgets.virtual_table import VirtualTable
 
 from .conftest import REPO, TARGETS, analyzed
@@ -253,7 +253,7 @@ def test_recompiles_modules_suggestions_benchmark_and_compiles_show_the_report(s
 
             await pilot.press("6")
             await pilot.pause()
-            text = _plain(app.screen.query_one("#benchmark-body").content)
+            text = plain_text(app.screen.query_one("#benchmark-body").content)
             assert r.benchmark is not None and all(a.name in text for a in r.benchmark.arms)
             assert "█" in text and f"{r.benchmark.best_arm} ★" in text
 
@@ -274,7 +274,7 @@ def test_a_report_without_optional_sections_says_not_run():
         async with app.run_test(size=SIZE) as pilot:
             await pilot.pause()
             overview = app.screen.query_one("#overview-body").content
-            text = _plain(overview)
+            text = plain_text(overview)
             assert "not run" in text and "CLEAN" in text
             for key in "234567":
                 await pilot.press(key)
@@ -283,22 +283,12 @@ def test_a_report_without_optional_sections_says_not_run():
             assert "no graph breaks" in detail(app)
             await pilot.press("6")
             await pilot.pause()
-            assert "not run" in _plain(app.screen.query_one("#benchmark-body").content)
+            assert "not run" in plain_text(app.screen.query_one("#benchmark-body").content)
             await pilot.press("4")
             await pilot.pause()
-            assert "bisection not run" in _plain(app.screen.query_one("#modules-status").content)
+            assert "bisection not run" in plain_text(app.screen.query_one("#modules-status").content)
 
     run(go())
-
-
-def _plain(renderable: Any) -> str:
-    import io
-
-    from rich.console import Console
-
-    console = Console(width=200, record=True, file=io.StringIO())
-    console.print(renderable)
-    return console.export_text()
 
 
 def test_export_help_and_quit(showcase, tmp_path):

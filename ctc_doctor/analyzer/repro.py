@@ -10,7 +10,6 @@ Exit status 1 means the failure reproduced, 0 that it compiled.
 from __future__ import annotations
 
 import os
-import re
 from typing import Any
 
 import networkx as nx
@@ -20,6 +19,7 @@ from .. import __version__
 from ..reports import models as rm
 from . import torch_internals as ti
 from .bisect import _PROBLEM, BisectContext, BisectOptions, CapturedCall, _saveable
+from .sources import repro_slug
 
 _TEMPLATE = '''\
 #!/usr/bin/env python
@@ -135,10 +135,6 @@ if __name__ == "__main__":
 '''
 
 
-def _slug(path: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_]+", "_", path) or "root"
-
-
 def _spec_of(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return ("tensor", str(value.dtype).replace("torch.", ""), list(value.shape), bool(value.requires_grad))
@@ -165,7 +161,7 @@ def write_repros(result: rm.Bisect, tree: nx.DiGraph, ctx: BisectContext, option
         if row.status not in _PROBLEM:
             continue  # inferred: the representative's script covers it
         captured: CapturedCall = tree.nodes[path]["inputs"]
-        slug = _slug(path)
+        slug = repro_slug(path)
         script = os.path.join(options.repro_dir, f"ctc_repro_{slug}.py")
         inputs_name = f"ctc_repro_{slug}.pt"
         saved = _saveable(captured, os.path.join(options.repro_dir, inputs_name))

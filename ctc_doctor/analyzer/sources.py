@@ -62,6 +62,11 @@ def function_name(name: str) -> str:
     return m.group("name") if m else name
 
 
+def repro_slug(module_path: str) -> str:
+    """The part of a repro script's name (`ctc_repro_{slug}.py`) that names its module."""
+    return re.sub(r"[^A-Za-z0-9_]+", "_", module_path) or "root"
+
+
 def source_line(path: str, line: int) -> str | None:
     text = linecache.getline(path, line).strip()
     return text or None

@@ -294,18 +294,24 @@ def _recompile_table(recompiles: list[Recompile]) -> Table:
 
 
 _MARKS = {
-    "passed": "[green]✓[/green]",
-    "failed": "[bold red]✗[/bold red]",
-    "timeout": "[yellow]⏱[/yellow]",
-    "crashed": "[bold red]✖[/bold red]",
-    "skipped": "[dim]·[/dim]",
+    "passed": ("✓", "green"),
+    "failed": ("✗", "bold red"),
+    "timeout": ("⏱", "yellow"),
+    "crashed": ("✖", "bold red"),
+    "skipped": ("·", "dim"),
 }
 
 
-def trial_mark(t: BisectTrial) -> str:
+def trial_symbol(t: BisectTrial) -> tuple[str, str]:
+    """(symbol, rich style) of a bisection row: ✓ ✗ ⏱ ✖ ·, and ≈✓ ≈✗ for inferred rows."""
     if t.status != "inferred":
         return _MARKS[t.status]
-    return "[green]≈✓[/green]" if t.passed else "[red]≈✗[/red]"
+    return ("≈✓", "green") if t.passed else ("≈✗", "red")
+
+
+def trial_mark(t: BisectTrial) -> str:
+    symbol, style = trial_symbol(t)
+    return f"[{style}]{symbol}[/{style}]"
 
 
 def _outcome(t: BisectTrial) -> str:

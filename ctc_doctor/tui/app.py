@@ -135,8 +135,8 @@ class DoctorApp(App[int]):
             self.exit_code = 130
             self.show_message("analysis cancelled", f"stopped after {run.elapsed():.1f} s; no report was written", tail[-20:], error=False)
             return
+        failure = next((line for line in reversed(tail) if line.startswith("ctc-doctor: error:")), None)
         if path is None or not os.path.exists(path):
-            failure = next((line for line in reversed(tail) if line.startswith("ctc-doctor: error:")), None)
             self.show_message(f"the analysis failed (exit code {returncode})", failure or "it wrote no report", tail[-30:])
             return
         from ..reports.io import load_report
@@ -148,8 +148,7 @@ class DoctorApp(App[int]):
             return
         self.show_report(report, path)
         if returncode:
-            failure = next((line for line in reversed(tail) if line.startswith("ctc-doctor: error:")), f"exit code {returncode}")
-            self.notify(f"{failure} — showing the partial report", severity="warning", timeout=10, markup=False)
+            self.notify(f"{failure or f'exit code {returncode}'} — showing the partial report", severity="warning", timeout=10, markup=False)
         self.notify(f"report written to {path}", timeout=6, markup=False)
 
     # --- navigation ----------------------------------------------------------------------------

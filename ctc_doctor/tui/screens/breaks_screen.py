@@ -191,17 +191,6 @@ class BreaksScreen(SectionScreen):
         self.sort_key, self.reverse = SORT_CYCLE[(i + 1) % len(SORT_CYCLE)], False
         self.refresh_rows()
 
-    def select(self, site_id: str) -> bool:
-        """Move the cursor to a site (clears search and filter when they hide it)."""
-        if all(s.id != site_id for s in self.shown):
-            self.query_text, self.filter_value = "", ""
-            self.refresh_rows()
-        for i, s in enumerate(self.shown):
-            if s.id == site_id:
-                self.query_one("#breaks-table", VirtualTable).move_cursor(i)
-                return True
-        return False
-
     # --- search and filter ---------------------------------------------------------------------
 
     def apply_search(self, query: str) -> None:

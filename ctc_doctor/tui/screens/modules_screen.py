@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from collections import defaultdict
 
 from rich.console import RenderableType
@@ -14,33 +13,18 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
+from ...analyzer.sources import repro_slug  # torch-free
 from ...reports.models import BisectTrial
-from ...reports.render import bisect_summary_line, short_path
+from ...reports.render import bisect_summary_line, short_path, trial_symbol
 from ..report_index import location, site_frame
 from ..widgets.detail_pane import DetailPane
 from ..widgets.source_view import source_view
 from .section_screen import SectionScreen
 
-MARKS = {
-    "passed": ("✓", "green"),
-    "failed": ("✗", "bold red"),
-    "timeout": ("⏱", "yellow"),
-    "crashed": ("✖", "bold red"),
-    "skipped": ("·", "dim"),
-}
-
 
 def mark(t: BisectTrial | None) -> tuple[str, str]:
-    if t is None:
-        return "○", "dim"
-    if t.status == "inferred":
-        return ("≈✓", "green") if t.passed else ("≈✗", "red")
-    return MARKS[t.status]
-
-
-def _slug(path: str) -> str:
-    """The repro script's name for a module path (as the bisection writes it)."""
-    return re.sub(r"[^A-Za-z0-9_]+", "_", path) or "root"
+    """The row's mark, or ○ for a module the bisection has no row for."""
+    return ("○", "dim") if t is None else trial_symbol(t)
 
 
 class ModulesScreen(SectionScreen):
@@ -182,7 +166,7 @@ class ModulesScreen(SectionScreen):
             return None
         t = self.trials.get(path)
         lookup = t.inferred_from if t is not None and t.inferred_from is not None else path
-        name = f"ctc_repro_{_slug(lookup)}.py"
+        name = f"ctc_repro_{repro_slug(lookup)}.py"
         return next((p for p in b.repro_paths if os.path.basename(p) == name), None)
 
     def show_module(self, path: str) -> None:

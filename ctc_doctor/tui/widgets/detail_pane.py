@@ -11,13 +11,14 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 
-def _plain(part: RenderableType) -> str:
+def plain_text(part: RenderableType) -> str:
+    """A renderable as plain text (Text and Syntax directly, anything else rendered 200 columns wide)."""
     if isinstance(part, Text):
         return part.plain
     if isinstance(part, Syntax):
         return part.code
     if isinstance(part, Group):
-        return "\n".join(_plain(p) for p in part.renderables)
+        return "\n".join(plain_text(p) for p in part.renderables)
     console = Console(width=200, file=io.StringIO(), record=True, color_system=None)
     console.print(part)
     return console.export_text()
@@ -37,7 +38,7 @@ class DetailPane(VerticalScroll):
     @property
     def plain(self) -> str:
         """Plain text of what is shown."""
-        return "\n".join(_plain(p) for p in self._parts)
+        return "\n".join(plain_text(p) for p in self._parts)
 
     def show(self, *parts: RenderableType) -> None:
         self._parts = parts
