@@ -38,7 +38,13 @@ class _DefaultGroup(click.Group):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         first = next((a for a in args if not a.startswith("-")), None)
         if first is not None and first not in self.commands and not {"--help", "-h", "--version"} & set(args[:1]):
-            args = ["show" if first.endswith(".json") else "analyze", *args]
+            if first.endswith(".json"):
+                command = "show"
+            elif os.path.isdir(first) or first.endswith((".log", ".log.gz")):
+                command = "logs"  # a TORCH_TRACE directory or a log file: never a TARGET
+            else:
+                command = "analyze"
+            args = [command, *args]
         return super().parse_args(ctx, args)
 
 
@@ -166,11 +172,13 @@ def cli() -> None:
     ctc-doctor demo                            the built-in example
     ctc-doctor report.json                     summary of a saved report (same as: show report.json)
     ctc-doctor tui report.json                 browse a saved report in the terminal UI
+    ctc-doctor logs ./trace                    diagnose TORCH_TRACE / TORCH_LOGS output of a run you cannot repeat
     ctc-doctor mypkg.models:build --tui        watch the analysis live, then browse its report
     ctc-doctor schema                          the report's JSON Schema
 
     Exit codes: 0 ok, 2 usage, 3 target not found, 4 target invalid, 5 builder raised,
-    6 model fails in eager, 7 torch.compile crashed, 8 timeout, 9 bad report file, 70 internal error.
+    6 model fails in eager, 7 torch.compile crashed, 8 timeout, 9 bad report file,
+    10 no readable torch logs (or --strict found bad records), 70 internal error.
     """
 
 
@@ -288,7 +296,7 @@ def tui(report_path: str, section: str) -> None:
     _browse(report, report_path, section)
 
 
-def _browse(report: Any, path: str, section: str = "overview") -> None:
+def _browse(report: Any, path: str | None, section: str = "overview") -> None:
     from .tui.app import DoctorApp
 
     DoctorApp(report, report_path=path, start_section=section).run()
@@ -381,6 +389,69 @@ def check(target: str, **kw: Any) -> None:
         own_code_only=kw.pop("own_code_only"),
     )
     _run_analysis(target, lambda: _load(target, kw["seed"]), {**kw, "no_bisect": True, "no_fix": True, "no_bench": True, "policy": policy})
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option("--json", "json_out", metavar="PATH", help="Write the JSON report to PATH ('-' for stdout; the summary then goes to stderr).")
+@click.option("--strict", is_flag=True, help="Exit 10 when any record is unreadable or of an unknown kind (the report is still written).")
+@click.option("--guards", "keep_guards", is_flag=True, help="Keep the full guard tree text per compile id in the report.")
+@click.option("--top", default=10, show_default=True, type=int, help="Break sites to show in the summary.")
+@click.option("--redact", is_flag=True, help="Remove paths outside the project, home, user and host names from the JSON report.")
+@click.option("--quiet", "-q", is_flag=True, help="No summary on stderr.")
+@click.option("--tui", is_flag=True, help="Browse the report in the terminal UI.")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+def logs(paths: tuple[str, ...], json_out: str | None, strict: bool, keep_guards: bool, top: int, redact: bool, quiet: bool, tui: bool, debug: bool) -> None:
+    """Diagnose the logs of a run you cannot repeat: TORCH_TRACE directories or files, TORCH_LOGS text.
+
+    \b
+    TORCH_TRACE=./trace python train.py           (or torchrun ...: one file per rank)
+    TORCH_LOGS=graph_breaks,recompiles,perf_hints python train.py 2> run.log
+    ctc-doctor logs ./trace --json report.json    the same report as a live analysis, per rank
+    ctc-doctor logs ./trace run.log               the trace, plus the perf hints of the text log
+
+    Reads gzip-compressed files too. Unreadable and unknown records are counted in the report's
+    parse_stats; --strict turns any of them into exit 10.
+    """
+    if tui and json_out == "-":
+        _fail("--tui draws on the terminal: write the report to a file with --json PATH", ExitCode.USAGE)
+    from .analyzer.logfiles import LogsError
+    from .analyzer.offline import ingest
+    from .errors import LogsInvalid
+
+    try:
+        report = ingest(list(paths), keep_guard_text=keep_guards, command=" ".join(["ctc-doctor", *sys.argv[1:]]))
+        if json_out:
+            written = report
+            if redact:
+                from .reports.redact import redact as do_redact
+
+                written = do_redact(report)
+            _write_report(written, json_out, sys.stdout)
+    except LogsError as exc:
+        if debug:
+            traceback.print_exc()
+        _fail(str(exc), ExitCode.LOGS_INVALID)
+    except CtcDoctorError as exc:
+        _fail(exc.one_line(), exc.exit_code)
+    except Exception as exc:  # a bug in ctc-doctor: one line unless --debug
+        if debug:
+            traceback.print_exc()
+        _fail(f"internal error: {type(exc).__name__}: {exc} (re-run with --debug and report it)", ExitCode.INTERNAL_ERROR)
+    if tui:
+        _browse(report, json_out)
+    elif not quiet:
+        from .reports.render import render_summary
+
+        console = _stderr_console()
+        render_summary(report, console, top=top)
+        if json_out and json_out != "-":
+            console.print(f"[dim]report written to {json_out}[/dim]")
+    stats = report.parse_stats
+    if strict and stats is not None and (stats.unreadable or stats.unknown):
+        first = f" (first: {stats.examples[0]})" if stats.examples else ""
+        error = LogsInvalid(f"--strict: {stats.unreadable} unreadable and {stats.unknown} unknown record(s){first}")
+        _fail(error.one_line(), error.exit_code)
 
 
 @cli.command()

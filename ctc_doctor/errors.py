@@ -11,7 +11,8 @@ one-line message and the exit code the exception names. No torch import here.
     ├── EagerFailed                     the model fails without torch.compile   -> EAGER_FAILED
     ├── CompileFailed                   torch.compile raised an internal error  -> COMPILE_FAILED
     ├── AnalysisTimeout                 a phase ran past --timeout              -> TIMEOUT
-    └── ReportError                     a report file is unreadable/corrupt     -> REPORT_INVALID
+    ├── ReportError                     a report file is unreadable/corrupt     -> REPORT_INVALID
+    └── LogsInvalid                     no torch logs in the paths / --strict    -> LOGS_INVALID
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ class ExitCode(IntEnum):
     """The analysis ran past --timeout; a partial report was still written."""
     REPORT_INVALID = 9
     """A report file is missing, corrupt, or of an unsupported schema version."""
+    LOGS_INVALID = 10
+    """`logs`: the paths hold no readable torch logs, or (with --strict) some records were unreadable or unknown."""
     INTERNAL_ERROR = 70
     """A bug in ctc-doctor itself. Re-run with --debug and report it."""
 
@@ -107,3 +110,9 @@ class ReportError(CtcDoctorError):
     """A report file cannot be read: missing, not JSON, wrong shape or unsupported version."""
 
     exit_code = ExitCode.REPORT_INVALID
+
+
+class LogsInvalid(CtcDoctorError):
+    """`ctc-doctor logs`: nothing readable as torch logs, or unreadable records under --strict."""
+
+    exit_code = ExitCode.LOGS_INVALID

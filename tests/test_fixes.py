@@ -15,7 +15,7 @@ from ctc_doctor.analyzer.rewrite import RewriteError, plan_rewrite
 from ctc_doctor.analyzer.target import load_workload
 from ctc_doctor.fixtures import zoo
 from ctc_doctor.fixtures.registry import all_fixtures, marker_line
-from ctc_doctor.reports import load_report
+from ctc_doctor.reports import SCHEMA_VERSION, load_report
 from ctc_doctor.reports.markdown import render_markdown
 
 from .conftest import TARGETS, analyzed, fixed
@@ -231,7 +231,7 @@ def test_fix_and_bench_commands_write_the_sections_and_markdown_shows_them(cli, 
     assert "Suggestions" in headings and "Benchmark" in headings
     assert sum(1 for t in tokens if t.type == "table_open") >= 3  # sites, suggestions, benchmark
     assert "```diff" in text and "keep-tensor" not in text  # the diff is shown; rule ids stay in the JSON
-    assert json.loads(out.read_text())["schema_version"] == "1.2"
+    assert json.loads(out.read_text())["schema_version"] == SCHEMA_VERSION == "1.3"
 
 
 def test_every_fixture_suggestion_set_is_covered_by_the_rules_table():

@@ -37,8 +37,9 @@ from ..reports import models as rm
 from . import torch_internals as ti
 from .attribution import ModuleIndex, describe_inputs, forward_arg_names, path_key
 from .deadline import DeadlineExceeded, deadline, enforceable
+from .findings import frame as _frame
 from .parsing import RawFrame, first_sentence, parse_traceback_frames, split_unsupported
-from .run import _first, _frame, _one_line, loss_of, preserved_state
+from .run import _first, _one_line, loss_of, preserved_state
 from .sources import classify_file
 
 ProgressFn = Callable[[str, int, int], None]

@@ -27,8 +27,9 @@ from ..workload import Call, Workload
 from . import torch_internals as ti
 from .attribution import ModuleIndex, describe_inputs, forward_arg_names, path_key
 from .deadline import DeadlineExceeded, deadline
-from .parsing import RawFrame, classify_guard, parse_break_text, split_recompile_reasons
-from .sources import classify_file, function_name, innermost_own_frame, is_tool_frame, source_line
+from .findings import break_record, compile_metric, group_break_sites, is_skipped_frame
+from .parsing import RawFrame, classify_guard, split_recompile_reasons
+from .sources import function_name, innermost_own_frame
 
 if TYPE_CHECKING:  # bisect, fix and bench build on this module; they are imported where they run
     from .bench import BenchOptions
@@ -450,10 +451,6 @@ def _one_line(exc: BaseException) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def _frame(file: str, line: int, function: str, code: str | None = None) -> rm.Frame:
-    return rm.Frame(file=file, line=line, function=function_name(function), code=code or source_line(file, line))
-
-
 def _call_index_of(position: int, marks: list[int]) -> int | None:
     found = None
     for i, start in enumerate(marks):
@@ -508,10 +505,24 @@ def _build_report(
             )
         )
 
-    sites = _break_sites(cap, starts, metrics, index, ops_by_compile)
+    records = []
+    for ev in cap.events:
+        if ev.kind == "dynamo_graph_break_reason" and ev.payload:
+            outer = starts.get(ev.compile_id or "")
+            rec = break_record(ev.payload, ev.compile_id, outer=outer, exc_gb_type=ev.exc_gb_type, exc_stack=ev.exc_stack)
+            if rec is not None:
+                records.append(rec)
+    sites = group_break_sites(
+        records,
+        skipped_compiles={cid for cid, m in metrics.items() if is_skipped_frame(m)},
+        ops_by_compile=ops_by_compile,
+        attribute=index.attribute,
+        class_name=index.class_name,
+        path_order=path_key,
+    )
     recompiles = _recompiles(cap, starts, metrics, index, call_of_compile)
 
-    compile_metrics = [_metric(cid, m) for cid, m in metrics.items()]
+    compile_metrics = [compile_metric(cid, m) for cid, m in metrics.items()]
     guards = [
         rm.GuardSet(
             compile_id=ev.compile_id or "?",
@@ -525,7 +536,7 @@ def _build_report(
 
     failed = any(e.phase in ("eager", "compile", "timeout") for e in state.errors)
     break_events = sum(s.occurrences for s in sites)
-    skipped = sum(1 for m in metrics.values() if m.get("fail_type") and not m.get("graph_op_count"))
+    skipped = sum(1 for m in metrics.values() if is_skipped_frame(m))
     summary = rm.Summary(
         graph_count=sum(1 for g in graphs if g.call_index == 0),
         graphs_compiled=len(graphs),
@@ -608,105 +619,6 @@ def _environment(options: AnalyzeOptions) -> rm.Environment:
     )
 
 
-def _full_stack(ev: ti.TraceEvent, starts: dict[str, list[RawFrame]], parsed_frames: list[RawFrame]) -> list[RawFrame]:
-    """Outer frames (dynamo_start) + the frames Dynamo was tracing (exception or payload)."""
-    if ev.exc_stack:
-        outer = starts.get(ev.compile_id or "", [])[:-1]
-        return outer + ev.exc_stack
-    return parsed_frames
-
-
-def _below_the_tool(stack: list[RawFrame]) -> list[RawFrame]:
-    """Drop the frames that called the model: the CLI, click, pytest... down to ctc-doctor's own call."""
-    last = -1
-    for i, frame in enumerate(stack):
-        own, library = classify_file(frame[0])
-        if not own and library == "ctc_doctor":
-            last = i
-    return stack[last + 1 :]
-
-
-def _break_sites(
-    cap: ti.CaptureResult,
-    starts: dict[str, list[RawFrame]],
-    metrics: dict[str, dict[str, Any]],
-    index: ModuleIndex,
-    ops_by_compile: dict[str, int],
-) -> list[rm.GraphBreakSite]:
-    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for ev in cap.events:
-        if ev.kind != "dynamo_graph_break_reason" or not ev.payload:
-            continue
-        parsed = parse_break_text(ev.payload)
-        gb_type = ev.exc_gb_type or parsed.gb_type
-        stack = _full_stack(ev, starts, parsed.frames)
-        if parsed.file is not None and parsed.line is not None and (not stack or stack[-1][:2] != (parsed.file, parsed.line)):
-            stack = stack + [(parsed.file, parsed.line, stack[-1][2] if stack else "?", None)]
-        if not stack:
-            continue
-        inner = stack[-1]
-        own_frames = [f for f in stack if classify_file(f[0])[0]]
-        own = own_frames[-1] if own_frames else None
-        key = (gb_type, inner[0], inner[1], own[:2] if own else None)
-        group = groups.get(key)
-        if group is None:
-            ids = parsed.registry_ids or ti.registry_ids_for(gb_type)
-            hints = parsed.hints or (ti.registry_hints(ids[0]) if ids else [])
-            group = groups[key] = {
-                "parsed": parsed,
-                "gb_type": gb_type,
-                "ids": ids,
-                "hints": hints,
-                "stack": stack,
-                "own": own,
-                "compile_ids": [],
-                "paths": set(),
-                "skipped": False,
-            }
-        group["paths"].update(index.attribute([(f[0], f[1]) for f in stack]))
-        cid = ev.compile_id or "?"
-        if cid not in group["compile_ids"]:
-            group["compile_ids"].append(cid)
-        m = metrics.get(cid, {})
-        if m.get("fail_type") and not m.get("graph_op_count"):
-            group["skipped"] = True
-
-    sites = []
-    for group in groups.values():
-        stack = group["stack"]
-        file, line, func, code = stack[-1]
-        own_code, library = classify_file(file)
-        visible = [f for f in _below_the_tool(stack[:-1]) if not is_tool_frame(f[0])] + [stack[-1]]
-        paths = sorted(group["paths"], key=path_key)
-        parsed = group["parsed"]
-        own = group["own"]
-        sites.append(
-            rm.GraphBreakSite(
-                id="",
-                gb_type=group["gb_type"],
-                registry_ids=group["ids"],
-                reason=parsed.reason or group["gb_type"],
-                explanation=parsed.explanation,
-                hints=group["hints"],
-                user_frame=_frame(file, line, func, code),
-                own_frame=_frame(*own) if own and not own_code else None,
-                user_stack=[_frame(*f) for f in visible],
-                module_paths=paths,
-                module_class=index.class_name(paths),
-                occurrences=len(group["compile_ids"]),
-                compile_ids=group["compile_ids"],
-                own_code=own_code,
-                library=library,
-                frame_skipped=group["skipped"],
-                ops_in_split_graphs=sum(ops_by_compile.get(c, 0) for c in group["compile_ids"]),
-            )
-        )
-    sites.sort(key=lambda s: (-s.occurrences, -s.ops_in_split_graphs, s.user_frame.file, s.user_frame.line))
-    for i, site in enumerate(sites, 1):
-        site.id = f"B{i}"
-    return sites
-
-
 def _recompiles(
     cap: ti.CaptureResult,
     starts: dict[str, list[RawFrame]],
@@ -739,28 +651,3 @@ def _recompiles(
             )
         )
     return out
-
-
-def _metric(cid: str, m: dict[str, Any]) -> rm.CompileMetric:
-    def first_line(value: Any) -> str | None:
-        if not value:
-            return None
-        return str(value).strip().splitlines()[0][:300]
-
-    return rm.CompileMetric(
-        compile_id=cid,
-        function=function_name(str(m.get("co_name"))) if m.get("co_name") else None,
-        file=m.get("co_filename"),
-        line=m.get("co_firstlineno"),
-        duration_s=m.get("entire_frame_compile_time_s"),
-        backend_compile_time_s=m.get("backend_compile_time_s"),
-        op_count=m.get("graph_op_count"),
-        guard_count=m.get("guard_count"),
-        shape_env_guard_count=m.get("shape_env_guard_count"),
-        cache_size=m.get("cache_size"),
-        fail_type=m.get("fail_type"),
-        fail_reason=first_line(m.get("fail_reason")),
-        restart_reasons=[r for r in (first_line(x) for x in (m.get("restart_reasons") or [])) if r],
-        recompile_reason=first_line(m.get("recompile_reason")),
-    )
-

@@ -16,10 +16,7 @@ What it owns:
 from __future__ import annotations
 
 import contextlib
-import functools
 import importlib
-import importlib.resources
-import json
 import logging
 import os
 import sys
@@ -31,6 +28,7 @@ from typing import Any
 import torch
 import torch._dynamo
 
+from .gb_registry import graph_break_registry, registry_hints, registry_ids_for  # noqa: F401 - re-exported for the live analysis
 from .parsing import RawFrame
 
 # Trace event kinds worth keeping; everything else (chromium_event, describe_*, bytecode dumps) is
@@ -343,37 +341,6 @@ def run_explain(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
         break_reasons=reasons,
         op_count=int(getattr(out, "op_count", 0) or 0),
     )
-
-
-@functools.lru_cache(maxsize=1)
-def graph_break_registry() -> dict[str, list[dict[str, Any]]] | None:
-    """torch's graph-break registry {GBxxxx: [newest entry, older...]}, or None on older torch.
-
-    Read once per process; callers must not mutate it."""
-    try:
-        res = importlib.resources.files("torch._dynamo") / "graph_break_registry.json"
-        return json.loads(res.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
-    except (FileNotFoundError, ModuleNotFoundError, json.JSONDecodeError, OSError):
-        return None
-
-
-@functools.lru_cache(maxsize=1)
-def _ids_by_gb_type() -> dict[str, tuple[str, ...]]:
-    by_type: dict[str, list[str]] = {}
-    for gb_id, entries in (graph_break_registry() or {}).items():
-        for entry in entries[:1]:
-            by_type.setdefault(entry.get("Gb_type", ""), []).append(gb_id)
-    return {k: tuple(v) for k, v in by_type.items()}
-
-
-def registry_ids_for(gb_type: str) -> list[str]:
-    """Registry ids whose newest entry has this gb_type (several ids can share one gb_type)."""
-    return list(_ids_by_gb_type().get(gb_type, ()))
-
-
-def registry_hints(gb_id: str) -> list[str]:
-    entries = (graph_break_registry() or {}).get(gb_id) or []
-    return list(entries[0].get("Hints", [])) if entries else []
 
 
 def torch_version() -> str:

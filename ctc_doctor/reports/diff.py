@@ -29,19 +29,19 @@ def _site_frame(site: GraphBreakSite) -> Any:
     return site.own_frame or site.user_frame
 
 
-def _exact(site: GraphBreakSite) -> tuple[Any, ...]:
+def _exact(site: GraphBreakSite, paths: bool = True) -> tuple[Any, ...]:
     f = _site_frame(site)
-    return (site.gb_type, _file_key(f.file), f.line, tuple(site.module_paths))
+    return (site.gb_type, _file_key(f.file), f.line, tuple(site.module_paths) if paths else ())
 
 
-def _loose(site: GraphBreakSite) -> tuple[Any, ...]:
+def _loose(site: GraphBreakSite, paths: bool = True) -> tuple[Any, ...]:
     f = _site_frame(site)
-    return (site.gb_type, _file_key(f.file), f.function, tuple(site.module_paths))
+    return (site.gb_type, _file_key(f.file), f.function, tuple(site.module_paths) if paths else ())
 
 
-def _recompile_key(rc: Recompile) -> tuple[Any, ...]:
+def _recompile_key(rc: Recompile, paths: bool = True) -> tuple[Any, ...]:
     kinds = tuple(sorted({g.kind for g in rc.failed_guards}))
-    return (rc.function, _file_key(rc.file), kinds, tuple(rc.module_paths))
+    return (rc.function, _file_key(rc.file), kinds, tuple(rc.module_paths) if paths else ())
 
 
 @dataclass
@@ -84,17 +84,21 @@ def diff_reports(before: Report, after: Report) -> ReportDiff:
             f"torch {after.environment.torch}/{after.environment.backend}"
         )
 
+    # reports read from logs carry no module paths: match on source locations alone then
+    paths = before.source is None and after.source is None
+    if before.source is not None or after.source is not None:
+        out.notes.append("a report read from logs has no module paths: sites and recompiles match on source location only")
     remaining = list(after.graph_breaks)
     unmatched_before = []
     for site in before.graph_breaks:
-        match = next((s for s in remaining if _exact(s) == _exact(site)), None)
+        match = next((s for s in remaining if _exact(s, paths) == _exact(site, paths)), None)
         if match is None:
             unmatched_before.append(site)
             continue
         remaining.remove(match)
         out.unchanged.append((site, match))
     for site in unmatched_before:
-        match = next((s for s in remaining if _loose(s) == _loose(site)), None)
+        match = next((s for s in remaining if _loose(s, paths) == _loose(site, paths)), None)
         if match is None:
             out.fixed.append(site)
         else:
@@ -102,8 +106,8 @@ def diff_reports(before: Report, after: Report) -> ReportDiff:
             out.unchanged.append((site, match))
     out.new = remaining
 
-    rb = Counter(_recompile_key(r) for r in before.recompiles)
-    ra = Counter(_recompile_key(r) for r in after.recompiles)
+    rb = Counter(_recompile_key(r, paths) for r in before.recompiles)
+    ra = Counter(_recompile_key(r, paths) for r in after.recompiles)
     for key in sorted(set(rb) | set(ra), key=str):
         if rb[key] != ra[key]:
             out.recompiles.append((key, rb[key], ra[key]))

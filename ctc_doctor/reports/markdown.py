@@ -52,8 +52,9 @@ def _summary_line(report: Report) -> str:
     if not s.analysis_run:
         found = len(report.bisect.smallest_failing) if report.bisect else 0
         return f"**{_VERDICT[s.verdict]}** (bisection only): {found} smallest failing module(s)."
+    first = "in first compiles" if report.source else "on the first call"
     return (
-        f"**{_VERDICT[s.verdict]}** — {s.graph_count} graph(s) on the first call, {s.graph_break_count} break "
+        f"**{_VERDICT[s.verdict]}** — {s.graph_count} graph(s) {first}, {s.graph_break_count} break "
         f"event(s) at {s.unique_break_sites} site(s), {s.recompile_count} recompile(s), "
         f"compile time {s.compile_time_s:.2f} s."
     )
@@ -159,6 +160,42 @@ def _benchmark(report: Report, add: Any) -> None:
         add("")
 
 
+def _logs_section(report: Report, add: Any) -> None:
+    """Offline reports: parse statistics, one row per rank, and the ranks that diverge."""
+    st = report.parse_stats
+    if st is None:
+        return
+    add("### Logs")
+    add("")
+    add(
+        f"{st.lines:,} lines, {st.records:,} records: {st.used:,} used, {st.ignored:,} ignored, "
+        f"{st.unknown} unknown, {st.unreadable} unreadable"
+        + (f", {st.foreign_lines:,} other line(s)" if st.foreign_lines else "")
+        + (f", {st.payloads_truncated} payload(s) cut at the size cap" if st.payloads_truncated else "")
+        + "."
+    )
+    add("")
+    for example in st.examples[:5]:
+        add(f"- {_cell(example, 200)}")
+    if st.examples:
+        add("")
+    if report.ranks:
+        add("| rank | compiles | graphs | break events | sites | recompiles | compile s |")
+        add("|---:|---:|---:|---:|---|---:|---:|")
+        for r in report.ranks:
+            add(
+                f"| {r.rank} | {r.compiles} | {r.graphs} | {r.graph_break_count} | {_cell(', '.join(r.break_sites) or '—')} | "
+                f"{r.recompile_count} | {r.compile_time_s:.2f} |"
+            )
+        add("")
+    if report.divergence:
+        add("**Ranks diverge** (ranks that compile differently can hang collectives):")
+        add("")
+        for d in report.divergence:
+            add(f"- {d.kind.replace('_', ' ')}: {_cell(d.message, 300)}")
+        add("")
+
+
 def render_markdown(report: Report) -> str:
     """The whole report as Markdown for a GitHub issue."""
     t, e = report.target, report.environment
@@ -170,16 +207,23 @@ def render_markdown(report: Report) -> str:
         if lines:
             out.extend(lines)
             add("")
-    add(f"## torch.compile report: `{t.name}` ({_cell(t.model_class)})")
+    src = report.source
+    add(f"## torch.compile report: `{t.name}` ({'from logs' if src else _cell(t.model_class)})")
     add("")
     add(_summary_line(report))
     add("")
     add("| | |")
     add("|---|---|")
-    rows = [
-        ("target", _code(t.spec)),
-        ("model", f"{_cell(t.model_class)}, {t.parameters:,} parameters, {t.modules} modules"),
-        ("calls", f"{t.calls}{' (forward + backward)' if t.train else ''}"),
+    if src is not None:
+        ranks = f", ranks {', '.join(str(r) for r in src.ranks)}" if src.ranks else ""
+        rows = [("logs", f"{src.kind.replace('_', ' ')}: {len(src.files)} file(s){ranks} — {_code(' '.join(src.paths))}")]
+    else:
+        rows = [
+            ("target", _code(t.spec)),
+            ("model", f"{_cell(t.model_class)}, {t.parameters:,} parameters, {t.modules} modules"),
+            ("calls", f"{t.calls}{' (forward + backward)' if t.train else ''}"),
+        ]
+    rows += [
         ("python", e.python),
         ("torch", e.torch),
         ("transformers", e.transformers or "not installed"),
@@ -198,6 +242,7 @@ def render_markdown(report: Report) -> str:
     add(report.run.command or "(library call)")
     add("```")
     add("")
+    _logs_section(report, add)
 
     add(f"### Graph breaks ({len(report.graph_breaks)} site(s))")
     add("")

@@ -77,7 +77,12 @@ def header_text(report: Report) -> Text:
     text = Text()
     text.append("ctc-doctor ", style="bold")
     text.append(f"{t.name} ", style="bold cyan")
-    text.append(f"({t.model_class}, {t.parameters:,} params, {t.modules} modules, {t.calls} call(s){', train' if t.train else ''})\n")
+    src = report.source
+    if src is not None:
+        ranks = f", ranks {', '.join(str(r) for r in src.ranks)}" if src.ranks else ""
+        text.append(f"(from logs: {src.kind.replace('_', ' ')}, {len(src.files)} file(s){ranks})\n")
+    else:
+        text.append(f"({t.model_class}, {t.parameters:,} params, {t.modules} modules, {t.calls} call(s){', train' if t.train else ''})\n")
     text.append(
         f"torch {e.torch} · python {e.python} · {e.platform} · device {e.device} · backend {e.backend}"
         + (f" · transformers {e.transformers}" if e.transformers else ""),
@@ -102,7 +107,7 @@ def verdict_panel(report: Report) -> Panel:
         return Panel(lines, title="verdict", expand=False)
     lines.append(label + "\n", style=style)
     lines.append(
-        f"{s.graph_count} graph(s) on the first call · {s.graph_break_count} break event(s) at "
+        f"{s.graph_count} graph(s) {'in first compiles' if report.source else 'on the first call'} · {s.graph_break_count} break event(s) at "
         f"{s.unique_break_sites} site(s) · {s.recompile_count} recompile(s)"
         + (f" · {s.frames_skipped} function(s) skipped (ran eager)" if s.frames_skipped else "")
         + f" · compile time {s.compile_time_s:.2f} s"
@@ -244,31 +249,30 @@ def _bench_parts(b: Benchmark) -> list[object]:
 
 
 def _break_table(sites: list[GraphBreakSite], top: int) -> Table:
+    # report strings are data (and logs read offline are anyone's text): Text cells, never markup
     table = Table(title="Graph breaks, most costly first", title_justify="left", show_lines=False, expand=True)
     table.add_column("id", no_wrap=True)
-    table.add_column("location", overflow="fold")
+    table.add_column("location", overflow="fold", ratio=1)
     table.add_column("module", overflow="fold")
     table.add_column("GB", no_wrap=True)
     table.add_column("×", justify="right")
     table.add_column("reason / first hint", overflow="fold", ratio=2)
     for site in sites[:top]:
         frame = site.own_frame or site.user_frame
-        loc = f"{short_path(frame.file)}:{frame.line}"
+        loc = Text(f"{short_path(frame.file)}:{frame.line}")
         if not site.own_code:
-            loc += f"\n[dim]in {site.library}: {short_path(site.user_frame.file, 32)}:{site.user_frame.line}[/dim]"
-        reason = site.reason
+            loc.append(f"\nin {site.library}: {short_path(site.user_frame.file, 32)}:{site.user_frame.line}", style="dim")
+        if frame.code:
+            loc.append(f"\n{frame.code}", style="dim")
+        cell = Text(site.reason)
         if site.frame_skipped:
-            reason += " [bold](whole function ran eager)[/bold]"
-        hint = site.hints[0] if site.hints else ""
-        cell = f"{reason}\n[dim]hint: {hint}[/dim]" if hint else reason
-        table.add_row(
-            site.id,
-            loc + (f"\n[dim]{frame.code}[/dim]" if frame.code else ""),
-            module_label(site.module_paths) + (f"\n[dim]{site.module_class}[/dim]" if site.module_class else ""),
-            ", ".join(site.registry_ids[:2]) or "—",
-            str(site.occurrences),
-            cell,
-        )
+            cell.append(" (whole function ran eager)", style="bold")
+        if site.hints:
+            cell.append(f"\nhint: {site.hints[0]}", style="dim")
+        module = Text(module_label(site.module_paths))
+        if site.module_class:
+            module.append(f"\n{site.module_class}", style="dim")
+        table.add_row(site.id, loc, module, ", ".join(site.registry_ids[:2]) or "—", str(site.occurrences), cell)
     return table
 
 
@@ -278,7 +282,7 @@ def _recompile_table(recompiles: list[Recompile]) -> Table:
     for rc in recompiles:
         groups[(rc.function, rc.file, tuple(rc.module_paths))].append(rc)
     table = Table(title="Recompiles, by function", title_justify="left", expand=True)
-    table.add_column("function", overflow="fold")
+    table.add_column("function", overflow="fold", ratio=1)
     table.add_column("module", overflow="fold")
     table.add_column("×", justify="right")
     table.add_column("failed guard (kind: guard)", overflow="fold", ratio=2)
@@ -289,7 +293,9 @@ def _recompile_table(recompiles: list[Recompile]) -> Table:
             for g in rc.failed_guards:
                 kinds.setdefault(g.kind, g.reason)
         guard_text = "\n".join(f"{k}: {v}" for k, v in list(kinds.items())[:3])
-        table.add_row(f"{function}\n[dim]{short_path(file)}:{line}[/dim]", module_label(list(paths)), str(len(items)), guard_text)
+        label = Text(function)
+        label.append(f"\n{short_path(file)}:{line}", style="dim")
+        table.add_row(label, Text(module_label(list(paths))), str(len(items)), Text(guard_text))
     return table
 
 
@@ -530,9 +536,61 @@ def _suggestion_steps(report: Report, limit: int = 5) -> list[str]:
     return steps
 
 
+def logs_text(report: Report) -> Text | None:
+    """Offline reports: what was read and how well (parse_stats), one or two lines."""
+    src, st = report.source, report.parse_stats
+    if src is None or st is None:
+        return None
+    text = Text("logs: ", style="bold")
+    text.append(f"{len(src.files)} file(s), {st.lines:,} lines, {st.records:,} records, {st.used:,} used, {st.ignored:,} ignored")
+    if st.foreign_lines:
+        text.append(f", {st.foreign_lines:,} other line(s)")
+    if st.payloads_truncated:
+        text.append(f", {st.payloads_truncated} payload(s) cut at the size cap")
+    bad = st.unreadable or st.unknown or st.truncated_files
+    if bad:
+        parts = [f"{n} {cause}" for cause, n in st.problems.items()] + [f"{n} unknown '{k}'" for k, n in st.unknown_kinds.items()]
+        text.append(f"\n{st.unreadable} unreadable, {st.unknown} unknown: " + "; ".join(parts[:6]), style="yellow")
+        if st.truncated_files:
+            text.append(f" · cut off: {', '.join(short_path(f) for f in st.truncated_files[:3])}", style="yellow")
+    return text
+
+
+def rank_table(report: Report) -> Table | None:
+    """Offline reports of multi-rank logs: one row per rank, diverging ranks marked."""
+    if not report.ranks:
+        return None
+    odd = {r for d in report.divergence for r in d.ranks}
+    table = Table(title="ranks", title_justify="left", box=None, pad_edge=False)
+    for name in ("rank", "compiles", "graphs", "break events", "sites", "recompiles", "compile s"):
+        table.add_column(name, justify="left" if name in ("rank", "sites") else "right", no_wrap=True)
+    for r in report.ranks:
+        table.add_row(
+            Text(f"{r.rank}{' ≠' if r.rank in odd else ''}", style="bold yellow" if r.rank in odd else ""),
+            str(r.compiles),
+            str(r.graphs),
+            str(r.graph_break_count),
+            Text(",".join(r.break_sites) or "—"),
+            str(r.recompile_count),
+            f"{r.compile_time_s:.2f}",
+        )
+    return table
+
+
+def divergence_text(report: Report) -> Text | None:
+    if not report.divergence:
+        return None
+    text = Text("ranks diverge (collectives can hang when ranks compile differently):\n", style="bold yellow")
+    for d in report.divergence:
+        text.append(f"  {d.kind.replace('_', ' ')}: ", style="yellow")
+        text.append(f"{d.message}\n")
+    return text
+
+
 def render_summary(report: Report, console: Console, *, top: int = 10) -> None:
     """Print the human summary of a report."""
     parts: list[object] = [header_text(report), verdict_panel(report)]
+    parts.extend(p for p in (logs_text(report), rank_table(report), divergence_text(report)) if p is not None)
     if report.graph_breaks:
         parts.append(_break_table(report.graph_breaks, top))
         if len(report.graph_breaks) > top:

@@ -14,9 +14,12 @@ from ...reports.models import Report
 from ...reports.render import (
     benchmark_headline,
     bisect_summary_line,
+    divergence_text,
     header_text,
+    logs_text,
     module_label,
     next_steps,
+    rank_table,
     verdict_panel,
 )
 from .section_screen import SectionScreen
@@ -31,7 +34,7 @@ def _counts(report: Report) -> Table:
     table.add_column("value", no_wrap=True)
     measured = s.analysis_run
     rows = [
-        ("graphs on the first call", str(s.graph_count) if measured else NOT_RUN),
+        ("graphs in first compiles" if report.source else "graphs on the first call", str(s.graph_count) if measured else NOT_RUN),
         ("graphs compiled (all calls)", str(s.graphs_compiled) if measured else NOT_RUN),
         ("graph-break events", str(s.graph_break_count) if measured else NOT_RUN),
         ("unique break sites", str(s.unique_break_sites) if measured else NOT_RUN),
@@ -118,7 +121,9 @@ def _target(report: Report) -> Table:
 
 
 def overview(report: Report) -> list[RenderableType]:
-    parts: list[RenderableType] = [header_text(report), verdict_panel(report), _counts(report), Text(""), _phases(report), Text(""), _target(report)]
+    parts: list[RenderableType] = [header_text(report), verdict_panel(report)]
+    parts.extend(p for p in (logs_text(report), rank_table(report), divergence_text(report)) if p is not None)
+    parts += [_counts(report), Text(""), _phases(report), Text(""), _target(report)]
     if report.errors:
         errors = Text()
         for err in report.errors:
