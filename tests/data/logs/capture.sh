@@ -24,6 +24,9 @@ one_trace transformers_gpt2_trace transformers_gpt2
 TORCH_LOGS="graph_breaks,recompiles,perf_hints" $PY -m ctc_doctor.fixtures.capture showcase 2> "$OUT/showcase_torch_logs.log" >/dev/null
 TORCH_LOGS="graph_breaks,recompiles,perf_hints" TORCH_LOGS_FORMAT="%(message)s" \
   $PY -m ctc_doctor.fixtures.capture showcase 2> "$OUT/showcase_torch_logs_bare.log" >/dev/null
+# inductor (for perf hints): ~35 s on a 2-core CPU
+TORCH_LOGS="graph_breaks,recompiles,perf_hints" $PY -m ctc_doctor.fixtures.capture print_in_forward --backend inductor \
+  2> "$OUT/print_in_forward_inductor_torch_logs.log" >/dev/null
 
 rm -rf "$OUT/two_rank_trace"
 TORCH_TRACE="$OUT/two_rank_trace" .venv/bin/torchrun --standalone --nproc-per-node 2 \
