@@ -29,9 +29,11 @@ schema: $(STAMP)
 	$(BIN)/ctc-doctor schema > ctc_doctor/reports/report.schema.json
 
 bench: $(STAMP)
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,bench]'
 	$(BIN)/python benchmarks/analysis_overhead.py
 	$(BIN)/python benchmarks/bisect_cost.py
 	$(BIN)/python benchmarks/tui_open.py
+	$(BIN)/python benchmarks/ingest_speed.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
