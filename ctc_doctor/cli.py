@@ -415,7 +415,6 @@ def logs(paths: tuple[str, ...], json_out: str | None, strict: bool, keep_guards
     """
     if tui and json_out == "-":
         _fail("--tui draws on the terminal: write the report to a file with --json PATH", ExitCode.USAGE)
-    from .analyzer.logfiles import LogsError
     from .analyzer.offline import ingest
     from .errors import LogsInvalid
 
@@ -428,11 +427,9 @@ def logs(paths: tuple[str, ...], json_out: str | None, strict: bool, keep_guards
 
                 written = do_redact(report)
             _write_report(written, json_out, sys.stdout)
-    except LogsError as exc:
+    except CtcDoctorError as exc:
         if debug:
             traceback.print_exc()
-        _fail(str(exc), ExitCode.LOGS_INVALID)
-    except CtcDoctorError as exc:
         _fail(exc.one_line(), exc.exit_code)
     except Exception as exc:  # a bug in ctc-doctor: one line unless --debug
         if debug:

@@ -151,7 +151,6 @@ def test_a_cut_gzip_stream_and_a_huge_payload_do_not_crash(tmp_path):
 
     # one graph-break payload grown past the cap: counted as cut, the record still counts
     text = gzip.decompress(data).decode()
-    marker = "User code traceback:\n"
     head, sep, tail = text.partition("\tUser code traceback:\n")
     assert sep
     huge = head + sep + "".join(f"\t  filler line {i} {'x' * 200}\n" for i in range(MAX_PAYLOAD_CHARS // 150)) + tail
@@ -159,7 +158,7 @@ def test_a_cut_gzip_stream_and_a_huge_payload_do_not_crash(tmp_path):
     big.write_text(huge)
     report = ingest([str(big)])
     assert report.parse_stats is not None and report.parse_stats.payloads_truncated == 1
-    assert sites(report) == sites(ingested(SHOWCASE_TRACE)) and marker
+    assert sites(report) == sites(ingested(SHOWCASE_TRACE))
 
 
 def test_text_logs_of_several_ranks_interleaved_line_by_line(tmp_path):

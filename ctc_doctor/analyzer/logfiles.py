@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal
 
+from ..errors import LogsInvalid
 from ..reports import models as rm
 
 TRACE_PREFIX = "dedicated_log_torch_trace_"
@@ -126,10 +127,6 @@ class ParseCounter:
 # ---------------------------------------------------------------------------------------------
 
 
-class LogsError(Exception):
-    """The paths hold nothing readable as torch logs (the CLI's exit 10)."""
-
-
 def open_text(path: str) -> IO[str]:
     """Text (or gzip-compressed text) for line-by-line reading; undecodable bytes are replaced."""
     with open(path, "rb") as fh:
@@ -162,7 +159,7 @@ def sniff(path: str, lines: int = 2000) -> Kind | None:
                 if m or _BASIC.match(line) or _MESSAGE_START.match(line):
                     text_hint = True
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise LogsError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from exc
+        raise LogsInvalid(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from exc
     return "torch_logs" if text_hint else None
 
 
@@ -192,7 +189,7 @@ def classify_paths(paths: list[str]) -> Inputs:
         if os.path.isdir(path):
             files = trace_files_in(path)
             if not files:
-                raise LogsError(f"{path}: no TORCH_TRACE files ({TRACE_PREFIX}*.log) in this directory")
+                raise LogsInvalid(f"{path}: no TORCH_TRACE files ({TRACE_PREFIX}*.log) in this directory")
             found.trace_files.extend(files)
         elif os.path.isfile(path):
             kind = sniff(path)
@@ -201,9 +198,9 @@ def classify_paths(paths: list[str]) -> Inputs:
             elif kind == "torch_logs":
                 found.text_files.append(path)
             else:
-                raise LogsError(f"{path}: neither a TORCH_TRACE file nor TORCH_LOGS output (no torch log line in its first 2000 lines)")
+                raise LogsInvalid(f"{path}: neither a TORCH_TRACE file nor TORCH_LOGS output (no torch log line in its first 2000 lines)")
         else:
-            raise LogsError(f"{path}: no such file or directory")
+            raise LogsInvalid(f"{path}: no such file or directory")
     return found
 
 
@@ -254,6 +251,7 @@ class _Pending:
     __slots__ = ("record", "parts", "size", "count_only", "lines", "cut", "md5")
 
     def __init__(self, record: TraceRecord, md5: str | None, count_only: bool) -> None:
+        # count_only (guard trees without --guards): `size` counts the non-blank lines, nothing is kept
         self.record = record
         self.parts: list[str] = []
         self.size = 0
@@ -276,7 +274,9 @@ class _Pending:
 
 
 def read_trace(path: str, counter: ParseCounter, *, keep_guard_text: bool = False) -> Iterator[TraceRecord]:
-    """The records of one TORCH_TRACE file a report uses, in file order, payloads attached."""
+    """The records of one TORCH_TRACE file a report uses, in file order, payloads attached.
+
+    The caller counts `used`; this counts everything else (ignored, unknown, unreadable, foreign)."""
     file_rank = rank_of_file(path)
     pending: _Pending | None = None
     skipping = False  # inside the payload of a record we do not keep
@@ -298,7 +298,6 @@ def read_trace(path: str, counter: ParseCounter, *, keep_guard_text: bool = Fals
         if p.md5 and p.lines == 0:
             counter.problem(path, rec.line, "file cut off mid-record" if cut_off else "payload missing")
             return None
-        counter.used += 1
         return rec
 
     for lineno, line in _numbered_lines(path, counter):
@@ -360,7 +359,6 @@ def read_trace(path: str, counter: ParseCounter, *, keep_guard_text: bool = Fals
         record = TraceRecord(kind, compile_id_of(md), rank, data, None, path, lineno)
         md5 = md.get("has_payload") if isinstance(md.get("has_payload"), str) else None
         if md5 is None or name == "dynamo_output_graph":
-            counter.used += 1
             skipping = md5 is not None
             yield record
             continue

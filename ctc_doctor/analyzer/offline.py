@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import __version__
+from ..errors import LogsInvalid
 from ..reports import models as rm
 from .findings import BreakRecord, break_record, compile_metric, group_break_sites, is_skipped_frame
 from .logfiles import ParseCounter, TextMessage, TraceRecord, classify_paths, read_text_log, read_trace
@@ -78,9 +79,7 @@ def _qualified(compile_id: str | None, rank: int | None) -> str | None:
 
 
 def ingest(paths: list[str], *, keep_guard_text: bool = False, command: str = "") -> rm.Report:
-    """Read the logs and build the report. Raises `LogsError` when nothing in them is a torch log."""
-    from .logfiles import LogsError
-
+    """Read the logs and build the report. Raises `LogsInvalid` when nothing in them is a torch log."""
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     inputs = classify_paths(paths)
@@ -100,7 +99,7 @@ def ingest(paths: list[str], *, keep_guard_text: bool = False, command: str = ""
 
     sites = group_break_sites(records(), skipped_compiles=state.skipped, ops_by_compile=state.ops)
     if state.counter.records == 0:
-        raise LogsError(f"{', '.join(paths)}: no torch log records found")
+        raise LogsInvalid(f"{', '.join(paths)}: no torch log records found")
     kind: rm.LogKind = "torch_trace" if inputs.trace_files else "torch_logs"
     report = _report(state, sites, inputs.trace_files + inputs.text_files, paths, kind, command, started_at, t0)
     try:
@@ -121,10 +120,11 @@ def _trace_record(state: _Ingest, rec: TraceRecord) -> BreakRecord | None:
         found = break_record(rec.payload, cid, rank=rank)
         if found is None:
             state.counter.problem(rec.file, rec.line, "graph-break record without a location")
-            state.counter.used -= 1
             return None
+        state.counter.used += 1
         rs.breaks += 1
         return found
+    state.counter.used += 1
     if rec.kind == "compilation_metrics" and cid is not None:
         m = rec.data
         state.metrics[cid] = m

@@ -14,6 +14,8 @@ import sysconfig
 import traceback
 from functools import lru_cache
 
+# `.../lib/python3.10/copy.py`, `.../lib/python3.10/logging/__init__.py`: not site-packages
+_FOREIGN_STDLIB = re.compile(r"/lib/python3\.\d+/(?!(?:site|dist)-packages/)")
 _RESUME = re.compile(r"^torch_dynamo_resume_in_(?P<name>.+)_at_\d+$")
 
 
@@ -45,8 +47,8 @@ def classify_file(path: str) -> tuple[bool, str | None]:
             idx = len(parts) - 1 - parts[::-1].index(marker)
             name = parts[idx + 1] if idx + 1 < len(parts) else marker
             return False, name[:-3] if name.endswith(".py") else name
-    if real.startswith(stdlib + os.sep):
-        return False, "stdlib"
+    if real.startswith(stdlib + os.sep) or _FOREIGN_STDLIB.search(path):
+        return False, "stdlib"  # this interpreter's, or another machine's (paths in logs read offline)
     return True, None
 
 
