@@ -106,7 +106,7 @@ def group_break_sites(
                 "ids": ids,
                 "hints": rec.parsed.hints or (registry_hints(ids[0]) if ids else []),
                 "own": own_frames[-1] if own_frames else None,
-                "compile_ids": [],
+                "compile_ids": {},  # insertion-ordered set: a hot site can repeat in thousands of compiles
                 "records": 0,
                 "paths": set(),
                 "ranks": set(),
@@ -119,8 +119,8 @@ def group_break_sites(
             group["paths"].update(attribute([(f[0], f[1]) for f in rec.stack]))
         if rec.rank is not None:
             group["ranks"].add(rec.rank)
-        if rec.compile_id is not None and rec.compile_id not in group["compile_ids"]:
-            group["compile_ids"].append(rec.compile_id)
+        if rec.compile_id is not None:
+            group["compile_ids"].setdefault(rec.compile_id, None)
 
     sites = []
     for group in groups.values():
@@ -145,7 +145,7 @@ def group_break_sites(
                 module_paths=paths,
                 module_class=class_name(paths) if class_name else None,
                 occurrences=len(group["compile_ids"]) or group["records"],
-                compile_ids=group["compile_ids"],
+                compile_ids=list(group["compile_ids"]),
                 own_code=own_code,
                 library=library,
                 frame_skipped=any(c in skipped_compiles for c in group["compile_ids"]),

@@ -29,6 +29,7 @@ def _roots() -> tuple[str | None, str | None, str, tuple[str, ...]]:
     return torch_dir, here, stdlib, fixtures
 
 
+@lru_cache(maxsize=8192)  # every frame of every break asks; realpath is a syscall per component
 def classify_file(path: str) -> tuple[bool, str | None]:
     """(own_code, library) for a source path. Fixture models count as the user's own code."""
     if not path or path.startswith("<"):

@@ -461,23 +461,21 @@ def _is_root(recompile: rm.Recompile) -> bool:
 def _recompile_suggestions(ctx: _Ctx) -> None:
     facts = ctx.facts
     dims: dict[str, set[int]] = {}
-    dims_applies: dict[str, list[str]] = {}
-    size_ids: list[str] = []
-    by_kind: dict[str, list[rm.Recompile]] = {}
+    # insertion-ordered sets keyed by id: a long job's logs can hold thousands of recompiles
+    dims_applies: dict[str, dict[str, None]] = {}
+    size_set: dict[str, None] = {}
+    kinds: dict[str, dict[str, rm.Recompile]] = {}
     for rc in ctx.report.recompiles:
         for guard in rc.failed_guards:
-            by_kind.setdefault(guard.kind, [])
-            if rc not in by_kind[guard.kind]:
-                by_kind[guard.kind].append(rc)
+            kinds.setdefault(guard.kind, {}).setdefault(rc.id, rc)
             arg = _argument(guard.source, facts)
             if guard.kind == "size":
-                if rc.id not in size_ids:
-                    size_ids.append(rc.id)
+                size_set.setdefault(rc.id, None)
                 if arg and _is_root(rc) and guard.dim is not None and facts and facts.arg_kinds.get(arg) == "tensor":
                     dims.setdefault(arg, set()).add(guard.dim)
-                    dims_applies.setdefault(arg, [])
-                    if rc.id not in dims_applies[arg]:
-                        dims_applies[arg].append(rc.id)
+                    dims_applies.setdefault(arg, {}).setdefault(rc.id, None)
+    size_ids = list(size_set)
+    by_kind = {kind: list(rcs.values()) for kind, rcs in kinds.items()}
 
     for arg, ds in dims.items():
         ordered = sorted(ds)
@@ -489,7 +487,7 @@ def _recompile_suggestions(ctx: _Ctx) -> None:
             "specializes on the first size and the next size recompiles. Marked dynamic, the first compile "
             "is already shape-generic.",
             "dynamic_shapes",
-            dims_applies[arg],
+            list(dims_applies[arg]),
             auto_applicable=True,
             snippet=calls + "\nout = compiled_model(...)",
             references=[DOCS["mark_dynamic"]],
