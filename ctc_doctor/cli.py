@@ -421,12 +421,7 @@ def logs(paths: tuple[str, ...], json_out: str | None, strict: bool, keep_guards
     try:
         report = ingest(list(paths), keep_guard_text=keep_guards, command=" ".join(["ctc-doctor", *sys.argv[1:]]))
         if json_out:
-            written = report
-            if redact:
-                from .reports.redact import redact as do_redact
-
-                written = do_redact(report)
-            _write_report(written, json_out, sys.stdout)
+            _write_report(report, json_out, sys.stdout, redact=redact)
     except CtcDoctorError as exc:
         if debug:
             traceback.print_exc()
@@ -477,12 +472,7 @@ def _run_analysis(spec: str, load: Any, kw: dict[str, Any]) -> None:
         with _stdout_reserved(json_out == "-") as real_stdout:
             report = _analyze_with_progress(spec, load, kw, console, quiet)
             if json_out:
-                written = report
-                if kw.get("redact"):
-                    from .reports.redact import redact
-
-                    written = redact(report)
-                _write_report(written, json_out, real_stdout)
+                _write_report(report, json_out, real_stdout, redact=kw.get("redact", False))
         eager_failed = any(e.phase == "eager" for e in report.errors)
         if not quiet and not eager_failed:  # nothing was analyzed: the one-line error says it all
             from .reports.render import render_summary
@@ -628,9 +618,14 @@ def _progress_stream(fd: int | None) -> Any:
         raise CtcDoctorError(f"--progress-fd {fd}: {exc.strerror}") from exc
 
 
-def _write_report(report: Any, path: str, real_stdout: Any) -> None:
+def _write_report(report: Any, path: str, real_stdout: Any, *, redact: bool = False) -> None:
+    """The JSON report to PATH ('-': the real stdout), redacted first with --redact."""
     from .reports.io import dump_report
 
+    if redact:
+        from .reports.redact import redact as redacted
+
+        report = redacted(report)
     text = dump_report(report)
     if path == "-":
         real_stdout.write(text)

@@ -91,21 +91,19 @@ def group_break_sites(
     by_location: dict[tuple[str, str, int], tuple[Any, ...]] = {}
     for rec in records:
         inner = rec.stack[-1]
+        own = next((f for f in reversed(rec.stack) if classify_file(f[0])[0]), None)
         if len(rec.stack) == 1 and inner[2] == UNKNOWN_FUNCTION and (rec.gb_type, inner[0], inner[1]) in by_location:
             key = by_location[(rec.gb_type, inner[0], inner[1])]
         else:
-            own_frames = [f for f in rec.stack if classify_file(f[0])[0]]
-            own = own_frames[-1] if own_frames else None
             key = (rec.gb_type, inner[0], inner[1], own[:2] if own else None)
         group = groups.get(key)
         if group is None:
-            own_frames = [f for f in rec.stack if classify_file(f[0])[0]]
             ids = rec.parsed.registry_ids or registry_ids_for(rec.gb_type)
             group = groups[key] = {
                 "record": rec,
                 "ids": ids,
                 "hints": rec.parsed.hints or (registry_hints(ids[0]) if ids else []),
-                "own": own_frames[-1] if own_frames else None,
+                "own": own,
                 "compile_ids": {},  # insertion-ordered set: a hot site can repeat in thousands of compiles
                 "records": 0,
                 "paths": set(),
@@ -157,6 +155,19 @@ def group_break_sites(
     for i, site in enumerate(sites, 1):
         site.id = f"B{i}"
     return sites
+
+
+def guard_line_count(tree: str) -> int:
+    """Guards in a `dynamo_cpp_guards_str` tree: its non-blank lines."""
+    return sum(1 for line in tree.splitlines() if line.strip())
+
+
+def guard_set(compile_id: str, payload: str | None) -> rm.GuardSet:
+    """A guards record as the readers keep it: the tree (with --guards), or just its guard count as digits."""
+    text = payload or ""
+    if text.isdigit():
+        return rm.GuardSet(compile_id=compile_id, count=int(text))
+    return rm.GuardSet(compile_id=compile_id, count=guard_line_count(text), tree=text)
 
 
 def is_skipped_frame(metrics: dict[str, Any]) -> bool:

@@ -204,18 +204,16 @@ def _argument_slot(call: Call, names: list[str], argument: str) -> tuple[str, An
     return None
 
 
+def _clone_tensor(value: torch.Tensor) -> torch.Tensor:
+    out = value.detach().clone()
+    return out.requires_grad_(True) if value.requires_grad and out.is_floating_point() else out
+
+
 def clone_inputs(value: Any) -> Any:
     """Detached copies of the tensors in a call's inputs (requires_grad kept); other values shared."""
-    if isinstance(value, torch.Tensor):
-        out = value.detach().clone()
-        return out.requires_grad_(True) if value.requires_grad and out.is_floating_point() else out
-    if isinstance(value, tuple):
-        return tuple(clone_inputs(v) for v in value)
-    if isinstance(value, list):
-        return [clone_inputs(v) for v in value]
-    if isinstance(value, dict):
-        return {k: clone_inputs(v) for k, v in value.items()}
-    return value
+    from .run import map_tensors
+
+    return map_tensors(value, _clone_tensor)
 
 
 def _transform_calls(calls: list[Call], names: list[str], action: rm.FixAction) -> list[Call]:

@@ -70,6 +70,7 @@ _GLOG = re.compile(
 _TEXT_TAIL = re.compile(r"^(?: \[(?P<trace>[!\d][^\]]*)\])?(?: \[__(?P<artifact>\w+)\])? ?")
 _BASIC = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<logger>torch[\w.]*):(?P<text>.*)$")
 _RANK_FILE = re.compile(r"rank_(\d+)_")
+_ARTIFACT_NAME = re.compile(r'\{"artifact": \{"name": "([^"]*)"')
 _MESSAGE_START = re.compile(r"^(?:Graph break(?: \(.*?\))? in user code at |Recompiling function )")
 
 Kind = Literal["torch_trace", "torch_logs"]
@@ -168,8 +169,8 @@ def trace_files_in(directory: str) -> list[str]:
     names = [n for n in os.listdir(directory) if n.startswith(TRACE_PREFIX) and (n.endswith(".log") or n.endswith(".log.gz"))]
 
     def key(name: str) -> tuple[int, str]:
-        m = _RANK_FILE.search(name)
-        return (int(m.group(1)) if m else -1, name)
+        rank = rank_of_file(name)
+        return (-1 if rank is None else rank, name)
 
     return [os.path.join(directory, n) for n in sorted(names, key=key)]
 
@@ -331,7 +332,7 @@ def read_trace(path: str, counter: ParseCounter, *, keep_guard_text: bool = Fals
             continue
         artifact = None
         if name == "artifact":
-            am = re.match(r'\{"artifact": \{"name": "([^"]*)"', body)
+            am = _ARTIFACT_NAME.match(body)
             artifact = am.group(1) if am else None
         elif name not in KNOWN_EVENTS:
             counter.unknown_kind(path, lineno, name)

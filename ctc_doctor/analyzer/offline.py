@@ -22,7 +22,14 @@ from typing import Any
 from .. import __version__
 from ..errors import LogsInvalid
 from ..reports import models as rm
-from .findings import BreakRecord, break_record, compile_metric, group_break_sites, is_skipped_frame
+from .findings import (
+    BreakRecord,
+    break_record,
+    compile_metric,
+    group_break_sites,
+    guard_set,
+    is_skipped_frame,
+)
 from .logfiles import ParseCounter, TextMessage, TraceRecord, classify_paths, read_text_log, read_trace
 from .parsing import classify_guard, split_recompile_reasons
 from .sources import function_name
@@ -146,9 +153,7 @@ def _trace_record(state: _Ingest, rec: TraceRecord) -> BreakRecord | None:
         if (rec.compile_id or "").endswith("/0"):
             rs.first_graphs += 1
     elif rec.kind == "dynamo_cpp_guards_str" and cid is not None:
-        payload = rec.payload or ""
-        count = int(payload) if payload.isdigit() else len([ln for ln in payload.splitlines() if ln.strip()])
-        state.guards.append(rm.GuardSet(compile_id=cid, count=count, tree=None if payload.isdigit() else payload))
+        state.guards.append(guard_set(cid, rec.payload))
     elif rec.kind == "artifact:torch_version" and rec.payload:
         m = re.search(r'"pytorch_version":\s*"([^"]+)"', rec.payload)
         state.torch_version = state.torch_version or (m.group(1) if m else None)
@@ -320,9 +325,9 @@ def _report(
         )
     compile_metrics = [compile_metric(cid, m) for cid, m in state.metrics.items()]
     errors = [
-        rm.ErrorRecord(phase="compile", type=str(m.get("fail_type")), message=f"{cid}: {str(m.get('fail_reason') or '').strip().splitlines()[0][:400] if m.get('fail_reason') else m.get('fail_type')}")
-        for cid, m in state.metrics.items()
-        if m.get("fail_type") and m.get("fail_type") not in _SKIP_FAILS
+        rm.ErrorRecord(phase="compile", type=cm.fail_type, message=f"{cm.compile_id}: {cm.fail_reason or cm.fail_type}")
+        for cm in compile_metrics
+        if cm.fail_type and cm.fail_type not in _SKIP_FAILS
     ]
 
     notes = list(state.notes)

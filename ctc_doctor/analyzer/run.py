@@ -27,7 +27,7 @@ from ..workload import Call, Workload
 from . import torch_internals as ti
 from .attribution import ModuleIndex, describe_inputs, forward_arg_names, path_key
 from .deadline import DeadlineExceeded, deadline
-from .findings import break_record, compile_metric, group_break_sites, is_skipped_frame
+from .findings import break_record, compile_metric, group_break_sites, guard_set, is_skipped_frame
 from .parsing import RawFrame, classify_guard, split_recompile_reasons
 from .sources import function_name, innermost_own_frame
 
@@ -89,18 +89,23 @@ class AnalyzeOptions:
 # ---------------------------------------------------------------------------------------------
 
 
+def map_tensors(value: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
+    """`fn` applied to every tensor in a call's inputs (tuples, lists and dicts rebuilt); other values shared."""
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, tuple):
+        return tuple(map_tensors(v, fn) for v in value)
+    if isinstance(value, list):
+        return [map_tensors(v, fn) for v in value]
+    if isinstance(value, dict):
+        return {k: map_tensors(v, fn) for k, v in value.items()}
+    return value
+
+
 def _to_device(value: Any, device: str | None) -> Any:
     if device is None:
         return value
-    if isinstance(value, torch.Tensor):
-        return value.to(device)
-    if isinstance(value, tuple):
-        return tuple(_to_device(v, device) for v in value)
-    if isinstance(value, list):
-        return [_to_device(v, device) for v in value]
-    if isinstance(value, dict):
-        return {k: _to_device(v, device) for k, v in value.items()}
-    return value
+    return map_tensors(value, lambda t: t.to(device))
 
 
 def _tensors_in(value: Any) -> Iterator[torch.Tensor]:
@@ -523,15 +528,7 @@ def _build_report(
     recompiles = _recompiles(cap, starts, metrics, index, call_of_compile)
 
     compile_metrics = [compile_metric(cid, m) for cid, m in metrics.items()]
-    guards = [
-        rm.GuardSet(
-            compile_id=ev.compile_id or "?",
-            count=int(ev.payload) if (ev.payload or "").isdigit() else len((ev.payload or "").splitlines()),
-            tree=None if (ev.payload or "").isdigit() else ev.payload,
-        )
-        for ev in cap.events
-        if ev.kind == "dynamo_cpp_guards_str"
-    ]
+    guards = [guard_set(ev.compile_id or "?", ev.payload) for ev in cap.events if ev.kind == "dynamo_cpp_guards_str"]
     perf_hints = [rm.PerfHint(message=h.message, compile_id=h.compile_id, logger=h.logger) for h in cap.perf_hints]
 
     failed = any(e.phase in ("eager", "compile", "timeout") for e in state.errors)

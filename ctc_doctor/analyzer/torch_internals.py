@@ -28,6 +28,7 @@ from typing import Any
 import torch
 import torch._dynamo
 
+from .findings import guard_line_count
 from .gb_registry import graph_break_registry, registry_hints, registry_ids_for  # noqa: F401 - re-exported for the live analysis
 from .parsing import RawFrame
 
@@ -132,7 +133,7 @@ class _TraceHandler(logging.Handler):
             self.sink.strings[idx] = path
             return
         if kind == "dynamo_cpp_guards_str" and not self.keep_guard_text:
-            payload = str(len([ln for ln in (payload or "").splitlines() if ln.strip()]))
+            payload = str(guard_line_count(payload or ""))  # findings.guard_set reads the digits back
         event = TraceEvent(kind, _compile_id_of(md), dict(md.get(kind) or {}), payload)
         if kind == "dynamo_graph_break_reason":
             exc = sys.exc_info()[1]
