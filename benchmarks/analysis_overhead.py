@@ -17,7 +17,7 @@ import time
 import torch
 
 from ctc_doctor import AnalyzeOptions, analyze
-from ctc_doctor.analyzer import torch_internals as ti
+from ctc_doctor.analyzer.common import torch_internals as ti
 from ctc_doctor.fixtures.registry import all_fixtures
 
 

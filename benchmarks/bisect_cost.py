@@ -19,8 +19,7 @@ from collections.abc import Callable
 
 import torch
 
-from ctc_doctor import AnalyzeOptions, Workload, analyze
-from ctc_doctor.analyzer.bisect import BisectOptions
+from ctc_doctor import AnalyzeOptions, BisectOptions, Workload, analyze
 from ctc_doctor.fixtures.registry import all_fixtures
 
 STRATEGIES = ("top-down", "bottom-up", "both")

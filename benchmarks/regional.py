@@ -20,9 +20,7 @@ import argparse
 import torch
 from torch import nn
 
-from ctc_doctor import AnalyzeOptions, Workload, analyze
-from ctc_doctor.analyzer.bench import BenchOptions
-from ctc_doctor.analyzer.fix import FixOptions
+from ctc_doctor import AnalyzeOptions, BenchOptions, FixOptions, Workload, analyze
 from ctc_doctor.fixtures import zoo
 
 D = zoo.D

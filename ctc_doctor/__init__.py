@@ -1,29 +1,49 @@
 """ctc-doctor: why torch.compile is not giving you one fast graph, where, and what to change.
 
-The public surface. `Workload` and `Report` import without torch; `analyze` and `load_workload`
-import torch on first use.
+The public surface. `Workload` and `Report` import without torch; `analyze`, its options and
+`load_workload` import torch on first use.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from .version import __version__
+from .workload import Call, Workload  # torch-free
 
-from .workload import Call, Workload  # noqa: E402  (torch-free)
+__all__ = [
+    "AnalyzeOptions",
+    "BenchOptions",
+    "BisectOptions",
+    "Call",
+    "FixOptions",
+    "Report",
+    "Workload",
+    "__version__",
+    "analyze",
+    "load_report",
+    "load_workload",
+]
 
-__all__ = ["AnalyzeOptions", "BisectOptions", "Call", "Report", "Workload", "__version__", "analyze", "load_report", "load_workload"]
 
 
 def __getattr__(name: str) -> Any:
     if name in ("analyze", "AnalyzeOptions"):
-        from .analyzer import run
+        from .analyzer import pipeline
 
-        return getattr(run, name)
+        return getattr(pipeline, name)
     if name == "BisectOptions":
-        from .analyzer.bisect import BisectOptions
+        from .analyzer.phases.bisect import BisectOptions
 
         return BisectOptions
+    if name == "FixOptions":
+        from .analyzer.phases.fix import FixOptions
+
+        return FixOptions
+    if name == "BenchOptions":
+        from .analyzer.phases.bench import BenchOptions
+
+        return BenchOptions
     if name == "load_workload":
         from .analyzer.target import load_workload
 

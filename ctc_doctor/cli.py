@@ -17,8 +17,8 @@ from typing import Any
 
 import click
 
-from . import __version__
 from .errors import CtcDoctorError, ExitCode
+from .version import __version__
 
 _ERROR_PHASE_EXIT = {
     "eager": ExitCode.EAGER_FAILED,
@@ -559,8 +559,8 @@ def _analyze_with_progress(spec: str, load: Any, kw: dict[str, Any], console: An
                 label, count = labels.get(phase, phase), (f"{done}/{total}" if total else "")
             progress.update(task, description=label, completed=done, total=total or None, count=count)
 
-        from .analyzer.bisect import BisectOptions
-        from .analyzer.run import AnalyzeOptions, analyze
+        from .analyzer.phases.bisect import BisectOptions
+        from .analyzer.pipeline import AnalyzeOptions, analyze
 
         bisect_only = bool(kw.get("bisect_only"))
         bisect_options = None
@@ -577,8 +577,8 @@ def _analyze_with_progress(spec: str, load: Any, kw: dict[str, Any], console: An
                 target=kw.get("rebuild_spec") or spec,
                 always=bisect_only,
             )
-        from .analyzer.bench import BenchOptions
-        from .analyzer.fix import FixOptions
+        from .analyzer.phases.bench import BenchOptions
+        from .analyzer.phases.fix import FixOptions
 
         bench_options = None
         if not kw.get("no_bench") and not bisect_only and "bench_backend" in kw:

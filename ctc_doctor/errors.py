@@ -1,16 +1,15 @@
 """Exit codes and the exception tree of ctc-doctor.
 
-Every failure a user can cause ends as one of these exceptions, which the CLI turns into a
-one-line message and the exit code the exception names. No torch import here.
+Every failure a user can cause before an analysis starts (or on a file it reads) ends as one of
+these exceptions, which the CLI turns into a one-line message and the exit code the exception names.
+Failures during an analysis are report data, not exceptions: an `ErrorRecord` whose phase the CLI maps
+to EAGER_FAILED, COMPILE_FAILED or TIMEOUT once the (partial) report is written. No torch import here.
 
     CtcDoctorError                      (exit_code = INTERNAL_ERROR unless overridden)
     ├── TargetError                     a TARGET spec cannot be turned into a Workload
     │   ├── TargetNotFound              module/file/attribute missing           -> TARGET_NOT_FOUND
     │   ├── TargetInvalid               not callable, wrong return type          -> TARGET_INVALID
     │   └── BuilderFailed               the user's build() raised               -> BUILDER_FAILED
-    ├── EagerFailed                     the model fails without torch.compile   -> EAGER_FAILED
-    ├── CompileFailed                   torch.compile raised an internal error  -> COMPILE_FAILED
-    ├── AnalysisTimeout                 a phase ran past --timeout              -> TIMEOUT
     ├── ReportError                     a report file is unreadable/corrupt     -> REPORT_INVALID
     └── LogsInvalid                     no torch logs in the paths / --strict    -> LOGS_INVALID
 """
@@ -83,27 +82,9 @@ class TargetInvalid(TargetError):
 
 
 class BuilderFailed(TargetError):
-    """The user's builder raised; `user_frame` is the innermost frame in the user's file."""
+    """The user's builder raised; the message names the innermost frame in the user's file."""
 
     exit_code = ExitCode.BUILDER_FAILED
-
-
-class EagerFailed(CtcDoctorError):
-    """The model raises without torch.compile, so compile findings would be meaningless."""
-
-    exit_code = ExitCode.EAGER_FAILED
-
-
-class CompileFailed(CtcDoctorError):
-    """torch.compile raised something other than a graph break."""
-
-    exit_code = ExitCode.COMPILE_FAILED
-
-
-class AnalysisTimeout(CtcDoctorError):
-    """A phase exceeded the time limit."""
-
-    exit_code = ExitCode.TIMEOUT
 
 
 class ReportError(CtcDoctorError):

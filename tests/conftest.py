@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ctc_doctor import AnalyzeOptions, analyze
-from ctc_doctor.analyzer.bisect import BisectOptions
+from ctc_doctor import AnalyzeOptions, BisectOptions, analyze
 from ctc_doctor.fixtures.registry import all_fixtures
 from ctc_doctor.reports import Report
 
@@ -32,7 +31,7 @@ def analyzed(name: str, train: bool = False) -> Report:
 @cache
 def fixed(name: str) -> Report:
     """Analyze a zoo fixture with suggestions and the verified fix (eager backend), once per process."""
-    from ctc_doctor.analyzer.fix import FixOptions
+    from ctc_doctor import FixOptions
 
     spec = all_fixtures()[name]
     torch.manual_seed(0)

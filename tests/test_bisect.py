@@ -13,8 +13,7 @@ import torch
 from rich.console import Console
 from torch import nn
 
-from ctc_doctor import AnalyzeOptions, Workload, analyze
-from ctc_doctor.analyzer.bisect import BisectOptions
+from ctc_doctor import AnalyzeOptions, BisectOptions, Workload, analyze
 from ctc_doctor.analyzer.target import load_workload
 from ctc_doctor.fixtures.registry import all_fixtures
 from ctc_doctor.reports.io import load_report
@@ -219,6 +218,8 @@ def test_the_generated_repro_script_reproduces_the_failure_in_a_fresh_process(tm
     report = analyze(spec.builder()(), options)
     [script] = report.bisect.repro_paths
     assert os.path.basename(script) == "ctc_repro_encoder_blocks_1_mixer_probe.py"
+    # the failing module's row names its script; no other row has one
+    assert {t.module_path: t.repro_path for t in report.bisect.trials if t.repro_path} == {"encoder.blocks.1.mixer.probe": script}
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     run = subprocess.run([sys.executable, script], cwd=tmp_path, capture_output=True, text=True, timeout=180, env=env)
     assert run.returncode == 1, run.stdout + run.stderr
@@ -228,6 +229,21 @@ def test_the_generated_repro_script_reproduces_the_failure_in_a_fresh_process(tm
     os.remove(tmp_path / "out" / "ctc_repro_encoder_blocks_1_mixer_probe.pt")
     run = subprocess.run([sys.executable, script], cwd=tmp_path, capture_output=True, text=True, timeout=180, env=env)
     assert run.returncode == 1, run.stdout + run.stderr
+
+
+def test_inferred_rows_share_the_repro_script_of_the_module_they_were_inferred_from(tmp_path):
+    torch.manual_seed(0)
+    spec = FIXTURES["repeated_blocks"]
+    options = AnalyzeOptions(
+        spec=spec.target, explain=False, compile=False, bisect=BisectOptions(strategy="top-down", repro_dir=str(tmp_path))
+    )
+    b = analyze(spec.builder()(), options).bisect
+    rows = {t.module_path: t for t in b.trials}
+    failing = [rows[p] for p in b.smallest_failing]
+    representatives = {t.inferred_from if t.inferred_from is not None else t.module_path for t in failing}
+    assert len(failing) == 64 and len(b.repro_paths) == len(representatives) < 64  # a script per distinct block
+    assert {t.repro_path for t in failing} == set(b.repro_paths)
+    assert all(rows[t.inferred_from].repro_path == t.repro_path for t in failing if t.inferred_from is not None)
 
 
 def test_the_terminal_tree_expands_to_the_failing_modules_and_groups_identical_siblings():

@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from ctc_doctor import AnalyzeOptions, Workload, analyze
-from ctc_doctor.analyzer import torch_internals as ti
+from ctc_doctor.analyzer.capture.gb_registry import graph_break_registry
+from ctc_doctor.analyzer.common import torch_internals as ti
 
 
 def _logging_state():
@@ -59,7 +60,7 @@ def test_capture_collects_events_only_inside_the_block():
 
 
 def test_the_graph_break_registry_is_read_from_the_installed_torch():
-    registry = ti.graph_break_registry()
+    registry = graph_break_registry()
     assert registry is not None and "GB0170" in registry
     assert registry["GB0170"][0]["Gb_type"] == "Data-dependent branching"
 

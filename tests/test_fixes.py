@@ -8,14 +8,14 @@ import pytest
 import torch
 from markdown_it import MarkdownIt
 
-from ctc_doctor import AnalyzeOptions, analyze
-from ctc_doctor.analyzer.bench import BenchOptions
-from ctc_doctor.analyzer.fix import FixOptions, make_variant
-from ctc_doctor.analyzer.rewrite import RewriteError, plan_rewrite
+from ctc_doctor import AnalyzeOptions, BenchOptions, FixOptions, Workload, analyze
+from ctc_doctor.analyzer.common.rewrite import RewriteError, plan_rewrite
+from ctc_doctor.analyzer.common.variants import make_variant
 from ctc_doctor.analyzer.target import load_workload
 from ctc_doctor.fixtures import zoo
 from ctc_doctor.fixtures.registry import all_fixtures, marker_line
 from ctc_doctor.reports import SCHEMA_VERSION, load_report
+from ctc_doctor.reports.advice import GUARD_ADVICE, next_steps
 from ctc_doctor.reports.markdown import render_markdown
 
 from .conftest import TARGETS, analyzed, fixed
@@ -65,6 +65,22 @@ def test_a_clean_model_gets_no_suggestion():
 def test_suggestions_link_the_graph_break_page_of_the_gb_id():
     s = next(s for s in analyzed("print_in_forward").suggestions if s.rule == "print-guard")
     assert "https://meta-pytorch.github.io/compile-graph-break-site/gb/gb0059.html" in s.references
+
+
+class _Scale(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2 + 1
+
+
+def test_a_guard_kind_without_a_rule_of_its_own_gets_the_kinds_advice():
+    # the same shape, other strides (a transposed view): a stride guard fails and the frame recompiles
+    x, transposed = torch.randn(4, 6), torch.randn(6, 4).t()
+    report = analyze(Workload(_Scale(), (x,), variants=[(transposed,)]), AnalyzeOptions(explain=False))
+    assert [g.kind for rc in report.recompiles for g in rc.failed_guards] == ["stride"]
+    (advice,) = [s for s in report.suggestions if s.rule == "stride-recompile"]
+    assert advice.applies_to == [report.recompiles[0].id]
+    assert advice.title.lower() == GUARD_ADVICE["stride"].lower()  # one source of per-kind advice
+    assert any(advice.title in step for step in next_steps(report))
 
 
 def test_the_where_rewrite_is_a_minimal_diff_of_the_users_file():
@@ -231,7 +247,7 @@ def test_fix_and_bench_commands_write_the_sections_and_markdown_shows_them(cli, 
     assert "Suggestions" in headings and "Benchmark" in headings
     assert sum(1 for t in tokens if t.type == "table_open") >= 3  # sites, suggestions, benchmark
     assert "```diff" in text and "keep-tensor" not in text  # the diff is shown; rule ids stay in the JSON
-    assert json.loads(out.read_text())["schema_version"] == SCHEMA_VERSION == "1.3"
+    assert json.loads(out.read_text())["schema_version"] == SCHEMA_VERSION == "1.4"
 
 
 def test_every_fixture_suggestion_set_is_covered_by_the_rules_table():

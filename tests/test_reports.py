@@ -10,6 +10,7 @@ import pytest
 
 from ctc_doctor.errors import ReportError
 from ctc_doctor.reports import SCHEMA_VERSION, Report, dump_report, load_report
+from ctc_doctor.reports.compile_id import CompileId, compile_id_key
 from ctc_doctor.reports.io import schema_text
 
 from .conftest import REPO, analyzed
@@ -95,3 +96,30 @@ def test_extra_fields_are_rejected_on_what_we_write():
     data["summary"]["surprise"] = 1
     with pytest.raises(ValueError):
         Report.model_validate(data)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("0/1", CompileId(0, 1)),
+        ("[3/2_1]", CompileId(3, 2)),  # TORCH_LOGS prints the restart attempt; the compile is 3/2
+        ("!0/0/1", CompileId(0, 1, autograd=0)),
+        ("!2", CompileId(None, None, autograd=2)),
+        ("rank1:4/0", CompileId(4, 0, rank=1)),
+        ("?", None),
+        ("", None),
+    ],
+)
+def test_a_compile_id_reads_and_prints_like_torch(text, expected):
+    parsed = CompileId.parse(text)
+    assert parsed == expected
+    if expected is not None:
+        assert CompileId.parse(str(parsed)) == parsed and "[" not in str(parsed)
+
+
+def test_compile_ids_from_trace_metadata_keep_compiled_autograd_and_sort_naturally():
+    assert str(CompileId.from_metadata({"frame_id": 0, "frame_compile_id": 1})) == "0/1"
+    assert str(CompileId.from_metadata({"frame_id": 5, "frame_compile_id": 0, "compiled_autograd_id": 1})) == "!1/5/0"
+    assert CompileId.from_metadata({"frame_id": 0}) is None
+    ids = ["10/0", "1/0", "rank1:0/0", "0/1", "!0/0/1", "0/0", "garbage"]
+    assert sorted(ids, key=compile_id_key) == ["0/0", "0/1", "1/0", "10/0", "!0/0/1", "rank1:0/0", "garbage"]

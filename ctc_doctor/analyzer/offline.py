@@ -19,10 +19,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import __version__
 from ..errors import LogsInvalid
 from ..reports import models as rm
-from .findings import (
+from ..reports.compile_id import CompileId
+from ..version import __version__
+from .capture.findings import (
     BreakRecord,
     break_record,
     compile_metric,
@@ -30,9 +31,16 @@ from .findings import (
     guard_set,
     is_skipped_frame,
 )
-from .logfiles import ParseCounter, TextMessage, TraceRecord, classify_paths, read_text_log, read_trace
-from .parsing import classify_guard, split_recompile_reasons
-from .sources import function_name
+from .capture.logfiles import (
+    ParseCounter,
+    TextMessage,
+    TraceRecord,
+    classify_paths,
+    read_text_log,
+    read_trace,
+)
+from .capture.parsing import classify_guard, split_recompile_reasons
+from .common.sources import function_name
 
 # Frame failures that are Dynamo giving up on a frame (it ran eager), not a crash of the job.
 _SKIP_FAILS = frozenset({"Unsupported", "SkipFrame", "SkipCodeRecursiveException", "RecompileLimitExceeded"})
@@ -80,9 +88,10 @@ class _Ingest:
 
 def _qualified(compile_id: str | None, rank: int | None) -> str | None:
     """Compile ids repeat on every rank: `rank1:0/0` keeps them apart (plain `0/0` without ranks)."""
-    if compile_id is None or rank is None:
+    cid = CompileId.parse(compile_id)
+    if cid is None or rank is None:
         return compile_id
-    return f"rank{rank}:{compile_id}"
+    return str(cid.with_rank(rank))
 
 
 def ingest(paths: list[str], *, keep_guard_text: bool = False, command: str = "") -> rm.Report:
@@ -110,7 +119,7 @@ def ingest(paths: list[str], *, keep_guard_text: bool = False, command: str = ""
     kind: rm.LogKind = "torch_trace" if inputs.trace_files else "torch_logs"
     report = _report(state, sites, inputs.trace_files + inputs.text_files, paths, kind, command, started_at, t0)
     try:
-        from .suggest import suggest
+        from .phases.suggest import suggest
 
         report.suggestions = suggest(report, None)  # rules on gb_types and guards; no model needed
     except Exception as exc:  # noqa: BLE001 - the findings still stand

@@ -18,7 +18,8 @@ import torch
 
 from ..errors import BuilderFailed, TargetInvalid, TargetNotFound
 from ..workload import Workload
-from .sources import innermost_own_frame
+from .common.sources import innermost_own_frame
+from .common.text import first_line
 
 DEFAULT_ATTR = "build"
 
@@ -58,7 +59,7 @@ def _import_file(path: str) -> Any:
     except Exception as exc:
         sys.modules.pop(name, None)
         raise BuilderFailed(
-            f"importing {path} raised {type(exc).__name__}: {_first_line(exc)}{_user_frame(exc, path)}"
+            f"importing {path} raised {type(exc).__name__}: {first_line(exc)}{_user_frame(exc, path)}"
         ) from exc
     return module
 
@@ -74,16 +75,11 @@ def _import_module(name: str) -> Any:
             raise TargetNotFound(
                 f"no module named {missing!r}", hint="is it installed, or run from its directory?"
             ) from exc
-        raise BuilderFailed(f"importing {name} failed: {_first_line(exc)}{_user_frame(exc)}") from exc
+        raise BuilderFailed(f"importing {name} failed: {first_line(exc)}{_user_frame(exc)}") from exc
     except Exception as exc:
         raise BuilderFailed(
-            f"importing {name} raised {type(exc).__name__}: {_first_line(exc)}{_user_frame(exc)}"
+            f"importing {name} raised {type(exc).__name__}: {first_line(exc)}{_user_frame(exc)}"
         ) from exc
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 def resolve_builder(spec: str) -> Any:
@@ -118,10 +114,10 @@ def load_workload(spec: str, *, seed: int | None = 0) -> Workload:
         built = builder()
     except TypeError as exc:
         if exc.__traceback__ is not None and exc.__traceback__.tb_next is None:
-            raise TargetInvalid(f"{spec} cannot be called with no arguments: {_first_line(exc)}") from exc
-        raise BuilderFailed(f"{spec} raised TypeError: {_first_line(exc)}{_user_frame(exc)}") from exc
+            raise TargetInvalid(f"{spec} cannot be called with no arguments: {first_line(exc)}") from exc
+        raise BuilderFailed(f"{spec} raised TypeError: {first_line(exc)}{_user_frame(exc)}") from exc
     except Exception as exc:
-        raise BuilderFailed(f"{spec} raised {type(exc).__name__}: {_first_line(exc)}{_user_frame(exc)}") from exc
+        raise BuilderFailed(f"{spec} raised {type(exc).__name__}: {first_line(exc)}{_user_frame(exc)}") from exc
     workload = coerce_workload(built, spec)
     if workload.name is None:
         workload.name = getattr(builder, "__name__", None) or type(workload.model).__name__

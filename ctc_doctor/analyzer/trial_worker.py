@@ -1,6 +1,6 @@
 """Child process for isolated bisection trials: `python -m ctc_doctor.analyzer.trial_worker REQUEST.json`.
 
-The request (written by `bisect.run_trial_isolated`) names the target, seed, module path, backend and
+The request (written by `phases.bisect.trials.run_trial_isolated`) names the target, seed, module path, backend and
 an inputs file saved by the parent (or none: the inputs are then recaptured with one eager call).
 The outcome is written as JSON to `result_path`; a child that dies writes nothing, and the parent
 records a `crashed` row from its exit signal.
@@ -19,8 +19,9 @@ from ..errors import CtcDoctorError
 def _trial(request: dict[str, Any]) -> Any:
     import torch
 
-    from .bisect import CapturedCall, InputRecorder, TrialOutcome, run_trial
-    from .run import _to_device
+    from .capture.inputs import CapturedCall, ModuleInputs
+    from .common.calls import to_device
+    from .phases.bisect.trials import TrialOutcome, run_trial
     from .target import load_workload
 
     workload = load_workload(request["target"], seed=request["seed"])
@@ -37,14 +38,14 @@ def _trial(request: dict[str, Any]) -> Any:
         data = torch.load(request["inputs_file"], weights_only=True)
         captured = CapturedCall(tuple(data["args"]), dict(data["kwargs"]), bool(data["grad_enabled"]), "")
     else:
-        recorder = InputRecorder(model)
+        recorder = ModuleInputs(model)
         call = workload.calls()[0]
         if workload.before_call is not None:
             workload.before_call(model, 0)
         if request["seed"] is not None:
             torch.manual_seed(request["seed"])
         with recorder.record():
-            model(*_to_device(call.args, device), **_to_device(dict(call.kwargs), device))
+            model(*to_device(call.args, device), **to_device(dict(call.kwargs), device))
         if path not in recorder.inputs:
             return TrialOutcome("skipped", 0.0, reason="not exercised when the workload was rebuilt")
         captured = recorder.inputs[path]
@@ -62,7 +63,7 @@ def main(argv: list[str]) -> int:
     with open(argv[1], encoding="utf-8") as fh:
         request = json.load(fh)
     sys.path[:0] = [p for p in request.get("sys_path", []) if p not in sys.path]
-    from .bisect import TrialOutcome
+    from .phases.bisect.trials import TrialOutcome
 
     try:
         outcome = _trial(request)

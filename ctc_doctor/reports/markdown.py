@@ -12,15 +12,10 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from .advice import next_steps
+from .labels import benchmark_headline, bisect_summary_line, module_label, short_path, suggestion_status
+from .links import gb_page
 from .models import SCHEMA_VERSION, Report
-from .render import (
-    benchmark_headline,
-    bisect_summary_line,
-    module_label,
-    next_steps,
-    short_path,
-    suggestion_status,
-)
 
 _VERDICT = {
     "clean": "✅ clean: one graph per call, no recompiles",
@@ -275,7 +270,7 @@ def render_markdown(report: Report) -> str:
                 add("")
             paragraph([f"- hint: {hint}" for hint in site.hints])
             paragraph(
-                [f"- [{gb}](https://meta-pytorch.github.io/compile-graph-break-site/gb/{gb.lower()}.html)" for gb in site.registry_ids]
+                [f"- [{gb}]({gb_page(gb)})" for gb in site.registry_ids]
             )
             if site.user_stack:
                 add("User stack (outermost first):")

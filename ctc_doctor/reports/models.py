@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "1.4"
 """major.minor: a minor bump adds optional fields; a major bump renames or removes fields."""
 
 Verdict = Literal["clean", "graph_breaks", "recompiles", "graph_breaks_and_recompiles", "failed"]
@@ -348,6 +348,9 @@ class BisectTrial(_Model):
     """Signature of the captured inputs of its first call, e.g. `arg0: float32[4, 16]`."""
     own_break: bool = False
     """The failure's innermost frame is in this module's own code, not inside a submodule it calls."""
+    repro_path: str | None = None
+    """The standalone repro script of this module's failure, when one was written (an inferred row
+    shares its representative's)."""
 
 
 class BisectStrategyResult(_Model):

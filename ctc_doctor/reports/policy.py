@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .labels import module_label, short_path
 from .models import GraphBreakSite, Report
-from .render import module_label, short_path
 
 
 @dataclass(frozen=True)

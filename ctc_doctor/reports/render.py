@@ -1,9 +1,10 @@
 """Render a Report for a terminal with rich: verdict, ranked break sites, recompiles, bisection,
-suggestions with their measured effect, the verified fix, the benchmark, and next steps."""
+suggestions with their measured effect, the verified fix, the benchmark, and next steps.
+
+The words come from `labels` (short texts) and `advice` (what to do next); this module lays them out."""
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 
 from rich.console import Console, Group
@@ -14,7 +15,17 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from .models import Benchmark, Bisect, BisectTrial, FixResult, GraphBreakSite, Recompile, Report, Suggestion
+from .advice import next_steps
+from .labels import (
+    benchmark_headline,
+    bisect_summary_line,
+    failure_text,
+    module_label,
+    short_path,
+    suggestion_status,
+    trial_symbol,
+)
+from .models import Benchmark, Bisect, BisectTrial, GraphBreakSite, Recompile, Report
 
 _VERDICT_STYLE = {
     "clean": ("bold green", "CLEAN: one graph per call, no recompiles"),
@@ -23,54 +34,6 @@ _VERDICT_STYLE = {
     "graph_breaks_and_recompiles": ("bold red", "GRAPH BREAKS AND RECOMPILES"),
     "failed": ("bold red", "FAILED"),
 }
-
-# One line of advice per guard kind, for "what to do next" (full suggestions are a later feature).
-_GUARD_ADVICE = {
-    "size": "mark the changing dimension dynamic: torch._dynamo.mark_dynamic({src}, {dim}), or pad inputs to a few bucket sizes",
-    "stride": "make the input contiguous before the call, or mark the dimension dynamic",
-    "dtype": "call the model with one dtype (cast inputs before the call)",
-    "device": "keep inputs on one device",
-    "requires_grad": "keep requires_grad consistent between calls (or expect one extra compile per mode)",
-    "value": "pass the changing Python scalar as a tensor, or let it be dynamic (it changes per call)",
-    "attribute": "do not change module attributes between calls; pass the switch as an argument or build two modules",
-    "type": "keep the same submodule types per call site (one forward shared by blocks with different children recompiles)",
-    "object_id": "avoid guarding on object identity: reuse the same objects between calls",
-    "global_state": "keep global state (grad mode, autocast, deterministic flags) the same between calls",
-    "other": "see the failed guard text",
-}
-
-
-def short_path(path: str, width: int = 48) -> str:
-    """Shorten a file path for tables: package-relative in site-packages, cwd-relative inside cwd."""
-    for marker in ("site-packages" + os.sep, "dist-packages" + os.sep):
-        if marker in path:
-            path = path.split(marker, 1)[1]
-            break
-    else:
-        try:
-            rel = os.path.relpath(path)
-        except ValueError:
-            rel = path
-        if not rel.startswith(".."):
-            path = rel
-    if len(path) <= width:
-        return path
-    tail = path[-(width - 1) :]
-    cut = tail.find(os.sep)
-    return "…" + (tail[cut:] if 0 <= cut < len(tail) - 1 else tail)
-
-
-def module_label(paths: list[str], width: int | None = 40, limit: int = 3) -> str:
-    """`a, b … z (N instances)` beyond `limit` paths, cut to `width` characters (None: no cut)."""
-    if not paths:
-        return "—"
-    names = ["(root)" if p == "" else p for p in paths]
-    if len(names) > limit:
-        text = f"{names[0]}, {names[1]} … {names[-1]} ({len(names)} instances)"
-    else:
-        text = ", ".join(names)
-    return text if width is None or len(text) <= width else text[: width - 1] + "…"
-
 
 def header_text(report: Report) -> Text:
     t, e = report.target, report.environment
@@ -120,38 +83,6 @@ def verdict_panel(report: Report) -> Panel:
         if line:
             lines.append("\n" + line)
     return Panel(lines, title="verdict", expand=False)
-
-
-def benchmark_headline(b: Benchmark) -> str | None:
-    """`compiled_fixed: 1.6x vs eager, cold compile 31.0 s -> 2.0 s` for the verdict."""
-    arms = {a.name: a for a in b.arms}
-    best = arms.get(b.best_arm or "")
-    compiled = arms.get("compiled")
-    if best is None:
-        return None
-    text = f"benchmark ({b.settings.get('backend', '?')}, {b.device}): fastest {best.name}"
-    if best.speedup_vs_eager is not None:
-        text += f" {best.speedup_vs_eager:.2f}x vs eager"
-    if compiled is not None and compiled.compile_time_s is not None:
-        other = arms.get("compiled_fixed") or arms.get("regional_fixed") or arms.get("regional")
-        if other is not None and other.compile_time_s is not None:
-            text += f" · cold compile {compiled.compile_time_s:.1f} s (compiled) -> {other.compile_time_s:.1f} s ({other.name})"
-    return text
-
-
-def suggestion_status(s: Suggestion, fix: FixResult | None) -> str:
-    """applied / safe, no effect / redundant / unsafe / not applied / advice."""
-    if fix is not None and s.id in fix.applied:
-        return "applied"
-    if s.verified is not None:
-        if not s.verified.applied or not s.verified.safe:
-            return "unsafe" if s.verified.applied and s.verified.numerics_ok is False else "failed"
-        if fix is not None and s.id in fix.redundant:
-            return "redundant"
-        if s.rule == "regional-compile":
-            return "measured" if s.verified.effective else "no gain"
-        return "no effect" if not s.verified.effective else "works"
-    return "auto" if s.auto_applicable else "advice"
 
 
 _STATUS_STYLE = {"applied": "green", "works": "green", "measured": "green", "unsafe": "red", "failed": "red", "no effect": "yellow", "no gain": "yellow", "redundant": "dim", "auto": "", "advice": "dim"}
@@ -299,22 +230,6 @@ def _recompile_table(recompiles: list[Recompile]) -> Table:
     return table
 
 
-_MARKS = {
-    "passed": ("✓", "green"),
-    "failed": ("✗", "bold red"),
-    "timeout": ("⏱", "yellow"),
-    "crashed": ("✖", "bold red"),
-    "skipped": ("·", "dim"),
-}
-
-
-def trial_symbol(t: BisectTrial) -> tuple[str, str]:
-    """(symbol, rich style) of a bisection row: ✓ ✗ ⏱ ✖ ·, and ≈✓ ≈✗ for inferred rows."""
-    if t.status != "inferred":
-        return _MARKS[t.status]
-    return ("≈✓", "green") if t.passed else ("≈✗", "red")
-
-
 def trial_mark(t: BisectTrial) -> str:
     symbol, style = trial_symbol(t)
     return f"[{style}]{symbol}[/{style}]"
@@ -333,25 +248,6 @@ def _relative(path: str, parent: str | None) -> str:
     if parent:
         return path[len(parent) + 1 :]
     return path
-
-
-def failure_text(t: BisectTrial) -> str:
-    frame = t.own_frame or t.user_frame
-    where = f" at {short_path(frame.file, 40)}:{frame.line}" if frame else ""
-    ids = f"{', '.join(t.registry_ids[:2])} " if t.registry_ids else ""
-    what = t.gb_type or (t.reason or t.status)
-    return f"{ids}{what}{where}"
-
-
-def bisect_summary_line(b: Bisect) -> str:
-    """`6 trials for 193 modules (3%)`, strategy and agreement, in one line."""
-    share = f" ({100 * b.trial_count / b.exhaustive_count:.0f}%)" if b.exhaustive_count else ""
-    strategy = "top-down + bottom-up" if b.strategy == "both" else b.strategy
-    agree = ""
-    if b.agreement is not None:
-        agree = ", strategies agree" if b.agreement else ", strategies DISAGREE"
-    mode = ", isolated" if b.isolated else ""
-    return f"{strategy}{agree}{mode}: {b.trial_count} trial(s) for {b.exhaustive_count} exercised module(s){share}, {b.duration_s:.1f} s"
 
 
 def bisect_tree(b: Bisect, max_lines: int = 60) -> Tree | None:
@@ -447,52 +343,6 @@ def render_bisect(b: Bisect) -> list[object]:
     return parts
 
 
-def next_steps(report: Report) -> list[str]:
-    """Plain-text next steps derived from the findings."""
-    steps: list[str] = []
-    failed = [e for e in report.errors if e.phase in ("eager", "compile", "timeout")]
-    for err in failed[:2]:
-        if err.phase == "eager":
-            steps.append(f"Fix eager mode first: {err.message}")
-        elif err.phase == "timeout":
-            steps.append(f"{err.message}; raise --timeout or analyze a smaller input")
-        else:
-            steps.append(f"torch.compile crashed ({err.type}): {err.message}")
-    if report.suggestions:
-        steps.extend(_suggestion_steps(report))
-        return steps + _bisect_steps(report)
-    for site in report.graph_breaks[:3]:
-        frame = site.own_frame or site.user_frame
-        where = f"{short_path(frame.file)}:{frame.line}"
-        mod = module_label(site.module_paths, 30)
-        hint = site.hints[0] if site.hints else site.reason
-        steps.append(f"{site.id} {where} ({mod}): {hint}")
-    seen = set()
-    for rc in report.recompiles:
-        for g in rc.failed_guards:
-            # one step per kind; Dynamo's internal stack slots (`___stack0`) name no user variable
-            if g.kind in seen or g.kind == "other" or (g.source or "").startswith("___"):
-                continue
-            seen.add(g.kind)
-            advice = _GUARD_ADVICE[g.kind].format(src=g.source or "the input", dim=g.dim if g.dim is not None else "dim")
-            steps.append(f"{rc.id} {rc.function} recompiles on {g.kind} of {g.source or '?'}: {advice}")
-            if len(seen) >= 3:
-                break
-        if len(seen) >= 3:
-            break
-    steps.extend(_bisect_steps(report))
-    b = report.bisect
-    if not report.summary.analysis_run:
-        if b is not None and not b.smallest_failing:
-            steps.append(
-                "Every exercised module compiles with fullgraph=True on its first-call inputs; "
-                "run the full analysis (`ctc-doctor TARGET`) for recompiles."
-            )
-    elif report.summary.verdict == "clean":
-        steps.append("Nothing to fix: this workload compiles to one graph per call without recompiles.")
-    return steps
-
-
 def probe_text(report: Report) -> Text:
     p = report.shape_probe
     assert p is not None
@@ -504,36 +354,6 @@ def probe_text(report: Report) -> Text:
         if p.verified is not None:
             text.append(f" (verified: {'no recompiles with them' if p.verified else 'still recompiles'})")
     return text
-
-
-def _bisect_steps(report: Report) -> list[str]:
-    b = report.bisect
-    if b is None or not b.smallest_failing:
-        return []
-    repro = f"; repro: python {b.repro_paths[0]}" if b.repro_paths else ""
-    first = next((t for t in b.trials if t.module_path == b.smallest_failing[0]), None)
-    why = f" ({failure_text(first)})" if first is not None else ""
-    return [f"Bisection: start with {module_label(b.smallest_failing, 60)}{why}{repro}"]
-
-
-def _suggestion_steps(report: Report, limit: int = 5) -> list[str]:
-    """One step per addressed site: the applied (or best) suggestion first, with what it measured."""
-    steps = []
-    covered: set[str] = set()
-    ranked = sorted(report.suggestions, key=lambda s: ({"applied": 0, "works": 1, "measured": 1}.get(suggestion_status(s, report.fix), 2)))
-    for s in ranked:
-        status = suggestion_status(s, report.fix)
-        if status in ("unsafe", "failed", "no effect", "redundant", "no gain"):
-            continue
-        if s.applies_to and set(s.applies_to) <= covered:
-            continue
-        covered.update(s.applies_to)
-        measured = f" — measured: {s.verified.summary}" if s.verified and s.verified.summary else ""
-        target = ",".join(s.applies_to[:3]) + ("…" if len(s.applies_to) > 3 else "") if s.applies_to else "model"
-        steps.append(f"{target}: {s.title} [{s.id}, {status}]{measured}")
-        if len(steps) >= limit:
-            break
-    return steps
 
 
 def logs_text(report: Report) -> Text | None:

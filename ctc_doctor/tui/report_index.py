@@ -7,15 +7,14 @@ markup, never evaluated). Source files are read only to display them, and only w
 from __future__ import annotations
 
 import os
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from ..analyzer.suggest import GB_PAGE  # torch-free: the graph-break site page of a registry id
+from ..reports.compile_id import compile_id_key
+from ..reports.labels import module_label, short_path, suggestion_status
 from ..reports.models import Frame, GraphBreakSite, Recompile, Report, Suggestion
-from ..reports.render import module_label, short_path, suggestion_status
 
 
 def site_frame(site: GraphBreakSite) -> Frame:
@@ -46,10 +45,6 @@ class SourceContext:
     text: str
     mismatch: bool
     """The line differs from the code the report recorded: the file changed since the report."""
-
-
-def _natural(compile_id: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", compile_id)) or (1 << 30,)
 
 
 @dataclass
@@ -110,7 +105,7 @@ class ReportIndex:
         r = self.report
         ids = {m.compile_id for m in r.compile_metrics} | {g.compile_id for g in r.guards} | {g.compile_id for g in r.graphs}
         ids |= {h.compile_id for h in r.perf_hints if h.compile_id}
-        return sorted(ids, key=_natural)
+        return sorted(ids, key=compile_id_key)
 
     def resolve(self, file: str) -> str | None:
         """The file on this machine, or None: absolute paths as they are, relative ones under the roots."""
@@ -173,8 +168,3 @@ def site_matches(site: GraphBreakSite, value: str) -> bool:
         # a module filter also keeps the sites of its submodules; sites without a module count as the root
         return any(p == arg or (arg and p.startswith(arg + ".")) for p in site.module_paths or [""])
     return True
-
-
-def gb_pages(registry_ids: list[str]) -> list[str]:
-    """The graph-break site page of each registry id."""
-    return [GB_PAGE.format(gb) for gb in registry_ids]

@@ -12,9 +12,10 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Input, Static
 
+from ...reports.labels import short_path
+from ...reports.links import gb_pages
 from ...reports.models import GraphBreakSite
-from ...reports.render import short_path
-from ..report_index import gb_pages, location, site_frame, site_matches
+from ..report_index import location, site_frame, site_matches
 from ..widgets.detail_pane import DetailPane
 from ..widgets.source_view import source_view
 from ..widgets.virtual_table import Column, VirtualTable

@@ -11,9 +11,9 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from ...reports.labels import short_path
 from ...reports.models import CompileMetric, GuardSet, PerfHint
 from ...reports.models import Graph as FxGraph
-from ...reports.render import short_path
 from ..widgets.detail_pane import DetailPane
 from ..widgets.virtual_table import Column, VirtualTable
 from .section_screen import SectionScreen

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 
 from rich.console import RenderableType
@@ -13,9 +12,8 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
-from ...analyzer.sources import repro_slug  # torch-free
+from ...reports.labels import bisect_summary_line, short_path, trial_symbol
 from ...reports.models import BisectTrial
-from ...reports.render import bisect_summary_line, short_path, trial_symbol
 from ..report_index import location, site_frame
 from ..widgets.detail_pane import DetailPane
 from ..widgets.source_view import source_view
@@ -161,13 +159,8 @@ class ModulesScreen(SectionScreen):
         return text
 
     def repro_for(self, path: str) -> str | None:
-        b = self.report.bisect
-        if b is None:
-            return None
         t = self.trials.get(path)
-        lookup = t.inferred_from if t is not None and t.inferred_from is not None else path
-        name = f"ctc_repro_{repro_slug(lookup)}.py"
-        return next((p for p in b.repro_paths if os.path.basename(p) == name), None)
+        return t.repro_path if t is not None else None
 
     def show_module(self, path: str) -> None:
         self.query_one(DetailPane).show(*self.module_detail(path))

@@ -10,18 +10,10 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from ...reports.advice import next_steps
+from ...reports.labels import benchmark_headline, bisect_summary_line, module_label
 from ...reports.models import Report
-from ...reports.render import (
-    benchmark_headline,
-    bisect_summary_line,
-    divergence_text,
-    header_text,
-    logs_text,
-    module_label,
-    next_steps,
-    rank_table,
-    verdict_panel,
-)
+from ...reports.render import divergence_text, header_text, logs_text, rank_table, verdict_panel
 from .section_screen import SectionScreen
 
 NOT_RUN = "not run"

@@ -10,8 +10,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Tree
 
+from ...reports.labels import short_path
 from ...reports.models import FailedGuard, Recompile
-from ...reports.render import short_path
 from ..widgets.detail_pane import DetailPane
 from .section_screen import SectionScreen, suggestion_summary
 

@@ -13,6 +13,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from ..common.sources import RawFrame
+
 _HEADER = re.compile(r"^Graph break(?: \(.*?\))? in user code at (?P<file>.+):(?P<line>\d+)\s*$", re.M)
 _GB_LINK = re.compile(r"gb(\d{4})\.html")
 _NESTED = "*** While handling this graph break, another graph break occurred: ***"
@@ -32,8 +34,6 @@ _LEGACY_GB_TYPES = (
 )
 
 
-RawFrame = tuple[str, int, str, str | None]
-"""(file, line, function, source line) as parsed from torch's texts, outermost first in stacks."""
 
 
 @dataclass

@@ -2,15 +2,15 @@
 
 Everything else in ctc-doctor goes through the functions here. Each hook is a context manager that
 restores what it changed in `finally`. Features are detected with getattr/hasattr, never by version
-number; what is missing becomes a note in the report, not a crash. Verified on torch 2.13 (see
-shared/research/torch-internals.md); torch 2.6 lacks gb_types, the registry and some metric fields.
+number; what is missing becomes a note in the report, not a crash. Verified on torch 2.13 (and 2.11 on
+a GPU); torch 2.6 lacks gb_types, the graph-break registry and some metric fields.
 
 What it owns:
 - the structured trace (`torch.__trace` logger): a handler on it switches `trace_structured` on
   in-process, whatever TORCH_LOGS/TORCH_TRACE say (torch only removes handlers it created itself);
 - perf_hints artifact loggers, switched on directly (set_logs is a no-op when TORCH_LOGS is set);
-- the string intern table of the trace, dynamo reset/counters, explain, the graph-break registry,
-  backend lookup, the live compile id, Dynamo exception types.
+- the string intern table of the trace, dynamo reset/counters, explain, backend lookup, the live
+  compile id, Dynamo exception types, config patches, mark_dynamic, inductor caches, regional compile.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from typing import Any
 import torch
 import torch._dynamo
 
-from .findings import guard_line_count
-from .gb_registry import graph_break_registry, registry_hints, registry_ids_for  # noqa: F401 - re-exported for the live analysis
-from .parsing import RawFrame
+from ...reports.compile_id import CompileId
+from .sources import RawFrame
+from .text import guard_line_count
 
 # Trace event kinds worth keeping; everything else (chromium_event, describe_*, bytecode dumps) is
 # dropped in the handler so memory stays small on big models.
@@ -86,10 +86,8 @@ def _intern_table() -> dict[int, str]:
 
 
 def _compile_id_of(md: dict[str, Any]) -> str | None:
-    frame, attempt = md.get("frame_id"), md.get("frame_compile_id")
-    if frame is None or attempt is None:
-        return None
-    return f"{frame}/{attempt}"
+    cid = CompileId.from_metadata(md)
+    return str(cid) if cid is not None else None
 
 
 def current_compile_id() -> str | None:
@@ -452,11 +450,6 @@ class CompileStats:
     compile_time_s: float = 0.0
 
 
-def compile_stats_reset() -> None:
-    """Forget compiled code and counters before a measured pass."""
-    fresh_dynamo_state()
-
-
 @contextlib.contextmanager
 def count_compiles() -> Iterator[CompileStats]:
     """Count Dynamo's work in the block from the structured trace (as the analysis does).
@@ -494,32 +487,3 @@ def regional_compile(modules: list[torch.nn.Module], **compile_kwargs: Any) -> I
     finally:
         for m, previous in zip(modules, saved, strict=True):
             m._compiled_call_impl = previous
-
-
-def reset_peak_memory(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        return
-    with contextlib.suppress(OSError):  # Linux: "5" resets the process's peak RSS (VmHWM)
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-
-
-def peak_memory_mb(device: str) -> float | None:
-    """CUDA: peak allocated since the reset. CPU: the process's peak RSS (Linux), else None."""
-    if device.startswith("cuda"):
-        return round(torch.cuda.max_memory_allocated() / 2**20, 1)
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        return None
-    return None
-
-
-def synchronize(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()

@@ -12,10 +12,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..reports import models as rm
+from ...reports import models as rm
+from ..common.sources import RawFrame, classify_file, function_name, is_tool_frame, source_line
+from ..common.text import guard_line_count
 from .gb_registry import registry_hints, registry_ids_for
-from .parsing import ParsedBreak, RawFrame, parse_break_text
-from .sources import classify_file, function_name, is_tool_frame, source_line
+from .parsing import ParsedBreak, parse_break_text
 
 UNKNOWN_FUNCTION = "?"
 """Function name of a frame known only by file:line (a TORCH_LOGS break whose stack torch suppressed)."""
@@ -155,11 +156,6 @@ def group_break_sites(
     for i, site in enumerate(sites, 1):
         site.id = f"B{i}"
     return sites
-
-
-def guard_line_count(tree: str) -> int:
-    """Guards in a `dynamo_cpp_guards_str` tree: its non-blank lines."""
-    return sum(1 for line in tree.splitlines() if line.strip())
 
 
 def guard_set(compile_id: str, payload: str | None) -> rm.GuardSet:

@@ -1,4 +1,4 @@
-"""Benchmark: eager vs compiled vs compiled-with-fixes vs regional compilation, measured.
+"""The bench phase: eager vs compiled vs compiled-with-fixes vs regional compilation, measured.
 
 One pass = every call of the workload in order (first call, then the variants), so recompiles the
 workload triggers are part of what is measured. Per compiled arm, in a fresh inductor cache:
@@ -17,22 +17,21 @@ import contextlib
 import statistics
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
-from ..reports import models as rm
-from ..workload import Call, Workload
-from . import torch_internals as ti
-from .fix import Variant, compare_outputs, fixed_variant, loose_backend
-from .suggest import ModelFacts, compile_cache_suggestion, renumber
-
-if TYPE_CHECKING:
-    from .run import AnalyzeOptions
-
-COMPILE_CACHE_ADVICE_S = 10.0
-"""Cold compile time (s) above which the report suggests persisting the compile cache."""
+from ...reports import models as rm
+from ...workload import Call, Workload
+from ..common import device as dev
+from ..common import torch_internals as ti
+from ..common.calls import preserved_state, run_pass
+from ..common.facts import ModelFacts
+from ..common.numerics import compare_outputs, loose_backend
+from ..common.text import describe_error
+from ..common.variants import Variant, make_variant
+from .context import PhaseContext
 
 
 @dataclass(frozen=True)
@@ -53,20 +52,13 @@ class BenchOptions:
     """A fresh, empty inductor cache per arm, so arms cannot warm each other."""
 
 
-def _pass(fn: Callable[..., Any], workload: Workload, model: Any, calls: list[Call], train: bool, seed: int | None, collect: list[Any] | None = None) -> None:
-    from .run import _default_loss, detached
+@dataclass
+class BenchSection:
+    """The benchmark, and what it measured of the suggestions it can judge (regional compilation)."""
 
-    for i, call in enumerate(calls):
-        if workload.before_call is not None:
-            workload.before_call(model, i)
-        if seed is not None and collect is not None:
-            torch.manual_seed(seed + i)
-        out = fn(*call.args, **dict(call.kwargs))
-        if collect is not None:
-            collect.append(detached(out))
-        if train:
-            loss = workload.loss_fn(out) if workload.loss_fn is not None else _default_loss(out)
-            loss.backward()
+    benchmark: rm.Benchmark
+    verified: dict[str, rm.Verification] = field(default_factory=dict)
+    """Suggestion id -> the measured effect (the regional-compilation suggestion, from its arm)."""
 
 
 def _latency(times: list[float]) -> rm.LatencyStats:
@@ -91,13 +83,13 @@ class _Arm:
 
 
 class _Bench:
-    def __init__(self, workload: Workload, options: AnalyzeOptions, bench: BenchOptions) -> None:
-        self.workload = workload
-        self.options = options
+    def __init__(self, ctx: PhaseContext, bench: BenchOptions) -> None:
+        self.workload = ctx.workload
+        self.seed = ctx.settings.seed
         self.bench = bench
-        self.device = options.device or "cpu"
-        self.train = options.train
-        self.progress = options.progress or (lambda phase, done, total: None)
+        self.device = ctx.settings.device or "cpu"
+        self.train = ctx.settings.train
+        self.progress = ctx.progress
         self.reference: list[list[torch.Tensor]] = []
 
     def grad(self) -> contextlib.AbstractContextManager[Any]:
@@ -134,42 +126,39 @@ class _Bench:
         total = self.bench.warmup + self.bench.iters
         for i in range(self.bench.warmup):
             self.progress(label, i, total)
-            _pass(fn, self.workload, arm.model, arm.calls, self.train, None)
-        ti.synchronize(self.device)
+            run_pass(fn, self.workload, arm.calls, seed=None, train=self.train, model=arm.model)
+        dev.synchronize(self.device)
         times = []
         for i in range(self.bench.iters):
             self.progress(label, self.bench.warmup + i, total)
             t0 = time.perf_counter()
-            _pass(fn, self.workload, arm.model, arm.calls, self.train, None)
-            ti.synchronize(self.device)
+            run_pass(fn, self.workload, arm.calls, seed=None, train=self.train, model=arm.model)
+            dev.synchronize(self.device)
             times.append(time.perf_counter() - t0)
         self.progress(label, total, total)
         return _latency(times)
 
     def run_arm(self, arm: _Arm) -> rm.BenchmarkArm:
-        from .run import _first, preserved_state
-
         out = rm.BenchmarkArm(name=arm.name, description=arm.description)
-        seed = self.options.seed
+        seed = self.seed
         try:
             with preserved_state(arm.model), self.grad(), ti.fresh_inductor_cache(arm.compiled and self.bench.fresh_cache and self.bench.backend == "inductor"), ti.dynamo_config(arm.config):
-                ti.compile_stats_reset()
-                ti.reset_peak_memory(self.device)
+                ti.fresh_dynamo_state()
+                dev.reset_peak_memory(self.device)
                 with self._compiled(arm) as fn:
                     self.progress(f"bench {arm.name}: {'compiling (cold)' if arm.compiled else 'first pass'}", 0, 0)
-                    outputs: list[Any] = []
                     with ti.count_compiles() as cold:
                         t0 = time.perf_counter()
-                        _pass(fn, self.workload, arm.model, arm.calls, self.train, seed, outputs)
-                        ti.synchronize(self.device)
+                        outputs = run_pass(fn, self.workload, arm.calls, seed=seed, train=self.train, model=arm.model, collect=True)
+                        dev.synchronize(self.device)
                         out.first_pass_s = round(time.perf_counter() - t0, 4)
                     if arm.compiled:
                         out.compile_time_s = round(cold.compile_time_s, 4)
                         out.graph_count, out.graph_break_count, out.recompile_count = cold.graphs, cold.graph_breaks, cold.recompiles
                         self.progress(f"bench {arm.name}: compiling (warm cache)", 0, 0)
-                        ti.compile_stats_reset()
+                        ti.fresh_dynamo_state()
                         with ti.count_compiles() as warm:
-                            _pass(fn, self.workload, arm.model, arm.calls, self.train, seed)
+                            run_pass(fn, self.workload, arm.calls, seed=seed, train=self.train, model=arm.model)
                         out.warm_compile_time_s = round(warm.compile_time_s, 4)
                     if not self.reference:
                         self.reference = outputs
@@ -183,9 +172,9 @@ class _Bench:
                         if extra:
                             out.recompile_count = (out.recompile_count or 0) + extra
                             out.error = f"{extra} compile(s) during the timed passes: latency includes them"
-                out.peak_memory_mb = ti.peak_memory_mb(self.device)
+                out.peak_memory_mb = dev.peak_memory_mb(self.device)
         except Exception as exc:  # noqa: BLE001 - one failing arm is a row, not the benchmark
-            out.error = f"{type(exc).__name__}: {_first(exc)}"[:500]
+            out.error = f"{type(exc).__name__}: {describe_error(exc)}"[:500]
         finally:
             ti.fresh_dynamo_state()
         return out
@@ -211,11 +200,22 @@ def _arms(report: rm.Report, workload: Workload, calls: list[Call], facts: Model
     return arms
 
 
-def run_benchmark(report: rm.Report, workload: Workload, calls: list[Call], facts: ModelFacts | None, options: AnalyzeOptions) -> rm.Benchmark:
-    """Measure every arm; the regional suggestion and a compile-cache suggestion get the measured effect."""
-    bench = options.bench or BenchOptions()
+def _fixed_variant(report: rm.Report, workload: Workload, calls: list[Call]) -> Variant | None:
+    """The combined fix as the fix phase applied it, on a fresh copy (None when nothing was applied)."""
+    if report.fix is None or not report.fix.applied:
+        return None
+    by_id = {s.id: s for s in report.suggestions}
+    actions = [by_id[i].action for i in report.fix.applied if i in by_id and by_id[i].action is not None]
+    return make_variant(workload.model, calls, [a for a in actions if a is not None])
+
+
+def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
+    """Measure every arm; the regional suggestion gets the measured effect of its arm."""
+    report = ctx.report
+    assert report is not None
+    workload, calls = ctx.workload, ctx.calls
     t0 = time.perf_counter()
-    runner = _Bench(workload, options, bench)
+    runner = _Bench(ctx, bench)
     result = rm.Benchmark(
         device=runner.device,
         settings={
@@ -223,7 +223,7 @@ def run_benchmark(report: rm.Report, workload: Workload, calls: list[Call], fact
             "mode": bench.mode or "default",
             "iters": bench.iters,
             "warmup": bench.warmup,
-            "grad": "forward+backward" if options.train else "no_grad",
+            "grad": "forward+backward" if ctx.settings.train else "no_grad",
             "fresh_cache": bench.fresh_cache and bench.backend == "inductor",
             "torch_threads": torch.get_num_threads(),
             "pass": f"{len(calls)} call(s): the first call and its variants",
@@ -237,11 +237,11 @@ def run_benchmark(report: rm.Report, workload: Workload, calls: list[Call], fact
         result.notes.append("reduce-overhead uses CUDA graphs: on CPU it behaves like the default mode.")
     runner.prime()
     try:
-        variant = fixed_variant(report, workload, calls)
+        variant = _fixed_variant(report, workload, calls)
     except Exception as exc:  # noqa: BLE001 - the other arms still run
         variant = None
         result.notes.append(f"the fixed copy could not be rebuilt: {type(exc).__name__}: {exc}")
-    for arm in _arms(report, workload, calls, facts, bench, variant):
+    for arm in _arms(report, workload, calls, ctx.facts, bench, variant):
         measured = runner.run_arm(arm)
         result.arms.append(measured)
         if arm.name == "eager" and measured.error:
@@ -255,17 +255,20 @@ def run_benchmark(report: rm.Report, workload: Workload, calls: list[Call], fact
     ok = [a for a in result.arms if a.latency_ms and not a.error and a.numerics_ok is not False]
     if ok:
         result.best_arm = min(ok, key=lambda a: a.latency_ms.median if a.latency_ms else float("inf")).name
-    _annotate_suggestions(report, result)
     result.duration_s = round(time.perf_counter() - t0, 3)
-    return result
+    return BenchSection(result, _regional_verifications(report, result))
 
 
-def _annotate_suggestions(report: rm.Report, result: rm.Benchmark) -> None:
+def _regional_verifications(report: rm.Report, result: rm.Benchmark) -> dict[str, rm.Verification]:
+    """The regional-compilation suggestion's measured effect: its arm against the whole-model arm."""
     arms = {a.name: a for a in result.arms}
     whole = arms.get("compiled_fixed") or arms.get("compiled")
     regional = arms.get("regional_fixed") or arms.get("regional")
+    verified: dict[str, rm.Verification] = {}
+    if regional is None or whole is None:
+        return verified
     for s in report.suggestions:
-        if s.rule != "regional-compile" or regional is None or whole is None:
+        if s.rule != "regional-compile":
             continue
         ok = regional.error is None and regional.numerics_ok is not False
         summary = None
@@ -273,7 +276,7 @@ def _annotate_suggestions(report: rm.Report, result: rm.Benchmark) -> None:
             summary = f"cold compile {whole.compile_time_s:.2f} s ({whole.name}) -> {regional.compile_time_s:.2f} s ({regional.name})"
             if whole.latency_ms and regional.latency_ms:
                 summary += f"; latency {whole.latency_ms.median:.3f} -> {regional.latency_ms.median:.3f} ms"
-        s.verified = rm.Verification(
+        verified[s.id] = rm.Verification(
             applied=regional.error is None,
             safe=ok,
             effective=bool(ok and whole.compile_time_s is not None and regional.compile_time_s is not None and regional.compile_time_s < whole.compile_time_s),
@@ -283,7 +286,4 @@ def _annotate_suggestions(report: rm.Report, result: rm.Benchmark) -> None:
             error=regional.error,
             summary=summary,
         )
-    compiled = arms.get("compiled")
-    if compiled and compiled.compile_time_s is not None and compiled.compile_time_s >= COMPILE_CACHE_ADVICE_S:
-        report.suggestions.append(compile_cache_suggestion(compiled.compile_time_s, compiled.warm_compile_time_s))
-        renumber(report.suggestions)
+    return verified

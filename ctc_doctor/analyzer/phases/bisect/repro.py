@@ -15,11 +15,14 @@ from typing import Any
 import networkx as nx
 import torch
 
-from .. import __version__
-from ..reports import models as rm
-from . import torch_internals as ti
-from .bisect import _PROBLEM, BisectContext, BisectOptions, CapturedCall, _saveable
-from .sources import repro_slug
+from ....reports import models as rm
+from ....version import __version__
+from ...capture.inputs import CapturedCall
+from ...common import torch_internals as ti
+from ...common.sources import repro_slug
+from ..context import PhaseContext
+from .search import PROBLEM
+from .trials import saveable
 
 _TEMPLATE = '''\
 #!/usr/bin/env python
@@ -150,21 +153,20 @@ def _specs(captured: CapturedCall) -> tuple[Any, Any]:
         return None, None
 
 
-def write_repros(result: rm.Bisect, tree: nx.DiGraph, ctx: BisectContext, options: BisectOptions, target: str) -> list[str]:
-    """One script per distinct failing module (inferred copies share their representative's)."""
-    assert options.repro_dir is not None
-    os.makedirs(options.repro_dir, exist_ok=True)
+def write_repros(result: rm.Bisect, tree: nx.DiGraph, ctx: PhaseContext, repro_dir: str, target: str) -> dict[str, str]:
+    """One script per distinct failing module (inferred copies share their representative's): module path -> script."""
+    os.makedirs(repro_dir, exist_ok=True)
     rows = {t.module_path: t for t in result.trials}
-    written = []
+    written: dict[str, str] = {}
     for path in result.smallest_failing:
         row = rows[path]
-        if row.status not in _PROBLEM:
+        if row.status not in PROBLEM:
             continue  # inferred: the representative's script covers it
         captured: CapturedCall = tree.nodes[path]["inputs"]
         slug = repro_slug(path)
-        script = os.path.join(options.repro_dir, f"ctc_repro_{slug}.py")
+        script = os.path.join(repro_dir, f"ctc_repro_{slug}.py")
         inputs_name = f"ctc_repro_{slug}.pt"
-        saved = _saveable(captured, os.path.join(options.repro_dir, inputs_name))
+        saved = saveable(captured, os.path.join(repro_dir, inputs_name))
         arg_specs, kwarg_specs = _specs(captured)
         frame = row.own_frame or row.user_frame
         where = f"at {frame.file}:{frame.line}: {frame.code or ''}".rstrip(": ") if frame else ""
@@ -180,11 +182,11 @@ def write_repros(result: rm.Bisect, tree: nx.DiGraph, ctx: BisectContext, option
             command=ctx.command or "(library call)",
             script=os.path.basename(script),
             target=target,
-            seed=ctx.seed,
+            seed=ctx.settings.seed,
             path=path,
-            backend=ctx.backend,
-            train=ctx.train,
-            device=ctx.device,
+            backend=ctx.settings.backend,
+            train=ctx.settings.train,
+            device=ctx.settings.device,
             search_path=os.getcwd(),
             inputs_file=inputs_name if saved else None,
             arg_specs=arg_specs,
@@ -193,5 +195,5 @@ def write_repros(result: rm.Bisect, tree: nx.DiGraph, ctx: BisectContext, option
         )
         with open(script, "w", encoding="utf-8") as fh:
             fh.write(text)
-        written.append(script)
+        written[path] = script
     return written

@@ -15,6 +15,9 @@ import traceback
 from functools import lru_cache
 
 # `.../lib/python3.10/copy.py`, `.../lib/python3.10/logging/__init__.py`: not site-packages
+RawFrame = tuple[str, int, str, str | None]
+"""(file, line, function, source line) as torch reports a frame; stacks list the outermost first."""
+
 _FOREIGN_STDLIB = re.compile(r"/lib/python3\.\d+/(?!(?:site|dist)-packages/)")
 _RESUME = re.compile(r"^torch_dynamo_resume_in_(?P<name>.+)_at_\d+$")
 
@@ -23,7 +26,7 @@ _RESUME = re.compile(r"^torch_dynamo_resume_in_(?P<name>.+)_at_\d+$")
 def _roots() -> tuple[str | None, str | None, str, tuple[str, ...]]:
     spec = importlib.util.find_spec("torch")
     torch_dir = os.path.dirname(spec.origin) if spec and spec.origin else None
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # ctc_doctor/
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # ctc_doctor/
     stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
     fixtures = (os.path.join(here, "fixtures"),)
     return torch_dir, here, stdlib, fixtures

@@ -12,18 +12,15 @@ probed sizes may recompile. Runs under `torch.no_grad()` with the analysis backe
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from ..reports import models as rm
-from ..workload import Call, Workload
-from . import torch_internals as ti
-from .fix import clone_inputs
-from .suggest import ModelFacts
-
-if TYPE_CHECKING:
-    from .run import AnalyzeOptions
+from ...reports import models as rm
+from ...workload import Call
+from ..common import torch_internals as ti
+from ..common.tensors import clone_inputs
+from .context import PhaseContext
 
 _Slot = tuple[str, Any]  # ("pos", index) or ("kw", name)
 
@@ -63,13 +60,15 @@ def _grown(size: int) -> int:
     return size + max(1, size // 2)
 
 
-def probe_shapes(workload: Workload, calls: list[Call], facts: ModelFacts, options: AnalyzeOptions) -> rm.ShapeProbe:
+def run_probe(ctx: PhaseContext) -> rm.ShapeProbe:
+    """The phase: grow each dimension of each tensor input, count recompiles, verify the marks."""
     t0 = time.perf_counter()
-    model = workload.model
-    first = calls[0]
-    tensors = _inputs(first, facts.arg_names)
-    backend = options.resolved_backend()
-    progress = options.progress or (lambda phase, done, total: None)
+    assert ctx.facts is not None
+    model = ctx.workload.model
+    first = ctx.calls[0]
+    tensors = _inputs(first, ctx.facts.arg_names)
+    backend = ctx.settings.backend
+    progress = ctx.progress
     result = rm.ShapeProbe()
     probes: list[tuple[rm.ProbedDim, Call]] = []
     total = sum(t.dim() for _, _, t in tensors)
@@ -151,7 +150,6 @@ def probe_shapes(workload: Workload, calls: list[Call], facts: ModelFacts, optio
     ti.fresh_dynamo_state()
     result.duration_s = round(time.perf_counter() - t0, 3)
     return result
-
 
 
 def _why(exc: BaseException) -> str:

@@ -4,7 +4,7 @@ Torch-free and lenient. Files are read line by line (gzip too), so memory stays 
 size: only the records a report needs are kept, their payloads capped, everything else is counted.
 What cannot be read is counted by cause in `ParseCounter` (the report's `parse_stats`), never raised.
 
-Formats (torch 2.13; see shared/research/torch-internals.md):
+Formats (as torch 2.13 writes them):
 - TORCH_TRACE: `dedicated_log_torch_trace_[rank_N_]XXXX.log`, one record per line:
   `V1122 04:35:02.411000 29071 torch/_dynamo/x.py:5098] {"<event>": {...}, "frame_id": 0, ...}`,
   the payload (if `has_payload`, its md5) on the following lines, each prefixed with a tab.
@@ -27,8 +27,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal
 
-from ..errors import LogsInvalid
-from ..reports import models as rm
+from ...errors import LogsInvalid
+from ...reports import models as rm
+from ...reports.compile_id import CompileId
 
 TRACE_PREFIX = "dedicated_log_torch_trace_"
 MAX_PAYLOAD_CHARS = 2_000_000
@@ -231,11 +232,8 @@ class TraceRecord:
 
 def compile_id_of(md: dict[str, Any]) -> str | None:
     """`frame/attempt` as torch prints it; compiled-autograd ids as `!ca/frame/attempt`."""
-    frame, attempt = md.get("frame_id"), md.get("frame_compile_id")
-    if frame is None or attempt is None:
-        return None
-    ca = md.get("compiled_autograd_id")
-    return f"!{ca}/{frame}/{attempt}" if ca is not None else f"{frame}/{attempt}"
+    cid = CompileId.from_metadata(md)
+    return str(cid) if cid is not None else None
 
 
 def _event_name(text: str) -> str | None:
@@ -432,7 +430,8 @@ def read_text_log(path: str, counter: ParseCounter) -> Iterator[TextMessage]:
                 yield close(current[1], current[2])
                 current = None
             if current is None:
-                cid = re.sub(r"_\d+$", "", trace) if trace else None
+                parsed = CompileId.parse(trace)  # `[0/1_2]`: the restart attempt is dropped
+                cid = str(parsed) if parsed is not None else None
                 msg = TextMessage(tail.group("artifact"), cid, rank, _logger_of(m.group("path")), "", path, lineno)
                 open_by_stream[stream] = (prefix, msg, [text])
             else:

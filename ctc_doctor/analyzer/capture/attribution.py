@@ -13,13 +13,14 @@ listed, which is the honest answer.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import sys
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
+
+from ..common.modules import forward_pre_hooks, path_key
 
 _MODULE_PY = torch.nn.modules.module.__file__
 _SKIP_CLASSES = {torch.nn.Module, object}
@@ -66,17 +67,9 @@ class ModuleIndex:
         self._ranges: dict[str, list[tuple[int, int, type]]] | None = None
 
     # --- recording -------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def record(self) -> Iterator[None]:
-        """Install forward pre-hooks that record exercised modules and their call sites."""
-        handles = []
-        for path, module in self.modules.items():
-            handles.append(module.register_forward_pre_hook(self._hook_for(path)))
-        try:
-            yield
-        finally:
-            for h in handles:
-                h.remove()
+    def record(self) -> contextlib.AbstractContextManager[None]:
+        """Forward pre-hooks for the block that record exercised modules and their call sites."""
+        return forward_pre_hooks(self.modules, self._hook_for)
 
     def _hook_for(self, path: str) -> Any:
         def hook(module: Any, args: Any) -> None:
@@ -145,42 +138,3 @@ class ModuleIndex:
                 current = refined or set(owners)
                 break
         return sorted(current, key=path_key)
-
-
-def path_key(path: str) -> list[Any]:
-    return [int(p) if p.isdigit() else p for p in path.split(".")] if path else []
-
-
-def describe_inputs(args: Sequence[Any], kwargs: dict[str, Any], names: Sequence[str] | None = None) -> str:
-    """`x: float32[4, 8], scale: float=2.0` for the report."""
-    parts = []
-    for i, a in enumerate(args):
-        label = names[i] if names and i < len(names) else f"arg{i}"
-        parts.append(f"{label}: {_describe(a)}")
-    parts.extend(f"{k}: {_describe(v)}" for k, v in kwargs.items())
-    return ", ".join(parts)
-
-
-def _describe(value: Any) -> str:
-    if isinstance(value, torch.Tensor):
-        dtype = str(value.dtype).replace("torch.", "")
-        dev = "" if value.device.type == "cpu" else f"@{value.device}"
-        return f"{dtype}{list(value.shape)}{dev}"
-    if isinstance(value, (list, tuple)):
-        inner = ", ".join(_describe(v) for v in value[:4])
-        more = ", ..." if len(value) > 4 else ""
-        return f"{type(value).__name__}({inner}{more})"
-    if isinstance(value, dict):
-        return "dict(" + ", ".join(f"{k}={_describe(v)}" for k, v in list(value.items())[:4]) + ")"
-    if isinstance(value, (int, float, bool, str)) or value is None:
-        return f"{type(value).__name__}={value!r}"
-    return type(value).__name__
-
-
-def forward_arg_names(model: Any) -> list[str] | None:
-    try:
-        fn = model.forward if isinstance(model, torch.nn.Module) else model
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        return None
-    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]

@@ -1,0 +1,81 @@
+"""Running the workload: one call (the same code for the analysis, `fix` and the benchmark), the
+loss of a training call, and the model state a run must leave as it found it."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from ...workload import Call, Workload
+from .tensors import detached, iter_tensors, map_tensors
+
+
+def loss_of(output: Any) -> torch.Tensor | None:
+    """`output.loss`, else the sum of the output tensors that require grad; None when there are none."""
+    loss = getattr(output, "loss", None)
+    if isinstance(loss, torch.Tensor):
+        return loss
+    parts = [t.float().sum() for t in iter_tensors(output) if t.is_floating_point() and t.requires_grad]
+    return torch.stack(parts).sum() if parts else None
+
+
+def default_loss(output: Any) -> torch.Tensor:
+    loss = loss_of(output)
+    if loss is None:
+        raise RuntimeError("--train: the output has no tensor that requires grad; pass Workload(loss_fn=...)")
+    return loss
+
+
+def run_call(fn: Any, workload: Workload, call: Call, index: int, *, seed: int | None, train: bool, model: Any = None) -> Any:
+    """Call `index` of the workload through `fn`: `before_call`, the seed, the call, and backward when training.
+
+    `model` is what `before_call` receives (default: the workload's model; a copy when `fn` runs one).
+    """
+    if workload.before_call is not None:
+        workload.before_call(workload.model if model is None else model, index)
+    if seed is not None:
+        torch.manual_seed(seed + index)
+    out = fn(*call.args, **dict(call.kwargs))
+    if train:
+        loss = workload.loss_fn(out) if workload.loss_fn is not None else default_loss(out)
+        loss.backward()
+    return out
+
+
+def run_pass(
+    fn: Any, workload: Workload, calls: list[Call], *, seed: int | None, train: bool, model: Any = None, collect: bool = False
+) -> list[list[torch.Tensor]]:
+    """Every call in order (one benchmark pass); with `collect`, each call's detached outputs."""
+    outputs = []
+    for i, call in enumerate(calls):
+        out = run_call(fn, workload, call, i, seed=seed, train=train, model=model)
+        if collect:
+            outputs.append(detached(out))
+    return outputs
+
+
+def to_device(value: Any, device: str | None) -> Any:
+    """A call's inputs with every tensor moved to `device` (None: unchanged)."""
+    if device is None:
+        return value
+    return map_tensors(value, lambda t: t.to(device))
+
+
+@contextlib.contextmanager
+def preserved_state(model: torch.nn.Module) -> Iterator[None]:
+    """Analysis and trials run the user's modules (backward included): put grads and buffers back afterwards."""
+    # backward accumulates into .grad in place: keep copies, not references
+    grads = {p: (p.grad.detach().clone() if p.grad is not None else None) for p in model.parameters()}
+    buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for p, g in grads.items():
+                p.grad = g
+            for name, b in model.named_buffers():
+                if name in buffers and buffers[name].shape == b.shape:
+                    b.copy_(buffers[name])

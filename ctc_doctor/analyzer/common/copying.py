@@ -1,0 +1,97 @@
+"""Copies of the user's objects: the model for `fix` and the benchmark, a call's inputs for trials.
+
+Nothing here modifies the original. `copy.deepcopy` is tried first; what it refuses (locks, handles,
+non-leaf tensors inside caches) falls back in one of two ways, each chosen for its use: a model copy
+shares the attributes deepcopy refuses, an input copy is copied attribute by attribute a few levels
+deep with its tensors detached (so a trial never writes into the model's own cache).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+from .tensors import map_tensors
+
+_PLAIN = (int, float, bool, complex, str, bytes, type(None), torch.dtype, torch.device, torch.Size)
+_MAX_DEPTH = 4
+
+
+class CopyError(Exception):
+    """The object cannot be copied, even sharing what deepcopy refuses (one line)."""
+
+
+def try_deepcopy(value: Any, memo: dict[int, Any] | None = None) -> tuple[bool, Any]:
+    """(True, copy) or (False, None) when `copy.deepcopy` raises: the one place that tries it."""
+    try:
+        return True, copy.deepcopy(value, memo)
+    except Exception:  # noqa: BLE001 - deepcopy raises whatever the copied objects raise
+        return False, None
+
+
+def copy_model(model: torch.nn.Module) -> torch.nn.Module:
+    """A deep copy; attributes deepcopy refuses (locks, handles) are shared with the original."""
+    ok, out = try_deepcopy(model)
+    if ok:
+        return out  # type: ignore[no-any-return]
+    memo: dict[int, Any] = {}
+    for module in model.modules():
+        for key, value in vars(module).items():
+            if key not in ("_parameters", "_buffers", "_modules") and not try_deepcopy(value)[0]:
+                memo[id(value)] = value
+    try:
+        return copy.deepcopy(model, memo)
+    except Exception as exc:
+        raise CopyError(f"cannot copy the model: {type(exc).__name__}: {exc}") from exc
+
+
+def fresh_copy(value: Any, shared: list[str] | None = None, memo: dict[int, Any] | None = None, depth: int = 0) -> Any:
+    """A copy of a call's inputs that a trial can consume: detached leaf tensors, copied objects.
+
+    A tensor that appears twice is copied once (`memo`). Objects that `copy.deepcopy` refuses (a KV
+    cache holding non-leaf tensors) are copied attribute by attribute, a few levels deep; what still
+    cannot be copied is shared and its type appended to `shared`.
+    """
+    memo = {} if memo is None else memo
+    return map_tensors(value, lambda t: _fresh_tensor(t, memo), lambda v: _fresh_object(v, shared, memo, depth))
+
+
+def _fresh_tensor(value: torch.Tensor, memo: dict[int, Any]) -> torch.Tensor:
+    if id(value) not in memo:
+        out = value.detach().clone()
+        if value.requires_grad and (out.is_floating_point() or out.is_complex()):
+            out.requires_grad_(True)
+        memo[id(value)] = out
+    return memo[id(value)]  # type: ignore[no-any-return]
+
+
+def _fresh_object(value: Any, shared: list[str] | None, memo: dict[int, Any], depth: int) -> Any:
+    if isinstance(value, _PLAIN):
+        return value
+    if id(value) in memo:
+        return memo[id(value)]
+    ok, out = try_deepcopy(value)
+    if ok:
+        return out
+    if depth < _MAX_DEPTH and hasattr(value, "__dict__") and not isinstance(value, torch.nn.Module):
+        ok, clone = _shallow(value)
+        if ok:
+            memo[id(value)] = clone
+            try:
+                for key, item in vars(value).items():
+                    clone.__dict__[key] = fresh_copy(item, shared, memo, depth + 1)
+                return clone
+            except (TypeError, AttributeError):  # a read-only __dict__: share the object instead
+                memo.pop(id(value), None)
+    if shared is not None:
+        shared.append(type(value).__name__)
+    return value
+
+
+def _shallow(value: Any) -> tuple[bool, Any]:
+    try:
+        return True, copy.copy(value)
+    except Exception:  # noqa: BLE001 - copy.copy raises whatever __reduce__ raises: share the object
+        return False, None

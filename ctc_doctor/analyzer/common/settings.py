@@ -1,0 +1,19 @@
+"""How the workload's calls run, in every phase (torch-free)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How the workload's calls run in every phase."""
+
+    backend: str = "eager"
+    """torch.compile backend of the analysis (resolved: never None)."""
+    train: bool = False
+    """Forward and backward."""
+    seed: int | None = 0
+    """`torch.manual_seed(seed + call index)` before each call; None leaves the generator alone."""
+    device: str | None = None
+    """Where the model and inputs were moved (None: where the builder put them)."""

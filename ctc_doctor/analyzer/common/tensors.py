@@ -1,0 +1,69 @@
+"""The one tensor walker: calls' inputs and outputs are tensors nested in tuples, lists and dicts.
+
+`map_tensors` rebuilds the containers with their own types (namedtuples, transformers' `ModelOutput`
+and other dict subclasses stay what they were); `iter_tensors` visits the same tensors in the same
+order without rebuilding anything.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+
+def map_tensors(value: Any, fn: Callable[[torch.Tensor], Any], leaf: Callable[[Any], Any] | None = None) -> Any:
+    """`fn` applied to every tensor in `value`, containers rebuilt; other values go through `leaf` (default: shared)."""
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # namedtuple
+        return type(value)(*(map_tensors(v, fn, leaf) for v in value))
+    if isinstance(value, (tuple, list)):
+        return type(value)(map_tensors(v, fn, leaf) for v in value)
+    if isinstance(value, dict):
+        items = {k: map_tensors(v, fn, leaf) for k, v in value.items()}
+        return items if type(value) is dict else _same_mapping(value, items)
+    return value if leaf is None else leaf(value)
+
+
+def _same_mapping(original: dict[Any, Any], items: dict[Any, Any]) -> dict[Any, Any]:
+    """A dict subclass (ModelOutput, OrderedDict...) with new items: a shallow copy, item by item."""
+    try:
+        out = copy.copy(original)
+        for key, item in items.items():
+            out[key] = item  # ModelOutput refuses update() but keeps attributes in step on __setitem__
+    except (TypeError, AttributeError, RuntimeError):
+        return items  # a mapping that cannot be copied this way: its items as a plain dict
+    return out
+
+
+def iter_tensors(value: Any) -> Iterator[torch.Tensor]:
+    """The tensors in `value`, in the order `map_tensors` visits them."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from iter_tensors(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from iter_tensors(v)
+    elif hasattr(value, "to_tuple"):  # a ModelOutput-like object that is not a dict
+        yield from iter_tensors(value.to_tuple())
+
+
+def detached(out: Any) -> list[torch.Tensor]:
+    """The output's tensors, detached copies, in a fixed order (for numerics checks)."""
+    return [t.detach().clone() for t in iter_tensors(out)]
+
+
+def clone_tensor(value: torch.Tensor) -> torch.Tensor:
+    """A detached copy that requires grad when the original did (floating point only)."""
+    out = value.detach().clone()
+    return out.requires_grad_(True) if value.requires_grad and out.is_floating_point() else out
+
+
+def clone_inputs(value: Any) -> Any:
+    """Detached copies of the tensors in a call's inputs (requires_grad kept); other values shared."""
+    return map_tensors(value, clone_tensor)

@@ -1,0 +1,157 @@
+"""A copy of the model and its inputs with fix actions applied: what `fix` verifies and the
+benchmark's fixed arms measure.
+
+What an action does to the copy: `dynamo_config` patches `torch._dynamo.config` for the compiled
+run only; `disable` wraps submodule forwards with `torch.compiler.disable`; `source_patch` gives the
+copy's instances a subclass whose method is the rewritten one (see `rewrite`); `mark_dynamic` and
+`scalar_to_tensor` act on copies of the inputs; `set_attribute` sets an attribute on a submodule;
+`regional` is the benchmark's business and is ignored here. The user's model, inputs and modules'
+globals are never modified.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ...reports import models as rm
+from ...workload import Call
+from . import torch_internals as ti
+from .copying import CopyError, copy_model
+from .modules import forward_arg_names
+from .rewrite import RewriteError, build_function, parse_edits, plan_rewrite
+from .tensors import clone_inputs
+
+
+class VariantError(Exception):
+    """An action cannot be applied to this model (one line, goes into the report)."""
+
+
+@dataclass
+class Variant:
+    """A copy of the model and inputs with actions applied."""
+
+    model: torch.nn.Module
+    calls: list[Call]
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+def _merge_config(into: dict[str, Any], patch: dict[str, Any]) -> None:
+    for key, value in patch.items():
+        if isinstance(value, list) and isinstance(into.get(key), list):
+            into[key] = into[key] + [v for v in value if v not in into[key]]
+        else:
+            into[key] = value
+
+
+def _owner(instance_type: type, function: str) -> type | None:
+    for cls in instance_type.__mro__:
+        if function in cls.__dict__:
+            return cls
+    return None
+
+
+def _patch_sources(model: torch.nn.Module, actions: list[rm.FixAction]) -> None:
+    grouped: dict[tuple[str, str, str], list[str]] = {}
+    for a in actions:
+        if not (a.file and a.function and a.class_name):
+            raise VariantError("source_patch needs file, function and class_name")
+        grouped.setdefault((a.file, a.function, a.class_name), []).extend(e for e in a.edits)
+    for (file, function, class_name), edits in grouped.items():
+        try:
+            plan = plan_rewrite(file, parse_edits(sorted(set(edits), key=lambda e: int(e.split("@")[1]))))
+        except RewriteError as exc:
+            raise VariantError(str(exc)) from exc
+        targets = [m for m in model.modules() if any(c.__name__ == class_name and function in c.__dict__ for c in type(m).__mro__)]
+        if not targets:
+            raise VariantError(f"no {class_name} module in the model")
+        patched: dict[type, type] = {}
+        for module in targets:
+            cls = type(module)
+            owner = _owner(cls, function)
+            if owner is None or owner.__name__ != class_name:
+                continue  # a subclass overrides the method: leave it as it is
+            original = inspect.unwrap(owner.__dict__[function])
+            code = getattr(original, "__code__", None)
+            if code is None or code.co_filename != file:
+                raise VariantError(f"{class_name}.{function} is not the function in {file}")
+            if code.co_firstlineno not in (plan.def_line, *(d.lineno for d in plan.node.decorator_list)):
+                raise VariantError(f"{file} changed since it was imported; cannot patch {class_name}.{function}")
+            if cls not in patched:
+                new_fn = build_function(plan, original.__globals__, owner, torch)
+                patched[cls] = type(cls.__name__, (cls,), {function: new_fn, "__module__": cls.__module__, "__qualname__": cls.__qualname__})
+            module.__class__ = patched[cls]
+
+
+def _argument_slot(call: Call, names: list[str], argument: str) -> tuple[str, Any] | None:
+    if argument in call.kwargs:
+        return ("kw", argument)
+    if argument in names and names.index(argument) < len(call.args):
+        return ("pos", names.index(argument))
+    if argument.startswith("arg") and argument[3:].isdigit() and int(argument[3:]) < len(call.args):
+        return ("pos", int(argument[3:]))
+    return None
+
+
+def _transform_calls(calls: list[Call], names: list[str], action: rm.FixAction) -> list[Call]:
+    out = []
+    assert action.argument is not None
+    for call in calls:
+        args, kwargs = list(call.args), dict(call.kwargs)
+        slot = _argument_slot(call, names, action.argument)
+        if slot is None:
+            raise VariantError(f"argument {action.argument!r} is not in every call")
+        value = kwargs[slot[1]] if slot[0] == "kw" else args[slot[1]]
+        if action.type == "mark_dynamic":
+            if not isinstance(value, torch.Tensor):
+                raise VariantError(f"{action.argument} is not a tensor")
+            for d in action.dims:
+                if d >= value.dim():
+                    raise VariantError(f"{action.argument} has no dim {d}")
+                ti.mark_dynamic(value, d)
+        else:  # scalar_to_tensor
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise VariantError(f"{action.argument} is not a Python number")
+            value = torch.tensor(float(value))
+        if slot[0] == "kw":
+            kwargs[slot[1]] = value
+        else:
+            args[slot[1]] = value
+        out.append(Call(tuple(args), kwargs))
+    return out
+
+
+def make_variant(model: torch.nn.Module, calls: list[Call], actions: list[rm.FixAction]) -> Variant:
+    """A copy of the model and inputs with the actions applied (regional actions are ignored here)."""
+    try:
+        copied = copy_model(model)
+    except CopyError as exc:
+        raise VariantError(str(exc)) from exc
+    variant = Variant(copied, [Call(clone_inputs(c.args), clone_inputs(dict(c.kwargs))) for c in calls])
+    names = forward_arg_names(model) or []
+    sources = []
+    for action in actions:
+        if action.type == "dynamo_config":
+            _merge_config(variant.config, action.config)
+        elif action.type == "disable":
+            for path in action.module_paths:
+                try:
+                    module = variant.model.get_submodule(path)
+                except AttributeError as exc:
+                    raise VariantError(f"no submodule {path!r}") from exc
+                module.forward = ti.disable(module.forward)  # instance attribute on the copy
+        elif action.type == "source_patch":
+            sources.append(action)
+        elif action.type in ("mark_dynamic", "scalar_to_tensor"):
+            variant.calls = _transform_calls(variant.calls, names, action)
+        elif action.type == "set_attribute":
+            if not action.attribute:
+                raise VariantError("set_attribute needs an attribute")
+            for path in action.module_paths or [""]:
+                setattr(variant.model.get_submodule(path), action.attribute, action.value)
+    if sources:
+        _patch_sources(variant.model, sources)
+    return variant

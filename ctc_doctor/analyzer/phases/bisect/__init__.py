@@ -1,0 +1,197 @@
+"""Module bisection: the smallest submodules that fail `torch.compile(fullgraph=True)`.
+
+The analysis's eager pass recorded each module's first-call inputs (`capture.inputs`); `search` walks
+the module tree top-down and/or bottom-up, `trials` compiles one module with fullgraph=True on a fresh
+copy of its inputs (in-process or in a child process), and `repro` writes a standalone script per
+distinct failing module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+
+import networkx as nx
+
+from ....reports import models as rm
+from ...capture.attribution import ModuleIndex
+from ...capture.findings import frame as _frame
+from ...capture.inputs import CapturedCall
+from ...common.calls import preserved_state
+from ...common.deadline import enforceable
+from ...common.modules import describe_inputs, path_key
+from ...common.sources import classify_file
+from ..context import PhaseContext
+from .repro import write_repros
+from .search import Search, bisect_parent, bottom_up, build_tree, top_down
+from .trials import TrialOutcome, run_trial, run_trial_isolated, saveable
+
+
+@dataclass(frozen=True)
+class BisectOptions:
+    """How to bisect. Backend, train, device and seed come from the AnalyzeOptions of the run."""
+
+    strategy: rm.Strategy = "both"
+    """top-down, bottom-up, or both (trials are shared; the report says whether they agree)."""
+    max_trials: int | None = None
+    """Stop starting trials after this many; what was left is listed in `untried`."""
+    trial_timeout_s: float | None = 60.0
+    """Per-trial limit; a trial over it becomes a `timeout` row and the bisection goes on."""
+    isolate: bool = False
+    """Run each trial in a child process that rebuilds the workload from `target`."""
+    memoize: bool = True
+    """Try modules with the same class, input signature and structure once."""
+    repro_dir: str | None = None
+    """Write a standalone repro script per distinct failing module here (None: none written)."""
+    target: str | None = None
+    """Importable TARGET to rebuild the workload (child processes, repro scripts); default: the run's spec."""
+    always: bool = False
+    """Bisect even when the analysis found no graph break (the bisect command)."""
+
+
+def run_bisect(ctx: PhaseContext, options: BisectOptions) -> rm.Bisect:
+    """Bisect the model whose first-call inputs the analysis recorded. Leaves its grads and buffers as found."""
+    t0 = time.perf_counter()
+    assert ctx.module_inputs is not None, "bisection needs the module inputs of the analysis's eager pass"
+    settings = ctx.settings
+    model = ctx.module_inputs.model
+    tree = build_tree(ctx.module_inputs)
+    notes: list[str] = []
+    result = rm.Bisect(
+        strategy=options.strategy,
+        backend=settings.backend,
+        train=settings.train,
+        isolated=options.isolate,
+        memoized=options.memoize,
+        trial_timeout_s=options.trial_timeout_s,
+    )
+    if "" not in tree or not tree.nodes[""]["exercised"]:
+        result.notes.append("The target is not an nn.Module (or its forward never ran): nothing to bisect.")
+        return result
+    target = options.target or ctx.spec
+    if options.isolate and ":" not in target and not target.endswith(".py"):
+        notes.append(f"--isolate needs an importable target; {target!r} is not one, so trials ran in-process.")
+        options = BisectOptions(**{**asdict(options), "isolate": False})
+        result.isolated = False
+    enforced = options.trial_timeout_s is None or options.isolate or enforceable()
+    if not enforced:
+        notes.append("The per-trial timeout is not enforced off the main thread; use isolate to enforce it.")
+
+    with contextlib.ExitStack() as stack:
+        workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="ctc-bisect-")) if options.isolate else ""
+        stack.enter_context(preserved_state(model))
+
+        def run(path: str) -> TrialOutcome:
+            captured = tree.nodes[path]["inputs"]
+            if options.isolate:
+                inputs_file = os.path.join(workdir, f"inputs_{path.replace('.', '_') or 'root'}.pt")
+                request = {
+                    "target": target,
+                    "seed": settings.seed,
+                    "module_path": path,
+                    "inputs_file": inputs_file if saveable(captured, inputs_file) else None,
+                    "backend": settings.backend,
+                    "train": settings.train,
+                    "device": settings.device,
+                    "sys_path": [p for p in sys.path if p],  # the target may sit on a path added at runtime
+                }
+                return run_trial_isolated(request, options.trial_timeout_s, workdir)
+            timeout = options.trial_timeout_s
+            if stop_at is not None:
+                left = max(0.5, stop_at - time.monotonic())
+                timeout = min(timeout, left) if timeout else left
+            return run_trial(
+                model.get_submodule(path), captured, backend=settings.backend, train=settings.train, seed=settings.seed, timeout_s=timeout
+            )
+
+        stop_at = time.monotonic() + ctx.budget_s if ctx.budget_s is not None else None
+        search = Search(tree, run, memoize=options.memoize, max_trials=options.max_trials, progress=ctx.progress, stop_at=stop_at)
+        answers: dict[str, tuple[list[str], bool, int]] = {}
+        for name in ("top-down", "bottom-up") if options.strategy == "both" else (options.strategy,):
+            search.consulted = set()
+            if name == "top-down":
+                found, complete = top_down(search, "", ctx.index)
+            else:
+                found, complete = bottom_up(search, "")
+            answers[name] = (sorted(found, key=path_key), complete, len(search.consulted))
+
+    result.by_strategy = {
+        name: rm.BisectStrategyResult(smallest_failing=found, trial_count=count, complete=complete)
+        for name, (found, complete, count) in answers.items()
+    }
+    union = sorted({p for found, _, _ in answers.values() for p in found}, key=path_key)
+    result.smallest_failing = union
+    if options.strategy == "both":
+        td, bu = answers["top-down"][0], answers["bottom-up"][0]
+        result.agreement = td == bu
+        if not result.agreement:
+            only_td = [p or "(root)" for p in td if p not in bu]
+            only_bu = [p or "(root)" for p in bu if p not in td]
+            if only_td:
+                notes.append(
+                    f"Only top-down reports {', '.join(only_td)}: its own code breaks before any failing submodule "
+                    "is reached, and bottom-up never tries a parent of a failing module."
+                )
+            if only_bu:
+                notes.append(f"Only bottom-up reports {', '.join(only_bu)} (top-down stopped above it).")
+    result.trial_count = search.trials_run
+    result.exhaustive_count = sum(1 for _, d in tree.nodes(data=True) if d["exercised"])
+    result.untried = sorted(search.untried, key=path_key)
+    if result.untried:
+        why = "--max-trials" if options.max_trials is not None and search.trials_run >= options.max_trials else "the time limit"
+        notes.append(f"{why} stopped the bisection: {len(result.untried)} module(s) left untried; the answer may be incomplete.")
+    shared = sorted({t for _, d in tree.nodes(data=True) if d["inputs"] for t in d["inputs"].shared})
+    if shared:
+        notes.append(f"Inputs of type {', '.join(shared)} could not be copied; trials reused the model's objects.")
+    result.trials = _rows(tree, search, ctx.index)
+    result.notes = notes
+    if options.repro_dir:
+        scripts = write_repros(result, tree, ctx, options.repro_dir, target)
+        result.repro_paths = list(scripts.values())
+        for row in result.trials:
+            shared = row.inferred_from if row.inferred_from is not None else row.module_path
+            row.repro_path = scripts.get(row.module_path) or scripts.get(shared)
+    result.duration_s = round(time.perf_counter() - t0, 3)
+    return result
+
+
+def _rows(tree: nx.DiGraph, search: Search, index: ModuleIndex | None) -> list[rm.BisectTrial]:
+    rows = []
+    for path, node in tree.nodes(data=True):
+        captured: CapturedCall | None = node["inputs"]
+        row = rm.BisectTrial(
+            module_path=path,
+            module_class=node["cls"],
+            status="skipped",
+            parent=bisect_parent(tree, path) if path else None,
+            parameters=node["parameters"],
+            calls=node["calls"],
+            inputs=describe_inputs(captured.args, captured.kwargs, node["arg_names"]) if captured else None,
+        )
+        outcome = search.outcomes.get(path)
+        if not node["exercised"]:
+            row.reason = "not exercised: never called during the first call"
+        elif outcome is None:
+            row.reason = "untried: over the trial budget" if path in search.untried else "not needed by the strategy"
+        else:
+            rep = search.inferred_from.get(path)
+            row.status = "inferred" if rep is not None else outcome.status  # type: ignore[assignment]
+            row.inferred_from = rep
+            row.passed = None if outcome.status == "skipped" else outcome.passed
+            row.duration_s = None if rep is not None else round(outcome.duration_s, 4)
+            row.gb_type = outcome.gb_type
+            row.registry_ids = list(outcome.registry_ids)
+            row.reason = outcome.reason
+            if outcome.stack:
+                inner = outcome.stack[-1]
+                row.user_frame = _frame(*inner)
+                own = [f for f in outcome.stack if classify_file(f[0])[0]]
+                if own and own[-1] is not inner:
+                    row.own_frame = _frame(*own[-1])
+            row.own_break = search.own_break(path, index)
+        rows.append(row)
+    return rows

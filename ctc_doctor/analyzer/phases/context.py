@@ -1,0 +1,47 @@
+"""What the pipeline hands every phase (torch-free: the suggest phase also runs on offline reports)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ...reports import models as rm
+from ...workload import Call, Workload
+from ..common.facts import ModelFacts
+from ..common.settings import RunSettings
+
+if TYPE_CHECKING:  # torch-free at run time: the suggest phase also runs offline
+    from ..capture.attribution import ModuleIndex
+    from ..capture.inputs import ModuleInputs
+
+ProgressFn = Callable[[str, int, int], None]
+"""progress(step, done, total); total 0 means unknown."""
+
+
+def no_progress(step: str, done: int, total: int) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class PhaseContext:
+    """The run as a phase sees it. Phases read it; none writes into it or into `report`."""
+
+    workload: Workload
+    calls: list[Call]
+    """Every call of the workload, inputs already on the run's device."""
+    settings: RunSettings
+    spec: str = "<workload>"
+    """The TARGET as the user gave it (bisection's child processes and repro scripts rebuild from it)."""
+    command: str = ""
+    progress: ProgressFn = no_progress
+    budget_s: float | None = None
+    """Seconds the phase may take (None: no limit); the pipeline enforces it, a phase may plan with it."""
+    report: rm.Report | None = None
+    """A copy of the report so far: the sections of the phases before this one."""
+    facts: ModelFacts | None = None
+    """What the rules know about the model (None when the target is not an nn.Module)."""
+    index: ModuleIndex | None = None
+    """Module call sites and code ownership, recorded by the analysis's eager pass."""
+    module_inputs: ModuleInputs | None = None
+    """Each module's first-call inputs, recorded by the analysis's eager pass when bisection was asked for."""

@@ -1,0 +1,254 @@
+"""The fix phase: apply the auto-applicable suggestions to a copy of the model, re-check, compare.
+
+Each auto-applicable suggestion is first tried alone on its own copy (`common.variants`): the copy
+runs eagerly and compiled through the live capture, like the original (same calls, seeds, backend),
+with the suggestion's `FixAction` applied. Its outputs are compared with the original model's eager
+outputs, both in eager mode (did the change alter the model's semantics?) and compiled (did it alter
+what the compiled model computes?). A suggestion that fails either check is unsafe and not applied;
+one that changes no count is ineffective. The safe, effective ones are then applied together and
+verified once more. The section carries each suggestion's verification; the pipeline merges them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ...reports import models as rm
+from ...workload import Workload
+from ..capture.live import CompiledRun, Findings, eager_pass, findings_of
+from ..common import torch_internals as ti
+from ..common.calls import preserved_state, run_pass
+from ..common.numerics import compare_outputs, loose_backend, tolerance
+from ..common.variants import Variant, VariantError, make_variant
+from .context import PhaseContext
+
+
+@dataclass(frozen=True)
+class FixOptions:
+    """How `fix` verifies."""
+
+    verify_each: bool = True
+    """Verify each auto-applicable suggestion alone before combining (else: all together, once)."""
+
+
+@dataclass
+class FixSection:
+    """The fix phase's part of the report: the combined result, and each suggestion's verification."""
+
+    result: rm.FixResult
+    verified: dict[str, rm.Verification] = field(default_factory=dict)
+    """Suggestion id -> what applying it alone measured."""
+
+
+def iter_auto(suggestions: list[rm.Suggestion]) -> Iterator[rm.Suggestion]:
+    """Auto-applicable suggestions that `fix` verifies one by one (regional is measured by the benchmark)."""
+    for s in suggestions:
+        if s.auto_applicable and s.action is not None and s.action.type != "regional":
+            yield s
+
+
+def effect_of(summary: rm.Summary) -> rm.Effect:
+    """The summary counts an Effect carries (its fields are named as in Summary)."""
+    return rm.Effect(**summary.model_dump(include=set(rm.Effect.model_fields)))
+
+
+def effect_summary(before: rm.Effect, after: rm.Effect) -> str:
+    parts = [
+        f"graphs {before.graphs_compiled} -> {after.graphs_compiled}",
+        f"break sites {before.unique_break_sites} -> {after.unique_break_sites}",
+        f"recompiles {before.recompile_count} -> {after.recompile_count}",
+    ]
+    return ", ".join(parts)
+
+
+def _site_key(site: rm.GraphBreakSite) -> tuple[str, str, int]:
+    return (site.gb_type, site.user_frame.file, site.user_frame.line)
+
+
+def _recompile_key(rc: rm.Recompile) -> tuple[Any, ...]:
+    first = rc.failed_guards[0] if rc.failed_guards else None
+    return (rc.function, rc.file, rc.line, first.kind if first else None, first.source if first else None)
+
+
+def _label(site: rm.GraphBreakSite) -> str:
+    return f"{site.gb_type} at {site.user_frame.file.rsplit('/', 1)[-1]}:{site.user_frame.line}"
+
+
+def _remaining_labels(sites: list[rm.GraphBreakSite], recompiles: list[rm.Recompile]) -> list[str]:
+    out = [_label(s) for s in sites]
+    for rc in recompiles:
+        guard = rc.failed_guards[0].reason if rc.failed_guards else "?"
+        out.append(f"recompile of {rc.function} ({rc.file.rsplit('/', 1)[-1]}:{rc.line}): {guard}")
+    return out
+
+
+def reference_outputs(ctx: PhaseContext) -> list[list[torch.Tensor]]:
+    """The original model's eager outputs (forward only), seeded per call like the analysis."""
+    model = ctx.workload.model
+    with preserved_state(model), torch.no_grad():
+        return run_pass(model, ctx.workload, ctx.calls, seed=ctx.settings.seed, train=False, collect=True)
+
+
+class _Checker:
+    """Re-checks variants of the model through the live capture, against the original's counts and outputs."""
+
+    def __init__(self, ctx: PhaseContext, reference: list[list[torch.Tensor]]) -> None:
+        assert ctx.report is not None
+        self.ctx = ctx
+        self.base = ctx.report
+        self.reference = reference
+
+    def check(self, variant: Variant) -> tuple[rm.Verification, Findings | None]:
+        """Run the variant like the original and compare counts and outputs."""
+        t0 = time.perf_counter()
+        ctx, workload = self.ctx, self.ctx.workload
+        fixed = Workload(
+            variant.model,
+            variant.calls[0].args,
+            variant.calls[0].kwargs,
+            variants=list(variant.calls[1:]),
+            name=workload.name,
+            loss_fn=workload.loss_fn,
+            before_call=workload.before_call,
+        )
+        compiled: CompiledRun | None = None
+        errors: list[rm.ErrorRecord] = []
+        try:
+            with preserved_state(variant.model):
+                eager = eager_pass(fixed, variant.calls, ctx.settings, collect=True)
+                if eager.error is not None:
+                    errors.append(eager.error)
+                else:
+                    compiled = CompiledRun(fixed, variant.calls, ctx.settings, dynamo_config=variant.config, collect=True)
+                    compiled.run()
+                    if compiled.error is not None:
+                        errors.append(compiled.error)
+        except ValueError as exc:  # an unknown dynamo config option
+            return rm.Verification(applied=False, error=str(exc), duration_s=round(time.perf_counter() - t0, 3)), None
+        finally:
+            with contextlib.suppress(Exception):
+                ti.fresh_dynamo_state()
+        findings = findings_of(compiled)
+        after = findings.summary(failed=bool(errors))
+        verification = rm.Verification(applied=True, before=effect_of(self.base.summary), after=effect_of(after))
+        if errors:
+            verification.error = errors[0].message
+        else:
+            want = self.reference
+            assert compiled is not None
+            eager_check = compare_outputs(eager.outputs, want)
+            outputs = compiled.outputs
+            if outputs:
+                compiled_check = compare_outputs(outputs, want[: len(outputs)], loose=loose_backend(ctx.settings.backend))
+                verification.numerics_ok = eager_check.ok and compiled_check.ok
+                verification.max_abs_error = compiled_check.max_abs
+                verification.max_rel_error = compiled_check.max_rel
+                if not eager_check.ok:
+                    verification.error = f"changes eager results: {eager_check.problem}"
+                elif not compiled_check.ok:
+                    verification.error = f"changes compiled results: {compiled_check.problem}"
+
+        before_sites = {_site_key(s): s for s in self.base.graph_breaks}
+        after_sites = {_site_key(s): s for s in findings.graph_breaks}
+        after_lines = {k[1:] for k in after_sites}
+        verification.fixed = [s.id for k, s in before_sites.items() if k[1:] not in after_lines]
+        verification.new_sites = [_label(s) for k, s in after_sites.items() if k not in before_sites]
+        after_recompiles: dict[tuple[Any, ...], int] = {}
+        for rc in findings.recompiles:
+            after_recompiles[_recompile_key(rc)] = after_recompiles.get(_recompile_key(rc), 0) + 1
+        for rc in self.base.recompiles:
+            key = _recompile_key(rc)
+            if after_recompiles.get(key, 0) > 0:
+                after_recompiles[key] -= 1
+            else:
+                verification.fixed.append(rc.id)
+        b, a = verification.before, verification.after
+        assert b is not None and a is not None
+        improved = (
+            a.graphs_compiled < b.graphs_compiled
+            or a.graph_count < b.graph_count
+            or a.unique_break_sites < b.unique_break_sites
+            or a.recompile_count < b.recompile_count
+        )
+        verification.summary = effect_summary(b, a)
+        verification.safe = bool(verification.numerics_ok) and not errors
+        verification.effective = verification.safe and improved
+        verification.duration_s = round(time.perf_counter() - t0, 3)
+        return verification, findings
+
+
+def run_fix(ctx: PhaseContext, options: FixOptions) -> FixSection:
+    """Verify each auto-applicable suggestion alone, then apply the safe, effective ones together."""
+    t0 = time.perf_counter()
+    report = ctx.report
+    assert report is not None
+    backend = ctx.settings.backend
+    rtol, atol = tolerance(torch.float32, loose_backend(backend))
+    section = FixSection(rm.FixResult(backend=backend, tolerance={"rtol": rtol, "atol": atol}))
+    result = section.result
+    candidates = list(iter_auto(report.suggestions))
+    if not candidates:
+        result.notes.append("No auto-applicable suggestion: nothing to apply.")
+        result.duration_s = round(time.perf_counter() - t0, 3)
+        return section
+    model = ctx.workload.model
+    assert isinstance(model, torch.nn.Module)
+    checker = _Checker(ctx, reference_outputs(ctx))
+    if ctx.settings.train:
+        result.notes.append("Numerics are checked on forward outputs; gradients are not compared.")
+
+    chosen: list[rm.Suggestion] = []
+    total = len(candidates) + 1
+    for i, suggestion in enumerate(candidates):
+        ctx.progress(f"fix {suggestion.id}", i, total)
+        if not options.verify_each:
+            chosen.append(suggestion)
+            continue
+        assert suggestion.action is not None
+        try:
+            variant = make_variant(model, ctx.calls, [suggestion.action])
+        except VariantError as exc:
+            section.verified[suggestion.id] = rm.Verification(applied=False, error=str(exc))
+            result.unsafe.append(suggestion.id)
+            continue
+        verification, _ = checker.check(variant)
+        section.verified[suggestion.id] = verification
+        covered = {f for c in chosen for f in (section.verified[c.id].fixed if c.id in section.verified else [])}
+        if not verification.safe:
+            result.unsafe.append(suggestion.id)
+        elif not verification.effective:
+            result.ineffective.append(suggestion.id)
+        elif verification.fixed and set(verification.fixed) <= covered:
+            result.redundant.append(suggestion.id)  # an earlier (preferred) suggestion already fixes the same
+        else:
+            chosen.append(suggestion)
+        ti.fresh_dynamo_state()
+
+    ctx.progress("fix combined", len(candidates), total)
+    if chosen:
+        after: Findings | None
+        try:
+            variant = make_variant(model, ctx.calls, [s.action for s in chosen if s.action is not None])
+            verification, after = checker.check(variant)
+        except VariantError as exc:
+            verification, after = rm.Verification(applied=False, error=str(exc)), None
+        result.verification = verification
+        if verification.safe:
+            result.applied = [s.id for s in chosen]
+        else:
+            result.notes.append(
+                "The suggestions were safe one by one but not together: " + (verification.error or "numerics differ") + "."
+            )
+        if after is not None:
+            result.remaining = _remaining_labels(after.graph_breaks, after.recompiles)
+    else:
+        result.remaining = _remaining_labels(report.graph_breaks, report.recompiles)
+    ctx.progress("fix combined", total, total)
+    result.duration_s = round(time.perf_counter() - t0, 3)
+    return section

@@ -1,0 +1,113 @@
+"""What every suggestion rule shares: the rule context (report, facts, output) and the ways a
+rule states a suggestion (a source edit with its diff, a config option, a module run eagerly)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ....reports import models as rm
+from ....reports.links import DOCS, gb_pages
+from ...common.facts import ModelFacts
+from ...common.rewrite import RewriteError, plan_rewrite
+
+
+@dataclass
+class RuleContext:
+    """What a rule reads (the report, the model's facts) and where it writes (`out`)."""
+
+    report: rm.Report
+    facts: ModelFacts | None
+    out: list[rm.Suggestion] = field(default_factory=list)
+
+    def add(self, rule: str, title: str, rationale: str, kind: rm.SuggestionKind, applies_to: list[str], **kw: Any) -> None:
+        self.out.append(rm.Suggestion(id="", rule=rule, title=title, rationale=rationale, kind=kind, applies_to=applies_to, **kw))
+
+
+def refs(site: rm.GraphBreakSite, *docs: str) -> list[str]:
+    return gb_pages(site.registry_ids) + [DOCS[d] for d in docs]
+
+
+def where(site: rm.GraphBreakSite) -> str:
+    frame = site.own_frame or site.user_frame
+    paths = [p or "(root)" for p in site.module_paths]
+    at = f"{frame.file.rsplit('/', 1)[-1]}:{frame.line}"
+    if not paths:
+        return at
+    shown = ", ".join(paths[:3]) + (f" (+{len(paths) - 3} more)" if len(paths) > 3 else "")
+    return f"`{shown}` at {at}"
+
+
+def own_line(site: rm.GraphBreakSite) -> rm.Frame | None:
+    """The user's own frame of the site, when it is a line the user can edit."""
+    if site.own_code:
+        return site.user_frame
+    return site.own_frame
+
+
+def source_edit(ctx: RuleContext, site: rm.GraphBreakSite, rule: str, title: str, rationale: str, edit: str, refs: list[str], applies: list[str]) -> bool:
+    """Add a source_edit suggestion with its diff; False when the code has another shape."""
+    frame = own_line(site)
+    if frame is None:
+        return False
+    try:
+        plan = plan_rewrite(frame.file, [(edit, frame.line)])
+    except RewriteError:
+        return False
+    auto = plan.class_name is not None
+    action = (
+        rm.FixAction(type="source_patch", file=plan.file, function=plan.function, class_name=plan.class_name, edits=plan.edits)
+        if auto
+        else None
+    )
+    ctx.add(rule, title, rationale, "source_edit", applies, auto_applicable=auto, diff=plan.diff(), references=refs, action=action)
+    return True
+
+
+def config(
+    ctx: RuleContext, rule: str, title: str, rationale: str, applies: list[str], option: tuple[str, Any], snippet: str, refs: list[str]
+) -> None:
+    """An auto-applicable `torch._dynamo.config` suggestion: `option` is (name, value) for the compiled run."""
+    name, value = option
+    ctx.add(
+        rule,
+        title,
+        rationale,
+        "config",
+        applies,
+        auto_applicable=True,
+        snippet=snippet,
+        references=refs,
+        action=rm.FixAction(type="dynamo_config", config={name: value}),
+    )
+
+
+def disable(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str], why: str) -> None:
+    targets = [p for p in site.module_paths if p]
+    if not targets:
+        return
+    bisect = ctx.report.bisect
+    confirmed = bisect is not None and any(p in bisect.smallest_failing for p in targets)
+    shown = ", ".join(targets[:3]) + (" ..." if len(targets) > 3 else "")
+    rationale = (
+        f"{why} Running `{shown}` eagerly keeps the break at the module boundary, so the code around it "
+        "compiles into whole graphs; the module itself is not compiled."
+        + (" Bisection confirms it is the smallest failing module." if confirmed else "")
+    )
+    first = targets[0]
+    snippet = (
+        f"mod = model.get_submodule({first!r})\nmod.forward = torch.compiler.disable(mod.forward)"
+        if len(targets) == 1
+        else f"for name in {targets!r}:\n    mod = model.get_submodule(name)\n    mod.forward = torch.compiler.disable(mod.forward)"
+    )
+    ctx.add(
+        "disable-module",
+        f"Run `{shown}` eagerly with torch.compiler.disable",
+        rationale,
+        "wrap",
+        applies,
+        auto_applicable=True,
+        snippet=snippet,
+        references=refs(site, "disable"),
+        action=rm.FixAction(type="disable", module_paths=targets),
+    )

@@ -1,0 +1,279 @@
+"""Graph-break rules, keyed by registry id / gb_type / message pattern: the first that matches a site
+states its suggestions (the fallback repeats torch's own hints and offers to isolate the break)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from ....reports import models as rm
+from .base import RuleContext, config, disable, own_line, refs, source_edit, where
+
+
+def _is(site: rm.GraphBreakSite, ids: tuple[str, ...] = (), pattern: str | None = None) -> bool:
+    if set(ids) & set(site.registry_ids):
+        return True
+    return bool(pattern and re.search(pattern, site.gb_type, re.I))
+
+
+def _code(site: rm.GraphBreakSite) -> str:
+    frame = own_line(site) or site.user_frame
+    return frame.code or ""
+
+
+def _print_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
+    reorder_failed = site.gb_type.startswith("attempted to reorder a debugging function")
+    if not (reorder_failed or (_is(site, ("GB0059",)) and re.search(r"\bprint\s*\(", _code(site)))):
+        return False
+    source_edit(
+        ctx,
+        site,
+        "print-guard",
+        "Skip the print while compiling: `if not torch.compiler.is_compiling():`",
+        f"The `print` in {where(site)} cannot go into a graph, so Dynamo splits the graph around it. "
+        "Under the guard, compiled code skips it (the branch is folded away at trace time) and eager runs still print.",
+        "guard",
+        refs(site, "is_compiling"),
+        applies,
+    )
+    if not reorder_failed:
+        config(
+            ctx,
+            "print-reorder",
+            "Let Dynamo move prints after the graph: `torch._dynamo.config.reorderable_logging_functions`",
+            "Dynamo can defer a print to after the compiled graph when its arguments are tensors, constants or "
+            "format strings, keeping one graph and still printing.",
+            applies,
+            ("reorderable_logging_functions", ["print"]),
+            "torch._dynamo.config.reorderable_logging_functions.add(print)",
+            refs(site, "troubleshooting"),
+        )
+    return True
+
+
+def _logger_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
+    if not _is(site, ("GB0291",), r"^logging\.Logger method"):
+        return False
+    calls = re.findall(r"\.(\w+)\s*\(", site.user_frame.code or "")
+    method = calls[0] if calls else "debug"
+    options = ctx.facts.config_options if ctx.facts else frozenset()
+    caveat = ""
+    if options and "ignore_logging_functions" not in options and "ignore_logger_methods" in options:
+        caveat = " (torch's own hint names `ignore_logging_functions`, which this torch does not have; the option is `ignore_logger_methods`)"
+    config(
+        ctx,
+        "logger-ignore",
+        f"Make `Logger.{method}` a no-op under compile: `torch._dynamo.config.ignore_logger_methods`",
+        f"The `{method}` call in {where(site)} cannot be traced. Listing the method in "
+        f"`ignore_logger_methods`{caveat} drops it from compiled code only; eager runs still log.",
+        applies,
+        ("ignore_logger_methods", [f"logging.Logger.{method}"]),
+        f"import logging\ntorch._dynamo.config.ignore_logger_methods.add(logging.Logger.{method})",
+        refs(site, "troubleshooting"),
+    )
+    if site.own_code:
+        source_edit(
+            ctx,
+            site,
+            "logger-guard",
+            "Skip the log call while compiling: `if not torch.compiler.is_compiling():`",
+            f"The log call in {where(site)} splits the graph; under the guard compiled code skips it.",
+            "guard",
+            refs(site, "is_compiling"),
+            applies,
+        )
+    return True
+
+
+def _item_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
+    if not _is(site, ("GB0124",), r"Tensor\.item\(\)|tolist"):
+        return False
+    source_edit(
+        ctx,
+        site,
+        "keep-tensor",
+        "Keep the value a tensor (drop `.item()`) and choose with `torch.where`",
+        f"`.item()` in {where(site)} copies a tensor value into Python, which a graph cannot do. Kept as a "
+        "0-d tensor, the value and the branches that read it stay in the graph.",
+        "keep_tensor",
+        refs(site, "where"),
+        applies,
+    )
+    config(
+        ctx,
+        "capture-scalar-outputs",
+        "Trace `.item()` into the graph: `torch._dynamo.config.capture_scalar_outputs = True`",
+        "With this option `.item()` becomes a symbolic scalar inside the graph. Python control flow on the "
+        "value still breaks the graph, further down.",
+        applies,
+        ("capture_scalar_outputs", True),
+        "torch._dynamo.config.capture_scalar_outputs = True",
+        refs(site, "troubleshooting"),
+    )
+    return True
+
+
+def _dynamic_op_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
+    if not _is(site, ("GB0036",), r"dynamic shape operator|dynamic output shape"):
+        return False
+    config(
+        ctx,
+        "capture-dynamic-output-shape-ops",
+        "Trace ops with data-dependent output shapes (nonzero, unique...): `capture_dynamic_output_shape_ops`",
+        f"The op in {where(site)} returns a shape that depends on tensor values. With this option Dynamo keeps "
+        "it in the graph with an unbacked symbolic size.",
+        applies,
+        ("capture_dynamic_output_shape_ops", True),
+        "torch._dynamo.config.capture_dynamic_output_shape_ops = True",
+        refs(site, "dynamic"),
+    )
+    return True
+
+
+def _branch_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
+    if not _is(site, ("GB0170",), r"^Data-dependent branching"):
+        return False
+    source_edit(
+        ctx,
+        site,
+        "branchless-where",
+        "Replace the data-dependent `if` with `torch.where`",
+        f"The `if` in {where(site)} needs a tensor's value in Python, so the graph ends there. "
+        "`torch.where` computes both sides and picks per element inside the graph; results are the same "
+        "as long as both sides are safe to compute.",
+        "where",
+        refs(site, "where"),
+        applies,
+    )
+    frame = own_line(site) or site.user_frame
+    ctx.add(
+        "torch-cond",
+        "Or express the branch with `torch.cond` (both branches traced as subgraphs)",
+        "When the branches differ in more than one value, `torch.cond(pred, true_fn, false_fn, operands)` keeps "
+        "data-dependent control flow in one graph. Both functions must return tensors of the same shape.",
+        "source_edit",
+        applies,
+        snippet=f"# at {frame.file.rsplit('/', 1)[-1]}:{frame.line}\n"
+        "out = torch.cond(pred, lambda t: true_branch(t), lambda t: false_branch(t), (x,))",
+        references=refs(site, "cond"),
+    )
+    return True
+
+
+_UNTRACEABLE = (
+    (("GB0294",), r"numpy", "numpy-torch", "Use torch ops instead of numpy here",
+     "numpy calls that torch cannot map run in Python. The torch equivalent (e.g. `torch.randn(shape, generator=g)`) traces.",
+     "noise = torch.randn(x.shape, generator=torch.Generator().manual_seed(0)).to(x)"),
+    (("GB4198",), r"deepcopy", "deepcopy-outside", "Create the copy outside forward",
+     "`copy.deepcopy` of modules or tensors cannot be traced. Make the copy once (in `__init__`, or an EMA "
+     "update outside the compiled step) and use it in forward.",
+     "# in __init__:\nself.shadow = copy.deepcopy(self.fc).requires_grad_(False)\n# in forward:\nreturn self.fc(x) + self.shadow(x)"),
+    (("GB0007",), r"marked as skipped", "move-untraceable-call", "Move the untraceable call out of the compiled region",
+     "The function is on Dynamo's skip list (a C extension, or code torch chose not to trace): call it "
+     "before or after the compiled model, or pass its result in.", None),
+    (("GB0142",), r"context manager", "context-manager", "Take the context manager out of forward",
+     "Dynamo supports a fixed set of context managers (no_grad, autocast...). Hold locks and other managers "
+     "around the call of the compiled model instead.", None),
+    ((), r"generator", "generator", "Avoid generators in forward",
+     "Dynamo cannot trace this generator use; build a list or loop directly.", None),
+)
+
+
+def _untraceable_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
+    for ids, pattern, rule, title, why, snippet in _UNTRACEABLE:
+        if _is(site, ids, pattern):
+            ctx.add(rule, title, f"{why} (at {where(site)})", "source_edit", applies, snippet=snippet, references=refs(site, "troubleshooting"))
+            disable(ctx, site, applies, "Until the code changes, the break can be isolated.")
+            return True
+    return False
+
+
+def _transformers_loss_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
+    frames = site.user_stack + [site.user_frame]
+    if not any(f.function == "loss_function" and "transformers" in f.file for f in frames):
+        return False
+    targets = site.module_paths or [""]
+    ctx.add(
+        "transformers-loss-type",
+        "Set the model's loss function explicitly: `model.loss_type = \"ForCausalLM\"`",
+        "transformers picks the loss in Python on every call and logs a warning when `loss_type` is unset; "
+        "the logger call breaks the graph. Setting `loss_type` (the default it falls back to) removes the "
+        "lookup and the warning.",
+        "config",
+        applies,
+        auto_applicable=True,
+        snippet='model.loss_type = "ForCausalLM"  # or the loss your head needs: see transformers.loss.loss_utils.LOSS_MAPPING',
+        references=refs(site),
+        action=rm.FixAction(type="set_attribute", module_paths=targets, attribute="loss_type", value="ForCausalLM"),
+    )
+    return True
+
+
+def _library_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
+    if site.own_code or site.library in (None, "stdlib", "torch"):
+        return False
+    version = getattr(ctx.report.environment, site.library or "", None)
+    at = f"{site.library} {version}" if isinstance(version, str) else site.library
+    ctx.add(
+        "library-upgrade",
+        f"The break is inside {at}: check a newer release",
+        f"{site.user_frame.file.rsplit('/', 1)[-1]}:{site.user_frame.line} is library code, so the fix belongs "
+        f"there; torch.compile support in {site.library} improves release by release. Until then, the "
+        "suggestions for your own call site apply.",
+        "upgrade",
+        applies,
+        snippet=f"pip install -U {site.library}",
+        references=refs(site),
+    )
+    return False  # advice only: other rules still run
+
+
+def _fallback_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
+    hints = [h for h in site.hints if h and not h.startswith("Please report")]
+    rationale = (site.explanation or site.reason) + (" Torch's hints: " + " ".join(hints) if hints else "")
+    ctx.add(
+        "registry-hints",
+        f"Rewrite the code at {where(site)}: {site.gb_type}",
+        rationale,
+        "source_edit",
+        applies,
+        references=refs(site, "troubleshooting"),
+    )
+    disable(ctx, site, applies, "If the code cannot change, the break can be isolated.")
+    return True
+
+
+_BREAK_RULES: tuple[Callable[[RuleContext, rm.GraphBreakSite, list[str]], bool], ...] = (
+    _transformers_loss_rule,
+    _library_rule,
+    _print_rule,
+    _logger_rule,
+    _item_rule,
+    _dynamic_op_rule,
+    _branch_rule,
+    _untraceable_rule,
+)
+
+
+def break_suggestions(ctx: RuleContext) -> None:
+    """The first matching rule per site (a `graph break in loop` consequence joins the site that causes it)."""
+    sites = ctx.report.graph_breaks
+    loop_ids = ("GB7000",)
+    by_line: dict[tuple[str, int], list[str]] = {}
+    for site in sites:
+        by_line.setdefault((site.user_frame.file, site.user_frame.line), []).append(site.id)
+    for site in sites:
+        if _is(site, loop_ids, r"^graph break in loop") and len(by_line[(site.user_frame.file, site.user_frame.line)]) > 1:
+            continue  # a consequence: the sibling site at the same line is the cause, and its fix covers this one
+        applies = [site.id] + [
+            other
+            for other in by_line[(site.user_frame.file, site.user_frame.line)]
+            if other != site.id and _is(next(s for s in sites if s.id == other), loop_ids, r"^graph break in loop")
+        ]
+        matched = False
+        for rule in _BREAK_RULES:
+            if rule(ctx, site, applies):
+                matched = True
+                break
+        if not matched:
+            _fallback_rule(ctx, site, applies)

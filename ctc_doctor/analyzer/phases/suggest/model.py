@@ -1,0 +1,62 @@
+"""Model-wide rules: regional compilation of repeated blocks, CUDA graphs, and the compile cache
+(advised only once the benchmark measured a slow cold compile)."""
+
+from __future__ import annotations
+
+from ....reports import models as rm
+from ....reports.links import DOCS
+from .base import RuleContext
+
+COMPILE_CACHE_ADVICE_S = 10.0
+"""Cold compile time (s) above which the report suggests persisting the compile cache."""
+
+
+def model_suggestions(ctx: RuleContext) -> None:
+    """Advice about the model as a whole: regional compilation of repeated blocks, CUDA graphs."""
+    facts = ctx.facts
+    for group in facts.repeated if facts else []:
+        n = len(group.paths)
+        ctx.add(
+            "regional-compile",
+            f"Compile the {n} repeated `{group.class_name}` blocks one by one (regional compilation)",
+            f"`{group.container}` holds {n} identical `{group.class_name}` blocks. Compiling each block reuses one "
+            "compiled graph for all of them, so cold compile time is about one block's, not the whole model's.",
+            "regional",
+            [],
+            auto_applicable=True,
+            snippet=f"for block in model.get_submodule({group.container!r}):\n    block.compile()",
+            references=[DOCS["regional"]],
+            action=rm.FixAction(type="regional", module_paths=list(group.paths)),
+        )
+    if ctx.report.environment.device.startswith("cuda") and ctx.report.summary.verdict in ("clean", "recompiles"):
+        ctx.add(
+            "mode-reduce-overhead",
+            'Try `mode="reduce-overhead"` (CUDA graphs) for small batches',
+            "With one graph and launch-bound kernels, CUDA graphs remove per-kernel launch overhead. Measure it: "
+            "`ctc-doctor bench TARGET --device cuda --mode reduce-overhead`.",
+            "mode",
+            [],
+            snippet='compiled = torch.compile(model, mode="reduce-overhead")',
+            references=[DOCS["cudagraphs"]],
+        )
+
+
+def compile_cache_suggestion(benchmark: rm.Benchmark | None) -> rm.Suggestion | None:
+    """Advice once the benchmark measured a slow cold compile (None when it did not)."""
+    compiled = next((a for a in benchmark.arms if a.name == "compiled"), None) if benchmark is not None else None
+    if compiled is None or compiled.compile_time_s is None or compiled.compile_time_s < COMPILE_CACHE_ADVICE_S:
+        return None
+    cold_s, warm_s = compiled.compile_time_s, compiled.warm_compile_time_s
+    warm = f", {warm_s:.1f} s with a warm cache" if warm_s is not None else ""
+    return rm.Suggestion(
+        id="",
+        rule="compile-cache",
+        title="Keep the compile cache between runs",
+        rationale=f"Measured: cold compile {cold_s:.1f} s{warm}. Inductor's on-disk caches are on by default but "
+        "live in /tmp; point TORCHINDUCTOR_CACHE_DIR at a persistent directory, or ship the artifacts with "
+        "torch.compiler.save_cache_artifacts / load_cache_artifacts.",
+        kind="config",
+        snippet="export TORCHINDUCTOR_CACHE_DIR=$HOME/.cache/torchinductor\n"
+        "# or, after a warm-up run:\nartifacts = torch.compiler.save_cache_artifacts()",
+        references=[DOCS["cache"]],
+    )

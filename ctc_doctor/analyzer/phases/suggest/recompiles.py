@@ -1,0 +1,224 @@
+"""Recompile rules, keyed by the kind of the guard that failed (like the break rules are keyed by
+gb_type). Each rule sees the failed guards of its kinds, in the order the recompiles happened; kinds
+without a rule of their own get the one line of advice the reports keep per guard kind."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ....reports import models as rm
+from ....reports.advice import GUARD_ADVICE
+from ....reports.links import DOCS
+from ...common.facts import ModelFacts
+from .base import RuleContext
+
+
+@dataclass
+class Failures:
+    """The failed guards of some kinds: (recompile, guard) pairs in the order the recompiles happened."""
+
+    kinds: tuple[str, ...]
+    items: list[tuple[rm.Recompile, rm.FailedGuard]]
+
+    def ids(self) -> list[str]:
+        """The recompiles involved, each once, in order (a long job's logs hold thousands)."""
+        return list(dict.fromkeys(rc.id for rc, _ in self.items))
+
+
+def _argument(source: str | None, facts: ModelFacts | None) -> str | None:
+    """The forward argument a guard source names (`x`, `L['x']`, `kwargs['input_ids']`), if any."""
+    if not source or facts is None:
+        return None
+    match = re.fullmatch(r"(?:L\[')?(\w+)(?:'\])?(?:\[['\"](\w+)['\"]\])?", source)
+    if not match:
+        return None
+    name, key = match.group(1), match.group(2)
+    if name == "kwargs" and key:
+        name = key
+    return name if name in facts.arg_names or name in facts.arg_kinds else None
+
+
+def _is_root(recompile: rm.Recompile) -> bool:
+    return "" in recompile.module_paths
+
+
+def _size_rule(ctx: RuleContext, failures: Failures) -> None:
+    facts = ctx.facts
+    dims: dict[str, set[int]] = {}
+    dims_applies: dict[str, dict[str, None]] = {}
+    for rc, guard in failures.items:
+        arg = _argument(guard.source, facts)
+        if arg and _is_root(rc) and guard.dim is not None and facts and facts.arg_kinds.get(arg) == "tensor":
+            dims.setdefault(arg, set()).add(guard.dim)
+            dims_applies.setdefault(arg, {}).setdefault(rc.id, None)
+    for arg, ds in dims.items():
+        ordered = sorted(ds)
+        calls = "\n".join(f"torch._dynamo.mark_dynamic({arg}, {d})" for d in ordered)
+        ctx.add(
+            "mark-dynamic",
+            f"Mark `{arg}` dim {', '.join(map(str, ordered))} dynamic before the first call",
+            f"`{arg}` changes size at dim {', '.join(map(str, ordered))} between calls, so the first compile "
+            "specializes on the first size and the next size recompiles. Marked dynamic, the first compile "
+            "is already shape-generic.",
+            "dynamic_shapes",
+            list(dims_applies[arg]),
+            auto_applicable=True,
+            snippet=calls + "\nout = compiled_model(...)",
+            references=[DOCS["mark_dynamic"]],
+            action=rm.FixAction(type="mark_dynamic", argument=arg, dims=ordered),
+        )
+    ctx.add(
+        "dynamic-or-buckets",
+        "Or compile with `dynamic=True`, or pad inputs to a few bucket sizes",
+        "`dynamic=True` makes every dimension symbolic from the start (slower kernels in some cases); padding "
+        "sequence lengths to e.g. multiples of 64 bounds the number of distinct shapes, and so of compiles.",
+        "dynamic_shapes",
+        failures.ids(),
+        snippet="compiled = torch.compile(model, dynamic=True)\n# or: pad to a bucket\n"
+        "length = -(-x.shape[1] // 64) * 64\nx = torch.nn.functional.pad(x, (0, 0, 0, length - x.shape[1]))",
+        references=[DOCS["dynamic"]],
+    )
+
+
+def _dtype_rule(ctx: RuleContext, failures: Failures) -> None:
+    ctx.add(
+        "dtype-recompile",
+        "Cast inputs to one dtype before the compiled model",
+        "A compiled graph is specialized to its input dtypes; each new dtype compiles again. Cast at the "
+        "boundary (or keep one compiled model per dtype on purpose).",
+        "source_edit",
+        failures.ids(),
+        snippet="out = compiled_model(x.to(torch.float32))",
+        references=[DOCS["troubleshooting"]],
+    )
+
+
+def _value_rule(ctx: RuleContext, failures: Failures) -> None:
+    for rc, guard in failures.items:
+        arg = _argument(guard.source, ctx.facts)
+        if not arg or not _is_root(rc):
+            continue
+        kind = ctx.facts.arg_kinds.get(arg) if ctx.facts else None
+        if kind == "float":
+            ctx.add(
+                "scalar-to-tensor",
+                f"Pass `{arg}` as a 0-d tensor, not a Python float",
+                f"Dynamo bakes Python floats into the graph as constants and guards on `{arg} == {guard.expected}`; "
+                "each new value recompiles (until automatic dynamic kicks in). A tensor is an input like any other.",
+                "dynamic_shapes",
+                [rc.id],
+                auto_applicable=True,
+                snippet=f"out = compiled_model(..., {arg}=torch.tensor({guard.expected}))",
+                references=[DOCS["dynamic"]],
+                action=rm.FixAction(type="scalar_to_tensor", argument=arg),
+            )
+        else:
+            ctx.add(
+                "scalar-specialization",
+                f"`{arg}` is a Python {kind or 'value'} baked into the graph",
+                f"Each new value of `{arg}` recompiles until Dynamo makes it dynamic. Keep it constant, pass it as a "
+                "tensor, or compile with `dynamic=True`.",
+                "dynamic_shapes",
+                [rc.id],
+                references=[DOCS["dynamic"]],
+            )
+
+
+def _state_rule(ctx: RuleContext, failures: Failures) -> None:
+    sources = sorted({g.source for _, g in failures.items if g.source})
+    shown = ", ".join(f"`{s}`" for s in sources[:3]) or "module state"
+    ctx.add(
+        "state-recompile",
+        f"Stop changing {shown} between calls, or compile one model per setting",
+        "Compiled code guards on module attributes and object identities it read. Flipping them between calls "
+        "recompiles, and alternating settings can exhaust the recompile limit. Fix the setting before "
+        "compiling, keep one compiled wrapper per setting, or read the flag from a tensor.",
+        "source_edit",
+        failures.ids(),
+        snippet="fast_gelu = torch.compile(model_with_gelu)\nfast_relu = torch.compile(model_with_relu)",
+        references=[DOCS["troubleshooting"]],
+    )
+
+
+def _requires_grad_rule(ctx: RuleContext, failures: Failures) -> None:
+    ctx.add(
+        "requires-grad-recompile",
+        "Keep `requires_grad` of inputs consistent (or run inference under `torch.no_grad()`)",
+        "A frame compiled for an input without grad recompiles when an input that needs grad arrives (e.g. the "
+        "first block gets the raw input, later blocks get activations). Under `torch.no_grad()` inference "
+        "there is one kind of input.",
+        "source_edit",
+        failures.ids(),
+        snippet="with torch.no_grad():\n    out = compiled_model(x)",
+        references=[DOCS["troubleshooting"]],
+    )
+
+
+def _global_state_rule(ctx: RuleContext, failures: Failures) -> None:
+    ctx.add(
+        "global-state-recompile",
+        "Keep grad mode / autocast / deterministic settings fixed around the compiled model",
+        "Compiled code guards on global torch state; switching it between calls recompiles.",
+        "source_edit",
+        failures.ids(),
+        references=[DOCS["troubleshooting"]],
+    )
+
+
+def _advice_rule(ctx: RuleContext, failures: Failures) -> None:
+    """A kind without a rule of its own: the reports' one line of advice for it, as a suggestion."""
+    kind = failures.kinds[0]
+    sources = list(dict.fromkeys(g.source for _, g in failures.items if g.source))
+    shown = ", ".join(f"`{s}`" for s in sources[:3]) or "an input"
+    advice = GUARD_ADVICE[kind].format(src=sources[0] if sources else "the input", dim="dim")
+    ctx.add(
+        f"{kind}-recompile",
+        advice[0].upper() + advice[1:],
+        f"Compiled code guards on the {kind} of {shown}; it changed between calls, so each new {kind} compiles again.",
+        "source_edit",
+        failures.ids(),
+        references=[DOCS["troubleshooting"]],
+    )
+
+
+_RECOMPILE_RULES: tuple[tuple[tuple[str, ...], Callable[[RuleContext, Failures], None]], ...] = (
+    (("size",), _size_rule),
+    (("dtype",), _dtype_rule),
+    (("value",), _value_rule),
+    (("attribute", "object_id", "type"), _state_rule),
+    (("requires_grad",), _requires_grad_rule),
+    (("global_state",), _global_state_rule),
+    (("stride",), _advice_rule),
+    (("device",), _advice_rule),
+)
+"""(guard kinds, rule), in the order their suggestions are listed; `other` guards get none."""
+
+
+def _recompile_limit_rule(ctx: RuleContext) -> None:
+    limit_hits = [m for m in ctx.report.compile_metrics if re.search(r"recompile.?limit|cache_size_limit|cache size limit", m.fail_reason or "", re.I)]
+    if limit_hits:
+        ctx.add(
+            "recompile-limit",
+            "Recompile limit hit: fix the cause (above) before raising `torch._dynamo.config.recompile_limit`",
+            f"{len(limit_hits)} compile(s) hit the limit; those frames now run eagerly for good. Raising the limit "
+            "hides the cause and costs a compile per new value.",
+            "config",
+            [],
+            snippet="torch._dynamo.config.recompile_limit = 32  # the cause is usually a shape or attribute that changes",
+            references=[DOCS["troubleshooting"]],
+        )
+
+
+def recompile_suggestions(ctx: RuleContext) -> None:
+    """Each rule of `_RECOMPILE_RULES` over the failed guards of its kinds, then the recompile-limit rule."""
+    by_kind: dict[str, list[tuple[rm.Recompile, rm.FailedGuard]]] = {}
+    for rc in ctx.report.recompiles:
+        for guard in rc.failed_guards:
+            by_kind.setdefault(guard.kind, []).append((rc, guard))
+    for kinds, rule in _RECOMPILE_RULES:
+        items = [item for kind in kinds for item in by_kind.get(kind, [])]
+        if items:
+            rule(ctx, Failures(kinds, items))
+    _recompile_limit_rule(ctx)

@@ -1,0 +1,296 @@
+"""`analyze(workload, options) -> Report`: the order of the phases, their deadlines and progress.
+
+analysis (eager pass, explain, compiled run under capture) -> bisect (when it broke) -> suggest ->
+fix -> probe -> bench. Each phase returns its section; this module is the only one that writes the
+report, merging sections in. A phase that fails or runs out of time becomes an error row and the
+phases after it that still have time run; what was found before is always reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as _dt
+import importlib.metadata
+import os
+import platform
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..reports import models as rm
+from ..version import __version__
+from ..workload import Call, Workload
+from .common import torch_internals as ti
+from .common.calls import to_device
+from .common.deadline import DeadlineExceeded, deadline
+from .common.facts import ModelFacts, model_facts
+from .common.modules import describe_inputs, forward_arg_names
+from .common.settings import RunSettings
+from .common.text import describe_error
+from .phases.analysis import AnalysisOptions, AnalysisResult, run_analysis
+from .phases.bench import BenchOptions, BenchSection, run_bench
+from .phases.bisect import BisectOptions, run_bisect
+from .phases.context import PhaseContext, ProgressFn, no_progress
+from .phases.fix import FixOptions, FixSection, run_fix
+from .phases.probe import run_probe
+from .phases.suggest import compile_cache_suggestion, renumber, run_suggest
+
+
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    """How to analyze. Defaults are the CLI defaults."""
+
+    backend: str | None = None
+    """torch.compile backend; None means `eager` (or `aot_eager` with train, so AOTAutograd runs)."""
+    device: str | None = None
+    """Move the model and input tensors here first (e.g. `cuda`); None keeps them where they are."""
+    train: bool = False
+    """Run forward and backward."""
+    seed: int | None = 0
+    """Seed torch before each phase so every phase sees the same random numbers."""
+    explain: bool = True
+    """Also run torch._dynamo.explain on the first call as a cross-check."""
+    keep_guard_text: bool = False
+    """Keep the full guard tree text per compile id (big)."""
+    timeout_s: float | None = None
+    """Give up after this many seconds (main thread only); the partial report is kept."""
+    spec: str = "<workload>"
+    """The TARGET as the user gave it, for the report."""
+    command: str = ""
+    """The command line, for the report."""
+    compile: bool = True
+    """Run explain and the real compile; False with `bisect` set is bisection only (`ctc-doctor bisect`)."""
+    bisect: BisectOptions | None = None
+    """Bisect the module tree after the analysis when it found graph breaks (or always, see BisectOptions)."""
+    suggest: bool = True
+    """Derive fix suggestions from the findings (cheap: no compile)."""
+    fix: FixOptions | None = None
+    """Apply the auto-applicable suggestions to a copy of the model and verify each (None: do not)."""
+    probe_shapes: bool = False
+    """Vary each input dimension to find the ones that recompile (`--probe-shapes`)."""
+    bench: BenchOptions | None = None
+    """Benchmark eager vs compiled vs fixed vs regional (None: do not)."""
+    progress: ProgressFn | None = dataclasses.field(default=None, compare=False)
+    """Called as progress(phase, done, total); total 0 means unknown."""
+
+    def resolved_backend(self) -> str:
+        return self.backend or ("aot_eager" if self.train else "eager")
+
+
+class _Clock:
+    """The run's --timeout: what is left of it for the next phase."""
+
+    def __init__(self, timeout_s: float | None) -> None:
+        self.timeout_s = timeout_s
+        self.t0 = time.perf_counter()
+
+    def elapsed(self) -> float:
+        return round(time.perf_counter() - self.t0, 3)
+
+    def remaining(self) -> float | None:
+        if not self.timeout_s:
+            return None
+        return max(0.0, self.timeout_s - (time.perf_counter() - self.t0))
+
+
+def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Report:
+    """Analyze a workload and return the report. Resets torch._dynamo state (compiled caches)."""
+    options = options or AnalyzeOptions()
+    started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    clock = _Clock(options.timeout_s)
+    settings = RunSettings(backend=options.resolved_backend(), train=options.train, seed=options.seed, device=options.device)
+    if options.device is not None and isinstance(workload.model, torch.nn.Module):
+        workload.model.to(options.device)
+    calls = [Call(to_device(c.args, options.device), to_device(dict(c.kwargs), options.device)) for c in workload.calls()]
+    ctx = PhaseContext(
+        workload=workload,
+        calls=calls,
+        settings=settings,
+        spec=options.spec,
+        command=options.command,
+        progress=options.progress or no_progress,
+    )
+
+    analysis = run_analysis(
+        ctx,
+        AnalysisOptions(
+            compile=options.compile,
+            explain=options.explain,
+            keep_guard_text=options.keep_guard_text,
+            record_inputs=options.bisect is not None,
+            timeout_s=options.timeout_s,
+        ),
+    )
+    report = _report(workload, calls, options, analysis, started_at, clock)
+    ctx = dataclasses.replace(ctx, index=analysis.index, module_inputs=analysis.module_inputs)
+    stopped = any(e.phase in ("eager", "timeout") for e in report.errors)
+    if options.bisect is not None and analysis.module_inputs is not None and not stopped and _should_bisect(report, options):
+        _bisect(report, ctx, options.bisect, clock, bisect_only=not options.compile)
+    if options.compile and not stopped:
+        _after_analysis(report, ctx, options, clock)
+    report.run.duration_s = clock.elapsed()
+    return report
+
+
+# ---------------------------------------------------------------------------------------------
+# the report of the analysis phase
+# ---------------------------------------------------------------------------------------------
+
+
+def _report(workload: Workload, calls: list[Call], options: AnalyzeOptions, analysis: AnalysisResult, started_at: str, clock: _Clock) -> rm.Report:
+    model = workload.model
+    is_module = isinstance(model, torch.nn.Module)
+    arg_names = forward_arg_names(model)
+    found = analysis.findings
+    return rm.Report(
+        target=rm.Target(
+            spec=options.spec,
+            name=workload.name or type(model).__name__,
+            model_class=type(model).__name__,
+            parameters=sum(p.numel() for p in model.parameters()) if is_module else 0,
+            modules=len(analysis.index.modules),
+            calls=len(calls),
+            train=options.train,
+            inputs=[describe_inputs(c.args, dict(c.kwargs), arg_names) for c in calls],
+        ),
+        environment=_environment(options),
+        run=rm.RunInfo(
+            command=options.command,
+            started_at=started_at,
+            duration_s=clock.elapsed(),
+            tool_version=__version__,
+            seed=options.seed,
+        ),
+        summary=analysis.summary,
+        graph_breaks=found.graph_breaks,
+        recompiles=found.recompiles,
+        graphs=found.graphs,
+        perf_hints=found.perf_hints,
+        compile_metrics=found.compile_metrics,
+        guards=found.guards,
+        explain=analysis.explain,
+        notes=analysis.notes,
+        errors=analysis.errors,
+    )
+
+
+def _environment(options: AnalyzeOptions) -> rm.Environment:
+    try:
+        tf_version: str | None = importlib.metadata.version("transformers")  # no import: it is slow
+    except importlib.metadata.PackageNotFoundError:
+        tf_version = None
+    return rm.Environment(
+        python=platform.python_version(),
+        torch=ti.torch_version(),
+        transformers=tf_version,
+        platform=f"{platform.system()}-{platform.machine()}",
+        device=options.device or "cpu",
+        backend=options.resolved_backend(),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# bisection
+# ---------------------------------------------------------------------------------------------
+
+
+def _should_bisect(report: rm.Report, options: AnalyzeOptions) -> bool:
+    assert options.bisect is not None
+    compile_failed = any(e.phase == "compile" for e in report.errors)
+    return options.bisect.always or not options.compile or bool(report.graph_breaks) or compile_failed
+
+
+def _bisect(report: rm.Report, ctx: PhaseContext, options: BisectOptions, clock: _Clock, *, bisect_only: bool) -> None:
+    """Run the bisection and merge it (or its error) into the report; bisection-only runs get their verdict here."""
+    try:
+        report.bisect = run_bisect(dataclasses.replace(ctx, budget_s=clock.remaining()), options)
+    except Exception as exc:  # noqa: BLE001 - the analysis part of the report still stands
+        report.errors.append(rm.ErrorRecord(phase="bisect", type=type(exc).__name__, message=describe_error(exc)[:500]))
+    if bisect_only:
+        # inferred rows repeat a representative's result, so the representatives decide
+        statuses = {t.status for t in report.bisect.trials} if report.bisect else {"crashed"}
+        if "failed" in statuses:
+            report.summary.verdict = "graph_breaks"
+        else:
+            report.summary.verdict = "failed" if statuses & {"timeout", "crashed"} else "clean"
+        report.notes.insert(
+            0,
+            "Bisection only: the break, recompile and graph counts were not measured "
+            "(run `ctc-doctor TARGET` for the full analysis).",
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# suggest -> fix -> probe -> bench
+# ---------------------------------------------------------------------------------------------
+
+
+def _merge_fix(report: rm.Report, section: FixSection) -> None:
+    report.fix = section.result
+    for suggestion in report.suggestions:
+        if suggestion.id in section.verified:
+            suggestion.verified = section.verified[suggestion.id]
+
+
+def _merge_bench(report: rm.Report, section: BenchSection) -> None:
+    report.benchmark = section.benchmark
+    for suggestion in report.suggestions:
+        if suggestion.id in section.verified:
+            suggestion.verified = section.verified[suggestion.id]
+    advice = compile_cache_suggestion(section.benchmark)
+    if advice is not None:
+        report.suggestions.append(advice)
+        renumber(report.suggestions)
+
+
+def _after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions, clock: _Clock) -> None:
+    """suggest -> fix -> probe -> bench, each merged into the report; a failing phase becomes an error row."""
+    if not (options.suggest or options.fix or options.probe_shapes or options.bench):
+        return
+    model = ctx.workload.model
+    is_module = isinstance(model, torch.nn.Module)
+    facts: ModelFacts | None = model_facts(model, ctx.calls[0]) if is_module else None
+    ctx = dataclasses.replace(ctx, facts=facts)
+    steps: list[tuple[rm.Phase, Callable[[PhaseContext], Any], Callable[[Any], None]]] = []
+    if options.suggest:
+        steps.append(("suggest", run_suggest, lambda section: setattr(report, "suggestions", section)))
+    if options.fix is not None and facts is not None:
+        fix_options = options.fix
+        steps.append(("fix", lambda c: run_fix(c, fix_options), lambda section: _merge_fix(report, section)))
+    if options.probe_shapes and facts is not None:
+        steps.append(("probe", run_probe, lambda section: setattr(report, "shape_probe", section)))
+    if options.bench is not None and is_module:
+        bench_options = options.bench
+        steps.append(("bench", lambda c: run_bench(c, bench_options), lambda section: _merge_bench(report, section)))
+    for phase, run, merge in steps:
+        budget = clock.remaining()
+        if budget is not None and budget <= 0:
+            message = f"no time left for {phase} (--timeout {options.timeout_s:g} s)"
+            report.errors.append(rm.ErrorRecord(phase="timeout", type="AnalysisTimeout", message=message))
+            break
+        phase_ctx = dataclasses.replace(ctx, budget_s=budget, report=report.model_copy(deep=True))
+        try:
+            # the copies and timed passes run the model dozens of times: keep its prints off the terminal
+            with deadline(budget), _quiet_stdout():
+                section = run(phase_ctx)
+        except DeadlineExceeded:
+            message = f"{phase} did not finish within --timeout {options.timeout_s:g} s; partial report"
+            report.errors.append(rm.ErrorRecord(phase="timeout", type="AnalysisTimeout", message=message))
+            break
+        except Exception as exc:  # noqa: BLE001 - the phases before it still stand
+            report.errors.append(rm.ErrorRecord(phase=phase, type=type(exc).__name__, message=describe_error(exc)[:500]))
+        else:
+            merge(section)
+        finally:
+            with contextlib.suppress(Exception):
+                ti.fresh_dynamo_state()
+
+
+@contextlib.contextmanager
+def _quiet_stdout() -> Iterator[None]:
+    with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+        yield

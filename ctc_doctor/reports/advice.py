@@ -1,0 +1,103 @@
+"""What to do next: the steps a report leads to, and the one line of advice per guard kind.
+
+The steps come from the report's suggestions when it has them (the suggestion rules are the advice
+engine; their recompile rules draw on `GUARD_ADVICE` for kinds without a rule of their own), else from
+the break sites' own hints and the failed guards. Plain strings: the terminal, Markdown and the TUI
+show the same steps. No torch, no rich.
+"""
+
+from __future__ import annotations
+
+from .labels import failure_text, module_label, short_path, suggestion_status
+from .models import Report
+
+GUARD_ADVICE = {
+    "size": "mark the changing dimension dynamic: torch._dynamo.mark_dynamic({src}, {dim}), or pad inputs to a few bucket sizes",
+    "stride": "make the input contiguous before the call, or mark the dimension dynamic",
+    "dtype": "call the model with one dtype (cast inputs before the call)",
+    "device": "keep inputs on one device",
+    "requires_grad": "keep requires_grad consistent between calls (or expect one extra compile per mode)",
+    "value": "pass the changing Python scalar as a tensor, or let it be dynamic (it changes per call)",
+    "attribute": "do not change module attributes between calls; pass the switch as an argument or build two modules",
+    "type": "keep the same submodule types per call site (one forward shared by blocks with different children recompiles)",
+    "object_id": "avoid guarding on object identity: reuse the same objects between calls",
+    "global_state": "keep global state (grad mode, autocast, deterministic flags) the same between calls",
+    "other": "see the failed guard text",
+}
+"""One line of advice per guard kind (`{src}` and `{dim}` are the guard's source and dimension)."""
+
+
+def next_steps(report: Report) -> list[str]:
+    """Plain-text next steps derived from the findings."""
+    steps: list[str] = []
+    failed = [e for e in report.errors if e.phase in ("eager", "compile", "timeout")]
+    for err in failed[:2]:
+        if err.phase == "eager":
+            steps.append(f"Fix eager mode first: {err.message}")
+        elif err.phase == "timeout":
+            steps.append(f"{err.message}; raise --timeout or analyze a smaller input")
+        else:
+            steps.append(f"torch.compile crashed ({err.type}): {err.message}")
+    if report.suggestions:
+        steps.extend(_suggestion_steps(report))
+        return steps + _bisect_steps(report)
+    for site in report.graph_breaks[:3]:
+        frame = site.own_frame or site.user_frame
+        where = f"{short_path(frame.file)}:{frame.line}"
+        mod = module_label(site.module_paths, 30)
+        hint = site.hints[0] if site.hints else site.reason
+        steps.append(f"{site.id} {where} ({mod}): {hint}")
+    seen = set()
+    for rc in report.recompiles:
+        for g in rc.failed_guards:
+            # one step per kind; Dynamo's internal stack slots (`___stack0`) name no user variable
+            if g.kind in seen or g.kind == "other" or (g.source or "").startswith("___"):
+                continue
+            seen.add(g.kind)
+            advice = GUARD_ADVICE[g.kind].format(src=g.source or "the input", dim=g.dim if g.dim is not None else "dim")
+            steps.append(f"{rc.id} {rc.function} recompiles on {g.kind} of {g.source or '?'}: {advice}")
+            if len(seen) >= 3:
+                break
+        if len(seen) >= 3:
+            break
+    steps.extend(_bisect_steps(report))
+    b = report.bisect
+    if not report.summary.analysis_run:
+        if b is not None and not b.smallest_failing:
+            steps.append(
+                "Every exercised module compiles with fullgraph=True on its first-call inputs; "
+                "run the full analysis (`ctc-doctor TARGET`) for recompiles."
+            )
+    elif report.summary.verdict == "clean":
+        steps.append("Nothing to fix: this workload compiles to one graph per call without recompiles.")
+    return steps
+
+
+def _bisect_steps(report: Report) -> list[str]:
+    b = report.bisect
+    if b is None or not b.smallest_failing:
+        return []
+    repro = f"; repro: python {b.repro_paths[0]}" if b.repro_paths else ""
+    first = next((t for t in b.trials if t.module_path == b.smallest_failing[0]), None)
+    why = f" ({failure_text(first)})" if first is not None else ""
+    return [f"Bisection: start with {module_label(b.smallest_failing, 60)}{why}{repro}"]
+
+
+def _suggestion_steps(report: Report, limit: int = 5) -> list[str]:
+    """One step per addressed site: the applied (or best) suggestion first, with what it measured."""
+    steps = []
+    covered: set[str] = set()
+    ranked = sorted(report.suggestions, key=lambda s: ({"applied": 0, "works": 1, "measured": 1}.get(suggestion_status(s, report.fix), 2)))
+    for s in ranked:
+        status = suggestion_status(s, report.fix)
+        if status in ("unsafe", "failed", "no effect", "redundant", "no gain"):
+            continue
+        if s.applies_to and set(s.applies_to) <= covered:
+            continue
+        covered.update(s.applies_to)
+        measured = f" — measured: {s.verified.summary}" if s.verified and s.verified.summary else ""
+        target = ",".join(s.applies_to[:3]) + ("…" if len(s.applies_to) > 3 else "") if s.applies_to else "model"
+        steps.append(f"{target}: {s.title} [{s.id}, {status}]{measured}")
+        if len(steps) >= limit:
+            break
+    return steps

@@ -1,0 +1,109 @@
+"""Short text for report entries: paths, module lists, statuses, bisection marks and lines.
+
+Plain strings (no rich, no torch), shared by the terminal summary, Markdown, the advice and the TUI.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .models import Benchmark, Bisect, BisectTrial, FixResult, Suggestion
+
+
+def short_path(path: str, width: int = 48) -> str:
+    """Shorten a file path for tables: package-relative in site-packages, cwd-relative inside cwd."""
+    for marker in ("site-packages" + os.sep, "dist-packages" + os.sep):
+        if marker in path:
+            path = path.split(marker, 1)[1]
+            break
+    else:
+        try:
+            rel = os.path.relpath(path)
+        except ValueError:
+            rel = path
+        if not rel.startswith(".."):
+            path = rel
+    if len(path) <= width:
+        return path
+    tail = path[-(width - 1) :]
+    cut = tail.find(os.sep)
+    return "…" + (tail[cut:] if 0 <= cut < len(tail) - 1 else tail)
+
+
+def module_label(paths: list[str], width: int | None = 40, limit: int = 3) -> str:
+    """`a, b … z (N instances)` beyond `limit` paths, cut to `width` characters (None: no cut)."""
+    if not paths:
+        return "—"
+    names = ["(root)" if p == "" else p for p in paths]
+    if len(names) > limit:
+        text = f"{names[0]}, {names[1]} … {names[-1]} ({len(names)} instances)"
+    else:
+        text = ", ".join(names)
+    return text if width is None or len(text) <= width else text[: width - 1] + "…"
+
+
+def suggestion_status(s: Suggestion, fix: FixResult | None) -> str:
+    """applied / safe, no effect / redundant / unsafe / not applied / advice."""
+    if fix is not None and s.id in fix.applied:
+        return "applied"
+    if s.verified is not None:
+        if not s.verified.applied or not s.verified.safe:
+            return "unsafe" if s.verified.applied and s.verified.numerics_ok is False else "failed"
+        if fix is not None and s.id in fix.redundant:
+            return "redundant"
+        if s.rule == "regional-compile":
+            return "measured" if s.verified.effective else "no gain"
+        return "no effect" if not s.verified.effective else "works"
+    return "auto" if s.auto_applicable else "advice"
+
+
+_MARKS = {
+    "passed": ("✓", "green"),
+    "failed": ("✗", "bold red"),
+    "timeout": ("⏱", "yellow"),
+    "crashed": ("✖", "bold red"),
+    "skipped": ("·", "dim"),
+}
+
+
+def trial_symbol(t: BisectTrial) -> tuple[str, str]:
+    """(symbol, rich style) of a bisection row: ✓ ✗ ⏱ ✖ ·, and ≈✓ ≈✗ for inferred rows."""
+    if t.status != "inferred":
+        return _MARKS[t.status]
+    return ("≈✓", "green") if t.passed else ("≈✗", "red")
+
+
+def failure_text(t: BisectTrial) -> str:
+    frame = t.own_frame or t.user_frame
+    where = f" at {short_path(frame.file, 40)}:{frame.line}" if frame else ""
+    ids = f"{', '.join(t.registry_ids[:2])} " if t.registry_ids else ""
+    what = t.gb_type or (t.reason or t.status)
+    return f"{ids}{what}{where}"
+
+
+def bisect_summary_line(b: Bisect) -> str:
+    """`6 trials for 193 modules (3%)`, strategy and agreement, in one line."""
+    share = f" ({100 * b.trial_count / b.exhaustive_count:.0f}%)" if b.exhaustive_count else ""
+    strategy = "top-down + bottom-up" if b.strategy == "both" else b.strategy
+    agree = ""
+    if b.agreement is not None:
+        agree = ", strategies agree" if b.agreement else ", strategies DISAGREE"
+    mode = ", isolated" if b.isolated else ""
+    return f"{strategy}{agree}{mode}: {b.trial_count} trial(s) for {b.exhaustive_count} exercised module(s){share}, {b.duration_s:.1f} s"
+
+
+def benchmark_headline(b: Benchmark) -> str | None:
+    """`compiled_fixed: 1.6x vs eager, cold compile 31.0 s -> 2.0 s` for the verdict."""
+    arms = {a.name: a for a in b.arms}
+    best = arms.get(b.best_arm or "")
+    compiled = arms.get("compiled")
+    if best is None:
+        return None
+    text = f"benchmark ({b.settings.get('backend', '?')}, {b.device}): fastest {best.name}"
+    if best.speedup_vs_eager is not None:
+        text += f" {best.speedup_vs_eager:.2f}x vs eager"
+    if compiled is not None and compiled.compile_time_s is not None:
+        other = arms.get("compiled_fixed") or arms.get("regional_fixed") or arms.get("regional")
+        if other is not None and other.compile_time_s is not None:
+            text += f" · cold compile {compiled.compile_time_s:.1f} s (compiled) -> {other.compile_time_s:.1f} s ({other.name})"
+    return text
