@@ -22,6 +22,7 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/python -m ruff check ctc_doctor tests benchmarks
+	$(BIN)/lint-imports
 
 check: lint test
 
