@@ -26,7 +26,6 @@ __all__ = [
 ]
 
 
-
 def __getattr__(name: str) -> Any:
     if name in ("analyze", "AnalyzeOptions"):
         from .analyzer import pipeline

@@ -4,7 +4,7 @@ Layers, each importing only those below it (import-linter contracts in pyproject
 - entry points: `pipeline` (`analyze()`: phase order, options, deadlines, progress; it alone writes the
   report), `offline` (`ctc-doctor logs`), `trial_worker` (an isolated bisection trial), then `target`
   (TARGET -> Workload);
-- `phases`: analysis, bisect, suggest, fix, probe, bench, each `run_<phase>(context, options) -> section`;
+- `phases`: analysis, bisect, suggest, fix, probe, bench, each `run_<phase>(context[, options]) -> section`;
   they do not import one another;
 - `capture`: what watches torch (the live eager/compiled passes and their findings, attribution, module
   inputs) and reads what it wrote (parsing, the graph-break registry, log files);

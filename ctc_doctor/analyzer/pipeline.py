@@ -2,8 +2,8 @@
 
 analysis (eager pass, explain, compiled run under capture) -> bisect (when it broke) -> suggest ->
 fix -> probe -> bench. Each phase returns its section; this module is the only one that writes the
-report, merging sections in. A phase that fails or runs out of time becomes an error row and the
-phases after it that still have time run; what was found before is always reported.
+report, merging sections in. A phase that fails becomes an error row and the phases after it run; a
+phase that runs out of --timeout ends the run there. What was found before is always reported.
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ from .common.calls import to_device
 from .common.deadline import DeadlineExceeded, deadline
 from .common.facts import ModelFacts, model_facts
 from .common.modules import describe_inputs, forward_arg_names
-from .common.settings import RunSettings
+from .common.settings import ProgressFn, RunSettings, no_progress
 from .common.text import describe_error
 from .phases.analysis import AnalysisOptions, AnalysisResult, run_analysis
 from .phases.bench import BenchOptions, BenchSection, run_bench
 from .phases.bisect import BisectOptions, run_bisect
-from .phases.context import PhaseContext, ProgressFn, no_progress
+from .phases.context import PhaseContext
 from .phases.fix import FixOptions, FixSection, run_fix
 from .phases.probe import run_probe
 from .phases.suggest import compile_cache_suggestion, renumber, run_suggest
@@ -255,36 +255,36 @@ def _after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOption
     is_module = isinstance(model, torch.nn.Module)
     facts: ModelFacts | None = model_facts(model, ctx.calls[0]) if is_module else None
     ctx = dataclasses.replace(ctx, facts=facts)
-    steps: list[tuple[rm.Phase, Callable[[PhaseContext], Any], Callable[[Any], None]]] = []
+    # (phase, run, merge, reads the report): a phase that reads the report gets a copy of it
+    steps: list[tuple[rm.Phase, Callable[[PhaseContext], Any], Callable[[Any], None], bool]] = []
     if options.suggest:
-        steps.append(("suggest", run_suggest, lambda section: setattr(report, "suggestions", section)))
+        steps.append(("suggest", run_suggest, lambda section: setattr(report, "suggestions", section), True))
     if options.fix is not None and facts is not None:
         fix_options = options.fix
-        steps.append(("fix", lambda c: run_fix(c, fix_options), lambda section: _merge_fix(report, section)))
+        steps.append(("fix", lambda c: run_fix(c, fix_options), lambda section: _merge_fix(report, section), True))
     if options.probe_shapes and facts is not None:
-        steps.append(("probe", run_probe, lambda section: setattr(report, "shape_probe", section)))
+        steps.append(("probe", run_probe, lambda section: setattr(report, "shape_probe", section), False))
     if options.bench is not None and is_module:
         bench_options = options.bench
-        steps.append(("bench", lambda c: run_bench(c, bench_options), lambda section: _merge_bench(report, section)))
-    for phase, run, merge in steps:
+        steps.append(("bench", lambda c: run_bench(c, bench_options), lambda section: _merge_bench(report, section), True))
+    for phase, run, merge, reads_report in steps:
         budget = clock.remaining()
         if budget is not None and budget <= 0:
             message = f"no time left for {phase} (--timeout {options.timeout_s:g} s)"
             report.errors.append(rm.ErrorRecord(phase="timeout", type="AnalysisTimeout", message=message))
             break
-        phase_ctx = dataclasses.replace(ctx, budget_s=budget, report=report.model_copy(deep=True))
+        phase_ctx = dataclasses.replace(ctx, budget_s=budget, report=report.model_copy(deep=True) if reads_report else None)
         try:
             # the copies and timed passes run the model dozens of times: keep its prints off the terminal
             with deadline(budget), _quiet_stdout():
                 section = run(phase_ctx)
+            merge(section)
         except DeadlineExceeded:
             message = f"{phase} did not finish within --timeout {options.timeout_s:g} s; partial report"
             report.errors.append(rm.ErrorRecord(phase="timeout", type="AnalysisTimeout", message=message))
             break
         except Exception as exc:  # noqa: BLE001 - the phases before it still stand
             report.errors.append(rm.ErrorRecord(phase=phase, type=type(exc).__name__, message=describe_error(exc)[:500]))
-        else:
-            merge(section)
         finally:
             with contextlib.suppress(Exception):
                 ti.fresh_dynamo_state()

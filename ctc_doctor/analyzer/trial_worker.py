@@ -19,8 +19,9 @@ from ..errors import CtcDoctorError
 def _trial(request: dict[str, Any]) -> Any:
     import torch
 
+    from ..workload import Call
     from .capture.inputs import CapturedCall, ModuleInputs
-    from .common.calls import to_device
+    from .common.calls import run_call, to_device
     from .phases.bisect.trials import TrialOutcome, run_trial
     from .target import load_workload
 
@@ -38,17 +39,13 @@ def _trial(request: dict[str, Any]) -> Any:
         data = torch.load(request["inputs_file"], weights_only=True)
         captured = CapturedCall(tuple(data["args"]), dict(data["kwargs"]), bool(data["grad_enabled"]), "")
     else:
-        recorder = ModuleInputs(model)
-        call = workload.calls()[0]
-        if workload.before_call is not None:
-            workload.before_call(model, 0)
-        if request["seed"] is not None:
-            torch.manual_seed(request["seed"])
-        with recorder.record():
-            model(*to_device(call.args, device), **to_device(dict(call.kwargs), device))
-        if path not in recorder.inputs:
+        inputs = ModuleInputs(model)
+        first = workload.calls()[0]
+        with inputs.record():
+            run_call(model, workload, Call(to_device(first.args, device), to_device(dict(first.kwargs), device)), 0, seed=request["seed"], train=False)
+        if path not in inputs.inputs:
             return TrialOutcome("skipped", 0.0, reason="not exercised when the workload was rebuilt")
-        captured = recorder.inputs[path]
+        captured = inputs.inputs[path]
     return run_trial(
         module,
         captured,

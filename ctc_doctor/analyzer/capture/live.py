@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +21,7 @@ from ...workload import Call, Workload
 from ..common import torch_internals as ti
 from ..common.calls import run_call
 from ..common.modules import path_key
-from ..common.settings import RunSettings
+from ..common.settings import ProgressFn, RunSettings, no_progress
 from ..common.sources import RawFrame, function_name
 from ..common.tensors import detached
 from ..common.text import describe_error
@@ -30,13 +29,6 @@ from .attribution import ModuleIndex
 from .findings import break_record, compile_metric, group_break_sites, guard_set, is_skipped_frame
 from .inputs import ModuleInputs
 from .parsing import classify_guard, split_recompile_reasons
-
-ProgressFn = Callable[[str, int, int], None]
-
-
-def _no_progress(phase: str, done: int, total: int) -> None:
-    return None
-
 
 # ---------------------------------------------------------------------------------------------
 # the eager pass
@@ -59,7 +51,7 @@ def eager_pass(
     index: ModuleIndex | None = None,
     inputs: ModuleInputs | None = None,
     collect: bool = False,
-    progress: ProgressFn = _no_progress,
+    progress: ProgressFn = no_progress,
 ) -> EagerRun:
     """Every call without compile (the model must work eagerly). Records module call sites into
     `index` for attribution and, during the first call, module inputs into `inputs`."""
@@ -150,11 +142,10 @@ class CompiledRun:
         self.backend: RecordingBackend | None = None
         self.call_marks: list[tuple[int, int]] = []
         """(events, graphs) recorded when each call started."""
-        self.calls_done = 0
         self.outputs: list[list[torch.Tensor]] = []
         self.error: rm.ErrorRecord | None = None
 
-    def run(self, progress: ProgressFn = _no_progress) -> CompiledRun:
+    def run(self, progress: ProgressFn = no_progress) -> CompiledRun:
         """Fresh Dynamo state, then every call through `torch.compile(model, backend=recording)`.
 
         Raises ValueError (before compiling) when a `dynamo_config` option does not exist in this torch.
@@ -176,7 +167,6 @@ class CompiledRun:
                     break
                 if self.collect:
                     self.outputs.append(detached(out))
-                self.calls_done = i + 1
             progress("compile", len(self.calls), len(self.calls))
         return self
 
@@ -207,7 +197,6 @@ class Findings:
     call_of_compile: dict[str, int | None]
     """Compile id -> the call during which it compiled."""
     frames_skipped: int
-    notes: list[str]
 
     def summary(self, *, failed: bool, analysis_run: bool = True) -> rm.Summary:
         """The headline counts and verdict (`failed`: the eager pass, compile or deadline failed)."""
@@ -290,7 +279,6 @@ def findings_of(run: CompiledRun | None, index: ModuleIndex | None = None) -> Fi
         perf_hints=[rm.PerfHint(message=h.message, compile_id=h.compile_id, logger=h.logger) for h in cap.perf_hints],
         call_of_compile=call_of_compile,
         frames_skipped=sum(1 for m in metrics.values() if is_skipped_frame(m)),
-        notes=list(cap.notes),
     )
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from .tensors import map_tensors
+from .tensors import clone_tensor, map_tensors
 
 _PLAIN = (int, float, bool, complex, str, bytes, type(None), torch.dtype, torch.device, torch.Size)
 _MAX_DEPTH = 4
@@ -60,10 +60,7 @@ def fresh_copy(value: Any, shared: list[str] | None = None, memo: dict[int, Any]
 
 def _fresh_tensor(value: torch.Tensor, memo: dict[int, Any]) -> torch.Tensor:
     if id(value) not in memo:
-        out = value.detach().clone()
-        if value.requires_grad and (out.is_floating_point() or out.is_complex()):
-            out.requires_grad_(True)
-        memo[id(value)] = out
+        memo[id(value)] = clone_tensor(value)
     return memo[id(value)]  # type: ignore[no-any-return]
 
 
@@ -83,7 +80,7 @@ def _fresh_object(value: Any, shared: list[str] | None, memo: dict[int, Any], de
                 for key, item in vars(value).items():
                     clone.__dict__[key] = fresh_copy(item, shared, memo, depth + 1)
                 return clone
-            except (TypeError, AttributeError):  # a read-only __dict__: share the object instead
+            except Exception:  # noqa: BLE001 - whatever the copy raises (a read-only __dict__...): share it
                 memo.pop(id(value), None)
     if shared is not None:
         shared.append(type(value).__name__)

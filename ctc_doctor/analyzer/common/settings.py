@@ -1,8 +1,16 @@
-"""How the workload's calls run, in every phase (torch-free)."""
+"""How the workload's calls run in every phase, and how a phase reports progress (torch-free)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+
+ProgressFn = Callable[[str, int, int], None]
+"""progress(step, done, total); total 0 means unknown."""
+
+
+def no_progress(step: str, done: int, total: int) -> None:
+    return None
 
 
 @dataclass(frozen=True)

@@ -18,14 +18,26 @@ def map_tensors(value: Any, fn: Callable[[torch.Tensor], Any], leaf: Callable[[A
     """`fn` applied to every tensor in `value`, containers rebuilt; other values go through `leaf` (default: shared)."""
     if isinstance(value, torch.Tensor):
         return fn(value)
-    if isinstance(value, tuple) and hasattr(value, "_fields"):  # namedtuple
-        return type(value)(*(map_tensors(v, fn, leaf) for v in value))
     if isinstance(value, (tuple, list)):
-        return type(value)(map_tensors(v, fn, leaf) for v in value)
+        items = [map_tensors(v, fn, leaf) for v in value]
+        return _same_sequence(value, items)
     if isinstance(value, dict):
         items = {k: map_tensors(v, fn, leaf) for k, v in value.items()}
         return items if type(value) is dict else _same_mapping(value, items)
     return value if leaf is None else leaf(value)
+
+
+def _same_sequence(original: tuple[Any, ...] | list[Any], items: list[Any]) -> Any:
+    """A namedtuple, tuple or list (subclass) with new items; a plain one when its type cannot be rebuilt so."""
+    kind = type(original)
+    if kind is list:
+        return items
+    if kind is tuple:
+        return tuple(items)
+    try:
+        return kind(*items) if hasattr(original, "_fields") else kind(items)
+    except TypeError:  # a constructor with other arguments (torch.return_types...): the plain container
+        return items if isinstance(original, list) else tuple(items)
 
 
 def _same_mapping(original: dict[Any, Any], items: dict[Any, Any]) -> dict[Any, Any]:
@@ -59,9 +71,9 @@ def detached(out: Any) -> list[torch.Tensor]:
 
 
 def clone_tensor(value: torch.Tensor) -> torch.Tensor:
-    """A detached copy that requires grad when the original did (floating point only)."""
+    """A detached copy that requires grad when the original did (floating point and complex only)."""
     out = value.detach().clone()
-    return out.requires_grad_(True) if value.requires_grad and out.is_floating_point() else out
+    return out.requires_grad_(True) if value.requires_grad and (out.is_floating_point() or out.is_complex()) else out
 
 
 def clone_inputs(value: Any) -> Any:

@@ -134,12 +134,10 @@ class _TraceHandler(logging.Handler):
             payload = str(guard_line_count(payload or ""))  # findings.guard_set reads the digits back
         event = TraceEvent(kind, _compile_id_of(md), dict(md.get(kind) or {}), payload)
         if kind == "dynamo_graph_break_reason":
-            exc = sys.exc_info()[1]
-            gb_type = getattr(exc, "gb_type", None)
+            gb_type, stack, _ = break_details(sys.exc_info()[1])
             if gb_type:
-                event.exc_gb_type = str(gb_type)
-                stack = getattr(exc, "real_stack", None) or []
-                event.exc_stack = [(f.filename, f.lineno or 0, f.name, f.line) for f in stack]
+                event.exc_gb_type = gb_type
+                event.exc_stack = stack
         self.sink.events.append(event)
 
 
@@ -307,6 +305,19 @@ def preserved_dynamo_state() -> Iterator[None]:
 def lookup_backend(name: str) -> Callable[..., Any]:
     """The backend callable registered under `name` (eager, aot_eager, inductor...)."""
     return torch._dynamo.lookup_backend(name)  # type: ignore[no-any-return]
+
+
+def break_details(exc: BaseException | None) -> tuple[str | None, list[RawFrame], RawFrame | None]:
+    """(gb_type, real_stack outermost first, innermost user frame) of a Dynamo `Unsupported` exception.
+
+    gb_type is on Unsupported since about 2.8 (None before); real_stack holds the frames Dynamo was
+    tracing, inlined ones included; the innermost frame is set when the exception escaped a compile.
+    """
+    gb_type = getattr(exc, "gb_type", None)
+    stack = [(f.filename, f.lineno or 0, f.name, f.line) for f in (getattr(exc, "real_stack", None) or [])]
+    inner = getattr(exc, "innermost_user_frame_summary", None)
+    innermost = (inner.filename, inner.lineno or 0, inner.name, inner.line) if inner is not None else None
+    return (str(gb_type) if gb_type else None), stack, innermost
 
 
 def is_unsupported(exc: BaseException) -> bool:

@@ -1,4 +1,4 @@
-"""The phases of an analysis, one room each: `run_<phase>(context, options) -> section`.
+"""The phases of an analysis, one room each: `run_<phase>(context[, options]) -> section`.
 
 - analysis: the eager pass, explain's cross-check and the compiled run under capture -> findings
 - bisect: fullgraph trials over the module tree -> the smallest failing modules, repro scripts

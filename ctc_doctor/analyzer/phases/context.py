@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ...reports import models as rm
 from ...workload import Call, Workload
 from ..common.facts import ModelFacts
-from ..common.settings import RunSettings
+from ..common.settings import ProgressFn, RunSettings, no_progress
 
 if TYPE_CHECKING:  # torch-free at run time: the suggest phase also runs offline
     from ..capture.attribution import ModuleIndex
     from ..capture.inputs import ModuleInputs
-
-ProgressFn = Callable[[str, int, int], None]
-"""progress(step, done, total); total 0 means unknown."""
-
-
-def no_progress(step: str, done: int, total: int) -> None:
-    return None
-
 
 @dataclass(frozen=True)
 class PhaseContext:

@@ -12,6 +12,7 @@ verified once more. The section carries each suggestion's verification; the pipe
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,7 +21,6 @@ from typing import Any
 import torch
 
 from ...reports import models as rm
-from ...workload import Workload
 from ..capture.live import CompiledRun, Findings, eager_pass, findings_of
 from ..common import torch_internals as ti
 from ..common.calls import preserved_state, run_pass
@@ -108,15 +108,7 @@ class _Checker:
         """Run the variant like the original and compare counts and outputs."""
         t0 = time.perf_counter()
         ctx, workload = self.ctx, self.ctx.workload
-        fixed = Workload(
-            variant.model,
-            variant.calls[0].args,
-            variant.calls[0].kwargs,
-            variants=list(variant.calls[1:]),
-            name=workload.name,
-            loss_fn=workload.loss_fn,
-            before_call=workload.before_call,
-        )
+        fixed = dataclasses.replace(workload, model=variant.model)  # before_call and loss_fn act on the copy
         compiled: CompiledRun | None = None
         errors: list[rm.ErrorRecord] = []
         try:
@@ -205,8 +197,14 @@ def run_fix(ctx: PhaseContext, options: FixOptions) -> FixSection:
 
     chosen: list[rm.Suggestion] = []
     total = len(candidates) + 1
+    stop_at = t0 + ctx.budget_s if ctx.budget_s is not None else None
+    slowest = 0.0  # the longest check so far: a check that cannot finish in the time left is not started
     for i, suggestion in enumerate(candidates):
         ctx.progress(f"fix {suggestion.id}", i, total)
+        if stop_at is not None and time.perf_counter() + slowest > stop_at:
+            left = ", ".join(c.id for c in candidates[i:])
+            result.notes.append(f"--timeout: no time left to verify {left}; not applied.")
+            break
         if not options.verify_each:
             chosen.append(suggestion)
             continue
@@ -218,6 +216,7 @@ def run_fix(ctx: PhaseContext, options: FixOptions) -> FixSection:
             result.unsafe.append(suggestion.id)
             continue
         verification, _ = checker.check(variant)
+        slowest = max(slowest, verification.duration_s)
         section.verified[suggestion.id] = verification
         covered = {f for c in chosen for f in (section.verified[c.id].fixed if c.id in section.verified else [])}
         if not verification.safe:
@@ -231,6 +230,9 @@ def run_fix(ctx: PhaseContext, options: FixOptions) -> FixSection:
         ti.fresh_dynamo_state()
 
     ctx.progress("fix combined", len(candidates), total)
+    if chosen and stop_at is not None and time.perf_counter() + slowest > stop_at:
+        result.notes.append(f"--timeout: no time left to verify {', '.join(s.id for s in chosen)} together; nothing applied.")
+        chosen = []
     if chosen:
         after: Findings | None
         try:

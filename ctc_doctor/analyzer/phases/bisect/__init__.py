@@ -33,7 +33,7 @@ from .trials import TrialOutcome, run_trial, run_trial_isolated, saveable
 
 @dataclass(frozen=True)
 class BisectOptions:
-    """How to bisect. Backend, train, device and seed come from the AnalyzeOptions of the run."""
+    """How to bisect. Backend, train, device and seed are the run's (`PhaseContext.settings`)."""
 
     strategy: rm.Strategy = "both"
     """top-down, bottom-up, or both (trials are shared; the report says whether they agree)."""
@@ -152,9 +152,8 @@ def run_bisect(ctx: PhaseContext, options: BisectOptions) -> rm.Bisect:
     if options.repro_dir:
         scripts = write_repros(result, tree, ctx, options.repro_dir, target)
         result.repro_paths = list(scripts.values())
-        for row in result.trials:
-            shared = row.inferred_from if row.inferred_from is not None else row.module_path
-            row.repro_path = scripts.get(row.module_path) or scripts.get(shared)
+        for row in result.trials:  # an inferred row shares its representative's script
+            row.repro_path = scripts.get(row.inferred_from if row.inferred_from is not None else row.module_path)
     result.duration_s = round(time.perf_counter() - t0, 3)
     return result
 

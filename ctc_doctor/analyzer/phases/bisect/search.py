@@ -51,12 +51,12 @@ def _structure(module: torch.nn.Module) -> tuple[Any, ...]:
     )
 
 
-def build_tree(recorder: ModuleInputs) -> nx.DiGraph:
+def build_tree(inputs: ModuleInputs) -> nx.DiGraph:
     """Module paths as a tree with class, parameters, calls, input signature and memo key per node."""
     tree = nx.DiGraph()
     structures: dict[int, tuple[Any, ...]] = {}
-    for path, module in recorder.modules.items():
-        captured = recorder.inputs.get(path)
+    for path, module in inputs.modules.items():
+        captured = inputs.inputs.get(path)
         exercised = captured is not None
         key = None
         if exercised:
@@ -68,7 +68,7 @@ def build_tree(recorder: ModuleInputs) -> nx.DiGraph:
             path,
             cls=type(module).__name__,
             parameters=sum(p.numel() for p in module.parameters()),
-            calls=recorder.calls.get(path, 0),
+            calls=inputs.calls.get(path, 0),
             exercised=exercised,
             key=key,
             inputs=captured,

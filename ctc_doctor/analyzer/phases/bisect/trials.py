@@ -50,17 +50,11 @@ class TrialOutcome:
 
 def _unsupported_outcome(exc: BaseException, duration: float) -> TrialOutcome:
     text = split_unsupported(str(exc))
-    gb_type = str(getattr(exc, "gb_type", None) or text.gb_type or "graph break")
+    exc_gb_type, stack, innermost = ti.break_details(exc)
+    gb_type = exc_gb_type or text.gb_type or "graph break"
     ids = text.registry_ids or registry_ids_for(gb_type)
-    stack: list[RawFrame] = [
-        (f.filename, f.lineno or 0, f.name, f.line) for f in (getattr(exc, "real_stack", None) or [])
-    ]
     if not stack:
-        inner = getattr(exc, "innermost_user_frame_summary", None)
-        if inner is not None:
-            stack = [(inner.filename, inner.lineno or 0, inner.name, inner.line)]
-        else:
-            stack = parse_traceback_frames(str(exc).partition("from user code:")[2])
+        stack = [innermost] if innermost is not None else parse_traceback_frames(str(exc).partition("from user code:")[2])
     reason = f"{gb_type}: {first_sentence(text.explanation)}" if text.explanation else gb_type
     return TrialOutcome("failed", duration, gb_type, ids, reason, stack)
 

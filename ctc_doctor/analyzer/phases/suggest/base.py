@@ -45,7 +45,7 @@ def own_line(site: rm.GraphBreakSite) -> rm.Frame | None:
     return site.own_frame
 
 
-def source_edit(ctx: RuleContext, site: rm.GraphBreakSite, rule: str, title: str, rationale: str, edit: str, refs: list[str], applies: list[str]) -> bool:
+def source_edit(ctx: RuleContext, site: rm.GraphBreakSite, rule: str, title: str, rationale: str, edit: str, references: list[str], applies: list[str]) -> bool:
     """Add a source_edit suggestion with its diff; False when the code has another shape."""
     frame = own_line(site)
     if frame is None:
@@ -60,7 +60,7 @@ def source_edit(ctx: RuleContext, site: rm.GraphBreakSite, rule: str, title: str
         if auto
         else None
     )
-    ctx.add(rule, title, rationale, "source_edit", applies, auto_applicable=auto, diff=plan.diff(), references=refs, action=action)
+    ctx.add(rule, title, rationale, "source_edit", applies, auto_applicable=auto, diff=plan.diff(), references=references, action=action)
     return True
 
 
