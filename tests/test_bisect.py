@@ -22,7 +22,8 @@ from ctc_doctor.reports.render import render_summary
 from .conftest import TARGETS, bisected
 
 FIXTURES = all_fixtures()
-BREAKING = sorted(n for n, f in FIXTURES.items() if f.expected.breaks)
+# transformers_output_capture: its strategies disagree on purpose (see the fixture's docstring)
+BREAKING = sorted(n for n, f in FIXTURES.items() if f.expected.breaks and "transformers" not in f.tags)
 
 
 def _expected_smallest(name: str) -> list[str]:
@@ -31,7 +32,9 @@ def _expected_smallest(name: str) -> list[str]:
         return []
     if expected.smallest_failing:
         return list(expected.smallest_failing)
-    return sorted({p for b in expected.breaks for p in b.module_paths}, key=lambda p: [int(x) if x.isdigit() else x for x in p.split(".")])
+    # trials run on the model once it has run: a break of a fresh model's first call does not reproduce
+    paths = {p for b in expected.breaks if not b.first_call_only for p in b.module_paths}
+    return sorted(paths, key=lambda p: [int(x) if x.isdigit() else x for x in p.split(".")])
 
 
 def _rows(report):
@@ -52,6 +55,14 @@ def test_both_strategies_return_the_documented_smallest_failing_modules(name):
     assert b.smallest_failing == expected
     assert b.agreement is True
     assert b.trial_count <= b.exhaustive_count
+
+
+def test_bisection_says_it_does_not_chase_a_break_of_a_fresh_models_first_call():
+    torch.manual_seed(0)
+    report = analyze(FIXTURES["lazy_setup_under_lock"].builder()(), AnalyzeOptions(explain=False, bisect=BisectOptions(strategy="top-down")))
+    assert [s.first_call_only for s in report.graph_breaks] == [True]
+    assert report.bisect.smallest_failing == []
+    assert any("B1 break only on a fresh model's first call" in n for n in report.bisect.notes)
 
 
 def test_the_deep_leaf_is_found_with_its_gb_type_line_and_failing_ancestors():

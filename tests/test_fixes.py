@@ -41,6 +41,9 @@ RULES = {
     "recompile_limit": {"state-recompile", "recompile-limit"},
     "repeated_blocks": {"branchless-where", "regional-compile", "requires-grad-recompile"},
     "showcase": {"branchless-where", "print-guard", "mark-dynamic", "regional-compile"},
+    "lazy_setup_under_lock": {"warm-up-before-compile", "context-manager", "disable-module"},
+    "warning_logged_once": {"warm-up-before-compile", "logger-ignore"},
+    "transformers_output_capture": {"warm-up-before-compile", "context-manager", "library-upgrade"},
 }
 
 
@@ -114,6 +117,16 @@ def test_the_fix_reduces_the_graph_count_with_outputs_unchanged(name):
     for sid in fix.applied:
         s = next(s for s in report.suggestions if s.id == sid)
         assert s.verified is not None and s.verified.effective and s.verified.summary
+
+
+@pytest.mark.parametrize("name", ["lazy_setup_under_lock", "warning_logged_once"])
+def test_a_first_call_break_is_fixed_by_one_eager_call_before_compiling_and_comes_first(name):
+    report = fixed(name)
+    warm_up = report.suggestions[0]
+    assert warm_up.rule == "warm-up-before-compile" and warm_up.action.type == "warm_up"
+    assert warm_up.id == report.fix.applied[0]  # preferred: it removes the cause, the others only move it
+    assert warm_up.verified.effective and warm_up.verified.fixed == ["B1"] and warm_up.verified.numerics_ok
+    assert report.fix.remaining == [] and report.fix.verification.after.graph_count == 1
 
 
 def test_the_shape_recompile_fixture_stops_recompiling_with_mark_dynamic():

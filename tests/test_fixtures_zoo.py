@@ -3,9 +3,15 @@ and recompile guard kinds, as each fixture's docstring promises."""
 
 from __future__ import annotations
 
-import pytest
+import contextlib
+import io
 
-from ctc_doctor.fixtures.registry import all_fixtures, marker_line
+import pytest
+import torch
+
+from ctc_doctor import AnalyzeOptions, analyze
+from ctc_doctor.analyzer.common import torch_internals as ti
+from ctc_doctor.fixtures.registry import all_fixtures, break_location, marker_line
 
 from .conftest import analyzed
 
@@ -28,11 +34,11 @@ def test_each_fixture_gets_its_documented_verdict_without_errors(name):
 
 @pytest.mark.parametrize("name", [n for n in ALL if FIXTURES[n].expected.breaks])
 def test_each_expected_break_is_reported_at_its_exact_line_type_id_and_module_path(name):
+    _needs(name)
     spec = FIXTURES[name]
     report = analyzed(name)
-    source = spec.source_file()
     for expected in spec.expected.breaks:
-        line = marker_line(source, expected.marker)
+        source, line = break_location(spec, expected)
         matches = [
             s
             for s in report.graph_breaks
@@ -47,16 +53,19 @@ def test_each_expected_break_is_reported_at_its_exact_line_type_id_and_module_pa
         assert site.own_code is expected.own_code
         assert site.occurrences == len(site.compile_ids) >= 1
         assert site.hints, "every break carries Dynamo's hints"
+        # the first call's breaks are checked on the warm model: only set-up code is first-call-only
+        assert site.first_call_only is expected.first_call_only, site
 
 
 @pytest.mark.parametrize("name", [n for n in ALL if FIXTURES[n].expected.breaks])
 def test_no_break_is_reported_away_from_the_documented_lines(name):
+    _needs(name)
     spec = FIXTURES[name]
     report = analyzed(name)
-    lines = {marker_line(spec.source_file(), e.marker) for e in spec.expected.breaks}
+    locations = {break_location(spec, e) for e in spec.expected.breaks}
     for site in report.graph_breaks:
         frame = site.own_frame or site.user_frame
-        assert (frame.file, frame.line) in {(spec.source_file(), ln) for ln in lines}, site
+        assert (frame.file, frame.line) in locations, site
 
 
 @pytest.mark.parametrize("name", [n for n in ALL if not FIXTURES[n].expected.breaks])
@@ -136,8 +145,44 @@ def test_user_stacks_hide_torch_and_ctc_doctor_frames_but_keep_the_path_from_the
 
 def test_explain_is_run_as_a_cross_check_and_agrees_on_the_graph_count_of_a_clean_model():
     report = analyzed("clean")
-    assert report.explain is not None
+    assert report.explain is not None and report.explain.method == "same_trace"
     assert report.explain.graph_count == report.summary.graph_count == 1
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_explains_view_from_the_same_trace_matches_a_call_of_explain_itself(name):
+    _needs(name)
+    report = analyzed(name)
+    spec = FIXTURES[name]
+    torch.manual_seed(0)
+    workload = spec.builder()()  # fresh, as the analysis compiled it
+    first = workload.calls()[0]
+    if workload.before_call is not None:
+        workload.before_call(workload.model, 0)
+    torch.manual_seed(0)
+    with contextlib.redirect_stdout(io.StringIO()):
+        explained = ti.run_explain(workload.model, first.args, dict(first.kwargs))
+    ti.fresh_dynamo_state()
+    assert explained is not None and report.explain is not None and report.explain.method == "same_trace"
+    assert report.explain.graph_count == explained.graph_count
+    assert report.explain.graph_break_count == explained.graph_break_count
+    assert report.explain.break_reasons == len(explained.break_reasons)
+    assert report.explain.op_count == explained.op_count
+
+
+@pytest.mark.parametrize("name", [n for n in ALL if any(e.first_call_only for e in FIXTURES[n].expected.breaks)])
+def test_a_break_of_the_first_call_only_is_gone_once_the_model_ran(name):
+    # what the analysis saw cold, a warm model does not show: an eager call first, then the compile
+    _needs(name)
+    assert any(s.first_call_only for s in analyzed(name).graph_breaks)
+    spec = FIXTURES[name]
+    torch.manual_seed(0)
+    workload = spec.builder()()
+    first = workload.calls()[0]
+    with contextlib.redirect_stdout(io.StringIO()), torch.no_grad():
+        workload.model(*first.args, **dict(first.kwargs))
+        warm = analyze(workload, AnalyzeOptions(explain=False))
+    assert warm.graph_breaks == [], [(s.gb_type, s.user_frame.line) for s in warm.graph_breaks]
 
 
 def test_compile_metrics_guards_and_graphs_are_recorded_per_compile_id():

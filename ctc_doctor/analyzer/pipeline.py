@@ -26,6 +26,7 @@ from ..version import __version__
 from ..workload import Call, Workload
 from .common import torch_internals as ti
 from .common.calls import to_device
+from .common.copying import CopyError, copy_model
 from .common.deadline import DeadlineExceeded, deadline
 from .common.facts import ModelFacts, model_facts
 from .common.modules import describe_inputs, forward_arg_names
@@ -106,6 +107,7 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
     if options.device is not None and isinstance(workload.model, torch.nn.Module):
         workload.model.to(options.device)
     calls = [Call(to_device(c.args, options.device), to_device(dict(c.kwargs), options.device)) for c in workload.calls()]
+    pristine, copy_note = _pristine_copy(workload, options)
     ctx = PhaseContext(
         workload=workload,
         calls=calls,
@@ -113,6 +115,7 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
         spec=options.spec,
         command=options.command,
         progress=options.progress or no_progress,
+        pristine=pristine,
     )
 
     analysis = run_analysis(
@@ -126,6 +129,8 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
         ),
     )
     report = _report(workload, calls, options, analysis, started_at, clock)
+    if copy_note:
+        report.notes.append(copy_note)
     ctx = dataclasses.replace(ctx, index=analysis.index, module_inputs=analysis.module_inputs)
     stopped = any(e.phase in ("eager", "timeout") for e in report.errors)
     if options.bisect is not None and analysis.module_inputs is not None and not stopped and _should_bisect(report, options):
@@ -134,6 +139,17 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
         _after_analysis(report, ctx, options, clock)
     report.run.duration_s = clock.elapsed()
     return report
+
+
+def _pristine_copy(workload: Workload, options: AnalyzeOptions) -> tuple[Any, str | None]:
+    """A copy of the model before anything runs it, for the copies fix and bench compile (None when
+    neither runs); a note when the model cannot be copied and they copy the warmed-up model instead."""
+    if not (options.compile and (options.fix or options.bench)) or not isinstance(workload.model, torch.nn.Module):
+        return None, None
+    try:
+        return copy_model(workload.model), None
+    except CopyError as exc:
+        return None, f"{exc}: fix and bench copied the model after the analysis ran it (first-call set-up done)."
 
 
 # ---------------------------------------------------------------------------------------------
@@ -207,7 +223,7 @@ def _should_bisect(report: rm.Report, options: AnalyzeOptions) -> bool:
 def _bisect(report: rm.Report, ctx: PhaseContext, options: BisectOptions, clock: _Clock, *, bisect_only: bool) -> None:
     """Run the bisection and merge it (or its error) into the report; bisection-only runs get their verdict here."""
     try:
-        report.bisect = run_bisect(dataclasses.replace(ctx, budget_s=clock.remaining()), options)
+        report.bisect = run_bisect(dataclasses.replace(ctx, budget_s=clock.remaining(), report=report.model_copy(deep=True)), options)
     except Exception as exc:  # noqa: BLE001 - the analysis part of the report still stands
         report.errors.append(rm.ErrorRecord(phase="bisect", type=type(exc).__name__, message=describe_error(exc)[:500]))
     if bisect_only:

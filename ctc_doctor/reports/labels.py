@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from .models import Benchmark, Bisect, BisectTrial, FixResult, Suggestion
+from .models import Benchmark, Bisect, BisectTrial, FixResult, GraphBreakSite, Suggestion
 
 
 def short_path(path: str, width: int = 48) -> str:
@@ -40,6 +40,16 @@ def module_label(paths: list[str], width: int | None = 40, limit: int = 3) -> st
     else:
         text = ", ".join(names)
     return text if width is None or len(text) <= width else text[: width - 1] + "…"
+
+
+FIRST_CALL_ONLY = "a fresh model's first call only"
+"""The mark of a break site whose line runs only on a fresh model's first call (`first_call_only`)."""
+
+
+def site_marks(site: GraphBreakSite) -> list[str]:
+    """Short marks for a break site: the whole function ran eager, the first call only."""
+    marks = ["whole function ran eager"] if site.frame_skipped else []
+    return marks + ([FIRST_CALL_ONLY] if site.first_call_only else [])
 
 
 def suggestion_status(s: Suggestion, fix: FixResult | None) -> str:

@@ -13,7 +13,14 @@ import html
 from typing import Any
 
 from .advice import next_steps
-from .labels import benchmark_headline, bisect_summary_line, module_label, short_path, suggestion_status
+from .labels import (
+    benchmark_headline,
+    bisect_summary_line,
+    module_label,
+    short_path,
+    site_marks,
+    suggestion_status,
+)
 from .links import gb_page
 from .models import SCHEMA_VERSION, Report
 
@@ -249,7 +256,7 @@ def render_markdown(report: Report) -> str:
             loc = f"{short_path(frame.file, 60)}:{frame.line}"
             if not site.own_code:
                 loc += f" (in {site.library})"
-            reason = site.reason + (" (whole function ran eager)" if site.frame_skipped else "")
+            reason = site.reason + "".join(f" ({mark})" for mark in site_marks(site))
             add(
                 f"| {site.id} | {_cell(loc)} | {_cell(module_label(site.module_paths, None))} | "
                 f"{_cell(', '.join(site.registry_ids) or '—')} | {site.occurrences} | {_cell(reason)} |"

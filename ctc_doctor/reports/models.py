@@ -33,7 +33,8 @@ Phase = Literal["load", "eager", "explain", "compile", "capture", "bisect", "sug
 TrialStatus = Literal["passed", "failed", "timeout", "crashed", "skipped", "inferred"]
 Strategy = Literal["top-down", "bottom-up", "both"]
 SuggestionKind = Literal["config", "wrap", "dynamic_shapes", "regional", "source_edit", "upgrade", "mode"]
-ActionType = Literal["dynamo_config", "disable", "source_patch", "mark_dynamic", "scalar_to_tensor", "set_attribute", "regional"]
+ActionType = Literal["dynamo_config", "disable", "source_patch", "mark_dynamic", "scalar_to_tensor", "set_attribute", "regional", "warm_up"]
+ExplainMethod = Literal["same_trace", "separate_call"]
 
 
 class _Model(BaseModel):
@@ -92,6 +93,11 @@ class GraphBreakSite(_Model):
     """Ops in the graphs of the frames where this break happened: a measure of the work it splits."""
     ranks: list[int] = Field(default_factory=list)
     """Distributed ranks that hit this site (offline reports of multi-rank logs; empty otherwise)."""
+    first_call_only: bool | None = None
+    """True when the break happens only on a fresh model's first compiled call: its line did not run when
+    the warmed-up model ran the same call again (lazy set-up, hooks installed once, a warning logged once).
+    Compiled code keeps such a break for good. False: the line runs every time; None: not checked (not a
+    site of the first call, or a report read from logs)."""
 
 
 class FailedGuard(_Model):
@@ -310,6 +316,9 @@ class ExplainCheck(_Model):
     """Total ops over explain's graphs."""
     missed_sites: int = 0
     """Break sites ctc-doctor found on the first call that explain did not list."""
+    method: ExplainMethod = "separate_call"
+    """`same_trace`: explain's view (graphs, their break reasons and ops) taken from the compiled run the
+    capture watched, at no extra trace; `separate_call`: a `torch._dynamo.explain` call of its own."""
 
 
 class BisectTrial(_Model):
@@ -408,7 +417,8 @@ class FixAction(_Model):
     """dynamo_config (patch `torch._dynamo.config` for the compiled run), disable (`torch.compiler.disable`
     on submodules), source_patch (a rewritten method bound to the copy's instances), mark_dynamic (on input
     tensors), scalar_to_tensor (a Python float argument passed as a 0-d tensor), set_attribute (on
-    submodules), regional (compile each repeated block instead of the whole model)."""
+    submodules), regional (compile each repeated block instead of the whole model), warm_up (one eager call
+    of the first call's inputs before compiling: first-call set-up runs outside the compiled code)."""
     config: dict[str, Any] = Field(default_factory=dict)
     """dynamo_config: option name -> value; functions are named by dotted path (`print`, `logging.Logger.debug`)."""
     module_paths: list[str] = Field(default_factory=list)

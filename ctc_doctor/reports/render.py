@@ -22,6 +22,7 @@ from .labels import (
     failure_text,
     module_label,
     short_path,
+    site_marks,
     suggestion_status,
     trial_symbol,
 )
@@ -196,8 +197,8 @@ def _break_table(sites: list[GraphBreakSite], top: int) -> Table:
         if frame.code:
             loc.append(f"\n{frame.code}", style="dim")
         cell = Text(site.reason)
-        if site.frame_skipped:
-            cell.append(" (whole function ran eager)", style="bold")
+        for mark in site_marks(site):
+            cell.append(f" ({mark})", style="bold")
         if site.hints:
             cell.append(f"\nhint: {site.hints[0]}", style="dim")
         module = Text(module_label(site.module_paths))

@@ -92,7 +92,8 @@ def group_break_sites(
     by_location: dict[tuple[str, str, int], tuple[Any, ...]] = {}
     for rec in records:
         inner = rec.stack[-1]
-        own = next((f for f in reversed(rec.stack) if classify_file(f[0])[0]), None)
+        # the user's own frame is below whatever called the model (a script calling analyze(), a test)
+        own = next((f for f in reversed(below_the_tool(rec.stack)) if classify_file(f[0])[0]), None)
         if len(rec.stack) == 1 and inner[2] == UNKNOWN_FUNCTION and (rec.gb_type, inner[0], inner[1]) in by_location:
             key = by_location[(rec.gb_type, inner[0], inner[1])]
         else:

@@ -1,16 +1,25 @@
-"""The live capture core: run a workload's calls eagerly and compiled, and turn what torch reported
+"""The live capture core: run a workload's calls compiled and eagerly, and turn what torch reported
 into findings (break sites, recompiles, graphs, compile metrics, guards, perf hints and counts).
 
 The analysis phase runs it on the user's model; `fix` re-checks each variant through it, so a fixed
-copy is measured exactly as the original was. Every graph Dynamo hands the backend is recorded by a
-wrapper around the real backend (the public custom-backend API); breaks, recompiles, metrics and
-guards come from the structured trace under `torch_internals.capture`.
+copy is measured exactly as the original was. The compiled run comes first, on the model as the
+builder returned it: a user's first compiled call meets lazy set-up (hooks installed once, caches
+created on first use), and so does the capture. The eager pass that follows records module call sites
+and, for the break lines of the first call, whether they run again on the now warm model: the ones
+that do not are breaks of a fresh model's first call only.
+
+Every graph Dynamo hands the backend is recorded by a wrapper around the real backend (the public
+custom-backend API), with the compile reason Dynamo attached to it: explain's view of the run at no
+extra trace. Breaks, recompiles, metrics and guards come from the structured trace under
+`torch_internals.capture`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +31,7 @@ from ..common import torch_internals as ti
 from ..common.calls import run_call
 from ..common.modules import path_key
 from ..common.settings import ProgressFn, RunSettings, no_progress
-from ..common.sources import RawFrame, function_name
+from ..common.sources import RawFrame, function_name, is_dynamo_file
 from ..common.tensors import detached
 from ..common.text import describe_error
 from .attribution import ModuleIndex
@@ -31,50 +40,25 @@ from .inputs import ModuleInputs
 from .parsing import classify_guard, split_recompile_reasons
 
 # ---------------------------------------------------------------------------------------------
-# the eager pass
+# the compiled run under capture
 # ---------------------------------------------------------------------------------------------
 
 
 @dataclass
-class EagerRun:
-    """What the eager pass saw: each call's detached outputs (when collected) and the first failure."""
+class RecordedGraph:
+    """One graph Dynamo handed the backend."""
 
-    outputs: list[list[torch.Tensor]] = field(default_factory=list)
-    error: rm.ErrorRecord | None = None
-
-
-def eager_pass(
-    workload: Workload,
-    calls: list[Call],
-    settings: RunSettings,
-    *,
-    index: ModuleIndex | None = None,
-    inputs: ModuleInputs | None = None,
-    collect: bool = False,
-    progress: ProgressFn = no_progress,
-) -> EagerRun:
-    """Every call without compile (the model must work eagerly). Records module call sites into
-    `index` for attribution and, during the first call, module inputs into `inputs`."""
-    run = EagerRun()
-    progress("eager run", 0, len(calls))
-    with index.record() if index is not None else contextlib.nullcontext():
-        for i, call in enumerate(calls):
-            try:
-                with inputs.record() if inputs is not None and i == 0 else contextlib.nullcontext():
-                    out = run_call(workload.model, workload, call, i, seed=settings.seed, train=settings.train)
-            except Exception as exc:  # noqa: BLE001 - the model's own error, reported as the eager failure
-                message = f"call {i} fails in eager mode: {type(exc).__name__}: {describe_error(exc)}"
-                run.error = rm.ErrorRecord(phase="eager", type=type(exc).__name__, message=message[:500])
-                return run
-            if collect:
-                run.outputs.append(detached(out))
-            progress("eager run", i + 1, len(calls))
-    return run
-
-
-# ---------------------------------------------------------------------------------------------
-# the compiled pass under capture
-# ---------------------------------------------------------------------------------------------
+    compile_id: str | None
+    ops: dict[str, int]
+    """Calls by op name (functions, methods, modules)."""
+    nodes: int
+    inputs: int
+    call_functions: int
+    """call_function nodes: what explain counts as ops."""
+    explained: bool
+    """Dynamo attached its compile reason (explain reads the same attribute)."""
+    break_reason: tuple[str, list[tuple[str, int, str]]] | None
+    """(reason, user stack outermost first) when the graph ended at a graph break."""
 
 
 class RecordingBackend:
@@ -83,22 +67,24 @@ class RecordingBackend:
     def __init__(self, backend: str) -> None:
         self.name = backend
         self.inner = ti.lookup_backend(backend)
-        self.graphs: list[tuple[str | None, tuple[dict[str, int], int, int]]] = []
-        """(compile id, (ops by name, nodes, placeholders)) per graph, in compile order."""
+        self.graphs: list[RecordedGraph] = []
+        """In compile order."""
 
     def __repr__(self) -> str:  # torch names the backend in its errors
         return self.name
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Any:
         ops: dict[str, int] = defaultdict(int)
-        nodes = inputs = 0
+        nodes = inputs = functions = 0
         for node in gm.graph.nodes:
             nodes += 1
             if node.op == "placeholder":
                 inputs += 1
             elif node.op in ("call_function", "call_method", "call_module"):
                 ops[_op_name(gm, node)] += 1
-        self.graphs.append((ti.current_compile_id(), (dict(ops), nodes, inputs)))
+                functions += node.op == "call_function"
+        explained, reason = ti.graph_compile_reason(gm)
+        self.graphs.append(RecordedGraph(ti.current_compile_id(), dict(ops), nodes, inputs, functions, explained, reason))
         return self.inner(gm, example_inputs, **kwargs)
 
 
@@ -171,17 +157,123 @@ class CompiledRun:
         return self
 
 
-# ---------------------------------------------------------------------------------------------
-# findings from the captured events
-# ---------------------------------------------------------------------------------------------
-
-
 def _call_index_of(position: int, marks: list[int]) -> int | None:
     found = None
     for i, start in enumerate(marks):
         if position >= start:
             found = i
     return found
+
+
+def first_call_break_lines(run: CompiledRun) -> dict[str, set[int]]:
+    """file -> lines of the breaks of the first call: the lines the eager pass watches."""
+    if run.capture is None or len(run.call_marks) < 1:
+        return {}
+    end = run.call_marks[1][0] if len(run.call_marks) > 1 else len(run.capture.events)
+    lines: dict[str, set[int]] = defaultdict(set)
+    for ev in run.capture.events[:end]:
+        if ev.kind == "dynamo_graph_break_reason" and ev.payload:
+            rec = break_record(ev.payload, ev.compile_id, exc_stack=ev.exc_stack)
+            if rec is not None and not is_dynamo_file(rec.stack[-1][0]):
+                lines[rec.stack[-1][0]].add(rec.stack[-1][1])
+    return dict(lines)
+
+
+def explain_view(run: CompiledRun) -> ti.ExplainResult | None:
+    """What `torch._dynamo.explain` would report for the first call, from the graphs of this run's
+    first call; None when Dynamo attached no compile reason to them (explain needs the same)."""
+    if run.backend is None or not run.call_marks:
+        return None
+    end = run.call_marks[1][1] if len(run.call_marks) > 1 else len(run.backend.graphs)
+    first = run.backend.graphs[:end]
+    if not all(g.explained for g in first):
+        return None
+    return ti.ExplainResult(
+        graph_count=len(first),
+        graph_break_count=len(first) - 1,  # explain's definition
+        break_reasons=[g.break_reason for g in first if g.break_reason is not None],
+        op_count=sum(g.call_functions for g in first),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# the eager pass
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class EagerRun:
+    """What the eager pass saw: each call's detached outputs (when collected), the first failure, and
+    which of the watched lines ran during the first call."""
+
+    outputs: list[list[torch.Tensor]] = field(default_factory=list)
+    error: rm.ErrorRecord | None = None
+    lines_run: set[tuple[str, int]] = field(default_factory=set)
+
+
+@contextlib.contextmanager
+def _lines_run(watch: dict[str, set[int]]) -> Iterator[set[tuple[str, int]]]:
+    """The watched (file, line)s that run in the block, from a trace function on this thread.
+
+    Only frames of the watched files get line events, so the cost is one check per Python call.
+    The trace function in place before (a debugger, coverage) is put back afterwards.
+    """
+    hit: set[tuple[str, int]] = set()
+
+    def local(frame: Any, event: str, arg: Any) -> Any:
+        if event == "line" and frame.f_lineno in watch[frame.f_code.co_filename]:
+            hit.add((frame.f_code.co_filename, frame.f_lineno))
+        return local
+
+    def on_call(frame: Any, event: str, arg: Any) -> Any:
+        return local if frame.f_code.co_filename in watch else None
+
+    previous = sys.gettrace()
+    sys.settrace(on_call)
+    try:
+        yield hit
+    finally:
+        sys.settrace(previous)
+
+
+def eager_pass(
+    workload: Workload,
+    calls: list[Call],
+    settings: RunSettings,
+    *,
+    index: ModuleIndex | None = None,
+    inputs: ModuleInputs | None = None,
+    watch: dict[str, set[int]] | None = None,
+    collect: bool = False,
+    progress: ProgressFn = no_progress,
+) -> EagerRun:
+    """Every call without compile (the model must work eagerly). Records module call sites into
+    `index` for attribution and, during the first call, module inputs into `inputs` and which of the
+    `watch` lines (file -> lines) run."""
+    run = EagerRun()
+    progress("eager run", 0, len(calls))
+    with index.record() if index is not None else contextlib.nullcontext():
+        for i, call in enumerate(calls):
+            try:
+                with contextlib.ExitStack() as first:
+                    if i == 0 and inputs is not None:
+                        first.enter_context(inputs.record())
+                    if i == 0 and watch:
+                        run.lines_run = first.enter_context(_lines_run(watch))
+                    out = run_call(workload.model, workload, call, i, seed=settings.seed, train=settings.train)
+            except Exception as exc:  # noqa: BLE001 - the model's own error, reported as the eager failure
+                message = f"call {i} fails in eager mode: {type(exc).__name__}: {describe_error(exc)}"
+                run.error = rm.ErrorRecord(phase="eager", type=type(exc).__name__, message=message[:500])
+                return run
+            if collect:
+                run.outputs.append(detached(out))
+            progress("eager run", i + 1, len(calls))
+    return run
+
+
+# ---------------------------------------------------------------------------------------------
+# findings from the captured events
+# ---------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -213,8 +305,12 @@ class Findings:
         )
 
 
-def findings_of(run: CompiledRun | None, index: ModuleIndex | None = None) -> Findings:
-    """Deduplicated, ranked, module-attributed findings of a compiled run (empty when it never ran)."""
+def findings_of(run: CompiledRun | None, index: ModuleIndex | None = None, lines_run: set[tuple[str, int]] | None = None) -> Findings:
+    """Deduplicated, ranked, module-attributed findings of a compiled run (empty when it never ran).
+
+    With `lines_run` (the watched break lines that ran again when the warm model repeated the first
+    call), the first call's sites are marked `first_call_only` when their line did not.
+    """
     cap = run.capture if run is not None and run.capture is not None else ti.CaptureResult()
     marks = run.call_marks if run is not None else []
     event_marks = [m[0] for m in marks]
@@ -237,19 +333,18 @@ def findings_of(run: CompiledRun | None, index: ModuleIndex | None = None) -> Fi
 
     graphs = []
     ops_by_compile: dict[str, int] = defaultdict(int)
-    backend_graphs = run.backend.graphs if run is not None and run.backend is not None else []
-    for pos, (cid, (ops, nodes, inputs)) in enumerate(backend_graphs):
-        op_count = sum(ops.values())
-        if cid:
-            ops_by_compile[cid] += op_count
+    for pos, g in enumerate(run.backend.graphs if run is not None and run.backend is not None else []):
+        op_count = sum(g.ops.values())
+        if g.compile_id:
+            ops_by_compile[g.compile_id] += op_count
         graphs.append(
             rm.Graph(
-                compile_id=cid or "?",
+                compile_id=g.compile_id or "?",
                 call_index=_call_index_of(pos, graph_marks),
                 op_count=op_count,
-                node_count=nodes,
-                input_count=inputs,
-                ops=ops,
+                node_count=g.nodes,
+                input_count=g.inputs,
+                ops=g.ops,
             )
         )
 
@@ -270,6 +365,11 @@ def findings_of(run: CompiledRun | None, index: ModuleIndex | None = None) -> Fi
         class_name=class_name,
         path_order=path_key,
     )
+    if lines_run is not None:
+        for site in sites:
+            # Dynamo's polyfills stand in for builtins Dynamo traces, and eager never runs them: unchecked
+            if not is_dynamo_file(site.user_frame.file) and any(call_of_compile.get(c) == 0 for c in site.compile_ids):
+                site.first_call_only = (site.user_frame.file, site.user_frame.line) not in lines_run
     return Findings(
         graph_breaks=sites,
         recompiles=_recompiles(cap, starts, metrics, index, call_of_compile),

@@ -56,6 +56,12 @@ def classify_file(path: str) -> tuple[bool, str | None]:
     return True, None
 
 
+def is_dynamo_file(path: str) -> bool:
+    """A file of torch._dynamo itself (its polyfills stand in for builtins it traces)."""
+    torch_dir = _roots()[0]
+    return bool(torch_dir) and os.path.realpath(path).startswith(os.path.join(os.path.realpath(torch_dir), "_dynamo") + os.sep)
+
+
 def is_tool_frame(path: str) -> bool:
     """Frames that belong to torch or ctc-doctor itself, hidden from user stacks."""
     own, library = classify_file(path)

@@ -21,6 +21,7 @@ import logging
 import os
 import sys
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +69,8 @@ class CaptureResult:
     perf_hints: list[PerfHintRecord] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     strings: dict[int, str] = field(default_factory=dict)
+    torch_logs: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    """Warnings and errors torch logged in the block, kept off stderr: (level, logger, first line) -> count."""
 
     def resolve_file(self, value: Any) -> str:
         """Trace stacks carry interned file ids; map them back to paths."""
@@ -168,24 +171,49 @@ def _perf_hint_loggers(backend: str) -> list[logging.Logger]:
     return [logging.getLogger(n) for n in names]
 
 
-class _QuietDynamo(logging.Filter):
-    """Drops Dynamo's own graph-break warnings from torch's stderr handlers: we report them better."""
+class _QuietTorch(logging.Filter):
+    """Keeps torch's own log records off its stderr handlers: Dynamo's graph-break warnings (the report
+    carries them in full) and the warnings and errors torch logs around a failing compile (counted by
+    (level, logger, first line) instead, for a note: the exception itself is in the report)."""
+
+    def __init__(self, seen: Counter[tuple[str, str, str]]) -> None:
+        super().__init__()
+        self.seen = seen
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.name.startswith("torch._dynamo") and record.levelno < logging.ERROR)
+        if not record.name.startswith("torch"):
+            return True
+        if record.levelno >= logging.WARNING:
+            try:
+                text = record.getMessage()
+            except Exception:  # noqa: BLE001 - a badly formatted torch record must not kill the run
+                text = str(record.msg)
+            first = (text.strip().splitlines() or [""])[0][:200]
+            self.seen[(record.levelname, record.name, first)] += 1
+        return False
+
+
+def torch_log_note(seen: Counter[tuple[str, str, str]], during: str) -> str | None:
+    """One line for the notes: how many records torch logged and the first of them."""
+    if not seen:
+        return None
+    (level, name, first), _ = seen.most_common(1)[0]
+    return f"torch logged {sum(seen.values())} message(s) {during}, kept off the terminal ({len(seen)} distinct; most frequent: {level} {name}: {first})"
 
 
 @contextlib.contextmanager
-def quiet_torch_stderr(enabled: bool) -> Iterator[None]:
+def quiet_torch_stderr(enabled: bool) -> Iterator[Counter[tuple[str, str, str]]]:
+    """Torch's log records stay off stderr in the block (unless the user set TORCH_LOGS); yields their counts."""
+    seen: Counter[tuple[str, str, str]] = Counter()
     if not enabled or os.environ.get("TORCH_LOGS"):
-        yield  # the user asked for torch's logs: leave them alone
+        yield seen  # the user asked for torch's logs: leave them alone
         return
     try:
         from torch._logging._internal import _is_torch_handler, log_registry
     except ImportError:
-        yield
+        yield seen
         return
-    quiet = _QuietDynamo()
+    quiet = _QuietTorch(seen)
     touched = []
     for qname in log_registry.get_log_qnames():
         for handler in logging.getLogger(qname).handlers:
@@ -195,7 +223,7 @@ def quiet_torch_stderr(enabled: bool) -> Iterator[None]:
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r"Dynamo does not know how to trace")
-            yield
+            yield seen
     finally:
         for handler in touched:
             handler.removeFilter(quiet)
@@ -205,11 +233,13 @@ def quiet_torch_stderr(enabled: bool) -> Iterator[None]:
 def capture(*, backend: str = "eager", keep_guard_text: bool = False, quiet: bool = True) -> Iterator[CaptureResult]:
     """Collect the structured trace and perf hints for the duration of the block; restore on exit.
 
-    With `quiet`, Dynamo's own graph-break warnings stay off stderr during the block (unless the
-    user set TORCH_LOGS), since the report carries them in full.
+    With `quiet`, torch's own log records stay off stderr during the block (unless the user set
+    TORCH_LOGS): Dynamo's graph-break warnings, since the report carries them in full, and whatever
+    torch logs around a failing compile, counted in `torch_logs`.
     """
-    with quiet_torch_stderr(quiet), _no_compile_caches(backend):
+    with quiet_torch_stderr(quiet) as seen, _no_compile_caches(backend):
         with _capture(backend=backend, keep_guard_text=keep_guard_text) as result:
+            result.torch_logs = seen
             yield result
 
 
@@ -335,8 +365,22 @@ class ExplainResult:
     op_count: int
 
 
+def graph_compile_reason(gm: Any) -> tuple[bool, tuple[str, list[tuple[str, int, str]]] | None]:
+    """(attached, (reason, user stack) when the graph ended at a graph break) of a graph Dynamo hands
+    a backend. Dynamo sets `gm.compile_subgraph_reason` (a GraphCompileReason) on every graph; explain
+    and `ExplainWithBackend` read the same attribute (`_explain_graph_detail`, 2.6 to 2.15)."""
+    reason = getattr(gm, "compile_subgraph_reason", None)
+    if reason is None:
+        return False, None
+    if not getattr(reason, "graph_break", False):
+        return True, None
+    stack = [(f.filename, f.lineno or 0, f.name) for f in (getattr(reason, "user_stack", None) or [])]
+    return True, (str(getattr(reason, "reason", reason)), stack)
+
+
 def run_explain(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> ExplainResult | None:
-    """torch._dynamo.explain on one call. It resets Dynamo before and after (so run it first)."""
+    """torch._dynamo.explain on one call, traced a second time. It resets Dynamo before and after.
+    Used where graphs carry no compile reason (see `graph_compile_reason`)."""
     explain = getattr(torch._dynamo, "explain", None)
     if explain is None:
         return None

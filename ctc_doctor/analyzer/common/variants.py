@@ -5,7 +5,8 @@ What an action does to the copy: `dynamo_config` patches `torch._dynamo.config` 
 run only; `disable` wraps submodule forwards with `torch.compiler.disable`; `source_patch` gives the
 copy's instances a subclass whose method is the rewritten one (see `rewrite`); `mark_dynamic` and
 `scalar_to_tensor` act on copies of the inputs; `set_attribute` sets an attribute on a submodule;
-`regional` is the benchmark's business and is ignored here. The user's model, inputs and modules'
+`warm_up` has whoever compiles the copy call it once eagerly first; `regional` is the benchmark's
+business and is ignored here. The user's model, inputs and modules'
 globals are never modified.
 """
 
@@ -18,8 +19,9 @@ from typing import Any
 import torch
 
 from ...reports import models as rm
-from ...workload import Call
+from ...workload import Call, Workload
 from . import torch_internals as ti
+from .calls import run_call
 from .copying import CopyError, copy_model
 from .modules import forward_arg_names
 from .rewrite import RewriteError, build_function, parse_edits, plan_rewrite
@@ -37,6 +39,14 @@ class Variant:
     model: torch.nn.Module
     calls: list[Call]
     config: dict[str, Any] = field(default_factory=dict)
+    warm_up: bool = False
+    """Call the model once eagerly on the first call's inputs before compiling it."""
+
+    def run_warm_up(self, workload: Workload, seed: int | None) -> None:
+        """The warm_up action, when applied: one eager call of the first call's inputs, without grad."""
+        if self.warm_up:
+            with torch.no_grad():
+                run_call(self.model, workload, self.calls[0], 0, seed=seed, train=False, model=self.model)
 
 
 def _merge_config(into: dict[str, Any], patch: dict[str, Any]) -> None:
@@ -147,6 +157,8 @@ def make_variant(model: torch.nn.Module, calls: list[Call], actions: list[rm.Fix
             sources.append(action)
         elif action.type in ("mark_dynamic", "scalar_to_tensor"):
             variant.calls = _transform_calls(variant.calls, names, action)
+        elif action.type == "warm_up":
+            variant.warm_up = True
         elif action.type == "set_attribute":
             if not action.attribute:
                 raise VariantError("set_attribute needs an attribute")

@@ -1,9 +1,13 @@
-"""The analysis phase: the eager pass, explain's cross-check and the compiled run under capture.
+"""The analysis phase: the compiled run under capture on the fresh model, then the eager pass.
 
-1. eager: the model must work without compile; forward pre-hooks record module call sites (for
-   attribution) and, when bisection was asked for, each module's first-call inputs;
-2. explain on the first call, as a cross-check of the break sites of that call;
-3. every call through `torch.compile` under the live capture (see `capture.live`).
+1. compile: every call through `torch.compile` under the live capture (see `capture.live`), first, so
+   it sees the model as a user's first compiled call does (lazy set-up, hooks installed once);
+2. eager: every call without compile; forward pre-hooks record module call sites (for attribution)
+   and, when bisection was asked for, each module's first-call inputs; the break lines of the first
+   call are watched, so a break whose line does not run again on the warm model is marked
+   `first_call_only`. A model that fails here fails in eager mode: that error comes first;
+3. explain's view of the first call, from the graphs of the same compiled run (`same_trace`), or a
+   `torch._dynamo.explain` call of its own where graphs carry no compile reason (`separate_call`).
 A step that fails or times out becomes an error row; what was found before it is still returned.
 """
 
@@ -18,7 +22,14 @@ from ...reports import models as rm
 from ..capture.attribution import ModuleIndex
 from ..capture.gb_registry import graph_break_registry
 from ..capture.inputs import ModuleInputs
-from ..capture.live import CompiledRun, Findings, eager_pass, findings_of
+from ..capture.live import (
+    CompiledRun,
+    Findings,
+    eager_pass,
+    explain_view,
+    findings_of,
+    first_call_break_lines,
+)
 from ..common import torch_internals as ti
 from ..common.calls import preserved_state
 from ..common.deadline import DeadlineExceeded, deadline
@@ -31,9 +42,9 @@ class AnalysisOptions:
     """How the analysis phase runs (the pipeline derives them from `AnalyzeOptions`)."""
 
     compile: bool = True
-    """Run explain and the compiled pass; False stops after the eager pass (bisection only)."""
+    """Run the compiled pass (and explain's view of it); False runs the eager pass only (bisection only)."""
     explain: bool = True
-    """Run torch._dynamo.explain on the first call as a cross-check."""
+    """Cross-check the first call's break sites against explain's view of it."""
     keep_guard_text: bool = False
     """Keep the full guard tree text per compile id."""
     record_inputs: bool = False
@@ -68,25 +79,38 @@ def run_analysis(ctx: PhaseContext, options: AnalysisOptions) -> AnalysisResult:
             notes.append("Bisection needs an nn.Module: it did not run.")
 
     explained: ti.ExplainResult | None = None
+    method: rm.ExplainMethod = "same_trace"
     compiled: CompiledRun | None = None
-    step = "eager"
+    lines_run: set[tuple[str, int]] | None = None
+    step = "compile" if options.compile else "eager"
     keep = preserved_state(workload.model) if index.modules else contextlib.nullcontext()
     try:
         with keep, deadline(options.timeout_s):
-            eager = eager_pass(workload, calls, settings, index=index, inputs=inputs, progress=progress)
-            if eager.error is not None:
-                errors.append(eager.error)
-            elif options.compile:
-                if options.explain:
-                    step = "explain"
-                    explained = _explain(ctx, notes, errors)
-                step = "compile"
+            watch: dict[str, set[int]] = {}
+            if options.compile:
                 compiled = CompiledRun(workload, calls, settings, keep_guard_text=options.keep_guard_text)
                 compiled.run(progress)
+                watch = first_call_break_lines(compiled)
+            step = "eager"
+            eager = eager_pass(workload, calls, settings, index=index, inputs=inputs, watch=watch, progress=progress)
+            if eager.error is not None:
+                errors.append(eager.error)  # first: a model that fails without compile is the problem to fix
+            elif watch:
+                lines_run = eager.lines_run
+            if compiled is not None:
                 if compiled.error is not None:
                     errors.append(compiled.error)
                 assert compiled.capture is not None
                 notes.extend(compiled.capture.notes)
+                logged = ti.torch_log_note(compiled.capture.torch_logs, "during the compiled run")
+                if logged:
+                    notes.append(logged)
+                if options.explain and eager.error is None:
+                    step = "explain"
+                    explained = explain_view(compiled)
+                    if explained is None:
+                        method = "separate_call"
+                        explained = _explain(ctx, notes, errors)
     except DeadlineExceeded:
         message = f"analysis did not finish within {options.timeout_s:g} s (during {step}); partial report"
         errors.append(rm.ErrorRecord(phase="timeout", type="AnalysisTimeout", message=message))
@@ -95,9 +119,9 @@ def run_analysis(ctx: PhaseContext, options: AnalysisOptions) -> AnalysisResult:
             ti.fresh_dynamo_state()  # leave no compiled code of ours behind
 
     progress("report", 0, 1)
-    findings = findings_of(compiled, index)
+    findings = findings_of(compiled, index, lines_run)
     failed = any(e.phase in ("eager", "compile", "timeout") for e in errors)
-    explain = _cross_check(explained, findings, notes)
+    explain = _cross_check(explained, method, findings, notes)
     if graph_break_registry() is None:
         notes.append(f"torch {ti.torch_version()} ships no graph-break registry: GB ids are unavailable.")
     progress("report", 1, 1)
@@ -113,7 +137,8 @@ def run_analysis(ctx: PhaseContext, options: AnalysisOptions) -> AnalysisResult:
 
 
 def _explain(ctx: PhaseContext, notes: list[str], errors: list[rm.ErrorRecord]) -> ti.ExplainResult | None:
-    """explain on the first call (it resets Dynamo itself); a failure is an `explain` error row."""
+    """explain on the first call, traced a second time (it resets Dynamo itself); a failure is an
+    `explain` error row. By now the model has run: its first-call set-up is behind it."""
     workload, first = ctx.workload, ctx.calls[0]
     ctx.progress("explain", 0, 1)
     result = None
@@ -126,13 +151,15 @@ def _explain(ctx: PhaseContext, notes: list[str], errors: list[rm.ErrorRecord]) 
             result = ti.run_explain(workload.model, first.args, dict(first.kwargs))
         if result is None:
             notes.append(f"torch {ti.torch_version()} has no torch._dynamo.explain; cross-check skipped.")
+        else:
+            notes.append("explain's graphs carry no compile reason in this torch: it ran as a separate call, on the warmed-up model.")
     except Exception as exc:  # noqa: BLE001 - the cross-check failing leaves the analysis standing
         errors.append(rm.ErrorRecord(phase="explain", type=type(exc).__name__, message=first_line(exc)[:500]))
     ctx.progress("explain", 1, 1)
     return result
 
 
-def _cross_check(explained: ti.ExplainResult | None, findings: Findings, notes: list[str]) -> rm.ExplainCheck | None:
+def _cross_check(explained: ti.ExplainResult | None, method: rm.ExplainMethod, findings: Findings, notes: list[str]) -> rm.ExplainCheck | None:
     """explain's counts, and the break sites of the first call it did not list."""
     if explained is None:
         return None
@@ -150,4 +177,5 @@ def _cross_check(explained: ti.ExplainResult | None, findings: Findings, notes: 
         break_reasons=len(explained.break_reasons),
         op_count=explained.op_count,
         missed_sites=len(missed),
+        method=method,
     )

@@ -26,7 +26,8 @@ from ...reports import models as rm
 from ...workload import Call, Workload
 from ..common import device as dev
 from ..common import torch_internals as ti
-from ..common.calls import preserved_state, run_pass
+from ..common.calls import preserved_state, run_call, run_pass
+from ..common.copying import copy_model
 from ..common.facts import ModelFacts
 from ..common.numerics import compare_outputs, loose_backend
 from ..common.text import describe_error
@@ -80,6 +81,10 @@ class _Arm:
     compiled: bool
     config: dict[str, Any]
     regional_paths: list[str]
+    fresh: bool = False
+    """Compile a fresh copy of the model (as the builder returned it), so the cold pass is a user's."""
+    warm_up: bool = False
+    """The fix's warm_up action: one eager call before compiling."""
 
 
 class _Bench:
@@ -145,6 +150,9 @@ class _Bench:
             with preserved_state(arm.model), self.grad(), ti.fresh_inductor_cache(arm.compiled and self.bench.fresh_cache and self.bench.backend == "inductor"), ti.dynamo_config(arm.config):
                 ti.fresh_dynamo_state()
                 dev.reset_peak_memory(self.device)
+                if arm.warm_up:
+                    with torch.no_grad():
+                        run_call(arm.model, self.workload, arm.calls[0], 0, seed=seed, train=False, model=arm.model)
                 with self._compiled(arm) as fn:
                     self.progress(f"bench {arm.name}: {'compiling (cold)' if arm.compiled else 'first pass'}", 0, 0)
                     with ti.count_compiles() as cold:
@@ -185,28 +193,28 @@ def _arms(report: rm.Report, workload: Workload, calls: list[Call], facts: Model
     backend = bench.backend + (f", mode={bench.mode}" if bench.mode and bench.mode != "default" else "")
     arms = [
         _Arm("eager", "the model as is, no compile", model, calls, False, {}, []),
-        _Arm("compiled", f"torch.compile(model, backend={backend})", model, calls, True, {}, []),
+        _Arm("compiled", f"torch.compile(model, backend={backend})", model, calls, True, {}, [], fresh=True),
     ]
     if variant is not None:
         applied = ", ".join(report.fix.applied) if report.fix else ""
-        arms.append(_Arm("compiled_fixed", f"torch.compile of a copy with {applied} applied", variant.model, variant.calls, True, variant.config, []))
+        arms.append(_Arm("compiled_fixed", f"torch.compile of a copy with {applied} applied", variant.model, variant.calls, True, variant.config, [], warm_up=variant.warm_up))
     if bench.regional and facts is not None and facts.repeated:
         paths = [p for g in facts.repeated for p in g.paths]
         shown = ", ".join(f"{len(g.paths)}x {g.class_name}" for g in facts.repeated)
         if variant is not None:
-            arms.append(_Arm("regional_fixed", f"each repeated block compiled ({shown}), fixes applied", variant.model, variant.calls, True, variant.config, paths))
+            arms.append(_Arm("regional_fixed", f"each repeated block compiled ({shown}), fixes applied", variant.model, variant.calls, True, variant.config, paths, warm_up=variant.warm_up))
         else:
-            arms.append(_Arm("regional", f"each repeated block compiled ({shown}), the rest eager", model, calls, True, {}, paths))
+            arms.append(_Arm("regional", f"each repeated block compiled ({shown}), the rest eager", model, calls, True, {}, paths, fresh=True))
     return arms
 
 
-def _fixed_variant(report: rm.Report, workload: Workload, calls: list[Call]) -> Variant | None:
+def _fixed_variant(report: rm.Report, model: torch.nn.Module, calls: list[Call]) -> Variant | None:
     """The combined fix as the fix phase applied it, on a fresh copy (None when nothing was applied)."""
     if report.fix is None or not report.fix.applied:
         return None
     by_id = {s.id: s for s in report.suggestions}
     actions = [by_id[i].action for i in report.fix.applied if i in by_id and by_id[i].action is not None]
-    return make_variant(workload.model, calls, [a for a in actions if a is not None])
+    return make_variant(model, calls, [a for a in actions if a is not None])
 
 
 def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
@@ -236,12 +244,15 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
     if bench.mode == "reduce-overhead" and not runner.device.startswith("cuda"):
         result.notes.append("reduce-overhead uses CUDA graphs: on CPU it behaves like the default mode.")
     runner.prime()
+    source = ctx.pristine if ctx.pristine is not None else workload.model
     try:
-        variant = _fixed_variant(report, workload, calls)
+        variant = _fixed_variant(report, source, calls)
     except Exception as exc:  # noqa: BLE001 - the other arms still run
         variant = None
         result.notes.append(f"the fixed copy could not be rebuilt: {type(exc).__name__}: {exc}")
     for arm in _arms(report, workload, calls, ctx.facts, bench, variant):
+        if arm.fresh and ctx.pristine is not None:
+            arm.model = copy_model(ctx.pristine)  # one copy at a time: it is dropped with the arm
         measured = runner.run_arm(arm)
         result.arms.append(measured)
         if arm.name == "eager" and measured.error:

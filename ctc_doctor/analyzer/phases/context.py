@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...reports import models as rm
 from ...workload import Call, Workload
@@ -36,3 +36,6 @@ class PhaseContext:
     """Module call sites and code ownership, recorded by the analysis's eager pass."""
     module_inputs: ModuleInputs | None = None
     """Each module's first-call inputs, recorded by the analysis's eager pass when bisection was asked for."""
+    pristine: Any = None
+    """A copy of the model taken before anything ran (fresh, as the builder returned it), when fix or bench
+    will run: their copies are made from it, so they meet the same first-call set-up as the analysis."""

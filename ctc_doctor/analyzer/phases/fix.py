@@ -112,15 +112,14 @@ class _Checker:
         compiled: CompiledRun | None = None
         errors: list[rm.ErrorRecord] = []
         try:
+            # compiled first, as the analysis does (the copy is fresh); each pass from the copy's own buffers
+            with preserved_state(variant.model):
+                variant.run_warm_up(fixed, ctx.settings.seed)
+                compiled = CompiledRun(fixed, variant.calls, ctx.settings, dynamo_config=variant.config, collect=True)
+                compiled.run()
             with preserved_state(variant.model):
                 eager = eager_pass(fixed, variant.calls, ctx.settings, collect=True)
-                if eager.error is not None:
-                    errors.append(eager.error)
-                else:
-                    compiled = CompiledRun(fixed, variant.calls, ctx.settings, dynamo_config=variant.config, collect=True)
-                    compiled.run()
-                    if compiled.error is not None:
-                        errors.append(compiled.error)
+                errors = [e for e in (eager.error, compiled.error) if e is not None]
         except ValueError as exc:  # an unknown dynamo config option
             return rm.Verification(applied=False, error=str(exc), duration_s=round(time.perf_counter() - t0, 3)), None
         finally:
@@ -133,7 +132,6 @@ class _Checker:
             verification.error = errors[0].message
         else:
             want = self.reference
-            assert compiled is not None
             eager_check = compare_outputs(eager.outputs, want)
             outputs = compiled.outputs
             if outputs:
@@ -189,7 +187,7 @@ def run_fix(ctx: PhaseContext, options: FixOptions) -> FixSection:
         result.notes.append("No auto-applicable suggestion: nothing to apply.")
         result.duration_s = round(time.perf_counter() - t0, 3)
         return section
-    model = ctx.workload.model
+    model = ctx.pristine if ctx.pristine is not None else ctx.workload.model
     assert isinstance(model, torch.nn.Module)
     checker = _Checker(ctx, reference_outputs(ctx))
     if ctx.settings.train:

@@ -64,6 +64,8 @@ def site_detail(screen: SectionScreen, site: GraphBreakSite) -> list[RenderableT
         where.append(f"\nthe break itself is in {site.library or 'a library'}: {site.user_frame.file}:{site.user_frame.line} in {site.user_frame.function}", style="dim")
     if site.frame_skipped:
         where.append("\nDynamo skipped the whole function: it ran fully eager", style="yellow")
+    if site.first_call_only:
+        where.append("\nonly on a fresh model's first call: its line did not run again once the model was warm", style="yellow")
     where.append(f"\nmodule: {index.module_text(site.module_paths, None)}" + (f" ({site.module_class})" if site.module_class else ""))
     if site.ops_in_split_graphs:
         where.append(f" · {site.ops_in_split_graphs} op(s) in the graphs it splits", style="dim")

@@ -144,6 +144,12 @@ def run_bisect(ctx: PhaseContext, options: BisectOptions) -> rm.Bisect:
     if result.untried:
         why = "--max-trials" if options.max_trials is not None and search.trials_run >= options.max_trials else "the time limit"
         notes.append(f"{why} stopped the bisection: {len(result.untried)} module(s) left untried; the answer may be incomplete.")
+    first_call = [s.id for s in (ctx.report.graph_breaks if ctx.report else []) if s.first_call_only]
+    if first_call:
+        notes.append(
+            f"{', '.join(first_call)} break only on a fresh model's first call: the trials compile the modules "
+            "once the model has run (its set-up done), so they do not reproduce them."
+        )
     shared = sorted({t for _, d in tree.nodes(data=True) if d["inputs"] for t in d["inputs"].shared})
     if shared:
         notes.append(f"Inputs of type {', '.join(shared)} could not be copied; trials reused the model's objects.")

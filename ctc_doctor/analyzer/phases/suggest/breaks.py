@@ -243,7 +243,29 @@ def _fallback_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]
     return True
 
 
+def _first_call_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
+    if not site.first_call_only:
+        return False
+    ctx.add(
+        "warm-up-before-compile",
+        "Call the model once eagerly before compiling it",
+        f"The break at {where(site)} happens only on a fresh model's first call: that call runs set-up code "
+        "(lazy initialisation, hooks installed under a lock, a warning logged once) which Dynamo cannot trace, "
+        "and the code it compiles then keeps the break unless a guard makes it recompile. One eager call "
+        "before `torch.compile` does the set-up outside the compiled code.",
+        "source_edit",
+        applies,
+        auto_applicable=True,
+        snippet="with torch.no_grad():\n    model(*example_args, **example_kwargs)  # first-call set-up runs eagerly\n"
+        "compiled = torch.compile(model)",
+        references=refs(site, "troubleshooting"),
+        action=rm.FixAction(type="warm_up"),
+    )
+    return False  # the rules of the break itself still apply
+
+
 _BREAK_RULES: tuple[Callable[[RuleContext, rm.GraphBreakSite, list[str]], bool], ...] = (
+    _first_call_rule,
     _transformers_loss_rule,
     _library_rule,
     _print_rule,
