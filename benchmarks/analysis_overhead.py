@@ -1,87 +1,78 @@
-"""Analysis overhead: `ctc_doctor.analyze` vs bare `torch._dynamo.explain` + one plain compiled run.
+"""Analysis overhead: a whole `ctc-doctor TARGET` process against ONE plain `torch.compile` run.
 
-For every fixture of the zoo (rebuilt fresh per measurement, same seed), time
-  baseline = explain(model)(first call) + torch.compile(model, backend="eager") over every call
-  ours     = analyze(workload) (eager pass with hooks, explain, compile under capture, report)
-and print per-fixture times and the overall ratio ours/baseline (target <= 1.3x). Median of --repeat.
+For each model, two commands run as separate processes (so imports, model building and Dynamo's
+first-compile costs count on both sides), interleaved, `--repeat` times:
 
-    .venv/bin/python benchmarks/analysis_overhead.py [--repeat 3] [--skip-transformers]
+  plain  python -m ctc_doctor.fixtures.capture NAME      torch.compile(model, backend="eager") over the
+                                                         workload's calls, nothing else
+  ours   ctc-doctor demo --fixture NAME --no-bisect --no-fix --no-bench -q --json OUT
+                                                         the analysis: compiled run under capture, eager
+                                                         pass, explain's view, report, suggestions, JSON
+
+It prints the medians, the ratio ours/plain per model, the median ratio and the worst (target <= 1.10x).
+Python's bytecode cache is on for both (PYTHONDONTWRITEBYTECODE is dropped), as on a user's machine.
+
+    .venv/bin/python benchmarks/analysis_overhead.py [--repeat 5] [--only NAME ...] [--skip-transformers]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
-import torch
-
-from ctc_doctor import AnalyzeOptions, analyze
-from ctc_doctor.analyzer.common import torch_internals as ti
-from ctc_doctor.fixtures.registry import all_fixtures
+REPO = Path(__file__).resolve().parent.parent
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def _baseline(workload) -> None:
-    calls = workload.calls()
-    if workload.before_call:
-        workload.before_call(workload.model, 0)
-    torch._dynamo.explain(workload.model)(*calls[0].args, **dict(calls[0].kwargs))
-    ti.fresh_dynamo_state()
-    compiled = torch.compile(workload.model, backend="eager")
-    for i, call in enumerate(calls):
-        if workload.before_call:
-            workload.before_call(workload.model, i)
-        compiled(*call.args, **dict(call.kwargs))
-    ti.fresh_dynamo_state()
-
-
-def _ours(workload) -> None:
-    analyze(workload, AnalyzeOptions(progress=None))
-
-
-def _time(fn, build) -> float:
-    torch.manual_seed(0)
-    workload = build()
+def _wall(cmd: list[str]) -> float:
     t0 = time.perf_counter()
-    fn(workload)
-    return time.perf_counter() - t0
+    proc = subprocess.run(cmd, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=900)
+    elapsed = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
+    return elapsed
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--only", nargs="*", default=None, help="fixture names (default: the whole zoo)")
     parser.add_argument("--skip-transformers", action="store_true")
     args = parser.parse_args()
 
-    import contextlib
-    import io
+    sys.path.insert(0, str(REPO))
+    from ctc_doctor.fixtures.registry import all_fixtures
 
-    fixtures = {
-        n: s for n, s in all_fixtures().items() if not (args.skip_transformers and "transformers" in s.tags)
-    }
-    totals = {"baseline": 0.0, "ours": 0.0}
-    print(f"{'fixture':30s} {'baseline s':>10s} {'ours s':>8s} {'ratio':>6s}")
-    with contextlib.redirect_stdout(io.StringIO()) as sink:  # the fixtures print; keep the table clean
-        _time(_ours, fixtures["clean"].builder())  # warm-up: imports and first-compile costs
-        _time(_baseline, fixtures["clean"].builder())
-    rows = []
-    for name, spec in fixtures.items():
-        build = spec.builder()
-        base, ours = [], []
-        with contextlib.redirect_stdout(sink):
-            for _ in range(args.repeat):
-                base.append(_time(_baseline, build))
-                ours.append(_time(_ours, build))
-        b, o = statistics.median(base), statistics.median(ours)
-        totals["baseline"] += b
-        totals["ours"] += o
-        rows.append((name, b, o))
-        print(f"{name:30s} {b:10.3f} {o:8.3f} {o / b:6.2f}", flush=True)
-    ratio = totals["ours"] / totals["baseline"]
-    print(f"{'TOTAL':30s} {totals['baseline']:10.3f} {totals['ours']:8.3f} {ratio:6.2f}")
-    per = sorted(o / b for _, b, o in rows)
-    print(f"analysis overhead ratio (ours / explain+compile): {ratio:.2f}x overall, "
-          f"{statistics.median(per):.2f}x median per fixture, {per[-1]:.2f}x worst (target <= 1.3x)")
+    fixtures = all_fixtures()
+    names = args.only or [n for n, s in fixtures.items() if not (args.skip_transformers and "transformers" in s.tags)]
+    python = sys.executable
+    doctor = str(Path(python).parent / "ctc-doctor")
+    out = os.path.join(tempfile.mkdtemp(prefix="ctc-overhead-"), "report.json")
+    # warm-up: the bytecode cache and the OS file cache
+    _wall([python, "-m", "ctc_doctor.fixtures.capture", "clean"])
+    _wall([doctor, "demo", "--fixture", "clean", "--no-bisect", "--no-fix", "--no-bench", "-q", "--json", out])
+
+    print(f"{'model':32s} {'plain s':>8s} {'ours s':>8s} {'ratio':>6s}   (median of {args.repeat})")
+    ratios = {}
+    for name in names:
+        plain, ours = [], []
+        for _ in range(args.repeat):
+            plain.append(_wall([python, "-m", "ctc_doctor.fixtures.capture", name]))
+            ours.append(_wall([doctor, "demo", "--fixture", name, "--no-bisect", "--no-fix", "--no-bench", "-q", "--json", out]))
+        p, o = statistics.median(plain), statistics.median(ours)
+        ratios[name] = o / p
+        print(f"{name:32s} {p:8.2f} {o:8.2f} {o / p:6.2f}", flush=True)
+    worst = max(ratios, key=ratios.__getitem__)
+    print(
+        f"analysis / plain compile: {statistics.median(ratios.values()):.2f}x median, "
+        f"{ratios[worst]:.2f}x worst ({worst}); target <= 1.10x"
+    )
 
 
 if __name__ == "__main__":

@@ -8,12 +8,18 @@ run bisection only (`ctc-doctor bisect`) with each strategy and print
 
 Target: <= 25 % of exhaustive on repeated-block models (repeated_blocks, gpt2 with hooks).
 
-    .venv/bin/python benchmarks/bisect_cost.py [--skip-transformers] [--fixture NAME ...]
+Then the cost of isolation, per trial, on the same modules of one fixture (`--isolation-fixture`,
+default deep_break): in-process trials; isolated trials the old way (a new child process per trial,
+which imports torch and rebuilds the model each time); isolated trials now (one child for them all,
+its start-up paid once and shown apart).
+
+    .venv/bin/python benchmarks/bisect_cost.py [--skip-transformers] [--fixture NAME ...] [--isolation-fixture NAME]
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 
@@ -61,6 +67,8 @@ def main() -> None:
     parser.add_argument("--skip-transformers", action="store_true")
     parser.add_argument("--fixture", action="append", help="only these fixtures")
     parser.add_argument("--no-memo", action="store_true", help="also run top-down without memoization")
+    parser.add_argument("--isolation-fixture", default="deep_break", help="fixture for the isolation cost")
+    parser.add_argument("--isolation-trials", type=int, default=8, help="modules to try in the isolation cost")
     args = parser.parse_args()
 
     print(f"{'model':28s} {'strategy':17s} {'trials':>6s} {'exhaust':>7s} {'ratio':>6s} {'wall s':>7s}  smallest failing")
@@ -87,6 +95,63 @@ def main() -> None:
             label = strategy + ("" if memo else " no-memo")
             print(f"{name:28s} {label:17s} {b.trial_count:6d} {b.exhaustive_count:7d} {ratio:6.0%} {wall:7.2f}  {smallest}")
     print(f"\nworst trials/exhaustive on repeated-block models: {worst_repeated:.0%} (target <= 25%)")
+    _isolation_cost(args.isolation_fixture, args.isolation_trials)
+
+
+def _isolation_cost(name: str, limit: int) -> None:
+    """Per-trial wall: in-process, a child per trial (old), one child for all trials (now)."""
+    import os
+    import statistics
+    import tempfile
+
+    from ctc_doctor.analyzer.capture.inputs import ModuleInputs
+    from ctc_doctor.analyzer.common import torch_internals as ti
+    from ctc_doctor.analyzer.phases.bisect.trials import TrialWorker, run_trial
+
+    spec = all_fixtures()[name]
+    torch.manual_seed(0)
+    workload = spec.builder()()
+    inputs = ModuleInputs(workload.model)
+    first = workload.calls()[0]
+    torch.manual_seed(0)
+    with inputs.record():
+        workload.model(*first.args, **dict(first.kwargs))
+    paths = list(inputs.inputs)[:limit]
+    setup = {"target": spec.target, "seed": 0, "backend": "eager", "train": False, "device": None, "sys_path": [p for p in sys.path if p]}
+
+    in_process = []
+    for path in paths:
+        t0 = time.perf_counter()
+        run_trial(workload.model.get_submodule(path), inputs.inputs[path], backend="eager", train=False, seed=0, timeout_s=60)
+        in_process.append(time.perf_counter() - t0)
+    ti.fresh_dynamo_state()
+
+    old = []
+    with tempfile.TemporaryDirectory() as workdir:
+        for path in paths:
+            worker = TrialWorker(setup, workdir)
+            t0 = time.perf_counter()
+            worker.run({"module_path": path, "inputs_file": None}, 60)
+            old.append(time.perf_counter() - t0)
+            worker.close()
+    new = []
+    with tempfile.TemporaryDirectory() as workdir:
+        worker = TrialWorker(setup, workdir)
+        t0 = time.perf_counter()
+        worker.run({"module_path": paths[0], "inputs_file": None}, 60)
+        first_trial = time.perf_counter() - t0
+        for path in paths[1:]:
+            t0 = time.perf_counter()
+            worker.run({"module_path": path, "inputs_file": None}, 60)
+            new.append(time.perf_counter() - t0)
+        starts = worker.starts
+        worker.close()
+    med = statistics.median
+    print(f"\nisolation cost per trial, {name}, {len(paths)} modules (median wall; cpus {os.cpu_count()}):")
+    print(f"  in-process                        {med(in_process) * 1000:8.0f} ms")
+    print(f"  isolated, a child per trial (old) {med(old) * 1000:8.0f} ms")
+    print(f"  isolated, one child (now)         {med(new) * 1000:8.0f} ms  (+ {first_trial:.1f} s for the child's start and first trial; {starts} child)")
+    print(f"  now vs in-process: +{(med(new) - med(in_process)) * 1000:.0f} ms per trial; old vs now: {med(old) / med(new):.0f}x")
 
 
 if __name__ == "__main__":

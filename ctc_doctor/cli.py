@@ -126,7 +126,11 @@ def _bisect_options(default_strategy: str, full_run: bool) -> Any:
             ),
             click.option("--max-trials", type=click.IntRange(min=1), default=None, metavar="N", help="Run at most N fullgraph trials; the rest is listed as untried."),
             click.option("--trial-timeout", "trial_timeout_s", type=float, default=60.0, show_default=True, metavar="SECONDS", help="Per-trial limit; a hung trial becomes a timeout row."),
-            click.option("--isolate", is_flag=True, help="Run each trial in a child process (survives segfaults; ~5 s per trial)."),
+            click.option(
+                "--isolate/--no-isolate",
+                default=None,
+                help="Run the trials in a child process (a segfault costs one row) [default: on for a full run with the benchmark on CPU, where it costs under 10 %; off otherwise].",
+            ),
             click.option("--no-memo", is_flag=True, help="Try every module, even identical ones."),
             click.option("--repro-dir", default=None, metavar="DIR", help="Write repro scripts here [default: beside the --json report; none without one]."),
         ],
@@ -571,7 +575,7 @@ def _analyze_with_progress(spec: str, load: Any, kw: dict[str, Any], console: An
                 strategy=kw["strategy"],
                 max_trials=kw["max_trials"],
                 trial_timeout_s=kw["trial_timeout_s"] if kw["trial_timeout_s"] and kw["trial_timeout_s"] > 0 else None,
-                isolate=kw["isolate"],
+                isolate=_isolate(kw, bisect_only),
                 memoize=not kw["no_memo"],
                 repro_dir=repro_dir,
                 target=kw.get("rebuild_spec") or spec,
@@ -607,6 +611,15 @@ def _analyze_with_progress(spec: str, load: Any, kw: dict[str, Any], console: An
             progress=on_progress,
         )
         return analyze(workload, options)
+
+
+def _isolate(kw: dict[str, Any], bisect_only: bool) -> bool:
+    """--isolate/--no-isolate when given; else on for a full run with the benchmark on CPU, where the
+    child, started before the analysis, costs under 10 % of the run (benchmarks/bisect_cost.py)."""
+    if kw.get("isolate") is not None:
+        return bool(kw["isolate"])
+    full_run_with_bench = not bisect_only and not kw.get("no_bench") and "bench_backend" in kw
+    return full_run_with_bench and (kw.get("device") or "cpu") == "cpu"
 
 
 def _progress_stream(fd: int | None) -> Any:

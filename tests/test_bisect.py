@@ -308,12 +308,44 @@ def test_isolated_trials_turn_a_segfaulting_compile_into_a_crashed_row(cli, tmp_
     assert report.bisect.isolated and report.summary.verdict == "failed"
 
 
+def test_each_segfault_costs_one_row_and_the_next_trial_gets_a_new_child(cli, tmp_path):
+    out = tmp_path / "r.json"
+    result = cli("bisect", "user_targets:small", "--isolate", "--strategy", "top-down", "--backend", "ctc_test_segfault", "--json", str(out), "-q")
+    assert result.returncode == 0, result.stderr
+    b = load_report(out).bisect
+    assert [t.status for t in b.trials] == ["crashed"] * 3 and all("SIGSEGV" in t.reason for t in b.trials)
+    assert b.child_processes == b.trial_count == 3
+
+
+def test_one_child_serves_every_isolated_trial_and_agrees_with_in_process_trials(cli, tmp_path):
+    out = tmp_path / "r.json"
+    result = cli("bisect", "ctc_doctor.fixtures.zoo:deep_break", "--isolate", "--strategy", "top-down", "--json", str(out), "-q")
+    assert result.returncode == 0, result.stderr
+    isolated = load_report(out).bisect
+    in_process = bisected("deep_break", "top-down").bisect
+    assert isolated.isolated and isolated.child_processes == 1 and isolated.trial_count > 5
+    assert isolated.smallest_failing == in_process.smallest_failing == ["encoder.blocks.1.mixer.probe"]
+    assert [(t.module_path, t.status) for t in isolated.trials] == [(t.module_path, t.status) for t in in_process.trials]
+
+
+def test_a_hang_in_an_isolated_trial_is_cut_by_the_childs_own_limit_and_the_child_goes_on(cli, tmp_path):
+    out = tmp_path / "r.json"
+    result = cli(
+        "bisect", "user_targets:hangs_while_tracing", "--isolate", "--strategy", "top-down", "--trial-timeout", "3", "--json", str(out), "-q"
+    )
+    assert result.returncode == 0, result.stderr
+    b = load_report(out).bisect
+    rows = {t.module_path: t.status for t in b.trials}
+    assert rows[""] == "timeout" and rows["slow"] == "timeout" and rows["before"] == rows["after"] == "passed"
+    assert b.child_processes == 1
+
+
 def test_isolated_trials_agree_with_in_process_trials(cli, tmp_path):
     out = tmp_path / "r.json"
     result = cli("bisect", "user_targets:printing_model", "--isolate", "--json", str(out), "-q")
     assert result.returncode == 0, result.stderr
     isolated = load_report(out).bisect
-    assert isolated.smallest_failing == [""] and isolated.trial_count == 1
+    assert isolated.smallest_failing == [""] and isolated.trial_count == 1 and isolated.child_processes == 1
     [row] = isolated.trials
     assert row.status == "failed" and row.gb_type == "Failed to trace builtin operator" and "GB0059" in row.registry_ids
     assert row.user_frame is not None and row.user_frame.file.endswith("user_targets.py")

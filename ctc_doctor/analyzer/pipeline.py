@@ -14,6 +14,7 @@ import datetime as _dt
 import importlib.metadata
 import os
 import platform
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -34,7 +35,8 @@ from .common.settings import ProgressFn, RunSettings, no_progress
 from .common.text import describe_error
 from .phases.analysis import AnalysisOptions, AnalysisResult, run_analysis
 from .phases.bench import BenchOptions, BenchSection, run_bench
-from .phases.bisect import BisectOptions, run_bisect
+from .phases.bisect import BisectOptions, run_bisect, worker_setup
+from .phases.bisect.trials import TrialWorker
 from .phases.context import PhaseContext
 from .phases.fix import FixOptions, FixSection, run_fix
 from .phases.probe import run_probe
@@ -117,7 +119,28 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
         progress=options.progress or no_progress,
         pristine=pristine,
     )
+    with contextlib.ExitStack() as resources:
+        ctx = dataclasses.replace(ctx, trial_worker=_prestarted_worker(ctx, options, resources))
+        return _run(workload, calls, ctx, options, started_at, clock, copy_note)
 
+
+def _prestarted_worker(ctx: PhaseContext, options: AnalyzeOptions, resources: contextlib.ExitStack) -> TrialWorker | None:
+    """The child process of isolated trials, started now: it imports torch and rebuilds the workload
+    while the analysis runs (full runs only: a bisection alone would wait for it anyway)."""
+    if options.bisect is None or not options.bisect.isolate or not options.compile:
+        return None
+    setup = worker_setup(ctx, options.bisect)
+    if setup is None or not isinstance(ctx.workload.model, torch.nn.Module):
+        return None
+    worker = TrialWorker(setup, resources.enter_context(tempfile.TemporaryDirectory(prefix="ctc-bisect-")))
+    resources.callback(worker.close)
+    worker.start()
+    return worker
+
+
+def _run(
+    workload: Workload, calls: list[Call], ctx: PhaseContext, options: AnalyzeOptions, started_at: str, clock: _Clock, copy_note: str | None
+) -> rm.Report:
     analysis = run_analysis(
         ctx,
         AnalysisOptions(
@@ -135,6 +158,8 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
     stopped = any(e.phase in ("eager", "timeout") for e in report.errors)
     if options.bisect is not None and analysis.module_inputs is not None and not stopped and _should_bisect(report, options):
         _bisect(report, ctx, options.bisect, clock, bisect_only=not options.compile)
+    if ctx.trial_worker is not None:
+        ctx.trial_worker.close()  # not needed past the bisection: its CPU and memory go back now
     if options.compile and not stopped:
         _after_analysis(report, ctx, options, clock)
     report.run.duration_s = clock.elapsed()

@@ -1,75 +1,114 @@
-"""Child process for isolated bisection trials: `python -m ctc_doctor.analyzer.trial_worker REQUEST.json`.
+"""The child process of isolated bisection trials: `python -m ctc_doctor.analyzer.trial_worker SETUP.json`.
 
-The request (written by `phases.bisect.trials.run_trial_isolated`) names the target, seed, module path, backend and
-an inputs file saved by the parent (or none: the inputs are then recaptured with one eager call).
-The outcome is written as JSON to `result_path`; a child that dies writes nothing, and the parent
-records a `crashed` row from its exit signal.
+One worker serves many trials. It rebuilds the workload once from the target named in the setup
+(seed, backend, device, sys.path as the parent had them), says `ready` on its protocol stream, then
+reads one JSON request per line from stdin (`{"module_path", "inputs_file", "timeout_s"}`) and answers
+each with one JSON line: the `TrialOutcome`. Inputs come from a file the parent saved, else from one
+eager call of the first call recorded once, on first need. Each trial leaves the model's grads and
+buffers as it found them, as in-process trials do.
+
+The protocol stream is the original stdout; the model's own prints (Python or C level) go to stderr.
+A worker that cannot rebuild the workload answers `{"error": ...}` instead of `ready` and exits; one
+that dies or hangs is the parent's to restart (`phases.bisect.trials.TrialWorker`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import asdict
-from typing import Any
+from typing import IO, Any
 
 from ..errors import CtcDoctorError
 
 
-def _trial(request: dict[str, Any]) -> Any:
-    import torch
+class _Worker:
+    def __init__(self, setup: dict[str, Any]) -> None:
+        from .target import load_workload
 
-    from ..workload import Call
-    from .capture.inputs import CapturedCall, ModuleInputs
-    from .common.calls import run_call, to_device
-    from .phases.bisect.trials import TrialOutcome, run_trial
-    from .target import load_workload
+        self.setup = setup
+        self.workload = load_workload(setup["target"], seed=setup["seed"])
+        self.device = setup.get("device")
+        if self.device:
+            self.workload.model.to(self.device)
+        self.recorded: Any = None  # ModuleInputs of one eager first call, recorded on first need
 
-    workload = load_workload(request["target"], seed=request["seed"])
-    model = workload.model
-    device = request.get("device")
-    if device:
-        model.to(device)
-    path = request["module_path"]
-    try:
-        module = model.get_submodule(path)
-    except AttributeError:
-        return TrialOutcome("crashed", 0.0, reason=f"the rebuilt model has no submodule {path!r}")
-    if request.get("inputs_file"):
-        data = torch.load(request["inputs_file"], weights_only=True)
-        captured = CapturedCall(tuple(data["args"]), dict(data["kwargs"]), bool(data["grad_enabled"]), "")
-    else:
-        inputs = ModuleInputs(model)
-        first = workload.calls()[0]
-        with inputs.record():
-            run_call(model, workload, Call(to_device(first.args, device), to_device(dict(first.kwargs), device)), 0, seed=request["seed"], train=False)
-        if path not in inputs.inputs:
-            return TrialOutcome("skipped", 0.0, reason="not exercised when the workload was rebuilt")
-        captured = inputs.inputs[path]
-    return run_trial(
-        module,
-        captured,
-        backend=request["backend"],
-        train=bool(request["train"]),
-        seed=request["seed"],
-        timeout_s=request.get("timeout_s"),
-    )
+    def _recorded_inputs(self) -> Any:
+        if self.recorded is None:
+            from ..workload import Call
+            from .capture.inputs import ModuleInputs
+            from .common.calls import preserved_state, run_call, to_device
+
+            model, first = self.workload.model, self.workload.calls()[0]
+            self.recorded = ModuleInputs(model)
+            call = Call(to_device(first.args, self.device), to_device(dict(first.kwargs), self.device))
+            with preserved_state(model), self.recorded.record():
+                run_call(model, self.workload, call, 0, seed=self.setup["seed"], train=False)
+        return self.recorded
+
+    def trial(self, request: dict[str, Any]) -> Any:
+        import torch
+
+        from .capture.inputs import CapturedCall
+        from .common.calls import preserved_state
+        from .phases.bisect.trials import TrialOutcome, run_trial
+
+        model, path = self.workload.model, request["module_path"]
+        try:
+            module = model.get_submodule(path)
+        except AttributeError:
+            return TrialOutcome("crashed", 0.0, reason=f"the rebuilt model has no submodule {path!r}")
+        if request.get("inputs_file"):
+            data = torch.load(request["inputs_file"], weights_only=True)
+            captured = CapturedCall(tuple(data["args"]), dict(data["kwargs"]), bool(data["grad_enabled"]), "")
+        else:
+            recorded = self._recorded_inputs()
+            if path not in recorded.inputs:
+                return TrialOutcome("skipped", 0.0, reason="not exercised when the workload was rebuilt")
+            captured = recorded.inputs[path]
+        with preserved_state(model):
+            return run_trial(
+                module,
+                captured,
+                backend=self.setup["backend"],
+                train=bool(self.setup["train"]),
+                seed=self.setup["seed"],
+                timeout_s=request.get("timeout_s"),
+            )
+
+
+def _answer(stream: IO[str], message: dict[str, Any]) -> None:
+    stream.write(json.dumps(message) + "\n")
+    stream.flush()
 
 
 def main(argv: list[str]) -> int:
+    protocol = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)  # the model's prints, Python or C level, must not corrupt the protocol
     with open(argv[1], encoding="utf-8") as fh:
-        request = json.load(fh)
-    sys.path[:0] = [p for p in request.get("sys_path", []) if p not in sys.path]
+        setup = json.load(fh)
+    sys.path[:0] = [p for p in setup.get("sys_path", []) if p not in sys.path]
+    try:
+        worker = _Worker(setup)
+    except CtcDoctorError as exc:
+        _answer(protocol, {"error": f"rebuilding the workload failed: {exc.one_line()}"})
+        return 1
+    except Exception as exc:  # noqa: BLE001 - the parent reports it on every trial's row
+        _answer(protocol, {"error": f"rebuilding the workload failed: {type(exc).__name__}: {str(exc).strip()[:300]}"})
+        return 1
+    _answer(protocol, {"ready": True})
     from .phases.bisect.trials import TrialOutcome
 
-    try:
-        outcome = _trial(request)
-    except CtcDoctorError as exc:
-        outcome = TrialOutcome("crashed", 0.0, reason=f"rebuilding the workload failed: {exc.one_line()}")
-    except Exception as exc:  # noqa: BLE001 - reported as the row's reason
-        outcome = TrialOutcome("crashed", 0.0, reason=f"{type(exc).__name__}: {str(exc).strip()[:300]}")
-    with open(request["result_path"], "w", encoding="utf-8") as fh:
-        json.dump(asdict(outcome), fh)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        try:
+            outcome = worker.trial(request)
+        except Exception as exc:  # noqa: BLE001 - reported as the row's reason
+            outcome = TrialOutcome("crashed", 0.0, reason=f"{type(exc).__name__}: {str(exc).strip()[:300]}")
+        _answer(protocol, asdict(outcome))
     return 0
 
 

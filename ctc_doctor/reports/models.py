@@ -399,7 +399,9 @@ class Bisect(_Model):
     train: bool = False
     """Whether trials ran backward too."""
     isolated: bool = False
-    """Whether each trial ran in its own child process."""
+    """Whether the trials ran in a child process (one serves them all; a new one after a crash or hang)."""
+    child_processes: int = 0
+    """Child processes started for isolated trials: one, plus one after each crash or hang."""
     memoized: bool = True
     """Whether identical modules (class, input signature, structure) were tried once."""
     trial_timeout_s: float | None = None

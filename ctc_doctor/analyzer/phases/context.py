@@ -13,6 +13,7 @@ from ..common.settings import ProgressFn, RunSettings, no_progress
 if TYPE_CHECKING:  # torch-free at run time: the suggest phase also runs offline
     from ..capture.attribution import ModuleIndex
     from ..capture.inputs import ModuleInputs
+    from .bisect.trials import TrialWorker
 
 @dataclass(frozen=True)
 class PhaseContext:
@@ -36,6 +37,9 @@ class PhaseContext:
     """Module call sites and code ownership, recorded by the analysis's eager pass."""
     module_inputs: ModuleInputs | None = None
     """Each module's first-call inputs, recorded by the analysis's eager pass when bisection was asked for."""
+    trial_worker: TrialWorker | None = None
+    """The child process for isolated bisection trials, started by the pipeline before the analysis so
+    that it is ready (torch imported, workload rebuilt) when the bisection needs it."""
     pristine: Any = None
     """A copy of the model taken before anything ran (fresh, as the builder returned it), when fix or bench
     will run: their copies are made from it, so they meet the same first-call set-up as the analysis."""

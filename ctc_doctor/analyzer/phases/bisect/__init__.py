@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import networkx as nx
 
@@ -28,7 +29,7 @@ from ...common.sources import classify_file
 from ..context import PhaseContext
 from .repro import write_repros
 from .search import Search, bisect_parent, bottom_up, build_tree, top_down
-from .trials import TrialOutcome, run_trial, run_trial_isolated, saveable
+from .trials import TrialOutcome, TrialWorker, run_trial, saveable
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,22 @@ class BisectOptions:
     """Bisect even when the analysis found no graph break (the bisect command)."""
 
 
+def worker_setup(ctx: PhaseContext, options: BisectOptions) -> dict[str, Any] | None:
+    """What an isolated trial's child needs to rebuild the workload; None when the target is not importable."""
+    target = options.target or ctx.spec
+    if ":" not in target and not target.endswith(".py"):
+        return None
+    settings = ctx.settings
+    return {
+        "target": target,
+        "seed": settings.seed,
+        "backend": settings.backend,
+        "train": settings.train,
+        "device": settings.device,
+        "sys_path": [p for p in sys.path if p],  # the target may sit on a path added at runtime
+    }
+
+
 def run_bisect(ctx: PhaseContext, options: BisectOptions) -> rm.Bisect:
     """Bisect the model whose first-call inputs the analysis recorded. Leaves its grads and buffers as found."""
     t0 = time.perf_counter()
@@ -73,7 +90,7 @@ def run_bisect(ctx: PhaseContext, options: BisectOptions) -> rm.Bisect:
         result.notes.append("The target is not an nn.Module (or its forward never ran): nothing to bisect.")
         return result
     target = options.target or ctx.spec
-    if options.isolate and ":" not in target and not target.endswith(".py"):
+    if options.isolate and worker_setup(ctx, options) is None:
         notes.append(f"--isolate needs an importable target; {target!r} is not one, so trials ran in-process.")
         options = BisectOptions(**{**asdict(options), "isolate": False})
         result.isolated = False
@@ -82,24 +99,21 @@ def run_bisect(ctx: PhaseContext, options: BisectOptions) -> rm.Bisect:
         notes.append("The per-trial timeout is not enforced off the main thread; use isolate to enforce it.")
 
     with contextlib.ExitStack() as stack:
-        workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="ctc-bisect-")) if options.isolate else ""
+        worker: TrialWorker | None = None
+        if options.isolate:
+            worker = ctx.trial_worker  # started by the pipeline before the analysis, when it could
+            if worker is None:
+                worker = TrialWorker(worker_setup(ctx, options) or {}, stack.enter_context(tempfile.TemporaryDirectory(prefix="ctc-bisect-")))
+            workdir = worker.workdir
+            stack.callback(worker.close)
         stack.enter_context(preserved_state(model))
 
         def run(path: str) -> TrialOutcome:
             captured = tree.nodes[path]["inputs"]
-            if options.isolate:
+            if worker is not None:
                 inputs_file = os.path.join(workdir, f"inputs_{path.replace('.', '_') or 'root'}.pt")
-                request = {
-                    "target": target,
-                    "seed": settings.seed,
-                    "module_path": path,
-                    "inputs_file": inputs_file if saveable(captured, inputs_file) else None,
-                    "backend": settings.backend,
-                    "train": settings.train,
-                    "device": settings.device,
-                    "sys_path": [p for p in sys.path if p],  # the target may sit on a path added at runtime
-                }
-                return run_trial_isolated(request, options.trial_timeout_s, workdir)
+                request = {"module_path": path, "inputs_file": inputs_file if saveable(captured, inputs_file) else None}
+                return worker.run(request, options.trial_timeout_s)
             timeout = options.trial_timeout_s
             if stop_at is not None:
                 left = max(0.5, stop_at - time.monotonic())
@@ -139,6 +153,7 @@ def run_bisect(ctx: PhaseContext, options: BisectOptions) -> rm.Bisect:
             if only_bu:
                 notes.append(f"Only bottom-up reports {', '.join(only_bu)} (top-down stopped above it).")
     result.trial_count = search.trials_run
+    result.child_processes = worker.starts if worker is not None else 0
     result.exhaustive_count = sum(1 for _, d in tree.nodes(data=True) if d["exercised"])
     result.untried = sorted(search.untried, key=path_key)
     if result.untried:

@@ -1,8 +1,8 @@
 """One fullgraph trial: `torch.compile(module, fullgraph=True)` on a fresh copy of its recorded inputs.
 
-In-process with a SIGALRM deadline, or in a child process (`python -m ctc_doctor.analyzer.trial_worker`)
-that rebuilds the workload from the target, so a segfault costs one `crashed` row. The outcome is plain
-data so it can cross the process boundary.
+In-process with a SIGALRM deadline, or in a child process (`TrialWorker`: one child that rebuilds the
+workload from the target once and serves every trial, restarted after a crash or a hang), so a
+segfault costs one `crashed` row. The outcome is plain data so it can cross the process boundary.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import selectors
 import signal
 import subprocess
 import sys
@@ -28,7 +29,8 @@ from ...common.deadline import DeadlineExceeded, deadline
 from ...common.sources import RawFrame
 from ...common.text import describe_error, one_line
 
-_WORKER_STARTUP_S = 120.0  # a child imports torch and rebuilds the model before its own deadline starts
+_WORKER_STARTUP_S = 120.0  # a child imports torch and rebuilds the model before it serves trials
+_HANG_GRACE_S = 30.0  # past the trial's own limit, a child that has not answered is hung: killed
 
 
 @dataclass
@@ -120,40 +122,127 @@ def saveable(captured: CapturedCall, path: str) -> bool:
         return False
 
 
-def run_trial_isolated(
-    request: dict[str, Any], timeout_s: float | None, workdir: str
-) -> TrialOutcome:
-    """Run one trial in `python -m ctc_doctor.analyzer.trial_worker`; a dead child is a `crashed` row."""
-    name = request["module_path"].replace(".", "_") or "root"
-    req_path = os.path.join(workdir, f"trial_{name}.json")
-    result_path = os.path.join(workdir, f"trial_{name}.result.json")
-    request = {**request, "result_path": result_path, "timeout_s": timeout_s}
-    with open(req_path, "w", encoding="utf-8") as fh:
-        json.dump(request, fh)
-    limit = (timeout_s + _WORKER_STARTUP_S) if timeout_s else None
-    t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "ctc_doctor.analyzer.trial_worker", req_path],
-            capture_output=True,
+class TrialWorker:
+    """A child process that runs isolated trials: it rebuilds the workload once and then serves one
+    trial per request (`python -m ctc_doctor.analyzer.trial_worker`). A child that dies costs one
+    `crashed` row, one that hangs past the trial's limit one `timeout` row; either way the next trial
+    starts a new child. A child that cannot rebuild the workload fails every trial with its reason.
+    """
+
+    def __init__(self, setup: dict[str, Any], workdir: str) -> None:
+        self.workdir = workdir
+        self.setup_path = os.path.join(workdir, "worker_setup.json")
+        with open(self.setup_path, "w", encoding="utf-8") as fh:
+            json.dump(setup, fh)
+        self.log_path = os.path.join(workdir, "worker.log")
+        self.proc: subprocess.Popen[str] | None = None
+        self.ready = False
+        self.started_at = 0.0
+        self.broken: str | None = None
+        """Why the workload cannot be rebuilt: no child is started again."""
+        self.starts = 0
+        """Children started: one, plus one after each crash or hang."""
+
+    def start(self) -> None:
+        """Start a child now, without waiting for it: it imports torch and rebuilds the workload while
+        the caller works on (the pipeline starts it before the analysis, so the bisection finds it ready)."""
+        if self.proc is not None and self.proc.poll() is None:
+            return
+        self.starts += 1
+        self.started_at = time.perf_counter()
+        log = open(self.log_path, "a", encoding="utf-8")  # noqa: SIM115 - the child writes to it until it exits
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ctc_doctor.analyzer.trial_worker", self.setup_path],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
             text=True,
-            timeout=limit,
             cwd=os.getcwd(),
+            start_new_session=True,  # its own process group: a kill takes whatever it started too
         )
-    except subprocess.TimeoutExpired:
-        return TrialOutcome("timeout", time.perf_counter() - t0, reason=f"child process killed after {limit:g} s")
-    duration = time.perf_counter() - t0
-    if os.path.exists(result_path):
-        with open(result_path, encoding="utf-8") as fh:
-            data = json.load(fh)
-        data["stack"] = [tuple(f) for f in data.get("stack", [])]
-        return TrialOutcome(**data)
-    if proc.returncode < 0:
+        log.close()
+        self.ready = False
+
+    def _wait_ready(self) -> str | None:
+        """Wait for the started child to be ready; None, or why it is not."""
+        limit_s = max(1.0, _WORKER_STARTUP_S - (time.perf_counter() - self.started_at))
+        answer = self._read(limit_s)
+        if answer is None:
+            reason = self._death() or f"it was not ready within {_WORKER_STARTUP_S:g} s"
+            self.close()
+            return f"the child process did not start: {reason}"
+        if "error" in answer:
+            self.broken = str(answer["error"])
+            self.close()
+            return self.broken
+        self.ready = True
+        return None
+
+    def _read(self, limit_s: float | None) -> dict[str, Any] | None:
+        """The child's next answer, or None when it died or the limit passed."""
+        assert self.proc is not None and self.proc.stdout is not None
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            if not sel.select(limit_s):
+                return None
+        line = self.proc.stdout.readline()
+        return json.loads(line) if line.strip() else None
+
+    def _death(self) -> str | None:
+        """How the child ended (a signal, or its last line of stderr), None if it is still running."""
+        assert self.proc is not None
         try:
-            sig = signal.Signals(-proc.returncode).name
-        except ValueError:
-            sig = f"signal {-proc.returncode}"
-        return TrialOutcome("crashed", duration, reason=f"the child process died ({sig})")
-    tail = [ln for ln in (proc.stderr or "").strip().splitlines() if ln.strip()]
-    last = tail[-1][:300] if tail else f"exit status {proc.returncode}"
-    return TrialOutcome("crashed", duration, reason=f"the child process failed: {last}")
+            code = self.proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            return None
+        if code < 0:
+            try:
+                return f"the child process died ({signal.Signals(-code).name})"
+            except ValueError:
+                return f"the child process died (signal {-code})"
+        with open(self.log_path, encoding="utf-8", errors="replace") as fh:
+            tail = [ln for ln in fh.read().strip().splitlines() if ln.strip()]
+        return f"the child process failed: {tail[-1][:300] if tail else f'exit status {code}'}"
+
+    def run(self, request: dict[str, Any], timeout_s: float | None) -> TrialOutcome:
+        t0 = time.perf_counter()
+        if self.broken is not None:
+            return TrialOutcome("crashed", 0.0, reason=self.broken)
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        if not self.ready:
+            problem = self._wait_ready()
+            if problem is not None:
+                return TrialOutcome("crashed", time.perf_counter() - t0, reason=problem)
+        assert self.proc is not None and self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps({**request, "timeout_s": timeout_s}) + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # it died between trials: read the death below
+        # the child enforces the trial's limit itself; this grace is for a hang it cannot interrupt
+        limit = timeout_s + _HANG_GRACE_S if timeout_s else None
+        answer = self._read(limit)
+        if answer is not None:
+            answer["stack"] = [tuple(f) for f in answer.get("stack", [])]
+            return TrialOutcome(**answer)
+        death = self._death()
+        self.close()
+        if death is not None:
+            return TrialOutcome("crashed", time.perf_counter() - t0, reason=death)
+        return TrialOutcome("timeout", time.perf_counter() - t0, reason=f"child process killed after {limit:g} s")
+
+    def close(self) -> None:
+        """Stop the child (its whole process group); the next trial starts a new one."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            with contextlib.suppress(OSError):
+                if stream is not None:
+                    stream.close()
+        self.proc = None
+        self.ready = False
