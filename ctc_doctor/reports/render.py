@@ -10,7 +10,6 @@ from collections import defaultdict
 from rich.console import Console, Group
 from rich.markup import escape
 from rich.panel import Panel
-from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
@@ -135,6 +134,8 @@ def _fix_panel(report: Report) -> Panel | None:
         s = by_id.get(sid)
         if s is not None and s.diff:
             body.append(Text(f"{sid}: {s.title}", style="bold"))
+            from rich.syntax import Syntax  # pygments: only when there is a diff to show
+
             body.append(Syntax(s.diff.rstrip("\n"), "diff", theme="ansi_dark", background_color="default"))
     return Panel(Group(*body), title="fix (verified on a copy; your model is unchanged)", expand=True)  # type: ignore[arg-type]
 
