@@ -5,14 +5,16 @@ first-compile costs count on both sides), interleaved, `--repeat` times:
 
   plain  python -m ctc_doctor.fixtures.capture NAME      torch.compile(model, backend="eager") over the
                                                          workload's calls, nothing else
-  ours   ctc-doctor demo --fixture NAME --no-bisect --no-fix --no-bench -q --json OUT
+  ours   ctc-doctor NAME --no-bisect --no-fix --no-bench --json OUT
                                                          the analysis: compiled run under capture, eager
-                                                         pass, explain's view, report, suggestions, JSON
+                                                         pass, explain's view, report, suggestions, JSON,
+                                                         and the summary (to a pipe, as in a CI log)
 
-It prints the medians, the ratio ours/plain per model, the median ratio and the worst (target <= 1.10x).
-Python's bytecode cache is on for both (PYTHONDONTWRITEBYTECODE is dropped), as on a user's machine.
+NAME is a zoo fixture or a TARGET (`--target benchmarks/hf_models.py:led`). It prints the medians,
+the ratio ours/plain per model, the median ratio and the worst (target <= 1.10x). Python's bytecode
+cache is on for both (PYTHONDONTWRITEBYTECODE is dropped), as on a user's machine.
 
-    .venv/bin/python benchmarks/analysis_overhead.py [--repeat 5] [--only NAME ...] [--skip-transformers]
+    .venv/bin/python benchmarks/analysis_overhead.py [--repeat 5] [--only NAME ...] [--target T ...] [--skip-transformers]
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--only", nargs="*", default=None, help="fixture names (default: the whole zoo)")
+    parser.add_argument("--target", nargs="*", default=[], help="TARGETs to add (module:builder or file.py:builder)")
     parser.add_argument("--skip-transformers", action="store_true")
     args = parser.parse_args()
 
@@ -50,24 +53,26 @@ def main() -> None:
     from ctc_doctor.fixtures.registry import all_fixtures
 
     fixtures = all_fixtures()
-    names = args.only or [n for n, s in fixtures.items() if not (args.skip_transformers and "transformers" in s.tags)]
+    names = args.only if args.only is not None else [n for n, s in fixtures.items() if not (args.skip_transformers and "transformers" in s.tags)]
+    names = [*names, *args.target]
     python = sys.executable
     doctor = str(Path(python).parent / "ctc-doctor")
     out = os.path.join(tempfile.mkdtemp(prefix="ctc-overhead-"), "report.json")
     # warm-up: the bytecode cache and the OS file cache
     _wall([python, "-m", "ctc_doctor.fixtures.capture", "clean"])
-    _wall([doctor, "demo", "--fixture", "clean", "--no-bisect", "--no-fix", "--no-bench", "-q", "--json", out])
+    _wall([doctor, "demo", "--fixture", "clean", "--no-bisect", "--no-fix", "--no-bench", "--json", out])
 
-    print(f"{'model':32s} {'plain s':>8s} {'ours s':>8s} {'ratio':>6s}   (median of {args.repeat})")
+    print(f"{'model':36s} {'plain s':>8s} {'ours s':>8s} {'ratio':>6s}   (median of {args.repeat})")
     ratios = {}
     for name in names:
         plain, ours = [], []
         for _ in range(args.repeat):
             plain.append(_wall([python, "-m", "ctc_doctor.fixtures.capture", name]))
-            ours.append(_wall([doctor, "demo", "--fixture", name, "--no-bisect", "--no-fix", "--no-bench", "-q", "--json", out]))
+            target = name if ":" in name else fixtures[name].target
+            ours.append(_wall([doctor, target, "--no-bisect", "--no-fix", "--no-bench", "--json", out]))
         p, o = statistics.median(plain), statistics.median(ours)
         ratios[name] = o / p
-        print(f"{name:32s} {p:8.2f} {o:8.2f} {o / p:6.2f}", flush=True)
+        print(f"{name:36s} {p:8.2f} {o:8.2f} {o / p:6.2f}", flush=True)
     worst = max(ratios, key=ratios.__getitem__)
     print(
         f"analysis / plain compile: {statistics.median(ratios.values()):.2f}x median, "
