@@ -13,7 +13,12 @@ default deep_break): in-process trials; isolated trials the old way (a new child
 which imports torch and rebuilds the model each time); isolated trials now (one child for them all,
 its start-up paid once and shown apart).
 
+With `--full-run NAME`, it also times a whole default run (`ctc-doctor demo --fixture NAME`: analysis,
+bisection, fix, inductor benchmark) with `--isolate` and with `--no-isolate`: what isolation costs
+where it is the default.
+
     .venv/bin/python benchmarks/bisect_cost.py [--skip-transformers] [--fixture NAME ...] [--isolation-fixture NAME]
+                                               [--full-run NAME]
 """
 
 from __future__ import annotations
@@ -69,6 +74,7 @@ def main() -> None:
     parser.add_argument("--no-memo", action="store_true", help="also run top-down without memoization")
     parser.add_argument("--isolation-fixture", default="deep_break", help="fixture for the isolation cost")
     parser.add_argument("--isolation-trials", type=int, default=8, help="modules to try in the isolation cost")
+    parser.add_argument("--full-run", default=None, metavar="NAME", help="also time a whole default run of this fixture, isolated and not")
     args = parser.parse_args()
 
     print(f"{'model':28s} {'strategy':17s} {'trials':>6s} {'exhaust':>7s} {'ratio':>6s} {'wall s':>7s}  smallest failing")
@@ -96,6 +102,27 @@ def main() -> None:
             print(f"{name:28s} {label:17s} {b.trial_count:6d} {b.exhaustive_count:7d} {ratio:6.0%} {wall:7.2f}  {smallest}")
     print(f"\nworst trials/exhaustive on repeated-block models: {worst_repeated:.0%} (target <= 25%)")
     _isolation_cost(args.isolation_fixture, args.isolation_trials)
+    if args.full_run:
+        _full_run(args.full_run)
+
+
+def _full_run(name: str) -> None:
+    """A whole default run (the benchmark included), with and without isolation, interleaved twice."""
+    import os
+    import subprocess
+    import tempfile
+
+    doctor = os.path.join(os.path.dirname(sys.executable), "ctc-doctor")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    walls: dict[str, list[float]] = {"--no-isolate": [], "--isolate": []}
+    with tempfile.TemporaryDirectory() as out:
+        for _ in range(2):
+            for flag in walls:
+                t0 = time.perf_counter()
+                subprocess.run([doctor, "demo", "--fixture", name, flag, "-q", "--json", os.path.join(out, "r.json")], env=env, check=True, capture_output=True)
+                walls[flag].append(time.perf_counter() - t0)
+    base, iso = min(walls["--no-isolate"]), min(walls["--isolate"])
+    print(f"\nwhole default run of {name} (best of 2): in-process {base:.1f} s, isolated {iso:.1f} s ({iso / base - 1:+.0%})")
 
 
 def _isolation_cost(name: str, limit: int) -> None:

@@ -563,27 +563,12 @@ def _analyze_with_progress(spec: str, load: Any, kw: dict[str, Any], console: An
                 label, count = labels.get(phase, phase), (f"{done}/{total}" if total else "")
             progress.update(task, description=label, completed=done, total=total or None, count=count)
 
+        from .analyzer.phases.bench import BenchOptions
         from .analyzer.phases.bisect import BisectOptions
+        from .analyzer.phases.fix import FixOptions
         from .analyzer.pipeline import AnalyzeOptions, analyze
 
         bisect_only = bool(kw.get("bisect_only"))
-        bisect_options = None
-        if bisect_only or not kw.get("no_bisect"):
-            json_out = kw.get("json_out")
-            repro_dir = kw.get("repro_dir") or (os.path.dirname(os.path.abspath(json_out)) if json_out and json_out != "-" else None)
-            bisect_options = BisectOptions(
-                strategy=kw["strategy"],
-                max_trials=kw["max_trials"],
-                trial_timeout_s=kw["trial_timeout_s"] if kw["trial_timeout_s"] and kw["trial_timeout_s"] > 0 else None,
-                isolate=_isolate(kw, bisect_only),
-                memoize=not kw["no_memo"],
-                repro_dir=repro_dir,
-                target=kw.get("rebuild_spec") or spec,
-                always=bisect_only,
-            )
-        from .analyzer.phases.bench import BenchOptions
-        from .analyzer.phases.fix import FixOptions
-
         bench_options = None
         if not kw.get("no_bench") and not bisect_only and "bench_backend" in kw:
             bench_options = BenchOptions(
@@ -592,6 +577,20 @@ def _analyze_with_progress(spec: str, load: Any, kw: dict[str, Any], console: An
                 iters=kw["iters"],
                 warmup=kw["warmup"],
                 regional=not kw["no_regional"],
+            )
+        bisect_options = None
+        if bisect_only or not kw.get("no_bisect"):
+            json_out = kw.get("json_out")
+            repro_dir = kw.get("repro_dir") or (os.path.dirname(os.path.abspath(json_out)) if json_out and json_out != "-" else None)
+            bisect_options = BisectOptions(
+                strategy=kw["strategy"],
+                max_trials=kw["max_trials"],
+                trial_timeout_s=kw["trial_timeout_s"] if kw["trial_timeout_s"] and kw["trial_timeout_s"] > 0 else None,
+                isolate=_isolate(kw, bench_options is not None),
+                memoize=not kw["no_memo"],
+                repro_dir=repro_dir,
+                target=kw.get("rebuild_spec") or spec,
+                always=bisect_only,
             )
         options = AnalyzeOptions(
             fix=None if kw.get("no_fix") or bisect_only else FixOptions(),
@@ -613,13 +612,12 @@ def _analyze_with_progress(spec: str, load: Any, kw: dict[str, Any], console: An
         return analyze(workload, options)
 
 
-def _isolate(kw: dict[str, Any], bisect_only: bool) -> bool:
-    """--isolate/--no-isolate when given; else on for a full run with the benchmark on CPU, where the
-    child, started before the analysis, costs under 10 % of the run (benchmarks/bisect_cost.py)."""
+def _isolate(kw: dict[str, Any], with_bench: bool) -> bool:
+    """--isolate/--no-isolate when given; else on for a run with the benchmark on CPU, where the child,
+    started before the analysis, costs under 10 % of the run (`benchmarks/bisect_cost.py --full-run`)."""
     if kw.get("isolate") is not None:
         return bool(kw["isolate"])
-    full_run_with_bench = not bisect_only and not kw.get("no_bench") and "bench_backend" in kw
-    return full_run_with_bench and (kw.get("device") or "cpu") == "cpu"
+    return with_bench and (kw.get("device") or "cpu") == "cpu"
 
 
 def _progress_stream(fd: int | None) -> Any:

@@ -328,6 +328,35 @@ def test_one_child_serves_every_isolated_trial_and_agrees_with_in_process_trials
     assert [(t.module_path, t.status) for t in isolated.trials] == [(t.module_path, t.status) for t in in_process.trials]
 
 
+def test_isolated_trials_find_the_model_after_its_first_call_as_in_process_trials_do(cli, tmp_path):
+    out = tmp_path / "r.json"
+    result = cli("bisect", "ctc_doctor.fixtures.zoo:lazy_setup_under_lock", "--isolate", "--strategy", "top-down", "--json", str(out), "-q")
+    assert result.returncode == 0, result.stderr
+    isolated = load_report(out).bisect
+    assert isolated.smallest_failing == bisected("lazy_setup_under_lock", "top-down").bisect.smallest_failing == []
+
+
+def test_a_workload_the_child_cannot_rebuild_fails_every_trial_with_its_reason_and_no_retry(cli, tmp_path):
+    out = tmp_path / "r.json"
+    result = cli("bisect", "user_targets:fails_when_rebuilt", "--isolate", "--json", str(out), "-q")
+    assert result.returncode == 0, result.stderr
+    b = load_report(out).bisect
+    assert b.trials and all(t.status == "crashed" and "only mounted in the parent" in t.reason for t in b.trials)
+    assert b.child_processes == 1
+
+
+def test_a_full_run_with_the_benchmark_isolates_by_default_with_a_child_started_before_the_analysis(cli, tmp_path):
+    out = tmp_path / "r.json"
+    common = ("demo", "--fixture", "parent_break", "--no-fix", "--bench-backend", "eager", "--iters", "1", "--warmup", "0", "-q")
+    result = cli(*common, "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    b = load_report(out).bisect
+    assert b.isolated and b.child_processes == 1 and b.smallest_failing == ["body"]
+    result = cli(*common, "--no-isolate", "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    assert not load_report(out).bisect.isolated
+
+
 def test_a_hang_in_an_isolated_trial_is_cut_by_the_childs_own_limit_and_the_child_goes_on(cli, tmp_path):
     out = tmp_path / "r.json"
     result = cli(

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+import sys
 
 import pytest
 import torch
 from torch import nn
 
-from ctc_doctor import AnalyzeOptions, Workload, analyze
+from ctc_doctor import AnalyzeOptions, Call, Workload, analyze
 from ctc_doctor.analyzer.capture.gb_registry import graph_break_registry
 from ctc_doctor.analyzer.common import torch_internals as ti
 
@@ -89,3 +90,31 @@ def test_the_inductor_backend_yields_perf_hints_with_their_compile_id():
     assert report.errors == [] and report.environment.backend == "inductor"
     assert report.perf_hints, "inductor on CPU logs perf hints (fallback kernels, padding)"
     assert all(h.compile_id == "0/0" and h.logger.endswith("__perf_hints") for h in report.perf_hints)
+
+
+def test_torch_logs_around_a_failing_compile_stay_off_stderr_and_become_a_note(capfd):
+    broken = nn.Linear(4, 4)  # called with 5 features: the matmul fails, eagerly and when traced
+    report = analyze(Workload(broken, (torch.randn(2, 5),)), AnalyzeOptions(explain=False))
+    assert [e.phase for e in report.errors] == ["eager", "compile"]  # the eager failure first: fix it first
+    assert any(n.startswith("torch logged") and "fake_tensor" in n for n in report.notes), report.notes
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_watching_break_lines_puts_back_the_trace_function_that_was_in_place():
+    from ctc_doctor.analyzer.capture.live import eager_pass
+    from ctc_doctor.analyzer.common.settings import RunSettings
+
+    def tracer(frame, event, arg):  # a debugger's or coverage's, say
+        return None
+
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            return x + 1
+
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        run = eager_pass(Workload(Model(), (torch.ones(2),)), [Call((torch.ones(2),))], RunSettings(), watch={__file__: {0}})
+        assert sys.gettrace() is tracer and run.error is None
+    finally:
+        sys.settrace(previous)

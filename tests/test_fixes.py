@@ -129,6 +129,25 @@ def test_a_first_call_break_is_fixed_by_one_eager_call_before_compiling_and_come
     assert report.fix.remaining == [] and report.fix.verification.after.graph_count == 1
 
 
+class _CompileOnlyPrint(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x + 1  # a graph before the break: a new shape recompiles this frame, and meets the break again
+        if torch.compiler.is_compiling():
+            print("compiling")  # a line only compiled code runs: eager never does, fresh or warm
+        return y * 2
+
+
+def test_a_break_on_a_line_only_compiled_code_runs_is_not_kept_as_first_call_only():
+    report = analyze(Workload(_CompileOnlyPrint(), (torch.ones(2),)), AnalyzeOptions(explain=False, fix=FixOptions()))
+    [site] = report.graph_breaks
+    warm_up = next(s for s in report.suggestions if s.rule == "warm-up-before-compile")
+    assert warm_up.verified is not None and not warm_up.verified.effective  # the warm-up does not remove it
+    assert site.first_call_only is False and any("first_call_only cleared" in n for n in report.notes)
+    # a break that a later call's compile meets again is not the first call's either
+    again = analyze(Workload(_CompileOnlyPrint(), (torch.ones(2),), variants=[(torch.ones(3),)]), AnalyzeOptions(explain=False))
+    assert [s.first_call_only for s in again.graph_breaks] == [False]
+
+
 def test_the_shape_recompile_fixture_stops_recompiling_with_mark_dynamic():
     report = fixed("shape_change_dim0")
     s = next(s for s in report.suggestions if s.rule == "mark-dynamic")

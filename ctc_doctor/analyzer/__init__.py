@@ -2,7 +2,7 @@
 
 Layers, each importing only those below it (import-linter contracts in pyproject.toml check this):
 - entry points: `pipeline` (`analyze()`: phase order, options, deadlines, progress; it alone writes the
-  report), `offline` (`ctc-doctor logs`), `trial_worker` (an isolated bisection trial), then `target`
+  report), `offline` (`ctc-doctor logs`), `trial_worker` (the child process that serves isolated bisection trials), then `target`
   (TARGET -> Workload);
 - `phases`: analysis, bisect, suggest, fix, probe, bench, each `run_<phase>(context[, options]) -> section`;
   they do not import one another;

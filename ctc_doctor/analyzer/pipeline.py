@@ -1,6 +1,6 @@
 """`analyze(workload, options) -> Report`: the order of the phases, their deadlines and progress.
 
-analysis (eager pass, explain, compiled run under capture) -> bisect (when it broke) -> suggest ->
+analysis (the compiled run under capture, then the eager pass) -> bisect (when it broke) -> suggest ->
 fix -> probe -> bench. Each phase returns its section; this module is the only one that writes the
 report, merging sections in. A phase that fails becomes an error row and the phases after it run; a
 phase that runs out of --timeout ends the run there. What was found before is always reported.
@@ -14,7 +14,6 @@ import datetime as _dt
 import importlib.metadata
 import os
 import platform
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -56,7 +55,7 @@ class AnalyzeOptions:
     seed: int | None = 0
     """Seed torch before each phase so every phase sees the same random numbers."""
     explain: bool = True
-    """Also run torch._dynamo.explain on the first call as a cross-check."""
+    """Cross-check the first call's break sites against explain's view of it (read from the same trace)."""
     keep_guard_text: bool = False
     """Keep the full guard tree text per compile id (big)."""
     timeout_s: float | None = None
@@ -132,8 +131,8 @@ def _prestarted_worker(ctx: PhaseContext, options: AnalyzeOptions, resources: co
     setup = worker_setup(ctx, options.bisect)
     if setup is None or not isinstance(ctx.workload.model, torch.nn.Module):
         return None
-    worker = TrialWorker(setup, resources.enter_context(tempfile.TemporaryDirectory(prefix="ctc-bisect-")))
-    resources.callback(worker.close)
+    worker = TrialWorker(setup)
+    resources.callback(worker.shutdown)
     worker.start()
     return worker
 
@@ -159,7 +158,7 @@ def _run(
     if options.bisect is not None and analysis.module_inputs is not None and not stopped and _should_bisect(report, options):
         _bisect(report, ctx, options.bisect, clock, bisect_only=not options.compile)
     if ctx.trial_worker is not None:
-        ctx.trial_worker.close()  # not needed past the bisection: its CPU and memory go back now
+        ctx.trial_worker.shutdown()  # not needed past the bisection: its CPU, memory and files go now
     if options.compile and not stopped:
         _after_analysis(report, ctx, options, clock)
     report.run.duration_s = clock.elapsed()
@@ -275,6 +274,21 @@ def _merge_fix(report: rm.Report, section: FixSection) -> None:
     for suggestion in report.suggestions:
         if suggestion.id in section.verified:
             suggestion.verified = section.verified[suggestion.id]
+    # a break that one eager call before compiling does not remove was not the first call's alone
+    # (a line only compiled code runs, under `if torch.compiler.is_compiling():`)
+    sites = {s.id: s for s in report.graph_breaks}
+    for suggestion in report.suggestions:
+        v = suggestion.verified
+        if suggestion.action is None or suggestion.action.type != "warm_up" or v is None or not v.applied or v.error:
+            continue
+        kept = [sites[i] for i in suggestion.applies_to if i in sites and i not in v.fixed and sites[i].first_call_only]
+        for site in kept:
+            site.first_call_only = False
+        if kept:
+            report.notes.append(
+                f"{', '.join(s.id for s in kept)}: an eager call before compiling does not remove the break, so it is "
+                "not the first call's alone (its line runs only under compile): first_call_only cleared."
+            )
 
 
 def _merge_bench(report: rm.Report, section: BenchSection) -> None:

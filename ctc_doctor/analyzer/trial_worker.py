@@ -1,10 +1,12 @@
 """The child process of isolated bisection trials: `python -m ctc_doctor.analyzer.trial_worker SETUP.json`.
 
 One worker serves many trials. It rebuilds the workload once from the target named in the setup
-(seed, backend, device, sys.path as the parent had them), says `ready` on its protocol stream, then
+(seed, backend, device, sys.path as the parent had them), runs its first call eagerly (recording each
+module's inputs; the model's first-call set-up is then done, as for in-process trials), says `ready`
+on its protocol stream, then
 reads one JSON request per line from stdin (`{"module_path", "inputs_file", "timeout_s"}`) and answers
-each with one JSON line: the `TrialOutcome`. Inputs come from a file the parent saved, else from one
-eager call of the first call recorded once, on first need. Each trial leaves the model's grads and
+each with one JSON line: the `TrialOutcome`. Inputs come from a file the parent saved, else from that
+eager first call. Each trial leaves the model's grads and
 buffers as it found them, as in-process trials do.
 
 The protocol stream is the original stdout; the model's own prints (Python or C level) go to stderr.
@@ -32,7 +34,9 @@ class _Worker:
         self.device = setup.get("device")
         if self.device:
             self.workload.model.to(self.device)
-        self.recorded: Any = None  # ModuleInputs of one eager first call, recorded on first need
+        self.recorded: Any = None  # ModuleInputs of one eager first call
+        # in-process trials find the model after the analysis ran it: its first-call set-up done
+        self._recorded_inputs()
 
     def _recorded_inputs(self) -> Any:
         if self.recorded is None:

@@ -108,3 +108,12 @@ def plain_function():
 
     return double, (torch.randn(2),)
 
+
+
+def fails_when_rebuilt():
+    """Builds in the analysing process, raises in an isolated trial's child (data only the parent has)."""
+    import sys
+
+    if "trial_worker" in sys.argv[0]:
+        raise RuntimeError("the dataset is only mounted in the parent")
+    return printing_model()

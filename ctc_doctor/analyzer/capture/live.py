@@ -134,7 +134,7 @@ class CompiledRun:
     def run(self, progress: ProgressFn = no_progress) -> CompiledRun:
         """Fresh Dynamo state, then every call through `torch.compile(model, backend=recording)`.
 
-        Raises ValueError (before compiling) when a `dynamo_config` option does not exist in this torch.
+        Raises ConfigOptionMissing (before compiling) when a `dynamo_config` option does not exist in this torch.
         """
         ti.fresh_dynamo_state()
         self.backend = RecordingBackend(self.settings.backend)
@@ -367,9 +367,12 @@ def findings_of(run: CompiledRun | None, index: ModuleIndex | None = None, lines
     )
     if lines_run is not None:
         for site in sites:
+            calls = {call_of_compile.get(c) for c in site.compile_ids}
             # Dynamo's polyfills stand in for builtins Dynamo traces, and eager never runs them: unchecked
-            if not is_dynamo_file(site.user_frame.file) and any(call_of_compile.get(c) == 0 for c in site.compile_ids):
-                site.first_call_only = (site.user_frame.file, site.user_frame.line) not in lines_run
+            if 0 not in calls or is_dynamo_file(site.user_frame.file):
+                continue
+            # a break that a later call's compile hit again is not the first call's alone
+            site.first_call_only = calls == {0} and (site.user_frame.file, site.user_frame.line) not in lines_run
     return Findings(
         graph_breaks=sites,
         recompiles=_recompiles(cap, starts, metrics, index, call_of_compile),

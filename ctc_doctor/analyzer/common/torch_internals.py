@@ -435,11 +435,15 @@ def _resolve_callable(dotted: str) -> Any:
     raise ValueError(f"cannot import {dotted!r}")
 
 
+class ConfigOptionMissing(ValueError):
+    """A `torch._dynamo.config` option that this torch does not have."""
+
+
 @contextlib.contextmanager
 def dynamo_config(patch: dict[str, Any]) -> Iterator[None]:
     """Patch `torch._dynamo.config` for the block. Set-valued options get the named functions added.
 
-    Raises ValueError (before changing anything) when an option does not exist in this torch.
+    Raises ConfigOptionMissing (before changing anything) when an option does not exist in this torch.
     """
     if not patch:
         yield
@@ -449,7 +453,7 @@ def dynamo_config(patch: dict[str, Any]) -> Iterator[None]:
     for name, value in patch.items():
         key = name if config_has(name) else _CONFIG_ALIASES.get(name, name)
         if not config_has(key):
-            raise ValueError(f"this torch ({torch.__version__}) has no torch._dynamo.config.{name}")
+            raise ConfigOptionMissing(f"this torch ({torch.__version__}) has no torch._dynamo.config.{name}")
         current = getattr(config, key)
         if isinstance(current, (set, frozenset)) and isinstance(value, list):
             resolved[key] = set(current) | {_resolve_callable(v) for v in value}

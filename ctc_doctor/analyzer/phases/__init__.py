@@ -1,6 +1,6 @@
 """The phases of an analysis, one room each: `run_<phase>(context[, options]) -> section`.
 
-- analysis: the eager pass, explain's cross-check and the compiled run under capture -> findings
+- analysis: the compiled run under capture, the eager pass, explain's view of the same run -> findings
 - bisect: fullgraph trials over the module tree -> the smallest failing modules, repro scripts
 - suggest: rules over the findings -> ranked suggestions (also used offline)
 - fix: the auto-applicable suggestions on a copy, re-checked through the live capture -> verifications

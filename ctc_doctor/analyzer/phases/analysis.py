@@ -83,28 +83,32 @@ def run_analysis(ctx: PhaseContext, options: AnalysisOptions) -> AnalysisResult:
     compiled: CompiledRun | None = None
     lines_run: set[tuple[str, int]] | None = None
     step = "compile" if options.compile else "eager"
-    keep = preserved_state(workload.model) if index.modules else contextlib.nullcontext()
+
+    def kept() -> contextlib.AbstractContextManager[None]:
+        """Each pass from the model's own grads and buffers (the compiled run may update BN statistics)."""
+        return preserved_state(workload.model) if index.modules else contextlib.nullcontext()
+
     try:
-        with keep, deadline(options.timeout_s):
+        with deadline(options.timeout_s):
             watch: dict[str, set[int]] = {}
             if options.compile:
                 compiled = CompiledRun(workload, calls, settings, keep_guard_text=options.keep_guard_text)
-                compiled.run(progress)
-                watch = first_call_break_lines(compiled)
-            step = "eager"
-            eager = eager_pass(workload, calls, settings, index=index, inputs=inputs, watch=watch, progress=progress)
-            if eager.error is not None:
-                errors.append(eager.error)  # first: a model that fails without compile is the problem to fix
-            elif watch:
-                lines_run = eager.lines_run
-            if compiled is not None:
-                if compiled.error is not None:
-                    errors.append(compiled.error)
+                with kept():
+                    compiled.run(progress)
                 assert compiled.capture is not None
                 notes.extend(compiled.capture.notes)
                 logged = ti.torch_log_note(compiled.capture.torch_logs, "during the compiled run")
                 if logged:
                     notes.append(logged)
+                watch = first_call_break_lines(compiled)
+            step = "eager"
+            with kept():
+                eager = eager_pass(workload, calls, settings, index=index, inputs=inputs, watch=watch, progress=progress)
+            if eager.error is not None:
+                errors.append(eager.error)  # first: a model that fails without compile is the problem to fix
+            elif watch:
+                lines_run = eager.lines_run
+            if compiled is not None:
                 if options.explain and eager.error is None:
                     step = "explain"
                     explained = explain_view(compiled)
@@ -114,7 +118,11 @@ def run_analysis(ctx: PhaseContext, options: AnalysisOptions) -> AnalysisResult:
     except DeadlineExceeded:
         message = f"analysis did not finish within {options.timeout_s:g} s (during {step}); partial report"
         errors.append(rm.ErrorRecord(phase="timeout", type="AnalysisTimeout", message=message))
+        if index.modules and not index.exercised:
+            notes.append("The time ran out before the eager pass recorded module call sites: break sites have no module paths.")
     finally:
+        if compiled is not None and compiled.error is not None:
+            errors.append(compiled.error)  # after the eager failure, if any: that is the problem to fix first
         with contextlib.suppress(Exception):
             ti.fresh_dynamo_state()  # leave no compiled code of ours behind
 

@@ -26,7 +26,7 @@ from ...reports import models as rm
 from ...workload import Call, Workload
 from ..common import device as dev
 from ..common import torch_internals as ti
-from ..common.calls import preserved_state, run_call, run_pass
+from ..common.calls import preserved_state, run_pass
 from ..common.copying import copy_model
 from ..common.facts import ModelFacts
 from ..common.numerics import compare_outputs, loose_backend
@@ -83,8 +83,8 @@ class _Arm:
     regional_paths: list[str]
     fresh: bool = False
     """Compile a fresh copy of the model (as the builder returned it), so the cold pass is a user's."""
-    warm_up: bool = False
-    """The fix's warm_up action: one eager call before compiling."""
+    variant: Variant | None = None
+    """The fixed copy the arm runs (its warm_up action, if applied, runs before compiling)."""
 
 
 class _Bench:
@@ -150,9 +150,8 @@ class _Bench:
             with preserved_state(arm.model), self.grad(), ti.fresh_inductor_cache(arm.compiled and self.bench.fresh_cache and self.bench.backend == "inductor"), ti.dynamo_config(arm.config):
                 ti.fresh_dynamo_state()
                 dev.reset_peak_memory(self.device)
-                if arm.warm_up:
-                    with torch.no_grad():
-                        run_call(arm.model, self.workload, arm.calls[0], 0, seed=seed, train=False, model=arm.model)
+                if arm.variant is not None:
+                    arm.variant.run_warm_up(self.workload, seed)
                 with self._compiled(arm) as fn:
                     self.progress(f"bench {arm.name}: {'compiling (cold)' if arm.compiled else 'first pass'}", 0, 0)
                     with ti.count_compiles() as cold:
@@ -197,12 +196,12 @@ def _arms(report: rm.Report, workload: Workload, calls: list[Call], facts: Model
     ]
     if variant is not None:
         applied = ", ".join(report.fix.applied) if report.fix else ""
-        arms.append(_Arm("compiled_fixed", f"torch.compile of a copy with {applied} applied", variant.model, variant.calls, True, variant.config, [], warm_up=variant.warm_up))
+        arms.append(_Arm("compiled_fixed", f"torch.compile of a copy with {applied} applied", variant.model, variant.calls, True, variant.config, [], variant=variant))
     if bench.regional and facts is not None and facts.repeated:
         paths = [p for g in facts.repeated for p in g.paths]
         shown = ", ".join(f"{len(g.paths)}x {g.class_name}" for g in facts.repeated)
         if variant is not None:
-            arms.append(_Arm("regional_fixed", f"each repeated block compiled ({shown}), fixes applied", variant.model, variant.calls, True, variant.config, paths, warm_up=variant.warm_up))
+            arms.append(_Arm("regional_fixed", f"each repeated block compiled ({shown}), fixes applied", variant.model, variant.calls, True, variant.config, paths, variant=variant))
         else:
             arms.append(_Arm("regional", f"each repeated block compiled ({shown}), the rest eager", model, calls, True, {}, paths, fresh=True))
     return arms
@@ -252,8 +251,10 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
         result.notes.append(f"the fixed copy could not be rebuilt: {type(exc).__name__}: {exc}")
     for arm in _arms(report, workload, calls, ctx.facts, bench, variant):
         if arm.fresh and ctx.pristine is not None:
-            arm.model = copy_model(ctx.pristine)  # one copy at a time: it is dropped with the arm
+            arm.model = copy_model(ctx.pristine)
         measured = runner.run_arm(arm)
+        if arm.fresh:
+            arm.model = workload.model  # one fresh copy at a time
         result.arms.append(measured)
         if arm.name == "eager" and measured.error:
             result.notes.append("eager failed: nothing to compare against.")

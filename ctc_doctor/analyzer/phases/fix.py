@@ -1,8 +1,9 @@
 """The fix phase: apply the auto-applicable suggestions to a copy of the model, re-check, compare.
 
-Each auto-applicable suggestion is first tried alone on its own copy (`common.variants`): the copy
-runs eagerly and compiled through the live capture, like the original (same calls, seeds, backend),
-with the suggestion's `FixAction` applied. Its outputs are compared with the original model's eager
+Each auto-applicable suggestion is first tried alone on its own copy (`common.variants`), made from a
+snapshot of the model taken before the analysis ran it: the copy is compiled through the live capture
+and then run eagerly, like the original (same calls, seeds, backend, order), with the suggestion's
+`FixAction` applied. Its outputs are compared with the original model's eager
 outputs, both in eager mode (did the change alter the model's semantics?) and compiled (did it alter
 what the compiled model computes?). A suggestion that fails either check is unsafe and not applied;
 one that changes no count is ineffective. The safe, effective ones are then applied together and
@@ -25,6 +26,7 @@ from ..capture.live import CompiledRun, Findings, eager_pass, findings_of
 from ..common import torch_internals as ti
 from ..common.calls import preserved_state, run_pass
 from ..common.numerics import compare_outputs, loose_backend, tolerance
+from ..common.text import describe_error
 from ..common.variants import Variant, VariantError, make_variant
 from .context import PhaseContext
 
@@ -110,17 +112,21 @@ class _Checker:
         ctx, workload = self.ctx, self.ctx.workload
         fixed = dataclasses.replace(workload, model=variant.model)  # before_call and loss_fn act on the copy
         compiled: CompiledRun | None = None
-        errors: list[rm.ErrorRecord] = []
         try:
-            # compiled first, as the analysis does (the copy is fresh); each pass from the copy's own buffers
+            # compiled first, as the analysis does (the copy is fresh); each step from the copy's own buffers
             with preserved_state(variant.model):
                 variant.run_warm_up(fixed, ctx.settings.seed)
+        except Exception as exc:  # noqa: BLE001 - the model's own error on the warm-up call: the fix fails
+            error = f"the eager call before compiling raised {type(exc).__name__}: {describe_error(exc)}"[:500]
+            return rm.Verification(applied=False, error=error, duration_s=round(time.perf_counter() - t0, 3)), None
+        try:
+            with preserved_state(variant.model):
                 compiled = CompiledRun(fixed, variant.calls, ctx.settings, dynamo_config=variant.config, collect=True)
                 compiled.run()
             with preserved_state(variant.model):
                 eager = eager_pass(fixed, variant.calls, ctx.settings, collect=True)
-                errors = [e for e in (eager.error, compiled.error) if e is not None]
-        except ValueError as exc:  # an unknown dynamo config option
+            errors = [e for e in (eager.error, compiled.error) if e is not None]
+        except ti.ConfigOptionMissing as exc:
             return rm.Verification(applied=False, error=str(exc), duration_s=round(time.perf_counter() - t0, 3)), None
         finally:
             with contextlib.suppress(Exception):

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -43,7 +43,7 @@ class BisectOptions:
     trial_timeout_s: float | None = 60.0
     """Per-trial limit; a trial over it becomes a `timeout` row and the bisection goes on."""
     isolate: bool = False
-    """Run each trial in a child process that rebuilds the workload from `target`."""
+    """Run the trials in a child process that rebuilds the workload from `target` (one serves them all)."""
     memoize: bool = True
     """Try modules with the same class, input signature and structure once."""
     repro_dir: str | None = None
@@ -54,10 +54,14 @@ class BisectOptions:
     """Bisect even when the analysis found no graph break (the bisect command)."""
 
 
+_IMPORTABLE = re.compile(r"^[\w.\-/\\]+(:[\w.]+)?$")
+"""`pkg.mod`, `pkg.mod:build`, `path/file.py:build`: what the child can load (`<workload>`, `pytest ...` cannot)."""
+
+
 def worker_setup(ctx: PhaseContext, options: BisectOptions) -> dict[str, Any] | None:
     """What an isolated trial's child needs to rebuild the workload; None when the target is not importable."""
     target = options.target or ctx.spec
-    if ":" not in target and not target.endswith(".py"):
+    if not _IMPORTABLE.match(target):
         return None
     settings = ctx.settings
     return {
@@ -103,21 +107,22 @@ def run_bisect(ctx: PhaseContext, options: BisectOptions) -> rm.Bisect:
         if options.isolate:
             worker = ctx.trial_worker  # started by the pipeline before the analysis, when it could
             if worker is None:
-                worker = TrialWorker(worker_setup(ctx, options) or {}, stack.enter_context(tempfile.TemporaryDirectory(prefix="ctc-bisect-")))
-            workdir = worker.workdir
-            stack.callback(worker.close)
+                worker = TrialWorker(worker_setup(ctx, options) or {})
+                stack.callback(worker.shutdown)
+            else:
+                stack.callback(worker.close)
         stack.enter_context(preserved_state(model))
 
         def run(path: str) -> TrialOutcome:
             captured = tree.nodes[path]["inputs"]
-            if worker is not None:
-                inputs_file = os.path.join(workdir, f"inputs_{path.replace('.', '_') or 'root'}.pt")
-                request = {"module_path": path, "inputs_file": inputs_file if saveable(captured, inputs_file) else None}
-                return worker.run(request, options.trial_timeout_s)
             timeout = options.trial_timeout_s
-            if stop_at is not None:
+            if stop_at is not None:  # no trial outlives the run's --timeout
                 left = max(0.5, stop_at - time.monotonic())
                 timeout = min(timeout, left) if timeout else left
+            if worker is not None:
+                inputs_file = os.path.join(worker.workdir, f"inputs_{path.replace('.', '_') or 'root'}.pt")
+                request = {"module_path": path, "inputs_file": inputs_file if saveable(captured, inputs_file) else None}
+                return worker.run(request, timeout)
             return run_trial(
                 model.get_submodule(path), captured, backend=settings.backend, train=settings.train, seed=settings.seed, timeout_s=timeout
             )
