@@ -167,6 +167,7 @@ def cli() -> None:
     """A torch.compile doctor: why your model is not one fast graph, where, and what to change.
 
     \b
+    ctc-doctor run -- train.py ARGS            your script, unmodified (--nproc N: torchrun ranks)
     ctc-doctor mypkg.models:build              analyze (build() returns (model, args[, variants]) or a Workload)
     ctc-doctor path/to/file.py:build --json report.json
     ctc-doctor mypkg.models:build --json -     report on stdout, summary on stderr
@@ -180,9 +181,10 @@ def cli() -> None:
     ctc-doctor mypkg.models:build --tui        watch the analysis live, then browse its report
     ctc-doctor schema                          the report's JSON Schema
 
-    Exit codes: 0 ok, 2 usage, 3 target not found, 4 target invalid, 5 builder raised,
-    6 model fails in eager, 7 torch.compile crashed, 8 timeout, 9 bad report file,
-    10 no readable torch logs (or --strict found bad records), 70 internal error.
+    Exit codes: 0 ok, 1 check failed, 2 usage, 3 target not found, 4 target invalid,
+    5 builder raised, 6 model fails in eager, 7 torch.compile crashed, 8 timeout, 9 bad report
+    file, 10 no readable torch logs (or --strict found bad records), 11 the script failed,
+    12 the script compiled nothing, 70 internal error, 130 interrupted.
     """
 
 
@@ -371,28 +373,176 @@ def diff(before_path: str, after_path: str, fail_on_regression: bool) -> None:
         sys.exit(int(ExitCode.CHECK_FAILED))
 
 
+_GATE_OPTIONS = [
+    click.option("--max-graph-breaks", type=click.IntRange(min=0), default=None, metavar="N", help="Fail when more than N break sites remain after the allowlists."),
+    click.option("--max-recompiles", type=click.IntRange(min=0), default=None, metavar="N", help="Fail when more than N recompiles happen."),
+    click.option("--allow", multiple=True, metavar="GB|TYPE", help="Do not count breaks with this GB id or gb_type (repeatable)."),
+    click.option("--allow-module", multiple=True, metavar="PATH", help="Do not count breaks inside this module path (repeatable)."),
+    click.option("--own-code-only", is_flag=True, help="Do not count breaks whose innermost frame is in a library."),
+]
+
+
+def _policy(kw: dict[str, Any], *, gate: bool) -> Any:
+    """The check policy from the gate options (popped from kw); None when no gate was asked for."""
+    from .reports.policy import Policy
+
+    limits = (kw.pop("max_graph_breaks"), kw.pop("max_recompiles"))
+    allow, allow_modules, own_code_only = kw.pop("allow"), kw.pop("allow_module"), kw.pop("own_code_only")
+    if not gate and limits == (None, None):
+        return None
+    if limits == (None, None):
+        limits = (0, 0)  # the natural default for a gate: clean
+    return Policy(max_graph_breaks=limits[0], max_recompiles=limits[1], allow=allow, allow_modules=allow_modules, own_code_only=own_code_only)
+
+
+def _gate(report: Any, policy: Any) -> bool:
+    """Print the check's verdict; True when it passed."""
+    from .reports.policy import violations
+
+    found = violations(report, policy)
+    if found:
+        click.echo("ctc-doctor check: FAILED", err=True)
+        for line in found:
+            click.echo(line, err=True)
+        return False
+    click.echo("ctc-doctor check: passed", err=True)
+    return True
+
+
 @cli.command()
 @click.argument("target")
 @_analysis_options
-@click.option("--max-graph-breaks", type=click.IntRange(min=0), default=None, metavar="N", help="Fail when more than N break sites remain after the allowlists.")
-@click.option("--max-recompiles", type=click.IntRange(min=0), default=None, metavar="N", help="Fail when more than N recompiles happen.")
-@click.option("--allow", multiple=True, metavar="GB|TYPE", help="Do not count breaks with this GB id or gb_type (repeatable).")
-@click.option("--allow-module", multiple=True, metavar="PATH", help="Do not count breaks inside this module path (repeatable).")
-@click.option("--own-code-only", is_flag=True, help="Do not count breaks whose innermost frame is in a library.")
+@_option_group(_GATE_OPTIONS)
 def check(target: str, **kw: Any) -> None:
-    """CI gate: analyze TARGET (no bisection) and exit 1 when the thresholds are exceeded."""
-    from .reports.policy import Policy
+    """CI gate: analyze TARGET (no bisection) and exit 1 when the thresholds are exceeded.
 
-    if kw["max_graph_breaks"] is None and kw["max_recompiles"] is None:
-        kw["max_graph_breaks"], kw["max_recompiles"] = 0, 0  # the natural default for a gate: clean
-    policy = Policy(
-        max_graph_breaks=kw.pop("max_graph_breaks"),
-        max_recompiles=kw.pop("max_recompiles"),
-        allow=kw.pop("allow"),
-        allow_modules=kw.pop("allow_module"),
-        own_code_only=kw.pop("own_code_only"),
-    )
+    For a script, the same gate is `ctc-doctor run --check -- train.py` (same threshold options).
+    """
+    policy = _policy(kw, gate=True)
     _run_analysis(target, lambda: _load(target, kw["seed"]), {**kw, "no_bisect": True, "no_fix": True, "no_bench": True, "policy": policy})
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--nproc", default=1, show_default=True, type=click.IntRange(min=1), metavar="N", help="Run N local ranks through torch.distributed.run (torchrun).")
+@click.option("--backend", default=None, help="Replace the backend of every torch.compile call (e.g. eager, for a fast diagnosis) [default: the script's].")
+@click.option("--max-steps", type=click.IntRange(min=1), default=None, metavar="N", help="Stop the script after N calls of the compiled model.")
+@click.option("--timeout", "timeout_s", default=None, type=float, metavar="SECONDS", help="Stop the script (every rank) after this long; the partial report is still written.")
+@click.option("--json", "json_out", metavar="PATH", help="Write the JSON report to PATH ('-' for stdout; the script's stdout then goes to stderr).")
+@click.option("--no-bisect", is_flag=True, help="Skip the bisection of the compiled module.")
+@click.option("--no-fix", is_flag=True, help="Skip verifying the suggestions on copies of the compiled module.")
+@click.option("--guards", "keep_guards", is_flag=True, help="Keep the full guard tree text per compile id in the report.")
+@click.option("--top", default=10, show_default=True, type=int, help="Break sites to show in the summary.")
+@click.option("--redact", is_flag=True, help="Remove paths outside the project, home, user and host names from the JSON report.")
+@click.option("--quiet", "-q", is_flag=True, help="No summary or progress on stderr (the script's own output still shows).")
+@click.option("--tui", is_flag=True, help="Watch the run in the terminal UI (phases, the script's output), then browse the report.")
+@click.option("--check", "gate", is_flag=True, help="CI gate: exit 1 unless the run is clean (or within --max-graph-breaks/--max-recompiles).")
+@_option_group(_GATE_OPTIONS)
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.option("--progress-fd", type=int, default=None, hidden=True)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- SCRIPT [ARGS]...")
+def run(command: tuple[str, ...], **kw: Any) -> None:
+    """Run an unmodified script under the doctor: what it compiles, where it breaks and recompiles.
+
+    \b
+    ctc-doctor run -- train.py --epochs 1          what you would pass to python
+    ctc-doctor run -- -m mypkg.serve --port 0      a module, like python -m
+    ctc-doctor run --nproc 2 -- train.py           2 local ranks through torchrun
+    ctc-doctor run --backend eager --max-steps 20 --json r.json -- train.py
+    ctc-doctor run --check -- train.py             CI gate: exit 1 unless clean
+
+    The script's arguments, working directory and output pass through. Every torch.compile call is
+    recorded; the first compiled module gets module paths, bisection and verified fixes (rank 0's,
+    with several ranks), checked with the --backend backend, else eager. Several ranks add per-rank
+    rows and the first compile where they diverge. Exit codes: 1 the check failed, 8 timeout,
+    11 the script failed, 12 it compiled nothing, 130 interrupted; the report is written in every case.
+    """
+    if kw["tui"]:
+        if kw["json_out"] == "-":
+            _fail("--tui draws on the terminal: write the report to a file with --json PATH", ExitCode.USAGE)
+        _run_live(kw)
+        return
+    policy = _policy(kw, gate=kw.pop("gate"))
+    from .analyzer.launch import RunOptions, run_script, script_command
+
+    json_out, quiet, debug = kw["json_out"], kw["quiet"], kw["debug"]
+    console = _stderr_console()
+    stream = _progress_stream(kw.get("progress_fd"))
+    started = time.perf_counter()
+    shown: list[str] = []
+
+    def progress(phase: str, done: int, total: int) -> None:
+        if stream is not None:
+            with contextlib.suppress(OSError, ValueError):  # the watcher went away: keep going
+                stream.write(json.dumps({"phase": phase, "done": done, "total": total, "elapsed_s": round(time.perf_counter() - started, 3)}) + "\n")
+                stream.flush()
+        head = phase.split(" ")[0]
+        if not quiet and head in _RUN_PHASES and (not shown or shown[-1] != head):
+            shown.append(head)
+            click.echo(f"ctc-doctor: {_RUN_PHASES[head]}", err=True)
+
+    def say(text: str) -> None:
+        if not quiet:
+            click.echo(f"ctc-doctor: {text}", err=True)
+
+    try:
+        argv = script_command(list(command))
+        options = RunOptions(
+            nproc=kw["nproc"],
+            backend=kw["backend"],
+            max_steps=kw["max_steps"],
+            timeout_s=kw["timeout_s"],
+            bisect=not kw["no_bisect"] and policy is None,
+            fix=not kw["no_fix"] and policy is None,
+            keep_guard_text=kw["keep_guards"],
+        )
+        result = run_script(argv, options, say=say, progress=progress, stdout=sys.stderr if json_out == "-" else None)
+        report = result.report
+        report.run.command = " ".join(["ctc-doctor", *sys.argv[1:]])
+        if json_out:
+            _write_report(report, json_out, sys.stdout, redact=kw["redact"])
+    except CtcDoctorError as exc:
+        if debug:
+            traceback.print_exc()
+        _fail(exc.one_line(), exc.exit_code)
+    except Exception as exc:  # a bug in ctc-doctor: one line unless --debug
+        if debug:
+            traceback.print_exc()
+        _fail(f"internal error: {type(exc).__name__}: {exc} (re-run with --debug and report it)", ExitCode.INTERNAL_ERROR)
+    code = _run_exit_code(report, result.status)
+    if code == ExitCode.NOTHING_COMPILED:
+        written = f" (report written to {json_out})" if json_out and json_out != "-" else ""
+        click.echo(f"ctc-doctor: the script never called torch.compile: nothing to diagnose{written}", err=True)
+    elif not quiet:
+        from .reports.render import render_summary
+
+        render_summary(report, console, top=kw["top"])
+        if json_out and json_out != "-":
+            console.print(f"[dim]report written to {json_out}[/dim]")
+        elif not json_out:
+            console.print("[dim]save the full report with --json report.json[/dim]")
+    if policy is not None and code == ExitCode.OK and not _gate(report, policy):
+        code = ExitCode.CHECK_FAILED
+    sys.exit(int(code))
+
+
+_RUN_PHASES = {
+    "report": "building the report (one eager call of the compiled module for module paths)",
+    "bisect": "bisecting the compiled module on its recorded inputs",
+    "fix": "verifying the suggestions on copies of the compiled module",
+}
+
+
+def _run_exit_code(report: Any, status: str) -> ExitCode:
+    """timeout 8 > interrupted 130 > script failed 11 > nothing compiled 12 > 0 (the check's 1 comes after)."""
+    if status == "timeout" or any(e.phase == "timeout" for e in report.errors):
+        return ExitCode.TIMEOUT
+    if status == "interrupted":
+        return ExitCode.INTERRUPTED
+    if report.run.exit_code not in (None, 0):
+        return ExitCode.SCRIPT_FAILED
+    if not report.compiled and report.summary.graph_count == 0:
+        return ExitCode.NOTHING_COMPILED
+    return ExitCode.OK
 
 
 @cli.command()
@@ -504,17 +654,8 @@ def _run_analysis(spec: str, load: Any, kw: dict[str, Any]) -> None:
         written = f"; partial report written to {json_out}" if json_out and json_out != "-" else ""
         _fail(f"{fatal.message}{hint}{written}", _ERROR_PHASE_EXIT[fatal.phase])
     policy = kw.get("policy")
-    if policy is not None:
-        from .reports.policy import violations
-
-        found = violations(report, policy)
-        if found:
-            click.echo("ctc-doctor check: FAILED", err=True)
-            for line in found:
-                click.echo(line, err=True)
-            sys.exit(int(ExitCode.CHECK_FAILED))
-        click.echo("ctc-doctor check: passed", err=True)
-        return
+    if policy is not None and not _gate(report, policy):
+        sys.exit(int(ExitCode.CHECK_FAILED))
 
 
 def _analyze_with_progress(spec: str, load: Any, kw: dict[str, Any], console: Any, quiet: bool) -> Any:

@@ -44,8 +44,14 @@ class ExitCode(IntEnum):
     """A report file is missing, corrupt, or of an unsupported schema version."""
     LOGS_INVALID = 10
     """`logs`: the paths hold no readable torch logs, or (with --strict) some records were unreadable or unknown."""
+    SCRIPT_FAILED = 11
+    """`run`: the script raised or exited non-zero (a rank did, with several); its report was still written."""
+    NOTHING_COMPILED = 12
+    """`run`: the script ended without calling torch.compile: there was nothing to diagnose."""
     INTERNAL_ERROR = 70
     """A bug in ctc-doctor itself. Re-run with --debug and report it."""
+    INTERRUPTED = 130
+    """Ctrl-C (or SIGTERM to `run`): the script was stopped; the report of what it did was still written."""
 
 
 class CtcDoctorError(Exception):

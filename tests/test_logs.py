@@ -107,7 +107,9 @@ def test_two_rank_capture_gives_per_rank_counts_and_names_the_diverging_rank():
     assert by_rank[1].compiles > by_rank[0].compiles
     assert by_rank[0].break_sites == by_rank[1].break_sites == ["B1"]
     kinds = {d.kind: d for d in report.divergence}
-    assert set(kinds) == {"recompiles", "compiles"} and kinds["recompiles"].ranks == [1]
+    assert set(kinds) == {"root_cause", "recompiles", "compiles"} and kinds["recompiles"].ranks == [1]
+    assert report.divergence[0].kind == "root_cause" and report.divergence[0].ranks == [1]  # first, then the counts
+    assert "rank 1 recompiled `forward`" in kinds["root_cause"].message and "expected 4, actual 2" in kinds["root_cause"].message
     assert kinds["recompiles"].items == [rc.id for rc in report.recompiles]
     assert all(rc.rank == 1 and rc.compile_id.startswith("rank1:") for rc in report.recompiles)
     assert report.graph_breaks[0].ranks == [0, 1]
@@ -228,7 +230,7 @@ def test_logs_command_writes_a_report_that_loads_renders_and_diffs(cli, tmp_path
     assert result.returncode == 0, result.stderr
     assert "ranks diverge" in result.stderr and "rank 1" in result.stderr
     report = load_report(out)
-    assert report.schema_version == "1.4" and report.source is not None and report.source.ranks == [0, 1]
+    assert report.schema_version == "1.5" and report.source is not None and report.source.ranks == [0, 1]
     md = render_markdown(report)
     assert "### Logs" in md and "| rank | compiles |" in md and "**Ranks diverge**" in md
     # the directory alone routes to `logs`; stdout carries only the JSON

@@ -421,6 +421,24 @@ def test_live_run_streams_phases_then_opens_the_report(tmp_path):
     run(go())
 
 
+def test_live_run_of_a_script_streams_its_output_and_phases(tmp_path):
+    script = REPO / "ctc_doctor" / "fixtures" / "scripts" / "train.py"
+    live = _live("run", "--no-bisect", "--no-fix", "--json", str(tmp_path / "r.json"), "--", str(script), "--backend", "eager", "--steps", "2")
+
+    async def go():
+        app = DoctorApp(live=live)
+        async with app.run_test(size=SIZE) as pilot:
+            screen = app.screen
+            await _wait_live(app, pilot, lambda: app.current_mode == "overview")
+            assert app.current_mode == "overview", getattr(app.screen, "message", "")
+            assert "script" in screen.finished  # the script's stage, then the report's
+            assert any(line.startswith("step 1 batch") for line in screen.output_tail)  # the script's own output
+            assert app.index is not None and app.index.report.target.kind == "script"
+        assert live.returncode == 0 and (tmp_path / "r.json").exists()
+
+    run(go())
+
+
 def test_live_run_escape_cancels_the_analysis():
     live = _live("user_targets:hangs_while_tracing", "--no-explain")
 

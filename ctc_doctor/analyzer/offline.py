@@ -14,7 +14,7 @@ import datetime as _dt
 import os
 import re
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +22,8 @@ from typing import Any
 from ..errors import LogsInvalid
 from ..reports import models as rm
 from ..reports.compile_id import CompileId
+from ..reports.ranks import divergence as rank_divergence
+from ..reports.ranks import root_cause
 from ..version import __version__
 from .capture.findings import (
     BreakRecord,
@@ -238,58 +240,6 @@ def _recompile_entries(state: _Ingest) -> list[rm.Recompile]:
     return out
 
 
-def _divergence(ranks: list[rm.RankSummary], sites: list[rm.GraphBreakSite], recompiles: list[rm.Recompile]) -> list[rm.RankDivergence]:
-    """Ranks that compiled differently: a site some ranks hit and others did not, unequal recompile or compile counts."""
-    if len(ranks) < 2:
-        return []
-    all_ranks = [r.rank for r in ranks]
-    out: list[rm.RankDivergence] = []
-    for site in sites:
-        hit = set(site.ranks)
-        if hit and hit != set(all_ranks):
-            missing = [r for r in all_ranks if r not in hit]
-            out.append(
-                rm.RankDivergence(
-                    kind="break_sites",
-                    ranks=sorted(hit) if len(hit) <= len(missing) else missing,
-                    message=(
-                        f"{site.id} ({os.path.basename(site.user_frame.file)}:{site.user_frame.line}, {site.gb_type}) "
-                        f"breaks on rank(s) {_ranks(sorted(hit))} but not on {_ranks(missing)}"
-                    ),
-                    items=[site.id],
-                )
-            )
-    for kind, values, noun in (
-        ("recompiles", {r.rank: r.recompile_count for r in ranks}, "recompile(s)"),
-        ("compiles", {r.rank: r.compiles for r in ranks}, "frame compile(s)"),
-    ):
-        common, odd = _majority(values, all_ranks)
-        if odd:
-            items = [rc.id for rc in recompiles if rc.rank in odd] if kind == "recompiles" else []
-            detail = ", ".join(f"rank {r}: {values[r]}" for r in odd)
-            out.append(
-                rm.RankDivergence(
-                    kind=kind,  # type: ignore[arg-type]
-                    ranks=odd,
-                    message=f"{detail} {noun}; the other ranks {common}",
-                    items=items,
-                )
-            )
-    return out
-
-
-def _majority(values: dict[int, int], order: list[int]) -> tuple[int, list[int]]:
-    """The most common value (rank 0's on a tie) and the ranks that differ from it."""
-    counts = Counter(values.values())
-    best = max(counts.values())
-    common = next(values[r] for r in order if counts[values[r]] == best)
-    return common, [r for r in order if values[r] != common]
-
-
-def _ranks(ranks: list[int]) -> str:
-    return ", ".join(str(r) for r in ranks) or "none"
-
-
 def _report(
     state: _Ingest,
     sites: list[rm.GraphBreakSite],
@@ -319,7 +269,7 @@ def _report(
                     compile_time_s=round(rs.compile_time_s, 4),
                 )
             )
-    divergence = _divergence(rank_rows, sites, recompiles)
+    divergence = rank_divergence(rank_rows, sites, recompiles)
 
     graphs = []
     for cid in state.graph_ids:
@@ -368,8 +318,9 @@ def _report(
         verdict=rm.compute_verdict(len(sites), len(recompiles), failed),
     )
     label = os.path.basename(os.path.normpath(paths[0])) if paths else "logs"
-    return rm.Report(
+    report = rm.Report(
         target=rm.Target(
+            kind="logs",
             spec=" ".join(paths),
             name=label + (f" (+{len(paths) - 1})" if len(paths) > 1 else ""),
             model_class="unknown (logs)",
@@ -399,3 +350,7 @@ def _report(
         ranks=rank_rows,
         divergence=divergence,
     )
+    cause = root_cause(report)
+    if cause is not None:
+        report.divergence.insert(0, cause)
+    return report

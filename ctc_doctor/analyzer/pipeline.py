@@ -83,7 +83,7 @@ class AnalyzeOptions:
         return self.backend or ("aot_eager" if self.train else "eager")
 
 
-class _Clock:
+class Clock:
     """The run's --timeout: what is left of it for the next phase."""
 
     def __init__(self, timeout_s: float | None) -> None:
@@ -103,7 +103,7 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
     """Analyze a workload and return the report. Resets torch._dynamo state (compiled caches)."""
     options = options or AnalyzeOptions()
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    clock = _Clock(options.timeout_s)
+    clock = Clock(options.timeout_s)
     settings = RunSettings(backend=options.resolved_backend(), train=options.train, seed=options.seed, device=options.device)
     if options.device is not None and isinstance(workload.model, torch.nn.Module):
         workload.model.to(options.device)
@@ -138,7 +138,7 @@ def _prestarted_worker(ctx: PhaseContext, options: AnalyzeOptions, resources: co
 
 
 def _run(
-    workload: Workload, calls: list[Call], ctx: PhaseContext, options: AnalyzeOptions, started_at: str, clock: _Clock, copy_note: str | None
+    workload: Workload, calls: list[Call], ctx: PhaseContext, options: AnalyzeOptions, started_at: str, clock: Clock, copy_note: str | None
 ) -> rm.Report:
     analysis = run_analysis(
         ctx,
@@ -156,11 +156,11 @@ def _run(
     ctx = dataclasses.replace(ctx, index=analysis.index, module_inputs=analysis.module_inputs)
     stopped = any(e.phase in ("eager", "timeout") for e in report.errors)
     if options.bisect is not None and analysis.module_inputs is not None and not stopped and _should_bisect(report, options):
-        _bisect(report, ctx, options.bisect, clock, bisect_only=not options.compile)
+        bisect_into(report, ctx, options.bisect, clock, bisect_only=not options.compile)
     if ctx.trial_worker is not None:
         ctx.trial_worker.shutdown()  # not needed past the bisection: its CPU, memory and files go now
     if options.compile and not stopped:
-        _after_analysis(report, ctx, options, clock)
+        after_analysis(report, ctx, options, clock)
     report.run.duration_s = clock.elapsed()
     return report
 
@@ -181,7 +181,7 @@ def _pristine_copy(workload: Workload, options: AnalyzeOptions) -> tuple[Any, st
 # ---------------------------------------------------------------------------------------------
 
 
-def _report(workload: Workload, calls: list[Call], options: AnalyzeOptions, analysis: AnalysisResult, started_at: str, clock: _Clock) -> rm.Report:
+def _report(workload: Workload, calls: list[Call], options: AnalyzeOptions, analysis: AnalysisResult, started_at: str, clock: Clock) -> rm.Report:
     model = workload.model
     is_module = isinstance(model, torch.nn.Module)
     arg_names = forward_arg_names(model)
@@ -197,7 +197,7 @@ def _report(workload: Workload, calls: list[Call], options: AnalyzeOptions, anal
             train=options.train,
             inputs=[describe_inputs(c.args, dict(c.kwargs), arg_names) for c in calls],
         ),
-        environment=_environment(options),
+        environment=environment(options),
         run=rm.RunInfo(
             command=options.command,
             started_at=started_at,
@@ -218,7 +218,7 @@ def _report(workload: Workload, calls: list[Call], options: AnalyzeOptions, anal
     )
 
 
-def _environment(options: AnalyzeOptions) -> rm.Environment:
+def environment(options: AnalyzeOptions) -> rm.Environment:
     try:
         tf_version: str | None = importlib.metadata.version("transformers")  # no import: it is slow
     except importlib.metadata.PackageNotFoundError:
@@ -244,7 +244,7 @@ def _should_bisect(report: rm.Report, options: AnalyzeOptions) -> bool:
     return options.bisect.always or not options.compile or bool(report.graph_breaks) or compile_failed
 
 
-def _bisect(report: rm.Report, ctx: PhaseContext, options: BisectOptions, clock: _Clock, *, bisect_only: bool) -> None:
+def bisect_into(report: rm.Report, ctx: PhaseContext, options: BisectOptions, clock: Clock, *, bisect_only: bool) -> None:
     """Run the bisection and merge it (or its error) into the report; bisection-only runs get their verdict here."""
     try:
         report.bisect = run_bisect(dataclasses.replace(ctx, budget_s=clock.remaining(), report=report.model_copy(deep=True)), options)
@@ -302,7 +302,7 @@ def _merge_bench(report: rm.Report, section: BenchSection) -> None:
         renumber(report.suggestions)
 
 
-def _after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions, clock: _Clock) -> None:
+def after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions, clock: Clock) -> None:
     """suggest -> fix -> probe -> bench, each merged into the report; a failing phase becomes an error row."""
     if not (options.suggest or options.fix or options.probe_shapes or options.bench):
         return

@@ -7,7 +7,16 @@ from __future__ import annotations
 
 import os
 
-from .models import Benchmark, Bisect, BisectTrial, FixResult, GraphBreakSite, Suggestion
+from .models import (
+    Benchmark,
+    Bisect,
+    BisectTrial,
+    CompiledObject,
+    FixResult,
+    GraphBreakSite,
+    Report,
+    Suggestion,
+)
 
 
 def short_path(path: str, width: int = 48) -> str:
@@ -117,3 +126,29 @@ def benchmark_headline(b: Benchmark) -> str | None:
         if other is not None and other.compile_time_s is not None:
             text += f" · cold compile {compiled.compile_time_s:.1f} s (compiled) -> {other.compile_time_s:.1f} s ({other.name})"
     return text
+
+
+def script_outcome(report: Report) -> str | None:
+    """`run` reports: how the script ended, one line (None for other reports)."""
+    t, r = report.target, report.run
+    if t.kind != "script":
+        return None
+    ranks = f" on {r.ranks} ranks" if r.ranks > 1 else ""
+    if r.stopped == "timeout":
+        ended = "stopped at --timeout"
+    elif r.stopped == "interrupted":
+        ended = "interrupted"
+    elif r.stopped == "max_steps":
+        ended = "stopped at --max-steps"
+    elif r.exit_code:
+        ended = f"failed, exit code {r.exit_code}" + (f": {r.script_error}" if r.script_error else "")
+    else:
+        ended = "ran to its end" + (" (exit code 0)" if r.exit_code == 0 else "")
+    return f"{' '.join(t.command) or t.spec}{ranks}: {ended}"
+
+
+def compiled_line(obj: CompiledObject) -> str:
+    """`Net (module, backend=eager): 12 calls, analyzed`."""
+    options = ", ".join(f"{k}={v}" for k, v in obj.options.items())
+    text = f"{obj.name} ({obj.kind}{', ' + options if options else ''}): {obj.calls} call(s)"
+    return text + (", analyzed" if obj.analyzed else "")

@@ -16,7 +16,9 @@ from .advice import next_steps
 from .labels import (
     benchmark_headline,
     bisect_summary_line,
+    compiled_line,
     module_label,
+    script_outcome,
     short_path,
     site_marks,
     suggestion_status,
@@ -219,6 +221,10 @@ def render_markdown(report: Report) -> str:
     if src is not None:
         ranks = f", ranks {', '.join(str(r) for r in src.ranks)}" if src.ranks else ""
         rows = [("logs", f"{src.kind.replace('_', ' ')}: {len(src.files)} file(s){ranks} — {_code(' '.join(src.paths))}")]
+    elif t.kind == "script":
+        rows = [("script", _cell(script_outcome(report) or t.spec))]
+        rows += [("compiled", _cell(compiled_line(obj))) for obj in report.compiled]
+        rows.append(("model", f"{_cell(t.model_class)}, {t.parameters:,} parameters, {t.modules} modules"))
     else:
         rows = [
             ("target", _code(t.spec)),

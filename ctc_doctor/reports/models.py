@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = "1.4"
+SCHEMA_VERSION = "1.5"
 """major.minor: a minor bump adds optional fields; a major bump renames or removes fields."""
 
 Verdict = Literal["clean", "graph_breaks", "recompiles", "graph_breaks_and_recompiles", "failed"]
@@ -29,7 +29,8 @@ GuardKind = Literal[
     "global_state",
     "other",
 ]
-Phase = Literal["load", "eager", "explain", "compile", "capture", "bisect", "suggest", "fix", "probe", "bench", "report", "timeout"]
+Phase = Literal["load", "eager", "explain", "compile", "capture", "bisect", "suggest", "fix", "probe", "bench", "report", "timeout", "script"]
+TargetKind = Literal["build", "script", "logs"]
 TrialStatus = Literal["passed", "failed", "timeout", "crashed", "skipped", "inferred"]
 Strategy = Literal["top-down", "bottom-up", "both"]
 SuggestionKind = Literal["config", "wrap", "dynamic_shapes", "regional", "source_edit", "upgrade", "mode"]
@@ -242,8 +243,12 @@ class Summary(_Model):
 class Target(_Model):
     """What was analyzed."""
 
+    kind: TargetKind = "build"
+    """build (a `build()` TARGET), script (`ctc-doctor run -- script`), logs (`ctc-doctor logs`)."""
     spec: str
-    """The TARGET as given (`pkg.mod:build`, `file.py:build`, `demo`)."""
+    """The TARGET as given (`pkg.mod:build`, `file.py:build`, `demo`), or the script's command line."""
+    command: list[str] = Field(default_factory=list)
+    """script: the command as passed to Python (`train.py --epochs 1`, `-m pkg.serve`)."""
     name: str
     """Workload name."""
     model_class: str
@@ -290,6 +295,14 @@ class RunInfo(_Model):
     """ctc-doctor version."""
     seed: int | None = None
     """Random seed set before building the workload."""
+    exit_code: int | None = None
+    """script: the script's exit code (the first rank that failed, with several)."""
+    script_error: str | None = None
+    """script: the last error line when it raised (`ValueError: ... (at train.py:42)`)."""
+    stopped: str | None = None
+    """script: why it did not run to its end: `max_steps`, `timeout`, `interrupted` (None: it did)."""
+    ranks: int = 1
+    """script: the processes it ran as (`--nproc`)."""
 
 
 class ErrorRecord(_Model):
@@ -644,7 +657,7 @@ class Benchmark(_Model):
 
 
 LogKind = Literal["torch_trace", "torch_logs"]
-DivergenceKind = Literal["break_sites", "recompiles", "compiles"]
+DivergenceKind = Literal["root_cause", "break_sites", "recompiles", "compiles"]
 
 
 class ParseStats(_Model):
@@ -718,13 +731,32 @@ class RankDivergence(_Model):
     """Ranks that compiled differently from the others: collectives can then hang or time out."""
 
     kind: DivergenceKind
-    """break_sites, recompiles or compiles."""
+    """root_cause (the first compile where ranks differ, and what differed), break_sites, recompiles or compiles."""
     ranks: list[int]
     """The ranks that differ from the majority (or from rank 0 on a tie)."""
     message: str
     """What differs, readable on its own."""
     items: list[str] = Field(default_factory=list)
     """Break-site or recompile ids involved."""
+
+
+class CompiledObject(_Model):
+    """One `torch.compile` call of a script (`ctc-doctor run`): what it compiled, how, and how often it ran."""
+
+    name: str
+    """The module's class, or the function's name."""
+    kind: Literal["module", "method", "function"]
+    """module: `torch.compile(model)`; method: `model.compile()`; function: `torch.compile(fn)`."""
+    options: dict[str, str] = Field(default_factory=dict)
+    """The torch.compile options as the script passed them (after `--backend`), as text."""
+    calls: int = 0
+    """Times the compiled object was called."""
+    inputs: list[str] = Field(default_factory=list)
+    """The inputs of its first call and of each later call with a new signature (what was kept)."""
+    rank: int | None = None
+    """The rank that compiled it (several ranks: rank 0's objects are listed)."""
+    analyzed: bool = False
+    """The object the module paths, bisection and fixes are about (the first compiled module)."""
 
 
 class Report(_Model):
@@ -777,7 +809,9 @@ class Report(_Model):
     ranks: list[RankSummary] = Field(default_factory=list)
     """Offline reports of multi-rank logs: what each rank compiled."""
     divergence: list[RankDivergence] = Field(default_factory=list)
-    """Offline reports of multi-rank logs: ranks that compiled differently."""
+    """Reports of several ranks (logs, `run --nproc`): ranks that compiled differently."""
+    compiled: list[CompiledObject] = Field(default_factory=list)
+    """script: every `torch.compile` the script made (empty for `build()` targets and logs)."""
 
 
 def compute_verdict(summary_breaks: int, recompiles: int, failed: bool) -> Verdict:

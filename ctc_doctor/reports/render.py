@@ -18,8 +18,10 @@ from .advice import next_steps
 from .labels import (
     benchmark_headline,
     bisect_summary_line,
+    compiled_line,
     failure_text,
     module_label,
+    script_outcome,
     short_path,
     site_marks,
     suggestion_status,
@@ -46,6 +48,13 @@ def header_text(report: Report) -> Text:
         text.append(f"(from logs: {src.kind.replace('_', ' ')}, {len(src.files)} file(s){ranks})\n")
     else:
         text.append(f"({t.model_class}, {t.parameters:,} params, {t.modules} modules, {t.calls} call(s){', train' if t.train else ''})\n")
+    outcome = script_outcome(report)
+    if outcome is not None:
+        failed = bool(report.run.exit_code) or report.run.stopped in ("timeout", "interrupted")
+        text.append("script: ", style="bold")
+        text.append(outcome + "\n", style="red" if failed else "")
+        for obj in report.compiled:
+            text.append(f"compiled: {compiled_line(obj)}\n")
     text.append(
         f"torch {e.torch} · python {e.python} · {e.platform} · device {e.device} · backend {e.backend}"
         + (f" · transformers {e.transformers}" if e.transformers else ""),

@@ -38,6 +38,14 @@ def _without_json(args: list[str]) -> tuple[list[str], str | None]:
     return out, path
 
 
+def _split_script(args: list[str]) -> tuple[list[str], list[str]]:
+    """ctc-doctor's arguments and, from `--` on, the script's (`run -- train.py --json x`)."""
+    if "--" in args:
+        i = args.index("--")
+        return args[:i], args[i:]
+    return args, []
+
+
 @dataclass
 class LiveRun:
     """One analysis in a child process. `args` are ctc-doctor's arguments (`demo`, `pkg.mod:build --train`...)."""
@@ -56,17 +64,22 @@ class LiveRun:
     _progress: TextIO | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        args, path = _without_json([a for a in self.args if a not in ("--tui", "--quiet", "-q")])
+        ours, script = _split_script(self.args)  # `run ... -- train.py ARGS`: the script's are not ours
+        args, path = _without_json([a for a in ours if a not in ("--tui", "--quiet", "-q")])
         if path == "-":
             path = None  # stdout is the terminal the TUI draws on
-        self.args = args
+        self.args = args + script
         if self.report_path is None:
             self.report_path = path or os.path.join(tempfile.mkdtemp(prefix="ctc-doctor-"), "report.json")
-        self.label = self.label or " ".join(["ctc-doctor", *args])
+        self.label = self.label or " ".join(["ctc-doctor", *self.args])
 
     @property
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "ctc_doctor", *self.args, "--json", str(self.report_path), "--quiet"]
+        return self._command([])
+
+    def _command(self, extra: list[str]) -> list[str]:
+        ours, script = _split_script(self.args)
+        return [sys.executable, "-m", "ctc_doctor", *ours, "--json", str(self.report_path), "--quiet", *extra, *script]
 
     def start(self) -> None:
         read_fd, write_fd = os.pipe()
@@ -74,7 +87,7 @@ class LiveRun:
         self.started = time.perf_counter()
         try:
             self._proc = subprocess.Popen(
-                [*self.command, "--progress-fd", str(write_fd)],
+                self._command(["--progress-fd", str(write_fd)]),
                 pass_fds=(write_fd,),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,

@@ -8,6 +8,7 @@ offline report of the same workload agree site for site.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -62,13 +63,20 @@ def frame(file: str, line: int, function: str, code: str | None = None) -> rm.Fr
 
 
 def below_the_tool(stack: list[RawFrame]) -> list[RawFrame]:
-    """Drop the frames that called the model: the CLI, click, pytest... down to ctc-doctor's own call."""
+    """Drop the frames that called the model: the CLI, click, pytest... down to ctc-doctor's own call
+    (and the runpy frames with which `ctc-doctor run` starts a script)."""
     last = -1
     for i, f in enumerate(stack):
         own, library = classify_file(f[0])
         if not own and library == "ctc_doctor":
             last = i
+    while last >= 0 and last + 1 < len(stack) and _is_runpy(stack[last + 1][0]):
+        last += 1
     return stack[last + 1 :]
+
+
+def _is_runpy(path: str) -> bool:
+    return path == "<frozen runpy>" or os.path.basename(path) == "runpy.py"
 
 
 def group_break_sites(

@@ -55,6 +55,8 @@ class RecordedGraph:
     inputs: int
     call_functions: int
     """call_function nodes: what explain counts as ops."""
+    op_count: int
+    """Calls in the graph (functions, methods, modules)."""
     explained: bool
     """Dynamo attached its compile reason (explain reads the same attribute)."""
     break_reason: tuple[str, list[tuple[str, int, str]]] | None
@@ -84,7 +86,7 @@ class RecordingBackend:
                 ops[_op_name(gm, node)] += 1
                 functions += node.op == "call_function"
         explained, reason = ti.graph_compile_reason(gm)
-        self.graphs.append(RecordedGraph(ti.current_compile_id(), dict(ops), nodes, inputs, functions, explained, reason))
+        self.graphs.append(RecordedGraph(ti.current_compile_id(), dict(ops), nodes, inputs, functions, sum(ops.values()), explained, reason))
         return self.inner(gm, example_inputs, **kwargs)
 
 
@@ -126,8 +128,8 @@ class CompiledRun:
         self.collect = collect
         self.capture: ti.CaptureResult | None = None
         self.backend: RecordingBackend | None = None
-        self.call_marks: list[tuple[int, int]] = []
-        """(events, graphs) recorded when each call started."""
+        self.call_marks: list[int] = []
+        """Events captured when each call started."""
         self.outputs: list[list[torch.Tensor]] = []
         self.error: rm.ErrorRecord | None = None
 
@@ -143,7 +145,7 @@ class CompiledRun:
             self.capture = cap
             for i, call in enumerate(self.calls):
                 progress("compile", i, len(self.calls))
-                self.call_marks.append((len(cap.events), len(self.backend.graphs)))
+                self.call_marks.append(len(cap.events))
                 try:
                     out = run_call(compiled, self.workload, call, i, seed=self.settings.seed, train=self.settings.train)
                 except Exception as exc:  # noqa: BLE001 - a compile failure is a finding: the calls before it stand
@@ -156,6 +158,31 @@ class CompiledRun:
             progress("compile", len(self.calls), len(self.calls))
         return self
 
+    @property
+    def graphs(self) -> list[RecordedGraph]:
+        return self.backend.graphs if self.backend is not None else []
+
+
+@dataclass
+class ScriptRun:
+    """A script's own compiled calls under capture (`ctc-doctor run`): the backend is the script's, so
+    graphs come from the compile metrics (counts, no ops by name) and nothing is explained."""
+
+    capture: ti.CaptureResult
+    call_marks: list[int] = field(default_factory=list)
+    """Events captured when each call of the analyzed compiled object started."""
+
+    @property
+    def graphs(self) -> list[RecordedGraph]:
+        out = []
+        for ev in self.capture.events:
+            m = ev.data
+            if ev.kind == "compilation_metrics" and isinstance(m.get("graph_op_count"), int) and not m.get("fail_type"):
+                ops = int(m["graph_op_count"])
+                nodes, inputs = int(m.get("graph_node_count") or 0), int(m.get("graph_input_count") or 0)
+                out.append(RecordedGraph(ev.compile_id, {}, nodes, inputs, ops, ops, False, None))
+        return out
+
 
 def _call_index_of(position: int, marks: list[int]) -> int | None:
     found = None
@@ -165,11 +192,11 @@ def _call_index_of(position: int, marks: list[int]) -> int | None:
     return found
 
 
-def first_call_break_lines(run: CompiledRun) -> dict[str, set[int]]:
+def first_call_break_lines(run: CompiledRun | ScriptRun) -> dict[str, set[int]]:
     """file -> lines of the breaks of the first call: the lines the eager pass watches."""
     if run.capture is None or len(run.call_marks) < 1:
         return {}
-    end = run.call_marks[1][0] if len(run.call_marks) > 1 else len(run.capture.events)
+    end = run.call_marks[1] if len(run.call_marks) > 1 else len(run.capture.events)
     lines: dict[str, set[int]] = defaultdict(set)
     for ev in run.capture.events[:end]:
         if ev.kind == "dynamo_graph_break_reason" and ev.payload:
@@ -182,10 +209,10 @@ def first_call_break_lines(run: CompiledRun) -> dict[str, set[int]]:
 def explain_view(run: CompiledRun) -> ti.ExplainResult | None:
     """What `torch._dynamo.explain` would report for the first call, from the graphs of this run's
     first call; None when Dynamo attached no compile reason to them (explain needs the same)."""
-    if run.backend is None or not run.call_marks:
+    if run.capture is None or not run.call_marks:
         return None
-    end = run.call_marks[1][1] if len(run.call_marks) > 1 else len(run.backend.graphs)
-    first = run.backend.graphs[:end]
+    calls = _calls_of_compiles(run.capture.events, run.call_marks)
+    first = [g for g in run.graphs if calls.get(g.compile_id or "") == 0]
     if not all(g.explained for g in first):
         return None
     return ti.ExplainResult(
@@ -305,23 +332,26 @@ class Findings:
         )
 
 
-def findings_of(run: CompiledRun | None, index: ModuleIndex | None = None, lines_run: set[tuple[str, int]] | None = None) -> Findings:
+def _calls_of_compiles(events: list[ti.TraceEvent], marks: list[int]) -> dict[str, int | None]:
+    """Compile id -> the call during which it compiled (its first event's position among the marks)."""
+    out: dict[str, int | None] = {}
+    for pos, ev in enumerate(events):
+        if ev.compile_id is not None and ev.compile_id not in out:
+            out[ev.compile_id] = _call_index_of(pos, marks)
+    return out
+
+
+def findings_of(run: CompiledRun | ScriptRun | None, index: ModuleIndex | None = None, lines_run: set[tuple[str, int]] | None = None) -> Findings:
     """Deduplicated, ranked, module-attributed findings of a compiled run (empty when it never ran).
 
     With `lines_run` (the watched break lines that ran again when the warm model repeated the first
     call), the first call's sites are marked `first_call_only` when their line did not.
     """
     cap = run.capture if run is not None and run.capture is not None else ti.CaptureResult()
-    marks = run.call_marks if run is not None else []
-    event_marks = [m[0] for m in marks]
-    graph_marks = [m[1] for m in marks]
-
+    call_of_compile = _calls_of_compiles(cap.events, run.call_marks if run is not None else [])
     starts: dict[str, list[RawFrame]] = {}
     metrics: dict[str, dict[str, Any]] = {}
-    call_of_compile: dict[str, int | None] = {}
-    for pos, ev in enumerate(cap.events):
-        if ev.compile_id is not None and ev.compile_id not in call_of_compile:
-            call_of_compile[ev.compile_id] = _call_index_of(pos, event_marks)
+    for ev in cap.events:
         if ev.kind == "dynamo_start" and ev.compile_id:
             stack = ev.data.get("stack") or []
             starts[ev.compile_id] = [
@@ -333,15 +363,14 @@ def findings_of(run: CompiledRun | None, index: ModuleIndex | None = None, lines
 
     graphs = []
     ops_by_compile: dict[str, int] = defaultdict(int)
-    for pos, g in enumerate(run.backend.graphs if run is not None and run.backend is not None else []):
-        op_count = sum(g.ops.values())
+    for g in run.graphs if run is not None else []:
         if g.compile_id:
-            ops_by_compile[g.compile_id] += op_count
+            ops_by_compile[g.compile_id] += g.op_count
         graphs.append(
             rm.Graph(
                 compile_id=g.compile_id or "?",
-                call_index=_call_index_of(pos, graph_marks),
-                op_count=op_count,
+                call_index=call_of_compile.get(g.compile_id or ""),
+                op_count=g.op_count,
                 node_count=g.nodes,
                 input_count=g.inputs,
                 ops=g.ops,

@@ -230,14 +230,15 @@ def quiet_torch_stderr(enabled: bool) -> Iterator[Counter[tuple[str, str, str]]]
 
 
 @contextlib.contextmanager
-def capture(*, backend: str = "eager", keep_guard_text: bool = False, quiet: bool = True) -> Iterator[CaptureResult]:
+def capture(*, backend: str = "eager", keep_guard_text: bool = False, quiet: bool = True, keep_caches: bool = False) -> Iterator[CaptureResult]:
     """Collect the structured trace and perf hints for the duration of the block; restore on exit.
 
     With `quiet`, torch's own log records stay off stderr during the block (unless the user set
     TORCH_LOGS): Dynamo's graph-break warnings, since the report carries them in full, and whatever
-    torch logs around a failing compile, counted in `torch_logs`.
+    torch logs around a failing compile, counted in `torch_logs`. Inductor's FX and AOT caches are
+    off in the block unless `keep_caches` (a script's own run keeps its settings).
     """
-    with quiet_torch_stderr(quiet) as seen, _no_compile_caches(backend):
+    with quiet_torch_stderr(quiet) as seen, _no_compile_caches("eager" if keep_caches else backend):
         with _capture(backend=backend, keep_guard_text=keep_guard_text) as result:
             result.torch_logs = seen
             yield result
@@ -546,3 +547,32 @@ def regional_compile(modules: list[torch.nn.Module], **compile_kwargs: Any) -> I
     finally:
         for m, previous in zip(modules, saved, strict=True):
             m._compiled_call_impl = previous
+
+
+# --- a script's own torch.compile calls (`ctc-doctor run`) ---------------------------------------
+
+
+@contextlib.contextmanager
+def torch_compile_replaced(make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Iterator[Callable[..., Any]]:
+    """`torch.compile` is `make(original)` in the block (what the script calls, `nn.Module.compile`
+    included: it calls `torch.compile(self._call_impl, ...)`); yields the original; restored on exit."""
+    original = torch.compile
+    torch.compile = make(original)  # type: ignore[assignment]
+    try:
+        yield original
+    finally:
+        torch.compile = original  # type: ignore[assignment]
+
+
+def compiled_original(obj: Any) -> Any:
+    """What `torch.compile` wrapped: the module inside an OptimizedModule, the function behind a
+    compiled function (a bound `_call_impl` for `nn.Module.compile`); None when it is neither."""
+    inner = getattr(obj, "_orig_mod", None)  # OptimizedModule, 2.0+
+    if isinstance(inner, torch.nn.Module):
+        return inner
+    return getattr(obj, "_torchdynamo_orig_callable", None)
+
+
+def is_optimized_module(obj: Any) -> bool:
+    optimized = getattr(getattr(torch._dynamo, "eval_frame", None), "OptimizedModule", None)
+    return optimized is not None and isinstance(obj, optimized)

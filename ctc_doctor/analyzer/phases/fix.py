@@ -25,6 +25,7 @@ from ...reports import models as rm
 from ..capture.live import CompiledRun, Findings, eager_pass, findings_of
 from ..common import torch_internals as ti
 from ..common.calls import preserved_state, run_pass
+from ..common.copying import copy_model
 from ..common.numerics import compare_outputs, loose_backend, tolerance
 from ..common.text import describe_error
 from ..common.variants import Variant, VariantError, make_variant
@@ -37,6 +38,9 @@ class FixOptions:
 
     verify_each: bool = True
     """Verify each auto-applicable suggestion alone before combining (else: all together, once)."""
+    measure_baseline: bool = False
+    """Measure the unchanged copy on the workload's calls first and compare each fix with that, not with
+    the report's counts (a script's report counts all its calls; the workload holds the ones kept)."""
 
 
 @dataclass
@@ -91,10 +95,36 @@ def _remaining_labels(sites: list[rm.GraphBreakSite], recompiles: list[rm.Recomp
 
 
 def reference_outputs(ctx: PhaseContext) -> list[list[torch.Tensor]]:
-    """The original model's eager outputs (forward only), seeded per call like the analysis."""
-    model = ctx.workload.model
+    """The original model's eager outputs (forward only), seeded per call like the analysis: of a copy
+    of the snapshot the fixed copies come from, when there is one (a script may have trained the model
+    it left behind), else of the model itself."""
+    model = copy_model(ctx.pristine) if ctx.pristine is not None else ctx.workload.model
+    workload = dataclasses.replace(ctx.workload, model=model)
     with preserved_state(model), torch.no_grad():
-        return run_pass(model, ctx.workload, ctx.calls, seed=ctx.settings.seed, train=False, collect=True)
+        return run_pass(model, workload, ctx.calls, seed=ctx.settings.seed, train=False, collect=True)
+
+
+@dataclass
+class _Base:
+    """What a fix is compared with: the report's findings, or a measured baseline with the report's ids."""
+
+    graph_breaks: list[rm.GraphBreakSite]
+    recompiles: list[rm.Recompile]
+    summary: rm.Summary
+
+
+def _with_report_ids(findings: Findings, report: rm.Report) -> _Base:
+    """A measured baseline whose sites and recompiles carry the ids of the report's matching ones."""
+    site_ids = {_site_key(s): s.id for s in report.graph_breaks}
+    recompile_ids: dict[tuple[Any, ...], list[str]] = {}
+    for rc in report.recompiles:
+        recompile_ids.setdefault(_recompile_key(rc), []).append(rc.id)
+    sites = [s.model_copy(update={"id": site_ids.get(_site_key(s), s.id)}) for s in findings.graph_breaks]
+    recompiles = []
+    for rc in findings.recompiles:
+        ids = recompile_ids.get(_recompile_key(rc))
+        recompiles.append(rc.model_copy(update={"id": ids.pop(0)}) if ids else rc)
+    return _Base(sites, recompiles, findings.summary(failed=False))
 
 
 class _Checker:
@@ -103,8 +133,17 @@ class _Checker:
     def __init__(self, ctx: PhaseContext, reference: list[list[torch.Tensor]]) -> None:
         assert ctx.report is not None
         self.ctx = ctx
-        self.base = ctx.report
+        self.base = _Base(ctx.report.graph_breaks, ctx.report.recompiles, ctx.report.summary)
         self.reference = reference
+
+    def measure_baseline(self, model: torch.nn.Module) -> str | None:
+        """Measure the unchanged copy and compare later checks with it; None, or why it could not."""
+        verification, findings = self.check(make_variant(model, self.ctx.calls, []))
+        if findings is None or verification.error:
+            return verification.error or "the unchanged copy could not be measured"
+        assert self.ctx.report is not None
+        self.base = _with_report_ids(findings, self.ctx.report)
+        return None
 
     def check(self, variant: Variant) -> tuple[rm.Verification, Findings | None]:
         """Run the variant like the original and compare counts and outputs."""
@@ -196,6 +235,15 @@ def run_fix(ctx: PhaseContext, options: FixOptions) -> FixSection:
     model = ctx.pristine if ctx.pristine is not None else ctx.workload.model
     assert isinstance(model, torch.nn.Module)
     checker = _Checker(ctx, reference_outputs(ctx))
+    if options.measure_baseline:
+        problem = checker.measure_baseline(model)
+        if problem is not None:
+            result.notes.append(f"The unchanged copy could not be measured ({problem}): nothing was verified.")
+            result.duration_s = round(time.perf_counter() - t0, 3)
+            return section
+        result.notes.append(
+            "Counts before and after are measured on the calls kept of the script's run, with and without each fix."
+        )
     if ctx.settings.train:
         result.notes.append("Numerics are checked on forward outputs; gradients are not compared.")
 
@@ -254,7 +302,7 @@ def run_fix(ctx: PhaseContext, options: FixOptions) -> FixSection:
         if after is not None:
             result.remaining = _remaining_labels(after.graph_breaks, after.recompiles)
     else:
-        result.remaining = _remaining_labels(report.graph_breaks, report.recompiles)
+        result.remaining = _remaining_labels(checker.base.graph_breaks, checker.base.recompiles)
     ctx.progress("fix combined", total, total)
     result.duration_s = round(time.perf_counter() - t0, 3)
     return section

@@ -33,6 +33,15 @@ STAGES = [
 ]
 
 
+SCRIPT_STAGES = [
+    ("script", "run the script under capture"),
+    ("report", "build the report (module paths)"),
+    ("bisect", "bisect the compiled module"),
+    ("fix", "verify fixes on a copy"),
+]
+"""`ctc-doctor run -- script`: the script, then the first rank's phases."""
+
+
 def stage_of(phase: str) -> str:
     """`bisect encoder.0`, `fix S3`, `bench: warming up` -> bisect, fix, bench."""
     return phase.split(" ", 1)[0].rstrip(":")
@@ -139,7 +148,7 @@ class LiveScreen(Screen[None]):
         table.add_column("stage", no_wrap=True)
         table.add_column("time", no_wrap=True, justify="right")
         now = time.perf_counter()
-        for stage, label in STAGES:
+        for stage, label in SCRIPT_STAGES if self.run.args[:1] == ["run"] else STAGES:
             if stage in self.finished:
                 table.add_row(Text("✓", style="green"), Text(label), Text(f"{self.finished[stage] - self.started[stage]:.1f} s", style="dim"))
             elif stage == self.current:

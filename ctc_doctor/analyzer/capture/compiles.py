@@ -1,0 +1,195 @@
+"""What an unmodified script compiles, found rather than declared (`ctc-doctor run`).
+
+`CompileRecorder` replaces `torch.compile` in the script's process (`nn.Module.compile` goes through
+it too) with a wrapper that calls the real one and records what was compiled: the module or function,
+its options, a snapshot of the module as it was before its first call (for the fix phase's copies),
+and the inputs of its first call and of each later call with other shapes or dtypes (detached clones;
+a call whose tensors are too big keeps only their shapes). The compiled object works exactly as
+before: calls are watched from a forward pre-hook on the OptimizedModule, which runs outside Dynamo,
+or from a plain wrapper around a compiled function. `--backend` replaces the script's backend;
+`--max-steps N` stops the script at the start of the primary object's call N+1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..common import torch_internals as ti
+from ..common.copying import CopyError, copy_model, fresh_copy
+from ..common.modules import describe_inputs, forward_arg_names
+from ..common.tensors import iter_tensors
+from .inputs import signature
+
+MAX_RECORDED_CALLS = 8
+"""Calls kept per compiled object: the first, then each one with a new input signature."""
+MAX_CALL_BYTES = 256 * 2**20
+"""A call whose tensors are bigger is kept as shapes and dtypes only."""
+
+
+class StopScript(BaseException):
+    """Raised into the script to end it (`--max-steps`, a signal); a BaseException so that the script's
+    own `except Exception` does not swallow it."""
+
+
+@dataclass
+class RecordedCall:
+    """One call of a compiled object, as it was made."""
+
+    args: tuple[Any, ...] | None
+    """Detached copies (None when the call was too big: see `description`)."""
+    kwargs: dict[str, Any] | None
+    grad_enabled: bool
+    signature: str
+    description: str
+    index: int
+    """Which call of the object it was (0 = first)."""
+
+
+@dataclass
+class CompiledObject:
+    """One `torch.compile` of the script."""
+
+    name: str
+    kind: str
+    """module (torch.compile(model)), method (model.compile()), function."""
+    module: torch.nn.Module | None
+    """The module, for module and method kinds."""
+    options: dict[str, str]
+    calls: int = 0
+    recorded: list[RecordedCall] = field(default_factory=list)
+    pristine: torch.nn.Module | None = None
+    """A copy taken when it was compiled, before its first call (when asked for)."""
+    notes: list[str] = field(default_factory=list)
+
+
+class CompileRecorder:
+    """Watches a script's `torch.compile` calls and the calls of what they return."""
+
+    def __init__(
+        self,
+        *,
+        backend: str | None = None,
+        max_steps: int | None = None,
+        snapshot: bool = False,
+        on_primary_call: Callable[[int], None] | None = None,
+    ) -> None:
+        self.backend = backend
+        self.max_steps = max_steps
+        self.snapshot = snapshot
+        self.on_primary_call = on_primary_call or (lambda index: None)
+        self.objects: list[CompiledObject] = []
+        self.notes: list[str] = []
+        self.stopped_after: int | None = None
+        """The primary object's call count when --max-steps stopped the script."""
+
+    @property
+    def primary(self) -> CompiledObject | None:
+        """The first compiled module (or, failing one, the first compiled function): the analysis target."""
+        return next(
+            (o for o in self.objects if o.module is not None), self.objects[0] if self.objects else None
+        )
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        with ti.torch_compile_replaced(self._wrap):
+            yield
+
+    # --- torch.compile -------------------------------------------------------------------------
+
+    def _wrap(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def compile_(model: Any = None, *args: Any, **kwargs: Any) -> Any:
+            if self.backend is not None:
+                kwargs = self._override(kwargs)
+            if (
+                model is None
+            ):  # the decorator form: torch.compile(...) returns a decorator, which calls this again
+                return original(None, *args, **kwargs)
+            compiled = original(model, *args, **kwargs)
+            return self._watch(model, compiled, kwargs)
+
+        return compile_
+
+    def _override(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        kwargs = {**kwargs, "backend": self.backend}
+        if self.backend != "inductor":
+            dropped = [k for k in ("mode", "options") if kwargs.pop(k, None) is not None]
+            if dropped:
+                self._note(
+                    f"--backend {self.backend}: the script's {' and '.join(dropped)} for inductor were dropped."
+                )
+        return kwargs
+
+    def _note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def _watch(self, model: Any, compiled: Any, kwargs: dict[str, Any]) -> Any:
+        options = {k: _option_text(v) for k, v in kwargs.items()}
+        options.setdefault("backend", "inductor")
+        if isinstance(model, torch.nn.Module):
+            obj = CompiledObject(type(model).__name__, "module", model, options)
+        elif isinstance(getattr(model, "__self__", None), torch.nn.Module):
+            module = model.__self__  # nn.Module.compile() compiles its bound _call_impl
+            obj = CompiledObject(type(module).__name__, "method", module, options)
+        else:
+            name = (
+                getattr(model, "__qualname__", None)
+                or getattr(model, "__name__", None)
+                or type(model).__name__
+            )
+            obj = CompiledObject(name.rsplit("<locals>.", 1)[-1], "function", None, options)
+        if self.snapshot and obj.module is not None:
+            try:
+                obj.pristine = copy_model(obj.module)
+            except CopyError as exc:
+                obj.notes.append(f"{exc}: the fix phase copies the model as the script left it.")
+        self.objects.append(obj)
+        if ti.is_optimized_module(compiled):
+            compiled.register_forward_pre_hook(lambda mod, a, k: self._called(obj, a, k), with_kwargs=True)
+            return compiled
+
+        @functools.wraps(compiled)
+        def watched(*args: Any, **kw: Any) -> Any:
+            self._called(obj, args, kw)
+            return compiled(*args, **kw)
+
+        return watched
+
+    # --- its calls -----------------------------------------------------------------------------
+
+    def _called(self, obj: CompiledObject, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        index = obj.calls
+        if obj is self.primary:
+            if self.max_steps is not None and index >= self.max_steps:
+                self.stopped_after = index
+                raise StopScript(f"--max-steps {self.max_steps}")
+            self.on_primary_call(index)
+        obj.calls += 1
+        if len(obj.recorded) >= MAX_RECORDED_CALLS:
+            return
+        sig = signature((args, kwargs))
+        if any(r.signature == sig for r in obj.recorded):
+            return
+        names = forward_arg_names(obj.module) if obj.module is not None else None
+        description = describe_inputs(args, kwargs, names)
+        size = sum(t.numel() * t.element_size() for t in iter_tensors((args, kwargs)))
+        if size > MAX_CALL_BYTES:
+            obj.recorded.append(RecordedCall(None, None, torch.is_grad_enabled(), sig, description, index))
+            return
+        copied_args, copied_kwargs = fresh_copy(tuple(args)), fresh_copy(dict(kwargs))
+        obj.recorded.append(
+            RecordedCall(copied_args, copied_kwargs, torch.is_grad_enabled(), sig, description, index)
+        )
+
+
+def _option_text(value: Any) -> str:
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return str(value)
+    return getattr(value, "__name__", None) or type(value).__name__

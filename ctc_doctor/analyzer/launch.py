@@ -1,0 +1,350 @@
+"""`ctc-doctor run -- SCRIPT ARGS`: an unmodified script under the doctor, in one process or N ranks.
+
+This is the parent side, and it imports no torch. It starts the script through
+`python -m ctc_doctor.analyzer.script_runner` (or through `torch.distributed.run` with `--nproc N`,
+the real launcher, one runner per rank), with TORCH_TRACE pointed at a private directory. The
+script's stdin, stdout and stderr are the terminal's; it runs in its own process group, so that
+`--timeout` and Ctrl-C reach every rank: a SIGTERM (or SIGINT) first, so each rank can write what it
+found, then a SIGKILL after a grace period. Each rank writes its report; several are merged (ranks,
+divergence and its root cause). A rank that wrote nothing is read from its trace instead.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import IO, TYPE_CHECKING, Any, Literal
+
+from ..errors import LogsInvalid, TargetNotFound
+from ..version import __version__
+
+if TYPE_CHECKING:
+    from ..reports import models as rm
+
+ProgressFn = Callable[[str, int, int], None]
+Status = Literal["finished", "failed", "timeout", "interrupted"]
+_PYTHONS = ("python", "python3", os.path.basename(sys.executable))
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How `ctc-doctor run` runs the script. Defaults are the CLI's."""
+
+    nproc: int = 1
+    """Ranks, through torch.distributed.run (1: the script runs as one plain process)."""
+    backend: str | None = None
+    """Replace the backend of every torch.compile call of the script (None: the script's own)."""
+    max_steps: int | None = None
+    """Stop the script at the start of the analyzed object's call N+1."""
+    timeout_s: float | None = None
+    """Stop the script (every rank) after this long; the partial report is still written."""
+    bisect: bool = True
+    """Bisect the analyzed module on its recorded inputs when the script broke the graph."""
+    fix: bool = True
+    """Verify the auto-applicable suggestions on copies of the analyzed module."""
+    keep_guard_text: bool = False
+    trial_timeout_s: float | None = 60.0
+    grace_s: float = 30.0
+    """After a stop signal, how long the ranks have to write their reports before they are killed."""
+
+
+@dataclass
+class RunResult:
+    report: rm.Report
+    status: Status
+    exit_code: int
+    """The script's (the first failing rank's), or the signal's."""
+    notes: list[str] = field(default_factory=list)
+
+
+def script_command(argv: list[str]) -> list[str]:
+    """What to pass to Python: `train.py ARGS` or `-m pkg.mod ARGS` (a leading `python` is dropped).
+
+    Raises TargetNotFound (exit 3, one line with a hint) for no script, a missing file, `-m` without
+    a module, or a Python option such as `-c` in the script's place.
+    """
+    command = list(argv)
+    if command and (
+        command[0] in _PYTHONS or os.path.realpath(command[0]) == os.path.realpath(sys.executable)
+    ):
+        command = command[1:]
+    if not command:
+        raise TargetNotFound(
+            "no script to run", hint="ctc-doctor run -- train.py ARGS, or run -- -m pkg.module ARGS"
+        )
+    if command[0] == "-m":
+        if len(command) < 2:
+            raise TargetNotFound("-m needs a module name", hint="ctc-doctor run -- -m pkg.module ARGS")
+        return command
+    if command[0].startswith("-"):
+        raise TargetNotFound(
+            f"python option {command[0]!r} is not supported", hint="give the script or -m MODULE first"
+        )
+    if not os.path.isfile(command[0]):
+        raise TargetNotFound(f"no such script: {command[0]}")
+    return command
+
+
+def _say(text: str) -> None:
+    print(f"ctc-doctor: {text}", file=sys.stderr, flush=True)
+
+
+def run_script(
+    command: list[str],
+    options: RunOptions,
+    *,
+    say: Callable[[str], None] = _say,
+    progress: ProgressFn | None = None,
+    stdout: int | IO[Any] | None = None,
+) -> RunResult:
+    """Run the script as asked and return its report (written even when the script fails or is stopped).
+
+    `say` gets ctc-doctor's own lines; `progress` the phases (`script`, then the first rank's
+    `report`, `bisect PATH`, `fix S1`...); `stdout` replaces the script's stdout (`--json -`
+    keeps stdout for the report).
+    """
+    out = tempfile.mkdtemp(prefix="ctc-run-")
+    try:
+        return _run(command, options, out, say, progress or (lambda phase, done, total: None), stdout)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def _run(
+    command: list[str],
+    options: RunOptions,
+    out: str,
+    say: Callable[[str], None],
+    progress: ProgressFn,
+    stdout: int | IO[Any] | None,
+) -> RunResult:
+    config = {
+        "out_dir": out,
+        "backend": options.backend,
+        "max_steps": options.max_steps,
+        "bisect": options.bisect,
+        "fix": options.fix,
+        "keep_guard_text": options.keep_guard_text,
+        "trial_timeout_s": options.trial_timeout_s,
+        "progress_path": os.path.join(out, "progress.jsonl"),
+        "deadline": time.time() + options.timeout_s if options.timeout_s else None,
+        "grace_s": options.grace_s,
+    }
+    config_path = os.path.join(out, "config.json")
+    with open(config_path, "w", encoding="utf-8") as fh:
+        json.dump(config, fh)
+    trace_dir = os.path.join(out, "trace")
+    env = {**os.environ, "TORCH_TRACE": trace_dir}
+    notes = []
+    if os.environ.get("TORCH_TRACE"):
+        notes.append(
+            f"TORCH_TRACE={os.environ['TORCH_TRACE']} was replaced by ctc-doctor's own directory for this run."
+        )
+    runner = [sys.executable, "-m", "ctc_doctor.analyzer.script_runner", config_path, *command]
+    if options.nproc > 1:
+        runner = [
+            sys.executable, "-m", "ctc_doctor.analyzer.torchrun", "--standalone", f"--nproc-per-node={options.nproc}",
+            "-m", "ctc_doctor.analyzer.script_runner", config_path, *command,
+        ]  # fmt: skip
+    shown = shlex.join(command)
+    say(
+        f"running {shown} under capture"
+        + (f" on {options.nproc} ranks" if options.nproc > 1 else "")
+        + "; its output follows"
+    )
+    t0 = time.perf_counter()
+    progress("script", 0, 0)
+    proc = subprocess.Popen(runner, env=env, stdout=stdout, start_new_session=True)
+    status, code = _wait(proc, options, say, _Progress(str(config["progress_path"]), progress))
+    say(f"the script {_ended(status, code)} after {time.perf_counter() - t0:.1f} s")
+
+    from ..reports import models as rm  # here, not at the top: pydantic loads while the script runs
+    from ..reports.io import load_report
+    from ..reports.ranks import merge_ranks
+
+    reports = {}
+    for path in sorted(glob.glob(os.path.join(out, "rank*.json"))):
+        rank = int(os.path.basename(path)[4:-5])
+        reports[rank] = load_report(path)
+    missing = [r for r in range(options.nproc) if r not in reports]
+    if not reports:
+        report = _from_trace(trace_dir, command, notes)
+    elif len(reports) == 1 and options.nproc == 1:
+        report = reports[0]
+    else:
+        report = merge_ranks(reports)
+    if missing and reports:
+        notes.append(
+            f"rank(s) {', '.join(map(str, missing))} wrote no report (killed, or failed before): not in this one."
+        )
+    report.notes[:0] = notes
+    report.run.ranks = options.nproc
+    if status == "timeout":
+        report.run.stopped = "timeout"
+        report.errors.append(
+            rm.ErrorRecord(
+                phase="timeout",
+                type="ScriptTimeout",
+                message=f"the script ran past --timeout {options.timeout_s:g} s; partial report",
+            )
+        )
+    elif status == "interrupted":
+        report.run.stopped = "interrupted"
+    if report.run.exit_code in (None, 0) and code != 0 and status != "timeout":
+        report.run.exit_code = code
+    return RunResult(report, status, code, notes)
+
+
+def _ended(status: Status, code: int) -> str:
+    return {
+        "finished": "ended",
+        "failed": f"failed (exit code {code})",
+        "timeout": "was stopped at --timeout",
+        "interrupted": "was interrupted",
+    }[status]
+
+
+class _Progress:
+    """Follows the first rank's progress file (JSON lines) and passes each new step on."""
+
+    def __init__(self, path: str, progress: ProgressFn) -> None:
+        self.path = path
+        self.progress = progress
+        self.offset = 0
+
+    def poll(self) -> None:
+        try:
+            with open(self.path, encoding="utf-8") as fh:
+                fh.seek(self.offset)
+                lines = fh.readlines()
+        except OSError:
+            return
+        for line in lines:
+            if not line.endswith("\n"):
+                break  # being written: read it next time
+            self.offset += len(line.encode("utf-8"))
+            try:
+                event = json.loads(line)
+                self.progress(str(event["phase"]), int(event.get("done", 0)), int(event.get("total", 0)))
+            except (ValueError, KeyError, TypeError):
+                continue
+
+
+class _Terminated(Exception):
+    """SIGTERM reached `ctc-doctor run` (the TUI's cancel, a CI runner): stop the script like Ctrl-C."""
+
+
+def _wait(
+    proc: subprocess.Popen[bytes], options: RunOptions, say: Callable[[str], None], follow: _Progress
+) -> tuple[Status, int]:
+    """Wait for the script; stop its whole process group at --timeout, Ctrl-C or SIGTERM (TERM/INT, then KILL)."""
+    deadline = time.monotonic() + options.timeout_s if options.timeout_s else None
+
+    def terminated(signum: int, frame: Any) -> None:
+        raise _Terminated
+
+    previous = (
+        signal.signal(signal.SIGTERM, terminated)
+        if threading.current_thread() is threading.main_thread()
+        else None
+    )
+    try:
+        while True:
+            follow.poll()
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                say(
+                    f"--timeout {options.timeout_s:g} s: stopping the script (every rank); they write what they found"
+                )
+                return "timeout", _stop(proc, signal.SIGTERM, options.grace_s, follow)
+            try:
+                code = proc.wait(timeout=min(0.25, left) if left is not None else 0.25)
+                follow.poll()
+                return ("finished" if code == 0 else "failed"), code
+            except subprocess.TimeoutExpired:
+                continue
+    except (KeyboardInterrupt, _Terminated) as exc:
+        say(
+            "interrupted: stopping the script"
+            + ("; press Ctrl-C again to kill it at once" if isinstance(exc, KeyboardInterrupt) else "")
+        )
+        try:
+            return "interrupted", _stop(
+                proc,
+                signal.SIGINT if isinstance(exc, KeyboardInterrupt) else signal.SIGTERM,
+                options.grace_s,
+                follow,
+            )
+        except (KeyboardInterrupt, _Terminated):
+            _signal_group(proc, signal.SIGKILL)
+            return "interrupted", proc.wait()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _stop(proc: subprocess.Popen[bytes], sig: int, grace_s: float, follow: _Progress) -> int:
+    _signal_group(proc, sig)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        try:
+            return proc.wait(timeout=0.25)
+        except subprocess.TimeoutExpired:
+            follow.poll()
+    _signal_group(proc, signal.SIGKILL)  # a rank stuck where signals cannot reach (a collective)
+    return proc.wait()
+
+
+def _from_trace(trace_dir: str, command: list[str], notes: list[str]) -> rm.Report:
+    """No rank wrote a report: what their traces say (no module paths), or an empty report."""
+    from ..reports import models as rm
+    from .offline import ingest
+
+    try:
+        report = ingest([trace_dir])
+        notes.append(
+            "No rank wrote its report (killed, or the runner failed): this is what their traces say."
+        )
+    except LogsInvalid:
+        notes.append(
+            "No rank wrote a report and there is no trace: the script compiled nothing before it ended."
+        )
+        report = rm.Report(
+            target=rm.Target(
+                spec=" ".join(command), name=command[0], model_class="none", parameters=0, modules=0, calls=0
+            ),
+            environment=rm.Environment(
+                python="unknown", torch="unknown", platform="unknown", device="unknown", backend="unknown"
+            ),
+            run=rm.RunInfo(command="", started_at="", duration_s=0.0, tool_version=__version__),
+            summary=rm.Summary(
+                graph_count=0,
+                graph_break_count=0,
+                unique_break_sites=0,
+                recompile_count=0,
+                compile_time_s=0.0,
+                verdict="clean",
+            ),
+        )
+    report.target.kind = "script"
+    report.target.spec = " ".join(command)
+    report.target.command = list(command)
+    return report

@@ -1,0 +1,265 @@
+"""One rank's report of a script run (`ctc-doctor run`), built in the script's process once it ended.
+
+The findings are those of the script's own compiled calls, as captured. Module paths need the module:
+the analyzed object (the first module the script compiled, a DDP wrapper unwrapped) runs one eager
+call on its first recorded inputs, which records its call sites for attribution, watches the first
+call's break lines (first_call_only) and, on the first rank, records each submodule's inputs for
+bisection. The first rank then runs the pipeline's later phases on that module and its recorded
+calls: suggestions, bisection, and fixes verified on copies of the module as it was when compiled
+(counts measured on the recorded calls, with and without each fix). Checks compile with the analysis
+backend (`--backend`, else eager), not the script's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import torch
+
+from ..reports import models as rm
+from ..version import __version__
+from ..workload import Call, Workload
+from .capture.attribution import ModuleIndex
+from .capture.compiles import CompiledObject, CompileRecorder, RecordedCall, StopScript
+from .capture.inputs import ModuleInputs
+from .capture.live import ScriptRun, eager_pass, findings_of, first_call_break_lines
+from .common import torch_internals as ti
+from .common.calls import preserved_state
+from .common.deadline import DeadlineExceeded, deadline
+from .common.settings import RunSettings
+from .phases.bisect import BisectOptions
+from .phases.context import PhaseContext
+from .phases.fix import FixOptions
+from .phases.suggest import suggest
+from .pipeline import AnalyzeOptions, Clock, after_analysis, bisect_into, environment
+
+ATTRIBUTION_TIMEOUT_S = 120.0
+"""The eager call that records module call sites: a model that needs its peers (collectives) would hang."""
+
+
+def _progress(path: str | None) -> Any:
+    """The first rank's phases, as JSON lines the parent follows (`launch._Progress`)."""
+
+    def report(step: str, done: int, total: int) -> None:
+        if path is None:
+            return
+        try:
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"phase": step, "done": done, "total": total}) + "\n")
+        except OSError:
+            pass  # progress is a courtesy; the report is what matters
+
+    return report
+
+
+def _analyzed_module(obj: CompiledObject | None) -> torch.nn.Module | None:
+    """The module the analysis is about: a DistributedDataParallel wrapper's inner module (its forward
+    may call collectives, which would wait for the other ranks forever)."""
+    if obj is None or obj.module is None:
+        return None
+    module = obj.module
+    if isinstance(module, torch.nn.parallel.DistributedDataParallel):
+        return module.module  # type: ignore[no-any-return]
+    return module
+
+
+def _replayable(spec: RecordedCall) -> Call | None:
+    """The recorded call, or None when its values were too big to keep (none are made up)."""
+    if spec.args is None or spec.kwargs is None:
+        return None
+    return Call(spec.args, spec.kwargs)
+
+
+def _device_of(module: torch.nn.Module | None) -> str | None:
+    if module is None:
+        return None
+    for tensor in (*module.parameters(), *module.buffers()):
+        return str(tensor.device)
+    return None
+
+
+def rank_report(
+    run: ScriptRun,
+    recorder: CompileRecorder,
+    outcome: Any,
+    config: dict[str, Any],
+    *,
+    rank: int,
+    command: list[str],
+    started_at: str,
+    t0: float,
+    budget_s: float | None = None,
+) -> rm.Report:
+    """This rank's report. `budget_s`: the seconds left for the analysis (None: no limit); a stop
+    signal during it (StopScript, KeyboardInterrupt) leaves the sections done so far."""
+    clock = Clock(budget_s)
+    progress = _progress(config.get("progress_path") if rank == 0 else None)
+    primary = recorder.primary
+    if primary is not None:
+        progress("report", 0, 0)
+    notes = list(recorder.notes) + list(run.capture.notes)
+    model = _analyzed_module(primary)
+    calls = [c for c in (_replayable(r) for r in (primary.recorded if primary else [])) if c is not None]
+    if primary is not None and primary.recorded and not calls:
+        notes.append(f"{primary.name}'s inputs were too big to keep: no module paths, bisection or fixes.")
+    backend = config.get("backend") or "eager"
+    device = _device_of(model)
+    settings = RunSettings(backend=backend, train=False, seed=None, device=device)
+    index = ModuleIndex(model)
+    inputs = ModuleInputs(model) if model is not None and rank == 0 and config.get("bisect") else None
+    lines_run = None
+    if model is not None and calls:
+        watch = first_call_break_lines(run)
+        first = primary.recorded[0] if primary else None
+        limit = min(ATTRIBUTION_TIMEOUT_S, clock.remaining() or ATTRIBUTION_TIMEOUT_S)
+        try:
+            with (
+                deadline(limit),
+                preserved_state(model),
+                torch.set_grad_enabled(bool(first and first.grad_enabled)),
+            ):
+                eager = eager_pass(
+                    Workload(model), calls[:1], settings, index=index, inputs=inputs, watch=watch
+                )
+            if eager.error is not None:
+                notes.append(
+                    f"one eager call of {primary.name if primary else 'the model'} on its first inputs failed ({eager.error.message}): module paths may be missing."
+                )
+                inputs = None
+            elif watch:
+                lines_run = eager.lines_run
+        except (DeadlineExceeded, StopScript, KeyboardInterrupt):
+            notes.append(
+                f"one eager call of the model on its first inputs did not finish (in {limit:.0f} s, or stopped): no module paths."
+            )
+            inputs = None
+    findings = findings_of(run, index if index.exercised else None, lines_run)
+
+    errors = []
+    if outcome.exit_code != 0 and outcome.stopped is None:
+        errors.append(
+            rm.ErrorRecord(
+                phase="script",
+                type="ScriptFailed",
+                message=(outcome.error or f"the script exited with code {outcome.exit_code}")[:500],
+            )
+        )
+    if primary is None:
+        notes.insert(0, "The script never called torch.compile: there is nothing to analyze.")
+    elif outcome.stopped == "max_steps":
+        notes.append(
+            f"--max-steps {config.get('max_steps')}: the script was stopped before call {recorder.stopped_after} of {primary.name}."
+        )
+    logged = ti.torch_log_note(run.capture.torch_logs, "while the script ran")
+    if logged:
+        notes.append(logged)
+    name = command[1] if command[0] == "-m" else os.path.basename(command[0])
+    report = rm.Report(
+        target=rm.Target(
+            kind="script",
+            spec=" ".join(command),
+            command=list(command),
+            name=name,
+            model_class=type(model).__name__ if model is not None else (primary.name if primary else "none"),
+            parameters=sum(p.numel() for p in model.parameters()) if model is not None else 0,
+            modules=len(index.modules),
+            calls=primary.calls if primary else 0,
+            inputs=[r.description for r in primary.recorded] if primary else [],
+        ),
+        environment=environment(AnalyzeOptions(backend=backend, device=device)),
+        run=rm.RunInfo(
+            command="",
+            started_at=started_at,
+            duration_s=round(time.perf_counter() - t0, 3),
+            tool_version=__version__,
+            seed=None,
+            exit_code=outcome.exit_code,
+            script_error=outcome.error,
+            stopped=outcome.stopped,
+        ),
+        summary=findings.summary(failed=False),
+        graph_breaks=findings.graph_breaks,
+        recompiles=findings.recompiles,
+        graphs=findings.graphs,
+        perf_hints=findings.perf_hints,
+        compile_metrics=findings.compile_metrics,
+        guards=findings.guards,
+        notes=notes,
+        errors=errors,
+        compiled=[_compiled_row(o, rank, o is primary) for o in recorder.objects],
+    )
+    report.environment.backend = primary.options.get("backend", "inductor") if primary else backend
+    if rank == 0 and primary is not None and outcome.stopped not in ("terminated", "interrupted"):
+        try:
+            _later_phases(report, model, calls, primary, settings, inputs, index, config, progress, clock)
+        except (StopScript, KeyboardInterrupt):
+            report.errors.append(
+                rm.ErrorRecord(
+                    phase="timeout",
+                    type="AnalysisStopped",
+                    message="stopped during the analysis after the script (a signal or --timeout); the sections before it stand",
+                )
+            )
+    elif outcome.stopped in ("terminated", "interrupted"):
+        report.notes.append(
+            "The script was stopped: no bisection or fixes (run again without --timeout, or with a larger one, for them)."
+        )
+    report.run.duration_s = round(time.perf_counter() - t0, 3)
+    return report
+
+
+def _compiled_row(obj: CompiledObject, rank: int, analyzed: bool) -> rm.CompiledObject:
+    return rm.CompiledObject(
+        name=obj.name,
+        kind=obj.kind,  # type: ignore[arg-type]
+        options=obj.options,
+        calls=obj.calls,
+        inputs=[r.description for r in obj.recorded],
+        rank=rank,
+        analyzed=analyzed,
+    )
+
+
+def _later_phases(
+    report: rm.Report,
+    model: torch.nn.Module | None,
+    calls: list[Call],
+    primary: CompiledObject,
+    settings: RunSettings,
+    inputs: ModuleInputs | None,
+    index: ModuleIndex,
+    config: dict[str, Any],
+    progress: Any,
+    clock: Clock,
+) -> None:
+    """Suggestions, bisection and verified fixes, as for a `build()` target (with a module and its calls)."""
+    if model is None or not calls:
+        report.suggestions = suggest(report, None)  # rules on gb_types and guards: no model needed
+        return
+    workload = Workload(
+        model,
+        calls[0].args,
+        dict(calls[0].kwargs),
+        variants=[Call(c.args, dict(c.kwargs)) for c in calls[1:]],
+        name=primary.name,
+    )
+    ctx = PhaseContext(
+        workload=workload,
+        calls=calls,
+        settings=settings,
+        spec="<script>",  # not importable: isolated trials and repro scripts need a build() target
+        progress=progress,
+        index=index,
+        module_inputs=inputs,
+        pristine=primary.pristine,
+    )
+    if config.get("bisect") and inputs is not None and report.graph_breaks:
+        options = BisectOptions(strategy="top-down", trial_timeout_s=config.get("trial_timeout_s") or 60.0)
+        bisect_into(report, ctx, options, clock, bisect_only=False)
+    fix = FixOptions(measure_baseline=True) if config.get("fix") else None
+    after_analysis(
+        report, ctx, AnalyzeOptions(backend=settings.backend, fix=fix, timeout_s=clock.timeout_s), clock
+    )

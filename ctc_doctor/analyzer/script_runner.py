@@ -1,0 +1,156 @@
+"""The child process of `ctc-doctor run`: `python -m ctc_doctor.analyzer.script_runner CONFIG.json SCRIPT
+[ARGS...]` (or `-m MODULE [ARGS...]`), one per rank under torchrun.
+
+It runs the script as `python SCRIPT ARGS` would (its argv, `__main__`, `sys.path[0]`, its exit code)
+under the live capture, with `torch.compile` watched (`capture.compiles`): nothing of the script
+changes but that its compiled objects are recorded. When the script ends (or `--max-steps` or a
+signal ends it), it writes this rank's report to OUT/rank{N}.json: the findings of the script's own
+compiled calls; module paths, first_call_only and bisection inputs from one eager call of the
+analyzed module on its first recorded inputs; and, on the first rank, suggestions, bisection and
+fixes verified on copies of the module as it was when compiled. Then it exits as the script did.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import runpy
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ExitCode
+
+
+@dataclass
+class Outcome:
+    """How the script ended."""
+
+    exit_code: int
+    error: str | None = None
+    stopped: str | None = None
+    """max_steps, interrupted, terminated (None: it ran to its end)."""
+
+
+def _run_script(command: list[str]) -> Outcome:
+    """Run the command as `python COMMAND` would, in this process."""
+    from .capture.compiles import StopScript
+    from .common.text import describe_error
+
+    try:
+        if command[0] == "-m":
+            sys.argv = [command[1], *command[2:]]
+            runpy.run_module(command[1], run_name="__main__", alter_sys=True)
+        else:
+            path = os.path.abspath(command[0])
+            sys.argv = list(command)
+            sys.path[0] = os.path.dirname(path)  # as `python script.py` sets it
+            runpy.run_path(path, run_name="__main__")
+    except SystemExit as exc:
+        code = exc.code
+        if code is None:
+            return Outcome(0)
+        if isinstance(code, int):
+            return Outcome(code, None if code == 0 else f"SystemExit: {code}")
+        print(code, file=sys.stderr)
+        return Outcome(1, f"SystemExit: {code}")
+    except StopScript as exc:
+        reason = str(exc)
+        if reason.startswith("--max-steps"):
+            return Outcome(0, stopped="max_steps")
+        return Outcome(128 + signal.SIGTERM, stopped="terminated")
+    except KeyboardInterrupt:
+        return Outcome(130, "KeyboardInterrupt", stopped="interrupted")
+    except BaseException as exc:  # noqa: BLE001 - the script's own failure: reported as Python would
+        _print_script_traceback(exc, command)
+        return Outcome(1, f"{type(exc).__name__}: {describe_error(exc)}"[:500])
+    return Outcome(0)
+
+
+def _print_script_traceback(exc: BaseException, command: list[str]) -> None:
+    """The traceback as `python script.py` would print it: from the script's own frames on."""
+    tb = exc.__traceback__
+    script = os.path.abspath(command[0]) if command[0] != "-m" else None
+    while tb is not None and script is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) != script:
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb or exc.__traceback__)
+
+
+def main(argv: list[str]) -> int:
+    with open(argv[1], encoding="utf-8") as fh:
+        config = json.load(fh)
+    command = argv[2:]
+    rank = int(os.environ.get("RANK", "0"))
+    started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+
+    from .capture.compiles import CompileRecorder, StopScript
+    from .capture.live import ScriptRun
+    from .common import torch_internals as ti
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise StopScript("terminated")
+
+    signal.signal(signal.SIGTERM, terminate)
+    with ti.capture(
+        backend="eager", keep_guard_text=config.get("keep_guard_text", False), quiet=False, keep_caches=True
+    ) as cap:
+        run = ScriptRun(cap)
+        recorder = CompileRecorder(
+            backend=config.get("backend"),
+            max_steps=config.get("max_steps"),
+            snapshot=bool(config.get("fix")) and rank == 0,
+            on_primary_call=lambda index: run.call_marks.append(len(cap.events)),
+        )
+        with recorder.installed():
+            outcome = _run_script(command)
+    try:
+        from .script_report import rank_report
+
+        report = rank_report(
+            run,
+            recorder,
+            outcome,
+            config,
+            rank=rank,
+            command=command,
+            started_at=started_at,
+            t0=t0,
+            budget_s=_budget(config, outcome),
+        )
+        _write(os.path.join(config["out_dir"], f"rank{rank}.json"), report)
+    except Exception as exc:  # noqa: BLE001 - the script's exit code stands; the parent falls back to the trace
+        print(
+            f"ctc-doctor: error: the report of rank {rank} could not be written: {type(exc).__name__}: {exc}",
+            file=sys.stderr,
+        )
+        return outcome.exit_code or int(ExitCode.INTERNAL_ERROR)
+    return outcome.exit_code
+
+
+def _budget(config: dict[str, Any], outcome: Outcome) -> float | None:
+    """Seconds left for the analysis after the script: until --timeout (a little before it, to write
+    the report), or a third of the grace period when a signal stopped the script."""
+    if outcome.stopped in ("terminated", "interrupted"):
+        return max(1.0, float(config.get("grace_s") or 30.0) / 3)
+    deadline = config.get("deadline")
+    if deadline is None:
+        return None
+    return max(0.0, float(deadline) - time.time() - 2.0)
+
+
+def _write(path: str, report: Any) -> None:
+    from ..reports.io import dump_report
+
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(dump_report(report))
+    os.replace(tmp, path)  # the parent reads only whole reports
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

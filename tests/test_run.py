@@ -1,0 +1,296 @@
+"""`ctc-doctor run -- SCRIPT`: real scripts in real subprocesses, one process and two gloo ranks.
+
+The fixture scripts (ctc_doctor/fixtures/scripts) are run unmodified; what they print, how they
+exit, what they compile and where they break or recompile must come back exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from ctc_doctor.analyzer.capture.compiles import CompileRecorder, StopScript
+from ctc_doctor.errors import ExitCode
+from ctc_doctor.reports import load_report
+from ctc_doctor.reports.models import Report
+from ctc_doctor.tui.live import LiveRun
+
+from .conftest import REPO, TARGETS
+
+SCRIPTS = REPO / "ctc_doctor" / "fixtures" / "scripts"
+TRAIN = SCRIPTS / "train.py"
+TWO_RANKS = SCRIPTS / "two_ranks.py"
+
+
+def line_of(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def compiles_nothing(tmp_path: Path) -> Path:
+    script = tmp_path / "plain.py"
+    script.write_text("import torch\nprint('eager only', torch.ones(2).sum().item())\n")
+    return script
+
+
+def hangs(tmp_path: Path) -> Path:
+    script = tmp_path / "hang.py"
+    script.write_text(
+        "import os, time, torch\n"
+        "f = torch.compile(lambda x: x * 2, backend='eager')\n"
+        "f(torch.ones(3))\n"
+        "print('pid', os.getpid(), flush=True)\n"
+        "while True:\n"
+        "    time.sleep(0.05)\n"
+    )
+    return script
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+# --- one process ----------------------------------------------------------------------------------
+
+
+def test_run_diagnoses_an_unmodified_training_script(cli, tmp_path):
+    out = tmp_path / "r.json"
+    result = cli("run", "--json", str(out), "--", str(TRAIN), "--backend", "eager", "--steps", "4")
+    assert result.returncode == ExitCode.OK, result.stderr
+    # the script's own output passes through, on stdout, in order
+    steps = [line.split()[:4] for line in result.stdout.splitlines() if line.startswith("step")]
+    assert steps == [
+        ["step", "0", "batch", "8"],
+        ["step", "1", "batch", "8"],
+        ["step", "2", "batch", "8"],
+        ["step", "3", "batch", "4"],
+    ]
+    assert result.stdout.rstrip().endswith("done")
+    report = load_report(out)
+    assert report.target.kind == "script" and report.target.command == [
+        str(TRAIN),
+        "--backend",
+        "eager",
+        "--steps",
+        "4",
+    ]
+    assert report.run.exit_code == 0 and report.run.stopped is None
+    assert [(c.name, c.kind, c.calls, c.options.get("backend")) for c in report.compiled] == [
+        ("Net", "module", 4, "eager")
+    ]
+    # the break: exact file and line, in the nested module
+    site = next(s for s in report.graph_breaks if s.gb_type == "Data-dependent branching")
+    frame = site.own_frame or site.user_frame
+    assert os.path.samefile(frame.file, TRAIN) and frame.line == line_of(TRAIN, "if x.abs().mean() > 1.0")
+    assert site.module_paths == ["blocks.1.norm"] and "GB0170" in site.registry_ids
+    assert all("runpy" not in f.file for f in site.user_stack)
+    # the smaller last batch: a recompile on dim 0 of the batch, 8 -> 4
+    sizes = [g for r in report.recompiles for g in r.failed_guards if g.kind == "size"]
+    assert any(g.dim == 0 and (g.expected, g.actual) == ("8", "4") for g in sizes)
+    # bisection and a verified fix, as for a build() target
+    assert report.bisect is not None and "blocks.1.norm" in report.bisect.smallest_failing
+    assert report.fix is not None and report.fix.applied
+    v = report.fix.verification
+    assert v.numerics_ok and v.after.unique_break_sites == 0 < v.before.unique_break_sites
+    assert "script: " in result.stderr and "blocks.1.norm" in result.stderr
+
+
+def test_run_json_dash_keeps_stdout_for_the_report_and_accepts_python_and_m(cli):
+    result = cli(
+        "run", "--json", "-", "--no-bisect", "--no-fix", "--max-steps", "2", "--",
+        "python", "-m", "ctc_doctor.fixtures.scripts.train", "--backend", "eager", "--steps", "6",
+    )  # fmt: skip
+    assert result.returncode == ExitCode.OK, result.stderr
+    report = Report.model_validate(json.loads(result.stdout))  # nothing else on stdout
+    assert (
+        "step 1 batch 8" in result.stderr and "step 2" not in result.stderr
+    )  # the script's stdout moved to stderr
+    assert report.target.command[:2] == ["-m", "ctc_doctor.fixtures.scripts.train"]
+    assert report.run.stopped == "max_steps" and report.compiled[0].calls == 2
+    assert report.bisect is None and report.fix is None
+
+
+def test_a_failing_script_still_yields_its_report_and_exit_code_11(cli, tmp_path):
+    out = tmp_path / "r.json"
+    result = cli(
+        "run",
+        "--json",
+        str(out),
+        "--no-bisect",
+        "--no-fix",
+        "--",
+        str(TRAIN),
+        "--backend",
+        "eager",
+        "--fail-at",
+        "1",
+    )
+    assert result.returncode == ExitCode.SCRIPT_FAILED, result.stderr
+    assert "ValueError: bad batch at step 1" in result.stderr  # its traceback, as python prints it
+    assert "script_runner" not in result.stderr.split("Traceback", 1)[1].split("ValueError")[0]
+    report = load_report(out)
+    assert report.run.exit_code == 1 and report.run.script_error.startswith("ValueError: bad batch at step 1")
+    assert report.graph_breaks  # step 0 compiled before the failure
+    assert any(e.phase == "script" for e in report.errors)
+
+
+def test_exit_codes_of_scripts_that_compile_nothing_or_exit_nonzero(cli, tmp_path):
+    result = cli("run", "--", str(compiles_nothing(tmp_path)))
+    assert result.returncode == ExitCode.NOTHING_COMPILED, result.stderr
+    assert "eager only 2.0" in result.stdout
+    assert "never called torch.compile" in result.stderr and "verdict" not in result.stderr
+    exits = tmp_path / "exits.py"
+    exits.write_text(
+        "import sys, torch\ntorch.compile(lambda x: x + 1, backend='eager')(torch.ones(2))\nsys.exit(3)\n"
+    )
+    out = tmp_path / "r.json"
+    result = cli("run", "--json", str(out), "--", str(exits))
+    assert result.returncode == ExitCode.SCRIPT_FAILED, result.stderr
+    assert load_report(out).run.exit_code == 3
+
+
+def test_the_parent_process_imports_no_torch():
+    code = "import sys\nfrom ctc_doctor.analyzer import launch\nprint('torch' in sys.modules)\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_usage_errors_are_one_line(cli, tmp_path):
+    missing = cli("run", "--", str(tmp_path / "nope.py"))
+    assert missing.returncode == ExitCode.TARGET_NOT_FOUND
+    assert missing.stderr.strip().splitlines() == [
+        f"ctc-doctor: error: no such script: {tmp_path / 'nope.py'}"
+    ]
+    assert cli("run").returncode == ExitCode.USAGE
+    assert cli("run", "--", "python", "-c", "print(1)").returncode == ExitCode.TARGET_NOT_FOUND
+
+
+def test_run_check_gates_ci_on_a_real_script(cli):
+    failed = cli("run", "--check", "--", str(TRAIN), "--backend", "eager", "--steps", "2")
+    assert failed.returncode == ExitCode.CHECK_FAILED, failed.stderr
+    assert "ctc-doctor check: FAILED" in failed.stderr
+    allowed = cli(
+        "run",
+        "--max-graph-breaks",
+        "2",
+        "--max-recompiles",
+        "20",
+        "-q",
+        "--",
+        str(TRAIN),
+        "--backend",
+        "eager",
+        "--steps",
+        "2",
+    )
+    assert allowed.returncode == ExitCode.OK, allowed.stderr
+    assert "ctc-doctor check: passed" in allowed.stderr
+
+
+def test_ctrl_c_stops_the_script_and_still_writes_the_report(tmp_path):
+    out = tmp_path / "r.json"
+    env = {**os.environ, "PYTHONPATH": str(TARGETS), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ctc_doctor", "run", "-q", "--json", str(out), "--", str(hangs(tmp_path))],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        pid = int(proc.stdout.readline().split()[1])  # the script is running and has compiled
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == ExitCode.INTERRUPTED
+    finally:
+        proc.kill()
+    report = load_report(out)
+    assert report.run.stopped == "interrupted" and report.summary.graph_count == 1
+    assert not alive(pid)
+
+
+# --- two ranks (torchrun, gloo) ---------------------------------------------------------------------
+
+
+def test_two_ranks_report_each_rank_and_the_divergence_root_cause(cli, tmp_path):
+    out = tmp_path / "r.json"
+    result = cli("run", "--nproc", "2", "--json", str(out), "--", str(TWO_RANKS), "--backend", "eager")
+    assert result.returncode == ExitCode.OK, result.stderr
+    assert "step 3 loss" in result.stdout and "done" in result.stdout
+    report = load_report(out)
+    assert report.run.ranks == 2 and [r.rank for r in report.ranks] == [0, 1]
+    assert [r.recompile_count for r in report.ranks] == [0, 1]
+    root = report.divergence[0]
+    assert root.kind == "root_cause" and root.ranks == [1]
+    assert "size of x (dim 0)" in root.message and "expected 8, actual 4" in root.message
+    assert "root cause" in result.stderr
+
+
+def test_timeout_stops_every_rank_of_a_hanging_script(cli, tmp_path):
+    out = tmp_path / "r.json"
+    started = time.monotonic()
+    result = cli(
+        "run", "--nproc", "2", "--timeout", "15", "--json", str(out), "--", str(hangs(tmp_path)), timeout=120
+    )
+    assert result.returncode == ExitCode.TIMEOUT, result.stderr
+    assert time.monotonic() - started < 60
+    pids = [int(line.split()[1]) for line in result.stdout.splitlines() if line.startswith("pid ")]
+    assert len(pids) == 2 and not any(alive(p) for p in pids)
+    report = load_report(out)
+    assert report.run.stopped == "timeout" and [r.rank for r in report.ranks] == [0, 1]
+    assert any(e.type == "ScriptTimeout" for e in report.errors)
+    assert "SignalException" not in result.stderr
+
+
+# --- in-process pieces --------------------------------------------------------------------------------
+
+
+def test_compile_recorder_sees_every_form_of_torch_compile():
+    recorder = CompileRecorder(backend="eager", max_steps=3)
+    with recorder.installed():
+        model = torch.nn.Linear(4, 2)
+        compiled = torch.compile(model, mode="max-autotune")  # inductor's mode: dropped with --backend eager
+
+        @torch.compile(backend="inductor")
+        def double(x):
+            return x * 2
+
+        other = torch.nn.ReLU()
+        other.compile()
+        for n in (3, 3, 5):
+            compiled(torch.ones(n, 4))
+        double(torch.ones(2))
+        other(torch.ones(2))
+        with pytest.raises(StopScript):
+            compiled(torch.ones(3, 4))  # the 4th call of the first compiled module: --max-steps 3
+    assert torch.compile.__module__.startswith("torch")  # put back
+    assert [(o.name, o.kind, o.calls) for o in recorder.objects] == [
+        ("Linear", "module", 3),
+        ("double", "function", 1),
+        ("ReLU", "method", 1),
+    ]
+    assert all(o.options["backend"] == "eager" for o in recorder.objects)
+    assert recorder.primary is recorder.objects[0] and recorder.stopped_after == 3
+    assert [r.description for r in recorder.primary.recorded] == [
+        "input: float32[3, 4]",
+        "input: float32[5, 4]",
+    ]
+    assert any("mode" in note for note in recorder.notes)
+
+
+def test_live_run_keeps_the_scripts_arguments_after_the_separator():
+    live = LiveRun(
+        ["run", "--tui", "--json", "r.json", "--", "train.py", "--json", "theirs.json"], report_path=None
+    )
+    command = live.command
+    separator = command.index("--")
+    assert command[separator:] == ["--", "train.py", "--json", "theirs.json"]
+    assert "--quiet" in command[:separator] and command[command.index("--json") + 1] == "r.json"
