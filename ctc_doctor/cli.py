@@ -60,6 +60,24 @@ def _fail(message: str, code: ExitCode) -> None:
 
 
 @contextlib.contextmanager
+def _one_line_errors(debug: bool) -> Iterator[None]:
+    """Our errors end as their one line and exit code; Ctrl-C as INTERRUPTED; anything else is a bug in
+    ctc-doctor: one line and INTERNAL_ERROR. `--debug` adds the traceback."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        _fail("interrupted", ExitCode.INTERRUPTED)
+    except CtcDoctorError as exc:
+        if debug:
+            traceback.print_exc()
+        _fail(exc.one_line(), exc.exit_code)
+    except Exception as exc:  # noqa: BLE001 - a bug in ctc-doctor: one line unless --debug
+        if debug:
+            traceback.print_exc()
+        _fail(f"internal error: {type(exc).__name__}: {exc} (re-run with --debug and report it)", ExitCode.INTERNAL_ERROR)
+
+
+@contextlib.contextmanager
 def _stdout_reserved(active: bool) -> Iterator[Any]:
     """While active, anything the model prints (Python or C level) goes to stderr; yields the real stdout."""
     if not active:
@@ -484,7 +502,7 @@ def run(command: tuple[str, ...], **kw: Any) -> None:
         if not quiet:
             click.echo(f"ctc-doctor: {text}", err=True)
 
-    try:
+    with _one_line_errors(debug):
         argv = script_command(list(command))
         options = RunOptions(
             nproc=kw["nproc"],
@@ -500,14 +518,6 @@ def run(command: tuple[str, ...], **kw: Any) -> None:
         report.run.command = " ".join(["ctc-doctor", *sys.argv[1:]])
         if json_out:
             _write_report(report, json_out, sys.stdout, redact=kw["redact"])
-    except CtcDoctorError as exc:
-        if debug:
-            traceback.print_exc()
-        _fail(exc.one_line(), exc.exit_code)
-    except Exception as exc:  # a bug in ctc-doctor: one line unless --debug
-        if debug:
-            traceback.print_exc()
-        _fail(f"internal error: {type(exc).__name__}: {exc} (re-run with --debug and report it)", ExitCode.INTERNAL_ERROR)
     code = _run_exit_code(report, result.status)
     if code == ExitCode.NOTHING_COMPILED:
         written = f" (report written to {json_out})" if json_out and json_out != "-" else ""
@@ -572,18 +582,10 @@ def logs(paths: tuple[str, ...], json_out: str | None, strict: bool, keep_guards
     from .analyzer.offline import ingest
     from .errors import LogsInvalid
 
-    try:
+    with _one_line_errors(debug):
         report = ingest(list(paths), keep_guard_text=keep_guards, command=" ".join(["ctc-doctor", *sys.argv[1:]]))
         if json_out:
             _write_report(report, json_out, sys.stdout, redact=redact)
-    except CtcDoctorError as exc:
-        if debug:
-            traceback.print_exc()
-        _fail(exc.one_line(), exc.exit_code)
-    except Exception as exc:  # a bug in ctc-doctor: one line unless --debug
-        if debug:
-            traceback.print_exc()
-        _fail(f"internal error: {type(exc).__name__}: {exc} (re-run with --debug and report it)", ExitCode.INTERNAL_ERROR)
     if tui:
         _browse(report, json_out)
     elif not quiet:
@@ -622,7 +624,7 @@ def _run_analysis(spec: str, load: Any, kw: dict[str, Any]) -> None:
     json_out = kw["json_out"]
     quiet = kw["quiet"]
     console = _stderr_console()
-    try:
+    with _one_line_errors(debug):
         with _stdout_reserved(json_out == "-") as real_stdout:
             report = _analyze_with_progress(spec, load, kw, console, quiet)
             if json_out:
@@ -636,16 +638,6 @@ def _run_analysis(spec: str, load: Any, kw: dict[str, Any]) -> None:
                 console.print(f"[dim]report written to {json_out}[/dim]")
             elif not json_out:
                 console.print("[dim]save the full report with --json report.json[/dim]")
-    except CtcDoctorError as exc:
-        if debug:
-            traceback.print_exc()
-        _fail(exc.one_line(), exc.exit_code)
-    except KeyboardInterrupt:
-        _fail("interrupted", ExitCode.INTERNAL_ERROR)
-    except Exception as exc:  # a bug in ctc-doctor: one line unless --debug
-        if debug:
-            traceback.print_exc()
-        _fail(f"internal error: {type(exc).__name__}: {exc} (re-run with --debug and report it)", ExitCode.INTERNAL_ERROR)
     if kw.get("bisect_only") and report.bisect is None and not report.errors:
         _fail("bisect needs an nn.Module model; the target returned a " + report.target.model_class, ExitCode.TARGET_INVALID)
     fatal = next((e for e in report.errors if e.phase in _ERROR_PHASE_EXIT), None)

@@ -90,6 +90,48 @@ def test_recompiles_carry_the_documented_guard_kind_and_module_path(name):
         assert rc.failed_guards and rc.call_index is not None
 
 
+@pytest.mark.parametrize("name", [n for n in ALL if FIXTURES[n].expected.recompile_kinds])
+def test_recompiles_fold_into_their_documented_causes_each_event_in_exactly_one(name):
+    _needs(name)
+    report = analyzed(name)
+    causes = report.recompile_causes
+    assert [(c.kind, c.source, c.dim) for c in causes] == list(FIXTURES[name].expected.recompile_causes)
+    owned = [rid for c in causes for rid in c.recompiles]
+    assert sorted(owned) == sorted(rc.id for rc in report.recompiles)  # a partition: each event once
+    assert [c.id for c in causes] == [f"C{i}" for i in range(1, len(causes) + 1)]
+    for c in causes:
+        assert c.summary and c.functions and c.code_objects >= 1 and c.first_call is not None
+        assert set(c.suggestion_ids) <= {s.id for s in report.suggestions}
+
+
+def test_one_input_size_change_is_one_cause_across_submodules_and_resume_functions():
+    report = analyzed("showcase")
+    (cause,) = report.recompile_causes
+    assert (cause.kind, cause.source, cause.dim, cause.values) == ("size", "x", 0, ["2", "3"])
+    assert len(cause.recompiles) == len(report.recompiles) >= 10
+    # the events sit in the root, the blocks, the attention and the head, resume functions included
+    resumed = {g.source for rc in report.recompiles for g in rc.failed_guards if (g.source or "").startswith("___stack")}
+    assert resumed and cause.code_objects > len(cause.functions) >= 4
+    assert {"", "block0", "block0.attn", "head"} <= set(cause.module_paths)
+    assert cause.summary == "x dim 0 changes 2 → 3" and cause.first_call == 1
+    mark = [s for s in report.suggestions if s.rule == "mark-dynamic"]
+    assert mark and {s.id for s in mark} <= set(cause.suggestion_ids)
+
+
+def test_a_cause_says_which_user_line_installed_its_guard():
+    (cause,) = analyzed("attribute_toggle").recompile_causes
+    assert cause.user_stack and cause.user_stack[-1].code == "if self.use_gelu:"
+    assert cause.summary == "attribute self.act.use_gelu changes value (compiled for False)"
+
+
+def test_two_independent_causes_stay_apart_with_their_own_values():
+    size, value = analyzed("two_causes").recompile_causes
+    assert size.values == ["2", "3"] and size.first_call == 1
+    assert value.values == ["1.0"] and value.first_call == 2
+    limit = analyzed("recompile_limit").recompile_causes[0]
+    assert len(limit.recompiles) == 8 and limit.values[:2] == ["'mode0'", "'mode1'"]  # the limit's last compile too
+
+
 @pytest.mark.parametrize("name", [n for n in ALL if not FIXTURES[n].expected.recompile_kinds])
 def test_fixtures_without_variants_trouble_do_not_recompile(name):
     report = analyzed(name)

@@ -210,6 +210,23 @@ def test_offline_report_of_a_fresh_capture_agrees_with_the_live_report(fixture, 
     assert [g.kind for rc in offline.recompiles for g in rc.failed_guards] == [g.kind for rc in live.recompiles for g in rc.failed_guards]
     assert offline.summary.graphs_compiled == live.summary.graphs_compiled
     assert offline.summary.verdict == live.summary.verdict
+    # the same causes from the same events (offline: no call index, no module paths)
+    assert [(c.kind, c.source, c.dim, c.values, c.recompiles) for c in offline.recompile_causes] == [
+        (c.kind, c.source, c.dim, c.values, c.recompiles) for c in live.recompile_causes
+    ]
+
+
+def test_causes_from_text_logs_keep_the_guard_user_stack(tmp_path):
+    live = analyzed("attribute_toggle")
+    offline = ingest([str(_capture("attribute_toggle", tmp_path, text=True))])
+    assert [(c.kind, c.source, c.summary) for c in offline.recompile_causes] == [
+        (c.kind, c.source, c.summary) for c in live.recompile_causes
+    ]
+    assert [(f.line, f.code) for f in offline.recompile_causes[0].user_stack] == [
+        (f.line, f.code) for f in live.recompile_causes[0].user_stack
+    ] != []
+    (rc,) = offline.recompiles
+    assert len(rc.failed_guards) == 1  # the user stack lines are part of the guard, not guards of their own
 
 
 def test_torch_logs_text_of_a_fresh_capture_agrees_with_the_live_report(tmp_path):
@@ -230,7 +247,7 @@ def test_logs_command_writes_a_report_that_loads_renders_and_diffs(cli, tmp_path
     assert result.returncode == 0, result.stderr
     assert "ranks diverge" in result.stderr and "rank 1" in result.stderr
     report = load_report(out)
-    assert report.schema_version == "1.5" and report.source is not None and report.source.ranks == [0, 1]
+    assert report.schema_version == "1.6" and report.source is not None and report.source.ranks == [0, 1]
     md = render_markdown(report)
     assert "### Logs" in md and "| rank | compiles |" in md and "**Ranks diverge**" in md
     # the directory alone routes to `logs`; stdout carries only the JSON

@@ -123,3 +123,16 @@ def test_compile_ids_from_trace_metadata_keep_compiled_autograd_and_sort_natural
     assert CompileId.from_metadata({"frame_id": 0}) is None
     ids = ["10/0", "1/0", "rank1:0/0", "0/1", "!0/0/1", "0/0", "garbage"]
     assert sorted(ids, key=compile_id_key) == ["0/0", "0/1", "1/0", "10/0", "!0/0/1", "rank1:0/0", "garbage"]
+
+
+def test_diff_compares_recompile_causes_and_a_new_cause_is_a_regression():
+    from ctc_doctor.reports.diff import diff_reports, render_diff_text
+
+    two, one = analyzed("two_causes"), analyzed("python_scalar_arg")
+    d = diff_reports(two, one)
+    assert [(c.kind, c.source) for c in d.causes_fixed] == [("size", "x")]
+    assert d.causes_new == [] and d.causes_changed == []
+    assert "recompile causes: 1 gone, 0 new, 0 changed" in render_diff_text(d)
+    back = diff_reports(one, two)
+    assert [(c.kind, c.source) for c in back.causes_new] == [("size", "x")]
+    assert "new recompile cause: x dim 0 changes 2 → 3 (1 recompile(s))" in back.regressions

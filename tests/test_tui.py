@@ -213,10 +213,16 @@ def test_recompiles_modules_suggestions_benchmark_and_compiles_show_the_report(s
             await pilot.pause()
             tree = app.screen.query_one("Tree")
             labels = [n.label.plain for n in tree.root.children]
-            assert any(first.function in label for label in labels)
-            shown = tree.cursor_node.data  # the first recompile of the largest group is selected
-            assert shown is not None and shown.id in detail(app)
+            # grouped by cause: one node per cause, its events below
+            assert [label.split(":")[0] for label in labels] == [c.id for c in r.recompile_causes]
+            assert sum(len(n.children) for n in tree.root.children) == len(r.recompiles)
+            shown = tree.cursor_node.data  # the first event of the first cause is selected
+            assert shown is not None and shown.id == r.recompile_causes[0].recompiles[0] and shown.id in detail(app)
             assert "failed guard" in detail(app) and (shown.failed_guards[0].source or "?") in detail(app)
+            assert first.function in detail(app)
+            await pilot.press("up")  # the cause itself
+            await pilot.pause()
+            assert r.recompile_causes[0].summary in detail(app) and "recompiles: R1" in detail(app)
 
             await pilot.press("4")
             await pilot.pause()

@@ -25,6 +25,7 @@ from ..reports.compile_id import CompileId
 from ..reports.ranks import divergence as rank_divergence
 from ..reports.ranks import root_cause
 from ..version import __version__
+from .capture.causes import attach_causes
 from .capture.findings import (
     BreakRecord,
     break_record,
@@ -126,6 +127,7 @@ def ingest(paths: list[str], *, keep_guard_text: bool = False, command: str = ""
         report.suggestions = suggest(report, None)  # rules on gb_types and guards; no model needed
     except Exception as exc:  # noqa: BLE001 - the findings still stand
         report.errors.append(rm.ErrorRecord(phase="suggest", type=type(exc).__name__, message=str(exc)[:500]))
+    attach_causes(report)
     return report
 
 
@@ -204,8 +206,11 @@ def _text_message(state: _Ingest, msg: TextMessage, *, hints_only: bool) -> Brea
         reasons: list[str] = []
         for line in rest.splitlines():
             stripped = line.strip()
-            if stripped.startswith("- "):
-                reasons.append(stripped[2:])
+            body = stripped[2:]
+            if stripped.startswith("- ") and reasons and (body.startswith("User stack trace:") or body[:1].isspace()):
+                reasons[-1] += "\n" + body  # the guard's user stack, one "- " line at a time
+            elif stripped.startswith("- "):
+                reasons.append(body)
             elif reasons and stripped and not stripped.startswith("triggered by"):
                 reasons[-1] += "\n" + stripped
         counter.used += 1

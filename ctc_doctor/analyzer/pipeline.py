@@ -24,6 +24,7 @@ import torch
 from ..reports import models as rm
 from ..version import __version__
 from ..workload import Call, Workload
+from .capture.causes import attach_causes
 from .common import torch_internals as ti
 from .common.calls import to_device
 from .common.copying import CopyError, copy_model
@@ -161,6 +162,7 @@ def _run(
         ctx.trial_worker.shutdown()  # not needed past the bisection: its CPU, memory and files go now
     if options.compile and not stopped:
         after_analysis(report, ctx, options, clock)
+    attach_causes(report)
     report.run.duration_s = clock.elapsed()
     return report
 
@@ -206,12 +208,7 @@ def _report(workload: Workload, calls: list[Call], options: AnalyzeOptions, anal
             seed=options.seed,
         ),
         summary=analysis.summary,
-        graph_breaks=found.graph_breaks,
-        recompiles=found.recompiles,
-        graphs=found.graphs,
-        perf_hints=found.perf_hints,
-        compile_metrics=found.compile_metrics,
-        guards=found.guards,
+        **found.sections(),
         explain=analysis.explain,
         notes=analysis.notes,
         errors=analysis.errors,

@@ -23,6 +23,7 @@ from ..reports import models as rm
 from ..version import __version__
 from ..workload import Call, Workload
 from .capture.attribution import ModuleIndex
+from .capture.causes import attach_causes
 from .capture.compiles import CompiledObject, CompileRecorder, RecordedCall, StopScript
 from .capture.inputs import ModuleInputs
 from .capture.live import ScriptRun, eager_pass, findings_of, first_call_break_lines
@@ -181,12 +182,7 @@ def rank_report(
             stopped=outcome.stopped,
         ),
         summary=findings.summary(failed=False),
-        graph_breaks=findings.graph_breaks,
-        recompiles=findings.recompiles,
-        graphs=findings.graphs,
-        perf_hints=findings.perf_hints,
-        compile_metrics=findings.compile_metrics,
-        guards=findings.guards,
+        **findings.sections(),
         notes=notes,
         errors=errors,
         compiled=[_compiled_row(o, rank, o is primary) for o in recorder.objects],
@@ -207,6 +203,7 @@ def rank_report(
         report.notes.append(
             "The script was stopped: no bisection or fixes (run again without --timeout, or with a larger one, for them)."
         )
+    attach_causes(report)
     report.run.duration_s = round(time.perf_counter() - t0, 3)
     return report
 

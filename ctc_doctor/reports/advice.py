@@ -47,8 +47,12 @@ def next_steps(report: Report) -> list[str]:
         mod = module_label(site.module_paths, 30)
         hint = site.hints[0] if site.hints else site.reason
         steps.append(f"{site.id} {where} ({mod}): {hint}")
-    seen = set()
-    for rc in report.recompiles:
+    for cause in report.recompile_causes[:3]:
+        advice = GUARD_ADVICE[cause.kind].format(src=cause.source or "the input", dim=cause.dim if cause.dim is not None else "dim")
+        n = len(cause.recompiles)
+        steps.append(f"{cause.id} {cause.summary} ({n} recompile{'s' if n != 1 else ''}): {advice}")
+    seen = {"other"} if report.recompile_causes else set()
+    for rc in report.recompiles if not report.recompile_causes else []:
         for g in rc.failed_guards:
             # one step per kind; Dynamo's internal stack slots (`___stack0`) name no user variable
             if g.kind in seen or g.kind == "other" or (g.source or "").startswith("___"):

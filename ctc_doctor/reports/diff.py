@@ -3,7 +3,8 @@
 Break sites match on (gb_type, file, line) plus module paths; a site whose line moved (the fix edited
 the file above it) matches on (gb_type, file, function, module paths) in a second pass. Files compare
 by their last two path components, so reports from two checkouts or machines still match.
-Recompiles match on (function, file, failed-guard kinds, module paths). Benchmark arms of the same name
+Recompiles match on (function, file, failed-guard kinds, module paths); recompile causes on (guard kind,
+source, dim), when both reports have them (schema 1.6+). Benchmark arms of the same name
 are compared (compile time, latency, speedup) but never count as regressions. No torch import.
 """
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ReportError
-from .models import GraphBreakSite, Recompile, Report
+from .models import GraphBreakSite, Recompile, RecompileCause, Report
 
 _VERDICT_RANK = {"clean": 0, "recompiles": 1, "graph_breaks": 2, "graph_breaks_and_recompiles": 3, "failed": 4}
 _COUNTS = ("graph_count", "graph_break_count", "unique_break_sites", "recompile_count", "frames_skipped")
@@ -44,6 +45,10 @@ def _recompile_key(rc: Recompile, paths: bool = True) -> tuple[Any, ...]:
     return (rc.function, _file_key(rc.file), kinds, tuple(rc.module_paths) if paths else ())
 
 
+def _cause_key(cause: RecompileCause) -> tuple[Any, ...]:
+    return (cause.kind, cause.source, cause.dim)
+
+
 @dataclass
 class ReportDiff:
     """What changed from `before` to `after`."""
@@ -53,6 +58,12 @@ class ReportDiff:
     unchanged: list[tuple[GraphBreakSite, GraphBreakSite]] = field(default_factory=list)
     recompiles: list[tuple[tuple[Any, ...], int, int]] = field(default_factory=list)
     """(function, file, guard kinds, module paths), count before, count after; only where they differ."""
+    causes_fixed: list[RecompileCause] = field(default_factory=list)
+    """Recompile causes of `before` that `after` does not have."""
+    causes_new: list[RecompileCause] = field(default_factory=list)
+    """Recompile causes only `after` has."""
+    causes_changed: list[tuple[RecompileCause, RecompileCause]] = field(default_factory=list)
+    """Causes in both whose recompile counts differ (before, after)."""
     counts: dict[str, tuple[float, float]] = field(default_factory=dict)
     """Summary numbers before and after (compile time included)."""
     verdict: tuple[str, str] = ("", "")
@@ -112,6 +123,19 @@ def diff_reports(before: Report, after: Report) -> ReportDiff:
         if rb[key] != ra[key]:
             out.recompiles.append((key, rb[key], ra[key]))
 
+    if before.recompile_causes or after.recompile_causes:
+        if (before.recompiles and not before.recompile_causes) or (after.recompiles and not after.recompile_causes):
+            out.notes.append("one report has no recompile causes (schema < 1.6): causes are not compared")
+        else:
+            causes_after = {_cause_key(c): c for c in after.recompile_causes}
+            for cause in before.recompile_causes:
+                other = causes_after.pop(_cause_key(cause), None)
+                if other is None:
+                    out.causes_fixed.append(cause)
+                elif len(other.recompiles) != len(cause.recompiles):
+                    out.causes_changed.append((cause, other))
+            out.causes_new = list(causes_after.values())
+
     for name in (*_COUNTS, "compile_time_s"):
         out.counts[name] = (getattr(before.summary, name), getattr(after.summary, name))
     out.verdict = (before.summary.verdict, after.summary.verdict)
@@ -139,6 +163,8 @@ def diff_reports(before: Report, after: Report) -> ReportDiff:
             b, a = out.counts[name]
             if a > b:
                 out.regressions.append(f"{name} went up: {b} -> {a}")
+        for cause in out.causes_new:
+            out.regressions.append(f"new recompile cause: {cause.summary} ({len(cause.recompiles)} recompile(s))")
         for (function, file, kinds, _), b, a in out.recompiles:
             if a > b:
                 out.regressions.append(f"more recompiles of {function} ({file}) on {', '.join(kinds) or '?'}: {b} -> {a}")
@@ -171,6 +197,14 @@ def render_diff_text(d: ReportDiff) -> str:
         f = _site_frame(after)
         extra = f" (occurrences {before.occurrences} -> {after.occurrences})" if before.occurrences != after.occurrences else ""
         lines.append(f"  same   {after.gb_type} at {_file_key(f.file)}:{f.line}{extra}")
+    if d.causes_fixed or d.causes_new or d.causes_changed:
+        lines.append(f"recompile causes: {len(d.causes_fixed)} gone, {len(d.causes_new)} new, {len(d.causes_changed)} changed")
+        for cause in d.causes_fixed:
+            lines.append(f"  gone   {cause.summary} ({len(cause.recompiles)} recompile(s))")
+        for cause in d.causes_new:
+            lines.append(f"  new    {cause.summary} ({len(cause.recompiles)} recompile(s))")
+        for b_cause, a_cause in d.causes_changed:
+            lines.append(f"  same   {a_cause.summary}: recompiles {len(b_cause.recompiles)} -> {len(a_cause.recompiles)}")
     for (function, file, kinds, _), b, a in d.recompiles:
         lines.append(f"recompiles of {function} ({file}) on {', '.join(kinds) or '?'}: {b} -> {a}")
     for arm, values in d.benchmark.items():

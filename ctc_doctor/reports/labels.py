@@ -14,6 +14,7 @@ from .models import (
     CompiledObject,
     FixResult,
     GraphBreakSite,
+    RecompileCause,
     Report,
     Suggestion,
 )
@@ -152,3 +153,15 @@ def compiled_line(obj: CompiledObject) -> str:
     options = ", ".join(f"{k}={v}" for k, v in obj.options.items())
     text = f"{obj.name} ({obj.kind}{', ' + options if options else ''}): {obj.calls} call(s)"
     return text + (", analyzed" if obj.analyzed else "")
+
+
+def cause_headline(cause: RecompileCause) -> str:
+    """`C1: x dim 0 changes 2 → 3 — 11 recompiles in 9 functions`."""
+    n = len(cause.recompiles)
+    where = f" in {cause.code_objects} functions" if cause.code_objects > 1 else ""
+    return f"{cause.id}: {cause.summary} — {n} recompile{'s' if n != 1 else ''}{where}"
+
+
+def cause_of(report: Report) -> dict[str, str]:
+    """Recompile id -> the id of its cause."""
+    return {rid: c.id for c in report.recompile_causes for rid in c.recompiles}

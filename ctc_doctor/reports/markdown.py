@@ -16,6 +16,8 @@ from .advice import next_steps
 from .labels import (
     benchmark_headline,
     bisect_summary_line,
+    cause_headline,
+    cause_of,
     compiled_line,
     module_label,
     script_outcome,
@@ -301,16 +303,35 @@ def render_markdown(report: Report) -> str:
         add("None.")
         add("")
 
+    if report.recompile_causes:
+        add(f"### Recompile causes ({len(report.recompile_causes)})")
+        add("")
+        add("Every recompile belongs to exactly one cause; the events follow.")
+        add("")
+        for cause in report.recompile_causes:
+            add(f"- **{_cell(cause_headline(cause))}**")
+            if cause.functions:
+                add(f"  - functions: {_cell(', '.join(cause.functions))}")
+            if cause.module_paths:
+                add(f"  - modules: {_cell(module_label(cause.module_paths, None, limit=12))}")
+            add(f"  - recompiles: {', '.join(cause.recompiles)}" + (f" · first in call {cause.first_call}" if cause.first_call is not None else ""))
+            if cause.user_stack:
+                f = cause.user_stack[-1]
+                add(f"  - guard installed at `{_cell(short_path(f.file, 60))}:{f.line}`" + (f": `{_cell(f.code)}`" if f.code else ""))
+            if cause.suggestion_ids:
+                add(f"  - addressed by: {', '.join(cause.suggestion_ids)}")
+        add("")
     add(f"### Recompiles ({len(report.recompiles)})")
     add("")
     if report.recompiles:
-        add("| id | function | module | call | failed guard kind | guard |")
-        add("|---|---|---|---:|---|---|")
+        causes = cause_of(report)
+        add("| id | cause | function | module | call | failed guard kind | guard |")
+        add("|---|---|---|---|---:|---|---|")
         for rc in report.recompiles:
             first = rc.failed_guards[0] if rc.failed_guards else None
             kinds = ", ".join(dict.fromkeys(g.kind for g in rc.failed_guards)) or "—"
             add(
-                f"| {rc.id} | {_cell(rc.function)} ({_cell(short_path(rc.file, 40))}:{rc.line}) | "
+                f"| {rc.id} | {causes.get(rc.id, '—')} | {_cell(rc.function)} ({_cell(short_path(rc.file, 40))}:{rc.line}) | "
                 f"{_cell(module_label(rc.module_paths, None))} | {rc.call_index if rc.call_index is not None else '—'} | "
                 f"{_cell(kinds)} | {_cell(first.reason if first else '—')} |"
             )

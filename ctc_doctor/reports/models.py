@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = "1.5"
+SCHEMA_VERSION = "1.6"
 """major.minor: a minor bump adds optional fields; a major bump renames or removes fields."""
 
 Verdict = Literal["clean", "graph_breaks", "recompiles", "graph_breaks_and_recompiles", "failed"]
@@ -118,6 +118,8 @@ class FailedGuard(_Model):
     """Tensor dimension for size/stride guards."""
     cache_entry: str | None = None
     """Compile id of the cached entry whose guard failed."""
+    user_stack: list[Frame] = Field(default_factory=list)
+    """Where the guard came from: the user code that installed it, innermost last (torch >= 2.13 says)."""
 
 
 class Recompile(_Model):
@@ -143,6 +145,45 @@ class Recompile(_Model):
     """Every failed guard, one per cached entry that was tried."""
     rank: int | None = None
     """Distributed rank whose process recompiled (offline reports of multi-rank logs)."""
+
+
+class RecompileCause(_Model):
+    """One reason the model recompiles, with every recompile it explains: the disease, not the symptoms.
+
+    A size change of one input fans out into a recompile of every frame that sees it (sub-module forwards,
+    Dynamo's resume functions); a guard on a per-layer object recompiles the shared code once per layer.
+    Each recompile id belongs to exactly one cause; the other failed guards of an event stay in the event."""
+
+    id: str
+    """Stable id within this report: `C1`, `C2`... in the order the causes first struck."""
+    kind: GuardKind
+    """The guard kind of the triggering failure."""
+    source: str | None = None
+    """The user-level input or attribute (`x`, `kwargs['input_ids']`, `self.flag`); per-instance guards
+    show the instance index as `*` (`past_key_values.layers[*].is_initialized`)."""
+    dim: int | None = None
+    """Tensor dimension for size/stride causes."""
+    values: list[str] = Field(default_factory=list)
+    """Values the guards show, in call order (`2`, `3`); a value guard shows the values compiled for."""
+    recompiles: list[str] = Field(default_factory=list)
+    """The recompile ids it explains."""
+    functions: list[str] = Field(default_factory=list)
+    """The recompiled functions (`ShowcaseBlock.forward`), first seen first."""
+    code_objects: int = 0
+    """Distinct compiled frames it recompiled (a forward and its resume functions count apart)."""
+    module_paths: list[str] = Field(default_factory=list)
+    """Module paths of those functions."""
+    first_call: int | None = None
+    """The workload call where it first struck (0 = first call)."""
+    per_instance: bool = False
+    """The guard names a different instance each time (a per-layer cache, a module index): regional
+    compilation recompiles once per instance."""
+    user_stack: list[Frame] = Field(default_factory=list)
+    """Where the triggering guard came from, when torch says."""
+    summary: str
+    """One line: `x dim 0 changes 2 → 3`."""
+    suggestion_ids: list[str] = Field(default_factory=list)
+    """Suggestions that address its recompiles."""
 
 
 class Graph(_Model):
@@ -776,6 +817,8 @@ class Report(_Model):
     """Deduplicated break sites, most costly first."""
     recompiles: list[Recompile] = Field(default_factory=list)
     """Recompilations in the order they happened."""
+    recompile_causes: list[RecompileCause] = Field(default_factory=list)
+    """The causes of those recompiles: each recompile id belongs to exactly one."""
     graphs: list[Graph] = Field(default_factory=list)
     """Every graph compiled."""
     perf_hints: list[PerfHint] = Field(default_factory=list)

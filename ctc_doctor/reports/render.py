@@ -9,6 +9,7 @@ from collections import defaultdict
 
 from rich.console import Console, Group
 from rich.markup import escape
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -18,6 +19,8 @@ from .advice import next_steps
 from .labels import (
     benchmark_headline,
     bisect_summary_line,
+    cause_headline,
+    cause_of,
     compiled_line,
     failure_text,
     module_label,
@@ -81,6 +84,7 @@ def verdict_panel(report: Report) -> Panel:
     lines.append(
         f"{s.graph_count} graph(s) {'in first compiles' if report.source else 'on the first call'} · {s.graph_break_count} break event(s) at "
         f"{s.unique_break_sites} site(s) · {s.recompile_count} recompile(s)"
+        + (f" from {len(report.recompile_causes)} cause(s)" if report.recompile_causes else "")
         + (f" · {s.frames_skipped} function(s) skipped (ran eager)" if s.frames_skipped else "")
         + f" · compile time {s.compile_time_s:.2f} s"
     )
@@ -218,12 +222,37 @@ def _break_table(sites: list[GraphBreakSite], top: int) -> Table:
     return table
 
 
-def _recompile_table(recompiles: list[Recompile]) -> Table:
+def cause_text(report: Report) -> Group:
+    """The recompile causes, each with where it struck and what addresses it: the disease before the symptoms."""
+    n = len(report.recompile_causes)
+    parts: list[object] = [Text(f"Recompile causes ({n}; every recompile event below belongs to one)", style="bold")]
+    for cause in report.recompile_causes:
+        parts.append(Padding(Text(cause_headline(cause), style="yellow"), (0, 0, 0, 2), expand=False))
+        details = []
+        if cause.functions:
+            details.append("in " + ", ".join(cause.functions[:4]) + (" …" if len(cause.functions) > 4 else ""))
+        where = [f"modules {module_label(cause.module_paths, None)}"] if cause.module_paths else []
+        if cause.first_call is not None:
+            where.append(f"first in call {cause.first_call}")
+        if cause.user_stack:
+            f = cause.user_stack[-1]
+            where.append(f"guard from {short_path(f.file)}:{f.line}" + (f" `{f.code}`" if f.code else ""))
+        if cause.suggestion_ids:
+            where.append(f"see {', '.join(cause.suggestion_ids)}")
+        if where:
+            details.append(" · ".join(where))
+        for line in details:
+            parts.append(Padding(Text(line, style="dim"), (0, 0, 0, 6), expand=False))
+    return Group(*parts)  # type: ignore[arg-type]
+
+
+def _recompile_table(recompiles: list[Recompile], causes: dict[str, str]) -> Table:
     # one row per function and module set: Dynamo's resume functions of one forward fold into it
     groups: dict[tuple[str, str, tuple[str, ...]], list[Recompile]] = defaultdict(list)
     for rc in recompiles:
         groups[(rc.function, rc.file, tuple(rc.module_paths))].append(rc)
-    table = Table(title="Recompiles, by function", title_justify="left", expand=True)
+    title = "Recompile events, by function" + (" (cause ids from above)" if causes else "")
+    table = Table(title=title, title_justify="left", expand=True)
     table.add_column("function", overflow="fold", ratio=1)
     table.add_column("module", overflow="fold")
     table.add_column("×", justify="right")
@@ -235,6 +264,9 @@ def _recompile_table(recompiles: list[Recompile]) -> Table:
             for g in rc.failed_guards:
                 kinds.setdefault(g.kind, g.reason)
         guard_text = "\n".join(f"{k}: {v}" for k, v in list(kinds.items())[:3])
+        ids = list(dict.fromkeys(causes[rc.id] for rc in items if rc.id in causes))
+        if ids:
+            guard_text = f"{', '.join(ids)} · {guard_text}"
         label = Text(function)
         label.append(f"\n{short_path(file)}:{line}", style="dim")
         table.add_row(label, Text(module_label(list(paths))), str(len(items)), Text(guard_text))
@@ -426,8 +458,10 @@ def render_summary(report: Report, console: Console, *, top: int = 10) -> None:
         parts.append(_break_table(report.graph_breaks, top))
         if len(report.graph_breaks) > top:
             parts.append(Text(f"… {len(report.graph_breaks) - top} more site(s) in the JSON report", style="dim"))
+    if report.recompile_causes:
+        parts.append(cause_text(report))
     if report.recompiles:
-        parts.append(_recompile_table(report.recompiles))
+        parts.append(_recompile_table(report.recompiles, cause_of(report)))
     if report.bisect is not None:
         parts.extend(render_bisect(report.bisect))
     if report.suggestions:

@@ -68,6 +68,8 @@ class ReportIndex:
         for s in r.suggestions:
             for target in s.applies_to:
                 by_target[target].append(s)
+        for cause in r.recompile_causes:
+            by_target[cause.id] = [s for s in r.suggestions if s.id in cause.suggestion_ids]
         self.suggestions_for = dict(by_target)
         sites: dict[str, list[GraphBreakSite]] = defaultdict(list)
         for site in r.graph_breaks:

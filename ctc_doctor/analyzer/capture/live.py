@@ -317,6 +317,17 @@ class Findings:
     """Compile id -> the call during which it compiled."""
     frames_skipped: int
 
+    def sections(self) -> dict[str, Any]:
+        """The report's sections of findings, as `rm.Report` keyword arguments."""
+        return {
+            "graph_breaks": self.graph_breaks,
+            "recompiles": self.recompiles,
+            "graphs": self.graphs,
+            "perf_hints": self.perf_hints,
+            "compile_metrics": self.compile_metrics,
+            "guards": self.guards,
+        }
+
     def summary(self, *, failed: bool, analysis_run: bool = True) -> rm.Summary:
         """The headline counts and verdict (`failed`: the eager pass, compile or deadline failed)."""
         return rm.Summary(

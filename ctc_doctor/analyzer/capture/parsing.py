@@ -215,6 +215,24 @@ def split_recompile_reasons(payload: str | list[str]) -> list[str]:
     return [text] if text else []
 
 
+_USER_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)')
+
+
+def guard_user_stack(reason: str) -> list[dict[str, object]]:
+    """The frames after `User stack trace:` in a guard-failure reason (torch >= 2.13), with their code lines."""
+    _, found, rest = reason.partition("User stack trace:")
+    if not found:
+        return []
+    frames: list[dict[str, object]] = []
+    for line in rest.splitlines():
+        m = _USER_FRAME.match(line)
+        if m:
+            frames.append({"file": m.group("file"), "line": int(m.group("line")), "function": m.group("function"), "code": None})
+        elif frames and line.strip() and frames[-1]["code"] is None:
+            frames[-1]["code"] = line.strip()
+    return frames
+
+
 def classify_guard(reason: str) -> dict[str, object]:
     """Classify one guard-failure reason into the FailedGuard fields."""
     first = reason.strip().splitlines()[0] if reason.strip() else ""
@@ -231,6 +249,7 @@ def classify_guard(reason: str) -> dict[str, object]:
         "actual": None,
         "dim": None,
         "cache_entry": entry,
+        "user_stack": guard_user_stack(reason),
     }
     tm = _TENSOR.match(text)
     if tm:

@@ -1,4 +1,5 @@
-"""RecompilesScreen: recompiles grouped by function, each failed guard with kind, source, expected/actual."""
+"""RecompilesScreen: recompiles grouped by cause (by function for reports without causes), each failed
+guard with kind, source, expected/actual."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Tree
 
-from ...reports.labels import short_path
-from ...reports.models import FailedGuard, Recompile
+from ...reports.labels import cause_headline, short_path
+from ...reports.models import FailedGuard, Recompile, RecompileCause
 from ..widgets.detail_pane import DetailPane
 from .section_screen import SectionScreen, suggestion_summary
 
@@ -27,6 +28,33 @@ def guard_line(g: FailedGuard) -> Text:
     elif g.reason:
         text.append(f"  {g.reason}", style="dim")
     return text
+
+
+def cause_detail(screen: SectionScreen, cause: RecompileCause) -> list[RenderableType]:
+    head = Text(cause_headline(cause), style="bold yellow")
+    body = Text()
+    body.append(f"guard kind {cause.kind}", style="magenta")
+    if cause.source:
+        body.append(" on ")
+        body.append(cause.source, style="cyan")
+    if cause.dim is not None:
+        body.append(f" dim {cause.dim}")
+    if cause.values:
+        body.append(f" · values {' → '.join(cause.values)}")
+    if cause.first_call is not None:
+        body.append(f" · first in call {cause.first_call}", style="dim")
+    if cause.per_instance:
+        body.append("\none guard per instance (a per-layer object): compiling each block apart recompiles once per block", style="yellow")
+    body.append(f"\nrecompiles: {', '.join(cause.recompiles)}")
+    body.append(f"\nfunctions: {', '.join(cause.functions)} ({cause.code_objects} compiled frame(s))")
+    if cause.module_paths:
+        body.append(f"\nmodules: {screen.index.module_text(cause.module_paths, None)}")
+    for f in cause.user_stack:
+        body.append(f"\n  {f.file}:{f.line} in {f.function}", style="cyan")
+        if f.code:
+            body.append(f"\n    {f.code}", style="dim")
+    parts: list[RenderableType] = [head, body]
+    return parts + suggestion_summary(screen.index, cause.id)
 
 
 def recompile_detail(screen: SectionScreen, rc: Recompile) -> list[RenderableType]:
@@ -89,12 +117,9 @@ class RecompilesScreen(SectionScreen):
     def rebuild(self) -> None:
         tree = self.query_one(Tree)
         tree.clear()
-        groups: dict[Group_, list[Recompile]] = defaultdict(list)
-        for rc in self.report.recompiles:
-            if self.matches(rc):
-                groups[(rc.function, rc.file, rc.line)].append(rc)
+        shown = [rc for rc in self.report.recompiles if self.matches(rc)]
         pane = self.query_one(DetailPane)
-        if not groups:
+        if not shown:
             if not self.report.summary.analysis_run:
                 message = "recompiles not measured (bisection-only report)"
             else:
@@ -103,17 +128,12 @@ class RecompilesScreen(SectionScreen):
             pane.show(Text(message, style="dim"))
             return
         first = None
-        for (function, file, line), items in sorted(groups.items(), key=lambda kv: -len(kv[1])):
-            kinds = sorted({g.kind for rc in items for g in rc.failed_guards})
-            label = Text()
-            label.append(function, style="bold")
-            label.append(f"  {short_path(file, 40)}:{line}", style="cyan")
-            label.append(f"  {len(items)} recompile(s) · {', '.join(kinds)}", style="dim")
-            node = tree.root.add(label, data=(function, file, line), expand=True)
+        for data, label, items in self.groups(shown):
+            node = tree.root.add(label, data=data, expand=True)
             for rc in items:
                 text = Text()
                 text.append(f"{rc.id} ", style="bold")
-                text.append(f"{rc.compile_id} ", style="dim")
+                text.append(f"{rc.function} {rc.compile_id} ", style="dim")
                 if rc.failed_guards:
                     text.append_text(guard_line(rc.failed_guards[0]))
                 if len(rc.failed_guards) > 1:
@@ -125,11 +145,36 @@ class RecompilesScreen(SectionScreen):
             pane.show(*recompile_detail(self, first.data))
             self.call_after_refresh(tree.move_cursor, first)
 
+    def groups(self, shown: list[Recompile]) -> list[tuple[RecompileCause | Group_, Text, list[Recompile]]]:
+        """By cause when the report has them (1.6+), else by function."""
+        if self.report.recompile_causes:
+            by_id = {rc.id: rc for rc in shown}
+            out: list[tuple[RecompileCause | Group_, Text, list[Recompile]]] = []
+            for cause in self.report.recompile_causes:
+                items = [by_id[r] for r in cause.recompiles if r in by_id]
+                if items:
+                    out.append((cause, Text(cause_headline(cause), style="bold"), items))
+            return out
+        groups: dict[Group_, list[Recompile]] = defaultdict(list)
+        for rc in shown:
+            groups[(rc.function, rc.file, rc.line)].append(rc)
+        result: list[tuple[RecompileCause | Group_, Text, list[Recompile]]] = []
+        for (function, file, line), items in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+            kinds = sorted({g.kind for rc in items for g in rc.failed_guards})
+            label = Text()
+            label.append(function, style="bold")
+            label.append(f"  {short_path(file, 40)}:{line}", style="cyan")
+            label.append(f"  {len(items)} recompile(s) · {', '.join(kinds)}", style="dim")
+            result.append(((function, file, line), label, items))
+        return result
+
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted) -> None:  # type: ignore[type-arg]
         data = event.node.data
         pane = self.query_one(DetailPane)
         if isinstance(data, Recompile):
             pane.show(*recompile_detail(self, data))
+        elif isinstance(data, RecompileCause):
+            pane.show(*cause_detail(self, data))
         elif isinstance(data, tuple):
             function, file, line = data
             items = [rc for rc in self.report.recompiles if (rc.function, rc.file, rc.line) == data]

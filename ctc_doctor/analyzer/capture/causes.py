@@ -1,0 +1,206 @@
+"""Recompile causes: fold the recompile events of a report into the few reasons behind them.
+
+One input whose batch size changes recompiles every frame that sees it: the root forward, each
+sub-module's forward, Dynamo's resume functions after a break. One guard on a per-layer object
+(`past_key_values.layers[3].is_initialized`) recompiles a shared block once per layer. The events are
+symptoms; a cause is what to fix. Torch-free: works on a live report and on one read from logs alike.
+
+An event joins an existing cause when
+  - it recompiled the same code for the same guard (kind, source with instance indices as `*`, dim),
+    in any call: a value that keeps changing, a per-layer guard, a resume function's entry again; or
+  - in the same workload call, its triggering guard is of the same kind and shows the same change
+    (`expected 2, actual 3`): the change travelled down from the frame that saw it first.
+Otherwise it starts a new cause. Every event belongs to exactly one cause.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from ...reports import models as rm
+
+_INDEX = re.compile(r"\[(\d+|'\d+')\]")
+_DOTTED_INDEX = re.compile(r"\.(\d+)(?=\.|\[|$)")
+_INTERNAL = re.compile(r"^(___stack\d+|___\w+|L\['___\w+'\])")
+_LOCAL = re.compile(r"L\['([A-Za-z_]\w*)'\]")
+_MODULES = re.compile(r"\._modules\['([A-Za-z_]\w*)'\]")
+
+
+def user_source(source: str | None) -> str | None:
+    """`L['x']` -> `x`, `L['self'].flag` -> `self.flag`; other sources as Dynamo wrote them."""
+    if source is None:
+        return None
+    return _MODULES.sub(lambda m: "." + m.group(1), _LOCAL.sub(lambda m: m.group(1), source))
+
+
+def instance_pattern(source: str | None) -> str | None:
+    """A source with its instance indices as `*`: `layers[3].x` and `layers[4].x` are one guard."""
+    if source is None:
+        return None
+    return _DOTTED_INDEX.sub(".*", _INDEX.sub("[*]", source))
+
+
+def trigger(rc: rm.Recompile) -> rm.FailedGuard | None:
+    """The guard that explains an event: the newest cache entry's failure, skipping unclassified ones
+    (a guard that raised while being checked) when a classified one is there."""
+    if not rc.failed_guards:
+        return None
+    return next((g for g in rc.failed_guards if g.kind != "other"), rc.failed_guards[0])
+
+
+_TENSOR_KINDS = {"size", "stride", "dtype", "device", "requires_grad"}
+
+
+def _code(rc: rm.Recompile) -> tuple[object, ...]:
+    """What identifies the recompiled code: Dynamo's frame id (one per code object: `0` of `0/3`, with
+    its rank prefix), else the function's file and line."""
+    frame, sep, _ = rc.compile_id.rpartition("/")
+    if sep and frame:
+        return (rc.rank, frame)
+    return (rc.rank, rc.file, rc.line)
+
+
+def _is_internal(source: str | None) -> bool:
+    return source is None or bool(_INTERNAL.match(source))
+
+
+def _function(rc: rm.Recompile) -> str:
+    return f"{rc.module_class}.{rc.function}" if rc.module_class else rc.function
+
+
+def _values(events: list[tuple[rm.Recompile, rm.FailedGuard | None]]) -> list[str]:
+    """What the triggering guards show, oldest cache entry first, then what failed them."""
+    values: list[str] = []
+
+    def add(value: str | None) -> None:
+        if value is not None and (not values or values[-1] != value) and value not in values:
+            values.append(value)
+
+    for rc, g in events:
+        if g is None:
+            continue
+        same = [f for f in rc.failed_guards if f.kind == g.kind and instance_pattern(f.source) == instance_pattern(g.source)]
+        for f in sorted(same, key=lambda f: _entry_order(f.cache_entry)):
+            add(f.expected)
+        add(g.actual)
+    return values
+
+
+def _entry_order(entry: str | None) -> tuple[int, int]:
+    if entry and "/" in entry:
+        a, _, b = entry.partition("/")
+        if a.isdigit() and b.isdigit():
+            return int(a), int(b)
+    return (1 << 30, 0)
+
+
+_KIND_TEXT = {
+    "dtype": "dtype",
+    "device": "device",
+    "requires_grad": "requires_grad",
+    "stride": "strides",
+}
+
+
+def describe(kind: str, source: str | None, dim: int | None, values: list[str], per_instance: bool, reason: str) -> str:
+    """One line for a cause: `x dim 0 changes 2 → 3`."""
+    name = source or "an input"
+    if len(values) > 4:
+        values = [*values[:2], f"… ({len(values) - 3} more)", values[-1]]
+    change = " → ".join(values)
+    if kind == "size":
+        what = f"{name} dim {dim}" if dim is not None else f"{name} shape"
+        text = f"{what} changes {change}" if len(values) > 1 else f"{what} changes (was {change or '?'})"
+    elif kind in _KIND_TEXT:
+        what = f"{name} {_KIND_TEXT[kind]}"
+        text = f"{what} changes {change}" if len(values) > 1 else f"{what} changes"
+    elif kind in ("value", "attribute"):
+        label = "attribute " if kind == "attribute" else ""
+        text = f"{label}{name} changes value" + (f" (compiled for {', '.join(values)})" if values else "")
+    elif kind == "type":
+        text = f"{name} changes type" + (f" (was {values[0]})" if values else "")
+    elif kind == "object_id":
+        text = f"{name} is a different object each time"
+    elif kind == "global_state":
+        text = f"global state changes: {source}" if source else "global state changes (grad mode, autocast…)"
+    else:
+        text = reason if len(reason) <= 100 else reason[:97] + "..."
+    if per_instance:
+        text += ", a separate guard per instance"
+    return text
+
+
+def recompile_causes(recompiles: list[rm.Recompile], suggestions: Iterable[rm.Suggestion] = ()) -> list[rm.RecompileCause]:
+    """Group recompile events into causes (see the module docstring); ids `C1`... in order of first strike."""
+    groups: list[list[tuple[rm.Recompile, rm.FailedGuard | None]]] = []
+    by_code: dict[tuple[object, ...], int] = {}
+    by_change: dict[tuple[object, ...], int] = {}
+    for rc in recompiles:
+        g = trigger(rc)
+        code = _code(rc)
+        if g is None:
+            code_key: tuple[object, ...] = (*code, "none", rc.failed_guards[0].reason if rc.failed_guards else "")
+            change_key = None
+        else:
+            code_key = (*code, g.kind, instance_pattern(g.source), g.dim)
+            # a tensor property travels into every frame the tensor reaches; a Python value of one
+            # frame says nothing about another frame's value unless both sides of the change are known
+            known = g.expected is not None and (g.actual is not None or g.kind in _TENSOR_KINDS)
+            change_key = (rc.rank, rc.call_index, g.kind, g.expected, g.actual) if known else None
+        index = by_code.get(code_key)
+        if index is None and change_key is not None:
+            index = by_change.get(change_key)
+        if index is None:
+            index = len(groups)
+            groups.append([])
+        groups[index].append((rc, g))
+        by_code.setdefault(code_key, index)
+        if change_key is not None:
+            by_change.setdefault(change_key, index)
+
+    by_recompile: dict[str, list[str]] = {}
+    for s in suggestions:
+        for rid in s.applies_to:
+            by_recompile.setdefault(rid, []).append(s.id)
+    causes = []
+    for i, events in enumerate(groups, 1):
+        causes.append(_cause(f"C{i}", events, by_recompile))
+    return causes
+
+
+def _cause(cid: str, events: list[tuple[rm.Recompile, rm.FailedGuard | None]], by_recompile: dict[str, list[str]]) -> rm.RecompileCause:
+    first_rc, first_g = events[0]
+    # the source a user recognises: the first event whose guard names a real input, not `___stack0`
+    named = next((g for _, g in events if g is not None and not _is_internal(g.source)), first_g)
+    sources = {g.source for _, g in events if g is not None and g.source is not None}
+    per_instance = any(instance_pattern(s) != s for s in sources) and len(sources) > 1
+    source = instance_pattern(user_source(named.source)) if per_instance and named else user_source(named.source if named else None)
+    kind = first_g.kind if first_g else "other"
+    values = _values(events)
+    reason = first_g.reason if first_g else "no guard failure recorded"
+    functions = list(dict.fromkeys(_function(rc) for rc, _ in events))
+    paths = list(dict.fromkeys(p for rc, _ in events for p in rc.module_paths))
+    suggestion_ids = list(dict.fromkeys(sid for rc, _ in events for sid in by_recompile.get(rc.id, [])))
+    return rm.RecompileCause(
+        id=cid,
+        kind=kind,
+        source=source,
+        dim=named.dim if named is not None else None,
+        values=values,
+        recompiles=[rc.id for rc, _ in events],
+        functions=functions,
+        code_objects=len({_code(rc) for rc, _ in events}),
+        module_paths=paths,
+        first_call=first_rc.call_index,
+        per_instance=per_instance,
+        user_stack=list(named.user_stack) if named is not None else [],
+        summary=describe(kind, source, named.dim if named is not None else None, values, per_instance, reason),
+        suggestion_ids=suggestion_ids,
+    )
+
+
+
+def attach_causes(report: rm.Report) -> None:
+    """Set `report.recompile_causes` from its recompiles and suggestions (call once both are final)."""
+    report.recompile_causes = recompile_causes(report.recompiles, report.suggestions)
