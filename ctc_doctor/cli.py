@@ -173,6 +173,13 @@ def _bench_options(full_run: bool) -> Any:
             click.option("--iters", type=click.IntRange(min=1), default=20, show_default=True, help="Timed passes per arm (one pass = every call of the workload)."),
             click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True, help="Untimed passes before timing."),
             click.option("--no-regional", is_flag=True, help="No regional-compilation arm, even with repeated blocks."),
+            click.option(
+                "--objective",
+                type=click.Choice(["balanced", "latency", "compile"]),
+                default="balanced",
+                show_default=True,
+                help="What the best arm and the ranking of suggestions optimise; balanced: never first a change that makes latency worse.",
+            ),
         ],
         click.option("--no-bench", is_flag=True, help="Skip the benchmark (inductor compiles take a while on CPU)."),
         full_run,
@@ -710,6 +717,7 @@ def _analyze_with_progress(spec: str, load: Any, kw: dict[str, Any], console: An
                 iters=kw["iters"],
                 warmup=kw["warmup"],
                 regional=not kw["no_regional"],
+                objective=kw["objective"],
             )
         bisect_options = None
         if bisect_only or not kw.get("no_bisect"):

@@ -44,6 +44,9 @@ RULES = {
     "lazy_setup_under_lock": {"warm-up-before-compile", "context-manager", "disable-module"},
     "warning_logged_once": {"warm-up-before-compile", "logger-ignore"},
     "transformers_output_capture": {"warm-up-before-compile", "context-manager", "library-upgrade"},
+    "two_causes": {"mark-dynamic", "scalar-to-tensor"},
+    "per_layer_cache": {"state-recompile", "regional-compile"},
+    "rare_expensive_branch": {"branchless-where", "torch-cond"},
 }
 
 
@@ -230,7 +233,8 @@ def test_the_benchmark_measures_every_arm_with_counts_and_numerics():
     assert arms["compiled"].graph_count == 2 and arms["compiled"].graph_break_count >= 1
     assert arms["compiled_fixed"].graph_count == 1 and arms["compiled_fixed"].graph_break_count == 0
     for arm in b.arms:
-        assert arm.error is None and arm.latency_ms.n == 3 and arm.latency_ms.median > 0
+        # 3 passes, more (up to 9) while the spread is wide
+        assert arm.error is None and 3 <= arm.latency_ms.n <= 9 and arm.latency_ms.median > 0
         assert arm.speedup_vs_eager is not None
     for arm in b.arms[1:]:
         assert arm.numerics_ok and arm.compile_time_s > 0 and arm.warm_compile_time_s is not None

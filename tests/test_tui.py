@@ -26,6 +26,7 @@ from ctc_doctor.reports.io import dump_report
 from ctc_doctor.reports.markdown import render_markdown
 from ctc_doctor.reports.models import Report
 from ctc_doctor.reports.redact import redact
+from ctc_doctor.reports.verdicts import best_arm, judge_one
 from ctc_doctor.tui.app import NAMES, DoctorApp
 from ctc_doctor.tui.live import LiveRun
 from ctc_doctor.tui.screens.breaks_screen import BreaksScreen
@@ -65,17 +66,24 @@ def normalised(report: Report) -> Report:
         bench["settings"]["torch_threads"] = 2
         for arm in bench["arms"]:
             if arm["latency_ms"]:
-                arm["latency_ms"].update(median=_LATENCY[arm["name"]], iqr=0.1)
+                arm["latency_ms"].update(median=_LATENCY[arm["name"]], iqr=0.1, n=5)
                 arm["speedup_vs_eager"] = round(_LATENCY["eager"] / _LATENCY[arm["name"]], 2)
             if arm["compile_time_s"] is not None:
                 arm["compile_time_s"] = _COLD[arm["name"]]
                 arm["warm_compile_time_s"] = _COLD[arm["name"]] / 2
-        ok = [a for a in bench["arms"] if a["latency_ms"] and a["numerics_ok"] is not False]
-        bench["best_arm"] = min(ok, key=lambda a: a["latency_ms"]["median"])["name"] if ok else None
     for s in data["suggestions"]:
         if s["rule"] == "regional-compile" and s["verified"]:
             s["verified"]["effective"] = True  # decided by measured compile times
-    return Report.model_validate(data)
+    report = Report.model_validate(data)
+    # verdicts and the best arm again, from the fixed numbers
+    for s in report.suggestions:
+        judged = judge_one(report, s)
+        if judged is not None:
+            s.deltas, s.verdict, s.verdict_reason = judged
+    if report.benchmark is not None:
+        b = report.benchmark
+        b.best_arm, b.best_arm_reason, b.within_noise = best_arm(b, b.objective)
+    return report
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from ..reports import models as rm
+from ..reports.verdicts import judge_one
 from ..version import __version__
 from ..workload import Call, Workload
 from .capture.causes import attach_causes
@@ -271,6 +272,8 @@ def _merge_fix(report: rm.Report, section: FixSection) -> None:
     for suggestion in report.suggestions:
         if suggestion.id in section.verified:
             suggestion.verified = section.verified[suggestion.id]
+            if suggestion.verified.moved_break and suggestion.category == "fix":
+                suggestion.category = "workaround"  # measured: the break moved, it was not removed
     # a break that one eager call before compiling does not remove was not the first call's alone
     # (a line only compiled code runs, under `if torch.compiler.is_compiling():`)
     sites = {s.id: s for s in report.graph_breaks}
@@ -340,6 +343,15 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions
         finally:
             with contextlib.suppress(Exception):
                 ti.fresh_dynamo_state()
+    _merge_verdicts(report)
+
+
+def _merge_verdicts(report: rm.Report) -> None:
+    """Each measured suggestion's deltas and verdict (the next steps rank by them)."""
+    for suggestion in report.suggestions:
+        judged = judge_one(report, suggestion)
+        if judged is not None:
+            suggestion.deltas, suggestion.verdict, suggestion.verdict_reason = judged
 
 
 @contextlib.contextmanager

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .labels import failure_text, module_label, short_path, suggestion_status
 from .models import Report
+from .verdicts import rank_key
 
 GUARD_ADVICE = {
     "size": "mark the changing dimension dynamic: torch._dynamo.mark_dynamic({src}, {dim}), or pad inputs to a few bucket sizes",
@@ -91,17 +92,27 @@ def _suggestion_steps(report: Report, limit: int = 5) -> list[str]:
     """One step per addressed site: the applied (or best) suggestion first, with what it measured."""
     steps = []
     covered: set[str] = set()
-    ranked = sorted(report.suggestions, key=lambda s: ({"applied": 0, "works": 1, "measured": 1}.get(suggestion_status(s, report.fix), 2)))
+    objective = report.benchmark.objective if report.benchmark is not None else "balanced"
+    if any(s.verdict is not None for s in report.suggestions):
+        # measured: by verdict (recommended, then trade-offs), fix before workaround, then benefit on the objective
+        ranked = sorted(report.suggestions, key=lambda s: rank_key(s, objective))
+    else:
+        ranked = sorted(report.suggestions, key=lambda s: ({"applied": 0, "works": 1, "measured": 1}.get(suggestion_status(s, report.fix), 2)))
     for s in ranked:
         status = suggestion_status(s, report.fix)
-        if status in ("unsafe", "failed", "no effect", "redundant", "no gain"):
+        if status in ("unsafe", "failed", "no effect", "redundant", "no gain") or s.verdict in ("worse", "failed", "no_effect"):
             continue
-        if s.applies_to and set(s.applies_to) <= covered:
-            continue
+        if s.verdict != "trade_off" and s.applies_to and set(s.applies_to) <= covered:
+            continue  # a trade-off is always listed: what it costs is worth knowing
         covered.update(s.applies_to)
-        measured = f" — measured: {s.verified.summary}" if s.verified and s.verified.summary else ""
+        if s.verdict is not None and s.verdict_reason:
+            label = "trade-off" if s.verdict == "trade_off" else s.verdict.replace("_", " ")
+            measured = f" — {label}: {s.verdict_reason}"
+        else:
+            measured = f" — measured: {s.verified.summary}" if s.verified and s.verified.summary else ""
+        kind = f", {s.category}" if s.category == "workaround" else ""
         target = ",".join(s.applies_to[:3]) + ("…" if len(s.applies_to) > 3 else "") if s.applies_to else "model"
-        steps.append(f"{target}: {s.title} [{s.id}, {status}]{measured}")
+        steps.append(f"{target}: {s.title} [{s.id}, {status}{kind}]{measured}")
         if len(steps) >= limit:
             break
     return steps

@@ -119,6 +119,8 @@ def benchmark_headline(b: Benchmark) -> str | None:
     compiled = arms.get("compiled")
     if best is None:
         return None
+    if b.best_arm_reason:
+        return f"benchmark ({b.settings.get('backend', '?')}, {b.device}, objective {b.objective}): best {b.best_arm_reason}"
     text = f"benchmark ({b.settings.get('backend', '?')}, {b.device}): fastest {best.name}"
     if best.speedup_vs_eager is not None:
         text += f" {best.speedup_vs_eager:.2f}x vs eager"
@@ -153,6 +155,14 @@ def compiled_line(obj: CompiledObject) -> str:
     options = ", ".join(f"{k}={v}" for k, v in obj.options.items())
     text = f"{obj.name} ({obj.kind}{', ' + options if options else ''}): {obj.calls} call(s)"
     return text + (", analyzed" if obj.analyzed else "")
+
+
+def verdict_label(s: Suggestion) -> str:
+    """`trade-off: graphs 2 -> 1, latency 0.12 -> 1.4 ms (+1 000 %)` (empty when not measured)."""
+    if s.verdict is None or s.verdict == "unmeasured":
+        return ""
+    label = "trade-off" if s.verdict == "trade_off" else s.verdict.replace("_", " ")
+    return f"{label}: {s.verdict_reason}" if s.verdict_reason else label
 
 
 def cause_headline(cause: RecompileCause) -> str:

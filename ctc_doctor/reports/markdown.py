@@ -24,6 +24,7 @@ from .labels import (
     short_path,
     site_marks,
     suggestion_status,
+    verdict_label,
 )
 from .links import gb_page
 from .models import SCHEMA_VERSION, Report
@@ -78,13 +79,13 @@ def _suggestions(report: Report, add: Any) -> None:
         add("Not run." if report.summary.verdict != "clean" or not report.summary.analysis_run else "None: nothing to fix.")
         add("")
     else:
-        add("| id | for | kind | what to do | status | measured |")
+        add("| id | for | class | what to do | status | measured |")
         add("|---|---|---|---|---|---|")
         for sg in report.suggestions:
             v = sg.verified
-            measured = (v.summary or v.error or "") if v else ""
+            measured = verdict_label(sg) or ((v.summary or v.error or "") if v else "")
             add(
-                f"| {sg.id} | {_cell(', '.join(sg.applies_to) or 'model')} | {sg.kind} | {_cell(sg.title)} | "
+                f"| {sg.id} | {_cell(', '.join(sg.applies_to) or 'model')} | {sg.category or sg.kind} | {_cell(sg.title)} | "
                 f"{suggestion_status(sg, report.fix)} | {_cell(measured)} |"
             )
         add("")
@@ -160,6 +161,9 @@ def _benchmark(report: Report, add: Any) -> None:
     for a in b.arms:
         if a.error:
             add(f"> {a.name}: {_cell(a.error, 300)}")
+            add("")
+        for cause in a.recompile_causes:
+            add(f"> {a.name} recompiles, {_cell(cause_headline(cause), 300)}")
             add("")
     for note in b.notes:
         add(f"> {html.escape(note, quote=False)}")

@@ -33,6 +33,10 @@ Phase = Literal["load", "eager", "explain", "compile", "capture", "bisect", "sug
 TargetKind = Literal["build", "script", "logs"]
 TrialStatus = Literal["passed", "failed", "timeout", "crashed", "skipped", "inferred"]
 Strategy = Literal["top-down", "bottom-up", "both"]
+SuggestionCategory = Literal["fix", "workaround", "advice"]
+Objective = Literal["latency", "compile", "balanced"]
+MeasuredVerdict = Literal["recommended", "trade_off", "worse", "no_effect", "failed", "unmeasured"]
+DeltaMetric = Literal["graphs", "break_sites", "recompiles", "trace_compile_s", "cold_compile_s", "warm_compile_s", "latency_ms", "peak_memory_mb"]
 SuggestionKind = Literal["config", "wrap", "dynamic_shapes", "regional", "source_edit", "upgrade", "mode"]
 ActionType = Literal["dynamo_config", "disable", "source_patch", "mark_dynamic", "scalar_to_tensor", "set_attribute", "regional", "warm_up"]
 ExplainMethod = Literal["same_trace", "separate_call"]
@@ -539,10 +543,29 @@ class Verification(_Model):
     """Applied without error and outputs unchanged: eligible for the combined fix."""
     error: str | None = None
     """Why it could not be applied or run, one line."""
+    moved_break: bool = False
+    """The break it addresses is gone but a new one appeared in its place: the change moved the break
+    (e.g. `capture_scalar_outputs` moves an `.item()` break to the `if` that reads it)."""
     summary: str | None = None
     """The measured effect in one line, e.g. `graphs 7 -> 1, recompiles 3 -> 0`."""
     duration_s: float = 0.0
     """Wall time of the check."""
+
+
+class Delta(_Model):
+    """One measured number of a suggestion, before and after it."""
+
+    metric: DeltaMetric
+    """graphs, break_sites, recompiles (the fix check), trace_compile_s (the fix check's compile time,
+    analysis backend), cold_compile_s, warm_compile_s, latency_ms, peak_memory_mb (the benchmark)."""
+    before: float
+    """Without the change."""
+    after: float
+    """With it."""
+    better: bool | None = None
+    """True better, False worse, None the same within noise."""
+    source: str
+    """Where it was measured: `fix check` or `benchmark compiled -> compiled_fixed (S1+S3 together)`."""
 
 
 class Suggestion(_Model):
@@ -560,6 +583,10 @@ class Suggestion(_Model):
     """Break-site (`B1`) and recompile (`R1`) ids it addresses (empty for model-wide advice)."""
     kind: SuggestionKind
     """config, wrap, dynamic_shapes, regional, source_edit, upgrade or mode."""
+    category: SuggestionCategory | None = None
+    """fix (removes the cause), workaround (runs around it: `torch.compiler.disable`, a config flip that
+    moves the break, a raised recompile limit) or advice (a practice or a strategy to measure). A fix
+    whose verification shows the break only moved becomes a workaround. None in reports before 1.6."""
     auto_applicable: bool = False
     """`ctc-doctor fix` can apply it to a copy of the model (see `action`)."""
     snippet: str | None = None
@@ -572,6 +599,14 @@ class Suggestion(_Model):
     """What `fix` applies (None for advice only)."""
     verified: Verification | None = None
     """Measured effect of applying this suggestion alone (None until `fix` ran)."""
+    deltas: list[Delta] = Field(default_factory=list)
+    """What it measurably changed, per metric (counts from the fix check, times and memory from the benchmark)."""
+    verdict: MeasuredVerdict | None = None
+    """recommended (better on what was measured, nothing worse beyond noise), trade_off (better on one
+    metric, worse on another), worse, no_effect, failed (did not apply, crashed or changed results),
+    unmeasured. None before schema 1.6."""
+    verdict_reason: str | None = None
+    """The numbers behind the verdict, one line: `cold compile 24.0 -> 12.0 s, latency 5.79 -> 7.09 ms (+22 %)`."""
 
 
 class FixResult(_Model):
@@ -668,6 +703,9 @@ class BenchmarkArm(_Model):
     """Graph breaks over the arm."""
     recompile_count: int | None = None
     """Recompilations over the arm."""
+    recompile_causes: list[RecompileCause] = Field(default_factory=list)
+    """The arm's own recompiles, folded into causes (ids local to the arm): why an arm recompiled,
+    e.g. a per-layer guard that makes regional compilation recompile once per block."""
     peak_memory_mb: float | None = None
     """CUDA: peak allocated by the caching allocator. CPU (Linux): peak resident set size of the process during the arm."""
     max_abs_error: float | None = None
@@ -690,7 +728,14 @@ class Benchmark(_Model):
     arms: list[BenchmarkArm] = Field(default_factory=list)
     """Measured arms, eager first."""
     best_arm: str | None = None
-    """Fastest arm with correct numerics."""
+    """The best arm with correct numerics for the objective: the fastest (latency, balanced; of arms
+    within noise of it, the one that compiles fastest) or the one that compiles fastest (compile)."""
+    best_arm_reason: str | None = None
+    """Why, with the numbers; says when the arms are within noise of each other."""
+    objective: Objective = "balanced"
+    """What `best_arm` and the suggestion ranking optimise (`--objective`)."""
+    within_noise: list[str] = Field(default_factory=list)
+    """Arms whose latency cannot be told apart from the best arm's (median difference within the spread)."""
     duration_s: float = 0.0
     """Wall time of the benchmark."""
     notes: list[str] = Field(default_factory=list)

@@ -29,6 +29,7 @@ from .labels import (
     site_marks,
     suggestion_status,
     trial_symbol,
+    verdict_label,
 )
 from .models import Benchmark, Bisect, BisectTrial, GraphBreakSite, Recompile, Report
 
@@ -105,19 +106,21 @@ def _suggestion_table(report: Report, limit: int = 12) -> Table:
     table = Table(title="suggestions (ctc-doctor fix verifies the auto-applicable ones on a copy)", title_justify="left", expand=True)
     table.add_column("id", no_wrap=True)
     table.add_column("for", no_wrap=True)
-    table.add_column("kind", no_wrap=True)
+    table.add_column("class", no_wrap=True)
     table.add_column("what to do", ratio=3)
     table.add_column("status", no_wrap=True)
     table.add_column("measured", ratio=2)
     for s in report.suggestions[:limit]:
         status = suggestion_status(s, report.fix)
-        measured = ""
-        if s.verified is not None:
+        measured = verdict_label(s)
+        if not measured and s.verified is not None:
             measured = s.verified.summary or s.verified.error or ""
-            if s.verified.error and s.verified.summary:
+            if s.verified.error and s.verified.summary and not s.verified.summary.startswith("failed"):
                 measured = f"{s.verified.summary}; {s.verified.error}"
+        if s.verified is not None and s.verified.moved_break:
+            measured += " (the break moved: a workaround)"
         applies = ",".join(s.applies_to[:4]) + ("…" if len(s.applies_to) > 4 else "")
-        table.add_row(s.id, applies or "model", s.kind, escape(s.title), Text(status, style=_STATUS_STYLE.get(status, "")), escape(measured))
+        table.add_row(s.id, applies or "model", s.category or s.kind, escape(s.title), Text(status, style=_STATUS_STYLE.get(status, "")), escape(measured))
     return table
 
 
@@ -186,9 +189,13 @@ def bench_table(b: Benchmark) -> Table:
 
 def _bench_parts(b: Benchmark) -> list[object]:
     parts: list[object] = [bench_table(b)]
+    if b.best_arm_reason:
+        parts.append(Text(f"best for {b.objective}: {b.best_arm_reason}", style="bold"))
     for a in b.arms:
         if a.error:
             parts.append(Text(f"{a.name}: {a.error}", style="red" if a.latency_ms is None else "yellow"))
+        for cause in a.recompile_causes:
+            parts.append(Text(f"{a.name} recompiles, {cause_headline(cause)}", style="yellow"))
     for note in b.notes:
         parts.append(Text(f"benchmark note: {note}", style="dim"))
     return parts

@@ -19,19 +19,23 @@ import re
 from collections.abc import Iterable
 
 from ...reports import models as rm
+from ..common.sources import function_name
+from .parsing import classify_guard, split_recompile_reasons
 
 _INDEX = re.compile(r"\[(\d+|'\d+')\]")
 _DOTTED_INDEX = re.compile(r"\.(\d+)(?=\.|\[|$)")
 _INTERNAL = re.compile(r"^(___stack\d+|___\w+|L\['___\w+'\])")
 _LOCAL = re.compile(r"L\['([A-Za-z_]\w*)'\]")
 _MODULES = re.compile(r"\._modules\['([A-Za-z_]\w*)'\]")
+_MODULE_INDEX = re.compile(r"\._modules\['(\d+)'\]")
 
 
 def user_source(source: str | None) -> str | None:
     """`L['x']` -> `x`, `L['self'].flag` -> `self.flag`; other sources as Dynamo wrote them."""
     if source is None:
         return None
-    return _MODULES.sub(lambda m: "." + m.group(1), _LOCAL.sub(lambda m: m.group(1), source))
+    text = _MODULES.sub(lambda m: "." + m.group(1), _LOCAL.sub(lambda m: m.group(1), source))
+    return _MODULE_INDEX.sub(lambda m: f"[{m.group(1)}]", text)
 
 
 def instance_pattern(source: str | None) -> str | None:
@@ -175,6 +179,13 @@ def _cause(cid: str, events: list[tuple[rm.Recompile, rm.FailedGuard | None]], b
     named = next((g for _, g in events if g is not None and not _is_internal(g.source)), first_g)
     sources = {g.source for _, g in events if g is not None and g.source is not None}
     per_instance = any(instance_pattern(s) != s for s in sources) and len(sources) > 1
+    values_seen = _values(events)
+    if not per_instance and first_g is not None and first_g.kind in ("value", "attribute"):
+        # an integer attribute of `self` that takes a new value in one call, in one shared code
+        # object: a per-instance index (`self.layer_idx`); Dynamo treats it as static
+        same_call = len({rc.call_index for rc, _ in events}) == 1
+        index_like = len(values_seen) > 1 and all(v.isdigit() for v in values_seen)
+        per_instance = same_call and index_like and (user_source(first_g.source) or "").startswith("self.")
     source = instance_pattern(user_source(named.source)) if per_instance and named else user_source(named.source if named else None)
     kind = first_g.kind if first_g else "other"
     values = _values(events)
@@ -199,6 +210,25 @@ def _cause(cid: str, events: list[tuple[rm.Recompile, rm.FailedGuard | None]], b
         suggestion_ids=suggestion_ids,
     )
 
+
+
+def arm_recompiles(events: list[tuple[str, str, dict[str, object]]]) -> list[rm.Recompile]:
+    """Recompile entries from `CompileStats.recompile_events` (a benchmark arm's own recompiles; no
+    module paths or call index: ids `R1`... are the arm's own)."""
+    out = []
+    for cid, payload, metrics in events:
+        guards = [rm.FailedGuard(**classify_guard(r)) for r in split_recompile_reasons(payload)]  # type: ignore[arg-type]
+        out.append(
+            rm.Recompile(
+                id=f"R{len(out) + 1}",
+                function=function_name(str(metrics.get("co_name") or "?")),
+                file=str(metrics.get("co_filename") or "?"),
+                line=int(metrics.get("co_firstlineno") or 0),  # type: ignore[call-overload]
+                compile_id=cid,
+                failed_guards=guards,
+            )
+        )
+    return out
 
 
 def attach_causes(report: rm.Report) -> None:

@@ -508,6 +508,8 @@ class CompileStats:
     graph_breaks: int = 0
     recompiles: int = 0
     compile_time_s: float = 0.0
+    recompile_events: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    """(compile id, guard-failure payload, that compile's metrics) per recompile, in order."""
 
 
 @contextlib.contextmanager
@@ -520,6 +522,7 @@ def count_compiles() -> Iterator[CompileStats]:
     stats = CompileStats()
     with quiet_torch_stderr(True), _capture(backend="eager", keep_guard_text=False) as result:
         yield stats
+    metrics = {ev.compile_id: ev.data for ev in result.events if ev.kind == "compilation_metrics" and ev.compile_id}
     for ev in result.events:
         if ev.kind == "compilation_metrics":
             stats.frames += 1
@@ -530,6 +533,8 @@ def count_compiles() -> Iterator[CompileStats]:
             stats.graph_breaks += 1
         elif ev.kind == "recompile_reasons":
             stats.recompiles += 1
+            cid = ev.compile_id or "?"
+            stats.recompile_events.append((cid, ev.payload or "", metrics.get(cid, {})))
 
 
 @contextlib.contextmanager

@@ -23,7 +23,9 @@ from typing import Any
 import torch
 
 from ...reports import models as rm
+from ...reports.verdicts import best_arm
 from ...workload import Call, Workload
+from ..capture.causes import arm_recompiles, recompile_causes
 from ..common import device as dev
 from ..common import torch_internals as ti
 from ..common.calls import preserved_state, run_pass
@@ -51,6 +53,10 @@ class BenchOptions:
     """Add regional-compilation arms when the model has repeated blocks."""
     fresh_cache: bool = True
     """A fresh, empty inductor cache per arm, so arms cannot warm each other."""
+    objective: str = "balanced"
+    """What the best arm optimises: latency, compile or balanced."""
+    max_iters: int | None = None
+    """Timed passes at most: more than `iters` are run while the spread is wide (default 3 x iters)."""
 
 
 @dataclass
@@ -70,6 +76,15 @@ def _latency(times: list[float]) -> rm.LatencyStats:
     else:
         iqr = 0.0
     return rm.LatencyStats(median=round(statistics.median(ms), 4), iqr=round(iqr, 4), n=len(ms))
+
+
+def _spread(times: list[float]) -> float:
+    """IQR over median; 1.0 (wide) until there are enough passes to say."""
+    if len(times) < 4:
+        return 1.0
+    q = statistics.quantiles(times, n=4, method="inclusive")
+    median = statistics.median(times)
+    return (q[2] - q[0]) / median if median > 0 else 0.0
 
 
 @dataclass
@@ -133,9 +148,11 @@ class _Bench:
             self.progress(label, i, total)
             run_pass(fn, self.workload, arm.calls, seed=None, train=self.train, model=arm.model)
         dev.synchronize(self.device)
-        times = []
-        for i in range(self.bench.iters):
-            self.progress(label, self.bench.warmup + i, total)
+        times: list[float] = []
+        limit = self.bench.max_iters or 3 * self.bench.iters
+        # repeat until the spread is tight (IQR within 5 % of the median) or the limit is reached
+        while len(times) < self.bench.iters or (len(times) < limit and _spread(times) > 0.05):
+            self.progress(label, self.bench.warmup + min(len(times), self.bench.iters), total)
             t0 = time.perf_counter()
             run_pass(fn, self.workload, arm.calls, seed=None, train=self.train, model=arm.model)
             dev.synchronize(self.device)
@@ -179,6 +196,7 @@ class _Bench:
                         if extra:
                             out.recompile_count = (out.recompile_count or 0) + extra
                             out.error = f"{extra} compile(s) during the timed passes: latency includes them"
+                        out.recompile_causes = recompile_causes(arm_recompiles(cold.recompile_events + during.recompile_events))
                 out.peak_memory_mb = dev.peak_memory_mb(self.device)
         except Exception as exc:  # noqa: BLE001 - one failing arm is a row, not the benchmark
             out.error = f"{type(exc).__name__}: {describe_error(exc)}"[:500]
@@ -264,9 +282,8 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
         for arm_result in result.arms:
             if arm_result.latency_ms and arm_result.latency_ms.median > 0:
                 arm_result.speedup_vs_eager = round(eager.latency_ms.median / arm_result.latency_ms.median, 3)
-    ok = [a for a in result.arms if a.latency_ms and not a.error and a.numerics_ok is not False]
-    if ok:
-        result.best_arm = min(ok, key=lambda a: a.latency_ms.median if a.latency_ms else float("inf")).name
+    result.objective = bench.objective  # type: ignore[assignment]
+    result.best_arm, result.best_arm_reason, result.within_noise = best_arm(result, result.objective)
     result.duration_s = round(time.perf_counter() - t0, 3)
     return BenchSection(result, _regional_verifications(report, result))
 
@@ -288,6 +305,9 @@ def _regional_verifications(report: rm.Report, result: rm.Benchmark) -> dict[str
             summary = f"cold compile {whole.compile_time_s:.2f} s ({whole.name}) -> {regional.compile_time_s:.2f} s ({regional.name})"
             if whole.latency_ms and regional.latency_ms:
                 summary += f"; latency {whole.latency_ms.median:.3f} -> {regional.latency_ms.median:.3f} ms"
+        why = _why_regional_recompiles(regional)
+        if why:
+            summary = f"{summary}; {why}" if summary else why
         verified[s.id] = rm.Verification(
             applied=regional.error is None,
             safe=ok,
@@ -299,3 +319,24 @@ def _regional_verifications(report: rm.Report, result: rm.Benchmark) -> dict[str
             summary=summary,
         )
     return verified
+
+
+def _why_regional_recompiles(arm: rm.BenchmarkArm) -> str | None:
+    """When the regional arm recompiled because of a guard per block: which, and the way out."""
+    per_block = [c for c in arm.recompile_causes if c.per_instance]
+    if not per_block:
+        return None
+    cause = max(per_block, key=lambda c: len(c.recompiles))
+    hint = next(
+        (h for h in ("allow_unspec_int_on_nn_module",) if cause.kind in ("value", "attribute") and all(v.isdigit() for v in cause.values)),
+        None,
+    )
+    way_out = (
+        f"torch._dynamo.config.{hint} = True (Dynamo's own hint), or pass the index as a tensor"
+        if hint
+        else "create that state before compiling (a pre-created cache, or use_cache=False), or wrap the block in torch.compiler.nested_compile_region"
+    )
+    return (
+        f"regional recompiled {len(cause.recompiles)} time(s) on one guard per block ({cause.summary}): "
+        f"the blocks share code but each guards its own state; {way_out}"
+    )

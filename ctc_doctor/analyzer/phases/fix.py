@@ -171,23 +171,33 @@ class _Checker:
             with contextlib.suppress(Exception):
                 ti.fresh_dynamo_state()
         findings = findings_of(compiled)
-        after = findings.summary(failed=bool(errors))
-        verification = rm.Verification(applied=True, before=effect_of(self.base.summary), after=effect_of(after))
         if errors:
-            verification.error = errors[0].message
-        else:
-            want = self.reference
-            eager_check = compare_outputs(eager.outputs, want)
-            outputs = compiled.outputs
-            if outputs:
-                compiled_check = compare_outputs(outputs, want[: len(outputs)], loose=loose_backend(ctx.settings.backend))
-                verification.numerics_ok = eager_check.ok and compiled_check.ok
-                verification.max_abs_error = compiled_check.max_abs
-                verification.max_rel_error = compiled_check.max_rel
-                if not eager_check.ok:
-                    verification.error = f"changes eager results: {eager_check.problem}"
-                elif not compiled_check.ok:
-                    verification.error = f"changes compiled results: {compiled_check.problem}"
+            # a run that crashed counts nothing: no deltas that would read like success
+            error = errors[0].message
+            return (
+                rm.Verification(
+                    applied=True,
+                    before=effect_of(self.base.summary),
+                    error=error,
+                    summary=f"failed: {error}"[:300],
+                    duration_s=round(time.perf_counter() - t0, 3),
+                ),
+                findings,
+            )
+        after = findings.summary(failed=False)
+        verification = rm.Verification(applied=True, before=effect_of(self.base.summary), after=effect_of(after))
+        want = self.reference
+        eager_check = compare_outputs(eager.outputs, want)
+        outputs = compiled.outputs
+        if outputs:
+            compiled_check = compare_outputs(outputs, want[: len(outputs)], loose=loose_backend(ctx.settings.backend))
+            verification.numerics_ok = eager_check.ok and compiled_check.ok
+            verification.max_abs_error = compiled_check.max_abs
+            verification.max_rel_error = compiled_check.max_rel
+            if not eager_check.ok:
+                verification.error = f"changes eager results: {eager_check.problem}"
+            elif not compiled_check.ok:
+                verification.error = f"changes compiled results: {compiled_check.problem}"
 
         before_sites = {_site_key(s): s for s in self.base.graph_breaks}
         after_sites = {_site_key(s): s for s in findings.graph_breaks}
@@ -212,7 +222,7 @@ class _Checker:
             or a.recompile_count < b.recompile_count
         )
         verification.summary = effect_summary(b, a)
-        verification.safe = bool(verification.numerics_ok) and not errors
+        verification.safe = bool(verification.numerics_ok)
         verification.effective = verification.safe and improved
         verification.duration_s = round(time.perf_counter() - t0, 3)
         return verification, findings
@@ -268,6 +278,9 @@ def run_fix(ctx: PhaseContext, options: FixOptions) -> FixSection:
             result.unsafe.append(suggestion.id)
             continue
         verification, _ = checker.check(variant)
+        addressed = [a for a in suggestion.applies_to if a.startswith("B")]
+        # the addressed break is gone and another appeared: moved, not removed
+        verification.moved_break = bool(addressed and set(addressed) & set(verification.fixed) and verification.new_sites)
         slowest = max(slowest, verification.duration_s)
         section.verified[suggestion.id] = verification
         covered = {f for c in chosen for f in (section.verified[c.id].fixed if c.id in section.verified else [])}

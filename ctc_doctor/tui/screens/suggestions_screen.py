@@ -12,7 +12,9 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from ...reports.labels import verdict_label
 from ...reports.models import Suggestion
+from ...reports.verdicts import delta_text
 from ..widgets.detail_pane import DetailPane
 from ..widgets.virtual_table import Column, VirtualTable
 from .section_screen import SectionScreen
@@ -32,6 +34,8 @@ STATUS_MEANING = {
 }
 
 
+_VERDICT_STYLE = {"recommended": "green", "trade_off": "yellow", "worse": "red", "failed": "red", "no_effect": "dim"}
+
 def suggestion_detail(screen: SectionScreen, s: Suggestion) -> list[RenderableType]:
     status = screen.index.status(s)
     head = Text()
@@ -40,8 +44,12 @@ def suggestion_detail(screen: SectionScreen, s: Suggestion) -> list[RenderableTy
     meta = Text()
     meta.append(f"{status}", style=STATUS_STYLE.get(status, ""))
     meta.append(f" — {STATUS_MEANING.get(status, '')}", style="dim")
-    meta.append(f"\nrule {s.rule} · kind {s.kind} · for {', '.join(s.applies_to) or 'the whole model'}", style="dim")
+    meta.append(f"\nrule {s.rule} · {s.category or 'kind'} · {s.kind} · for {', '.join(s.applies_to) or 'the whole model'}", style="dim")
     parts: list[RenderableType] = [head, meta, Text(""), Text("why", style="bold"), Text(s.rationale)]
+    if s.verdict is not None:
+        parts += [Text("verdict", style="bold"), Text(verdict_label(s), style=_VERDICT_STYLE.get(s.verdict, ""))]
+        for d in s.deltas:
+            parts.append(Text(f"  {delta_text(d)}  [{d.source}]", style="dim"))
     v = s.verified
     if v is not None:
         body = Text()
@@ -115,7 +123,7 @@ class SuggestionsScreen(SectionScreen):
         self.shown = [s for s in self.report.suggestions if self.matches(s)]
         rows = []
         for s in self.shown:
-            measured = s.verified.summary if s.verified and s.verified.summary else ""
+            measured = verdict_label(s) or (s.verified.summary if s.verified and s.verified.summary else "")
             target = ",".join(s.applies_to[:3]) + ("…" if len(s.applies_to) > 3 else "")
             rows.append((s.id, target or "model", s.kind, self.index.status(s), measured, s.title))
         self.query_one(VirtualTable).set_rows(rows)

@@ -21,7 +21,28 @@ class RuleContext:
     out: list[rm.Suggestion] = field(default_factory=list)
 
     def add(self, rule: str, title: str, rationale: str, kind: rm.SuggestionKind, applies_to: list[str], **kw: Any) -> None:
+        kw.setdefault("category", category_of(rule, kind))
         self.out.append(rm.Suggestion(id="", rule=rule, title=title, rationale=rationale, kind=kind, applies_to=applies_to, **kw))
+
+
+WORKAROUNDS = {
+    "disable-module",  # the module runs eagerly: the break stays, at a module boundary
+    "capture-scalar-outputs",  # the `.item()` becomes a graph input; the `if` that reads it still breaks
+    "capture-dynamic-output-shape-ops",
+    "recompile-limit",  # more cache entries, same recompiles
+}
+"""Rules that run around a cause rather than remove it."""
+ADVICE = {"registry-hints", "regional-compile", "mode-reduce-overhead", "compile-cache"}
+"""Rules that say what to keep in mind or measure, with no change that removes a site or recompile."""
+
+
+def category_of(rule: str, kind: rm.SuggestionKind) -> rm.SuggestionCategory:
+    """fix / workaround / advice of a rule (see `Suggestion.category`)."""
+    if rule in WORKAROUNDS:
+        return "workaround"
+    if rule in ADVICE:
+        return "advice"
+    return "fix"
 
 
 def refs(site: rm.GraphBreakSite, *docs: str) -> list[str]:

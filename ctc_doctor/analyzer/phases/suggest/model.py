@@ -51,6 +51,7 @@ def compile_cache_suggestion(benchmark: rm.Benchmark | None) -> rm.Suggestion | 
     return rm.Suggestion(
         id="",
         rule="compile-cache",
+        category="advice",
         title="Keep the compile cache between runs",
         rationale=f"Measured: cold compile {cold_s:.1f} s{warm}. Inductor's on-disk caches are on by default but "
         "live in /tmp; point TORCHINDUCTOR_CACHE_DIR at a persistent directory, or ship the artifacts with "

@@ -1,0 +1,211 @@
+"""Measured verdicts: what each suggestion is worth on the numbers this run measured, and which
+benchmark arm is best for the user's objective.
+
+A doctor never recommends what its own measurement shows is worse. Counts (graphs, break sites,
+recompiles) come from the fix check of each suggestion alone; times and memory from the benchmark,
+where the fixed arm carries every applied suggestion together (its numbers are then shared, and the
+source says so). A difference smaller than the noise is no difference:
+  - latency: the larger of the two arms' interquartile ranges, and at least 3 % of the median;
+  - compile times: 10 % and at least 0.05 s (one cold compile each: no spread to go by);
+  - peak memory: 5 % and at least 1 MB.
+Torch-free: works on report data only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from . import models as rm
+
+_UNITS = {"latency_ms": " ms", "cold_compile_s": " s", "warm_compile_s": " s", "trace_compile_s": " s", "peak_memory_mb": " MB"}
+_LABELS = {
+    "graphs": "graphs",
+    "break_sites": "break sites",
+    "recompiles": "recompiles",
+    "trace_compile_s": "trace time",
+    "cold_compile_s": "cold compile",
+    "warm_compile_s": "warm compile",
+    "latency_ms": "latency",
+    "peak_memory_mb": "peak memory",
+}
+_ORDER = {"recommended": 0, "trade_off": 1, "unmeasured": 2, "no_effect": 3, "worse": 4, "failed": 5}
+_CATEGORY_ORDER = {"fix": 0, "workaround": 1, "advice": 2, None: 1}
+
+
+def _better(metric: str, before: float, after: float, spread: float = 0.0) -> bool | None:
+    """True better (lower), False worse, None within noise."""
+    if metric in ("graphs", "break_sites", "recompiles"):
+        return None if after == before else after < before
+    if metric == "latency_ms":
+        noise = max(spread, 0.03 * before)
+    elif metric == "peak_memory_mb":
+        noise = max(0.05 * before, 1.0)
+    else:
+        noise = max(0.10 * before, 0.05)
+    if abs(after - before) <= noise:
+        return None
+    return after < before
+
+
+def delta_text(d: rm.Delta) -> str:
+    """`latency 5.79 -> 7.09 ms (+22 %)`."""
+    unit = _UNITS.get(d.metric, "")
+    if unit:
+        change = f" ({(d.after - d.before) / d.before:+.0%})".replace("%", " %") if d.before else ""
+        text = f"{_LABELS[d.metric]} {d.before:.3g} -> {d.after:.3g}{unit}{change}"
+    else:
+        text = f"{_LABELS[d.metric]} {d.before:g} -> {d.after:g}"
+    return text + (" (within noise)" if d.better is None and unit else "")
+
+
+def _arm_deltas(before: rm.BenchmarkArm, after: rm.BenchmarkArm, source: str) -> list[rm.Delta]:
+    out = []
+    pairs = [
+        ("cold_compile_s", before.compile_time_s, after.compile_time_s, 0.0),
+        ("warm_compile_s", before.warm_compile_time_s, after.warm_compile_time_s, 0.0),
+        ("peak_memory_mb", before.peak_memory_mb, after.peak_memory_mb, 0.0),
+    ]
+    if before.latency_ms and after.latency_ms:
+        spread = max(before.latency_ms.iqr, after.latency_ms.iqr)
+        pairs.insert(0, ("latency_ms", before.latency_ms.median, after.latency_ms.median, spread))
+    for metric, b, a, spread in pairs:
+        if b is None or a is None:
+            continue
+        out.append(rm.Delta(metric=metric, before=round(b, 4), after=round(a, 4), better=_better(metric, b, a, spread), source=source))  # type: ignore[arg-type]
+    return out
+
+
+def _usable(arm: rm.BenchmarkArm | None) -> bool:
+    return arm is not None and arm.error is None and arm.numerics_ok is not False and arm.latency_ms is not None
+
+
+def suggestion_deltas(report: rm.Report, s: rm.Suggestion) -> list[rm.Delta]:
+    """The measured deltas of one suggestion: its fix check, then the benchmark arms that carry it."""
+    out: list[rm.Delta] = []
+    v = s.verified
+    if v is not None and v.before is not None and v.after is not None and not v.error:
+        b, a = v.before, v.after
+        for metric, x, y in (
+            ("graphs", b.graphs_compiled, a.graphs_compiled),
+            ("break_sites", b.unique_break_sites, a.unique_break_sites),
+            ("recompiles", b.recompile_count, a.recompile_count),
+            ("trace_compile_s", b.compile_time_s, a.compile_time_s),
+        ):
+            out.append(rm.Delta(metric=metric, before=x, after=y, better=_better(metric, x, y), source="fix check"))  # type: ignore[arg-type]
+    bench = report.benchmark
+    if bench is None:
+        return out
+    arms = {a.name: a for a in bench.arms}
+    applied = report.fix.applied if report.fix else []
+    if s.rule == "regional-compile":
+        whole = arms.get("compiled_fixed") if "regional_fixed" in arms else arms.get("compiled")
+        regional = arms.get("regional_fixed") or arms.get("regional")
+        if _usable(whole) and _usable(regional):
+            assert whole is not None and regional is not None
+            out += _arm_deltas(whole, regional, f"benchmark {whole.name} -> {regional.name}")
+    elif s.id in applied and _usable(arms.get("compiled")) and _usable(arms.get("compiled_fixed")):
+        together = "" if len(applied) == 1 else f" ({'+'.join(applied)} together)"
+        out += _arm_deltas(arms["compiled"], arms["compiled_fixed"], f"benchmark compiled -> compiled_fixed{together}")
+    return out
+
+
+def _verdict(s: rm.Suggestion, deltas: list[rm.Delta]) -> tuple[rm.MeasuredVerdict, str | None]:
+    v = s.verified
+    if v is not None and (not v.applied or v.error or not v.safe):
+        why = v.error or ("changes results" if v.numerics_ok is False else "did not apply")
+        return "failed", why
+    if not deltas:
+        return "unmeasured", None
+    # a count that went down is the point of a fix; timing deltas decide whether it pays
+    # the fix check's trace time is one eager-backend measurement: shown, never decisive
+    decisive = [d for d in deltas if d.metric != "trace_compile_s"]
+    gains = [d for d in decisive if d.better is True]
+    losses = [d for d in decisive if d.better is False]
+    moved = v is not None and v.moved_break
+    if moved:
+        gains = [d for d in gains if d.metric != "break_sites"]
+    shown = [d for d in decisive if d.better is not None] or decisive[:1]
+    reason = ", ".join(delta_text(d) for d in shown[:4])
+    if moved and v is not None:
+        reason = f"moved the break to {'; '.join(v.new_sites[:2])}" + (f" ({reason})" if reason else "")
+    if gains and losses:
+        return "trade_off", reason
+    if losses:
+        return "worse", reason
+    if gains:
+        return "recommended", reason
+    return "no_effect", reason
+
+
+def _rel(deltas: Iterable[rm.Delta], metric: str) -> float:
+    """Relative improvement on a metric (positive better); 0 when not measured or within noise."""
+    for d in deltas:
+        if d.metric == metric and d.better is not None and d.before:
+            return (d.before - d.after) / d.before
+    return 0.0
+
+
+def score(s: rm.Suggestion, objective: rm.Objective) -> float:
+    """Measured benefit on the objective (higher first)."""
+    counts = sum(1 for d in s.deltas if d.metric in ("graphs", "break_sites", "recompiles") and d.better)
+    latency, compile_ = _rel(s.deltas, "latency_ms"), _rel(s.deltas, "cold_compile_s")
+    if objective == "latency":
+        return latency + 0.01 * counts
+    if objective == "compile":
+        return compile_ + 0.01 * counts
+    return latency + compile_ + 0.01 * counts
+
+
+def rank_key(s: rm.Suggestion, objective: rm.Objective) -> tuple[int, int, float]:
+    """Sort key: verdict (recommended first; under `balanced` a trade-off that costs latency after the
+    plainly good), then fix before workaround before advice, then measured benefit."""
+    verdict = _ORDER.get(s.verdict or "unmeasured", 2)
+    if s.verdict == "trade_off" and objective != "compile" and _rel(s.deltas, "latency_ms") < 0:
+        verdict = _ORDER["no_effect"]  # it costs what the user asked for: after what does not
+    return (verdict, _CATEGORY_ORDER.get(s.category, 1), -score(s, objective))
+
+
+def judge_one(report: rm.Report, s: rm.Suggestion) -> tuple[list[rm.Delta], rm.MeasuredVerdict, str | None] | None:
+    """(deltas, verdict, reason) of a suggestion that a check or the benchmark measured; None otherwise."""
+    if s.verified is None and not (s.rule == "regional-compile" and report.benchmark is not None):
+        return None
+    deltas = suggestion_deltas(report, s)
+    verdict, reason = _verdict(s, deltas)
+    summary = s.verified.summary if s.verified is not None else None
+    if s.rule == "regional-compile" and summary and "; regional recompiled" in summary:
+        reason = f"{reason}; {summary.split('; regional recompiled', 1)[1].join(['regional recompiled', ''])}"
+    return deltas, verdict, reason
+
+
+def best_arm(bench: rm.Benchmark, objective: rm.Objective) -> tuple[str | None, str | None, list[str]]:
+    """(best arm, why, arms within noise of it) for the objective."""
+    ok = [a for a in bench.arms if _usable(a)]
+    if not ok:
+        return None, None, []
+    eager = next((a for a in ok if a.name == "eager"), None)
+    fastest = min(ok, key=lambda a: a.latency_ms.median if a.latency_ms else float("inf"))
+    assert fastest.latency_ms is not None
+    tied = [
+        a.name
+        for a in ok
+        if a is not fastest and a.latency_ms is not None and _better("latency_ms", a.latency_ms.median, fastest.latency_ms.median, max(a.latency_ms.iqr, fastest.latency_ms.iqr)) is None
+    ]
+    compiled = [a for a in ok if a.compile_time_s is not None]
+    if objective == "compile" and compiled:
+        best = min(compiled, key=lambda a: a.compile_time_s or 0.0)
+        reason = f"{best.name} compiles fastest: cold {best.compile_time_s:.2f} s" + (
+            f", latency {best.latency_ms.median:.3g} ms" if best.latency_ms else ""
+        )
+        return best.name, reason, []
+    best = fastest
+    if tied:
+        # arms that cannot be told apart on latency: the one that compiles fastest wins
+        group = [fastest] + [a for a in ok if a.name in tied]
+        best = min(group, key=lambda a: (a.compile_time_s if a.compile_time_s is not None else float("inf") if a.name != "eager" else -1.0))
+    assert best.latency_ms is not None
+    speed = f", {eager.latency_ms.median / best.latency_ms.median:.2f}x eager" if eager and eager.latency_ms and best is not eager else ""
+    reason = f"{best.name}: {best.latency_ms.median:.3g} ± {best.latency_ms.iqr:.2g} ms{speed}"
+    within = [n for n in [fastest.name, *tied] if n != best.name]
+    if within:
+        reason += f"; within noise of {', '.join(within)} (so it is chosen for" + (" no compile)" if best.name == "eager" else " its compile time)")
+    return best.name, reason, within

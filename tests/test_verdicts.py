@@ -1,0 +1,84 @@
+"""Measured verdicts (issue 16): a suggestion is judged on what this run measured, never recommended
+first when its own benchmark shows it costs the objective; arms explain their own recompiles.
+
+Real analyses with the eager backend (the benchmark's differences here are large by construction:
+an expensive branch computed on every call, a guard per layer), so the labels do not depend on a
+quiet machine."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ctc_doctor import AnalyzeOptions, analyze
+from ctc_doctor.analyzer.phases.bench import BenchOptions
+from ctc_doctor.analyzer.phases.fix import FixOptions
+from ctc_doctor.fixtures.registry import all_fixtures
+from ctc_doctor.reports.advice import next_steps
+from ctc_doctor.reports.verdicts import rank_key
+
+
+def _full(name: str, **bench: object) -> object:
+    torch.manual_seed(0)
+    options = AnalyzeOptions(spec=name, fix=FixOptions(), bench=BenchOptions(backend="eager", warmup=1, **bench))  # type: ignore[arg-type]
+    return analyze(all_fixtures()[name].builder()(), options)
+
+
+@pytest.fixture(scope="module")
+def expensive():
+    return _full("rare_expensive_branch", iters=10, regional=False)
+
+
+def test_a_rewrite_that_does_more_work_is_a_labelled_trade_off_not_the_first_step(expensive):
+    r = expensive
+    where = next(s for s in r.suggestions if s.rule == "branchless-where")
+    assert where.category == "fix" and where.verified is not None and where.verified.effective
+    assert where.verdict == "trade_off"
+    by_metric = {d.metric: d for d in where.deltas}
+    assert by_metric["break_sites"].better is True and by_metric["graphs"].better is True
+    latency = by_metric["latency_ms"]
+    assert latency.better is False and latency.after > 3 * latency.before
+    assert latency.source == "benchmark compiled -> compiled_fixed"
+    assert "latency" in (where.verdict_reason or "") and "break sites 1 -> 0" in (where.verdict_reason or "")
+    # balanced: what costs latency comes after what does not; it is still listed, labelled
+    steps = next_steps(r)
+    labelled = [s for s in steps if f"[{where.id}," in s]
+    assert labelled and "trade-off:" in labelled[0] and steps.index(labelled[0]) > 0
+    others = [s for s in r.suggestions if s.id != where.id and s.verdict in (None, "unmeasured", "recommended")]
+    assert all(rank_key(o, "balanced") < rank_key(where, "balanced") for o in others)
+    # the best arm is not the slower fixed one, and says why
+    assert r.benchmark.best_arm != "compiled_fixed" and r.benchmark.best_arm_reason
+    assert r.benchmark.objective == "balanced"
+
+
+def test_arms_are_timed_until_the_spread_is_tight_or_the_limit(expensive):
+    for arm in expensive.benchmark.arms:
+        assert arm.latency_ms is not None and 10 <= arm.latency_ms.n <= 30
+
+
+def test_regional_compilation_says_a_per_layer_guard_made_it_recompile_per_block():
+    r = _full("per_layer_cache", iters=3)
+    # compiled whole: one recompile, one cause, on the first layer's state
+    (whole,) = r.recompile_causes
+    assert whole.source == "self.blocks[0].cache.layers[0].initialized" and not whole.per_instance
+    regional = next(a for a in r.benchmark.arms if a.name == "regional")
+    per_layer = regional.recompile_causes[0]
+    assert per_layer.per_instance and per_layer.source == "self.cache.layers[*].initialized"
+    assert len(per_layer.recompiles) >= 5  # one per block after the first
+    owned = [rid for c in regional.recompile_causes for rid in c.recompiles]
+    assert len(owned) == len(set(owned)) == regional.recompile_count
+    suggestion = next(s for s in r.suggestions if s.rule == "regional-compile")
+    assert suggestion.category == "advice"
+    assert "one guard per block" in (suggestion.verdict_reason or "")
+    assert "create that state before compiling" in (suggestion.verdict_reason or "")
+
+
+def test_a_config_flip_that_moves_the_break_is_a_workaround_not_a_fix():
+    torch.manual_seed(0)
+    r = analyze(all_fixtures()["item_control_flow"].builder()(), AnalyzeOptions(spec="x", fix=FixOptions()))
+    flip = next(s for s in r.suggestions if s.rule == "capture-scalar-outputs")
+    assert flip.category == "workaround" and flip.verified is not None and flip.verified.moved_break
+    assert flip.verdict == "no_effect" and (flip.verdict_reason or "").startswith("moved the break to Data-dependent branching")
+    keep = next(s for s in r.suggestions if s.rule == "keep-tensor")
+    assert keep.category == "fix" and keep.verdict == "recommended"
+    assert not any(f"[{flip.id}," in step for step in next_steps(r))
