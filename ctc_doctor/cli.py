@@ -112,7 +112,7 @@ def _analysis_options(f: Any) -> Any:
         click.option("--backend", default=None, help="torch.compile backend [default: eager; aot_eager with --train]. 'inductor' also yields perf hints."),
         click.option("--device", default=None, help="Move the model and inputs to this device first (e.g. cuda)."),
         click.option("--seed", default=0, show_default=True, type=int, help="torch.manual_seed before building and before each phase."),
-        click.option("--timeout", "timeout_s", default=None, type=float, metavar="SECONDS", help="Give up after this long; the partial report is still written."),
+        click.option("--timeout", "timeout_s", default=None, type=click.FloatRange(min=0, min_open=True), metavar="SECONDS", help="Give up after this long; the partial report is still written."),
         click.option("--no-explain", is_flag=True, help="Skip the torch._dynamo.explain cross-check."),
         click.option("--guards", "keep_guards", is_flag=True, help="Keep the full guard tree text per compile id in the report."),
         click.option("--top", default=10, show_default=True, type=int, help="Break sites to show in the summary."),
@@ -451,7 +451,7 @@ def check(target: str, **kw: Any) -> None:
 @click.option("--nproc", default=1, show_default=True, type=click.IntRange(min=1), metavar="N", help="Run N local ranks through torch.distributed.run (torchrun).")
 @click.option("--backend", default=None, help="Replace the backend of every torch.compile call (e.g. eager, for a fast diagnosis) [default: the script's].")
 @click.option("--max-steps", type=click.IntRange(min=1), default=None, metavar="N", help="Stop the script after N calls of the compiled model.")
-@click.option("--timeout", "timeout_s", default=None, type=float, metavar="SECONDS", help="Stop the script (every rank) after this long; the partial report is still written.")
+@click.option("--timeout", "timeout_s", default=None, type=click.FloatRange(min=0, min_open=True), metavar="SECONDS", help="Stop the script (every rank) after this long; the partial report is still written.")
 @click.option("--json", "json_out", metavar="PATH", help="Write the JSON report to PATH ('-' for stdout; the script's stdout then goes to stderr).")
 @click.option("--no-bisect", is_flag=True, help="Skip the bisection of the compiled module.")
 @click.option("--no-fix", is_flag=True, help="Skip verifying the suggestions on copies of the compiled module.")

@@ -174,6 +174,66 @@ def test_usage_errors_are_one_line(cli, tmp_path):
     ]
     assert cli("run").returncode == ExitCode.USAGE
     assert cli("run", "--", "python", "-c", "print(1)").returncode == ExitCode.TARGET_NOT_FOUND
+    bad = tmp_path / "bad.py"
+    bad.write_text("x = (\n")
+    syntax = cli("run", "--", str(bad))
+    assert syntax.returncode == ExitCode.TARGET_INVALID and len(syntax.stderr.strip().splitlines()) == 1
+    assert "bad.py:1:" in syntax.stderr and "Traceback" not in syntax.stderr
+    module = cli("run", "--", "-m", "no_such_module_xyz")
+    assert module.returncode == ExitCode.TARGET_NOT_FOUND and "no module named 'no_such_module_xyz'" in module.stderr
+    assert cli("run", "--timeout", "0", "--", str(bad)).returncode == ExitCode.USAGE
+
+
+def test_model_compile_is_analyzed_like_torch_compile_without_extra_calls(cli, tmp_path):
+    script = tmp_path / "method.py"
+    script.write_text(
+        "import torch, torch.nn as nn\n"
+        "class Gate(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = nn.Linear(8, 8)\n"
+        "    def forward(self, x):\n"
+        "        print('forward of gate')\n"
+        "        return self.fc(x)\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.inp, self.gate, self.out = nn.Linear(8, 8), Gate(), nn.Linear(8, 2)\n"
+        "    def forward(self, x):\n"
+        "        return self.out(self.gate(self.inp(x)))\n"
+        "model = Net()\n"
+        "model.compile(backend='eager')\n"
+        "for step in range(3):\n"
+        "    model(torch.randn(4, 8)).sum().backward()\n"
+    )
+    out = tmp_path / "r.json"
+    result = cli("run", "--json", str(out), "-q", "--", str(script))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("forward of gate") == 3  # the script's calls only: the doctor's re-runs are silent
+    report = load_report(out)
+    (obj,) = report.compiled
+    assert (obj.kind, obj.calls) == ("method", 3)
+    (site,) = report.graph_breaks
+    assert site.module_paths == ["gate"] and site.user_frame.line == 7
+    assert report.bisect is not None and report.bisect.smallest_failing == ["gate"]
+
+
+def test_timeout_stops_a_script_that_handles_sigterm_itself(cli, tmp_path):
+    script = tmp_path / "stubborn.py"
+    script.write_text(
+        "import signal, time, torch\n"
+        "signal.signal(signal.SIGTERM, lambda signum, frame: None)  # checkpoint-on-preemption style\n"
+        "f = torch.compile(lambda x: x.sin() + 1, backend='eager')\n"
+        "f(torch.randn(3))\n"
+        "while True:\n"
+        "    time.sleep(0.1)\n"
+    )
+    out = tmp_path / "r.json"
+    result = cli("run", "--timeout", "8", "--json", str(out), "-q", "--", str(script), timeout=120)
+    assert result.returncode == ExitCode.TIMEOUT, result.stderr
+    report = load_report(out)
+    # the rank's own report (not the trace fallback): stopped by the runner before the parent's SIGKILL
+    assert report.run.stopped == "timeout" and [o.name for o in report.compiled] == ["<lambda>"]
 
 
 def test_run_check_gates_ci_on_a_real_script(cli):

@@ -12,6 +12,7 @@ divergence and its root cause). A rank that wrote nothing is read from its trace
 from __future__ import annotations
 
 import glob
+import importlib.util
 import json
 import os
 import shlex
@@ -26,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, Literal
 
-from ..errors import LogsInvalid, TargetNotFound
+from ..errors import LogsInvalid, TargetInvalid, TargetNotFound
 from ..version import __version__
 
 if TYPE_CHECKING:
@@ -86,6 +87,11 @@ def script_command(argv: list[str]) -> list[str]:
     if command[0] == "-m":
         if len(command) < 2:
             raise TargetNotFound("-m needs a module name", hint="ctc-doctor run -- -m pkg.module ARGS")
+        top = command[1].split(".")[0]
+        # the top-level package only: finding it imports nothing (a submodule's parents would run)
+        local = os.path.exists(os.path.join(os.getcwd(), top)) or os.path.exists(os.path.join(os.getcwd(), top + ".py"))
+        if not local and importlib.util.find_spec(top) is None:
+            raise TargetNotFound(f"no module named {top!r}", hint="run from the directory that holds it, or install it")
         return command
     if command[0].startswith("-"):
         raise TargetNotFound(
@@ -93,6 +99,13 @@ def script_command(argv: list[str]) -> list[str]:
         )
     if not os.path.isfile(command[0]):
         raise TargetNotFound(f"no such script: {command[0]}")
+    try:
+        with open(command[0], "rb") as fh:
+            compile(fh.read(), command[0], "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        raise TargetInvalid(f"{command[0]}:{exc.lineno}: {exc.msg}", hint="the script does not compile as Python") from None
+    except (OSError, ValueError) as exc:
+        raise TargetInvalid(f"{command[0]}: cannot be read as Python: {exc}") from None
     return command
 
 
@@ -155,6 +168,7 @@ def _run(
     if options.nproc > 1:
         runner = [
             sys.executable, "-m", "ctc_doctor.analyzer.torchrun", "--standalone", f"--nproc-per-node={options.nproc}",
+            "--log-dir", os.path.join(out, "torchelastic"),  # not a /tmp/torchelastic_* left behind
             "-m", "ctc_doctor.analyzer.script_runner", config_path, *command,
         ]  # fmt: skip
     shown = shlex.join(command)
@@ -169,6 +183,7 @@ def _run(
     status, code = _wait(proc, options, say, _Progress(str(config["progress_path"]), progress))
     say(f"the script {_ended(status, code)} after {time.perf_counter() - t0:.1f} s")
 
+    from ..errors import ReportError
     from ..reports import models as rm  # here, not at the top: pydantic loads while the script runs
     from ..reports.io import load_report
     from ..reports.ranks import merge_ranks
@@ -177,7 +192,10 @@ def _run(
     reports = {}
     for path in sorted(glob.glob(os.path.join(out, "rank*.json"))):
         rank = int(os.path.basename(path)[4:-5])
-        reports[rank] = load_report(path)
+        try:
+            reports[rank] = load_report(path)
+        except ReportError as exc:  # a rank that wrote half a report: the others (or the trace) still stand
+            notes.append(f"rank {rank}'s report could not be read ({exc.one_line().replace(path, f'rank{rank}.json')}).")
     missing = [r for r in range(options.nproc) if r not in reports]
     if not reports:
         report = _from_trace(trace_dir, command, notes)

@@ -12,6 +12,7 @@ backend (`--backend`, else eager), not the script's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -82,7 +83,16 @@ def _device_of(module: torch.nn.Module | None) -> str | None:
     return None
 
 
-def rank_report(
+def rank_report(run: ScriptRun, recorder: CompileRecorder, outcome: Any, config: dict[str, Any], **kw: Any) -> rm.Report:
+    """This rank's report (see `_rank_report`), with the analyzed module uncompiled: a module the
+    script compiled with `model.compile()` keeps its compiled call, and the doctor's own calls must run
+    it plainly. What the model prints during the doctor's re-runs is not the script's output: dropped."""
+    model = _analyzed_module(recorder.primary)
+    with ti.uncompiled(model), open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+        return _rank_report(run, recorder, outcome, config, **kw)
+
+
+def _rank_report(
     run: ScriptRun,
     recorder: CompileRecorder,
     outcome: Any,
@@ -101,7 +111,7 @@ def rank_report(
     primary = recorder.primary
     if primary is not None:
         progress("report", 0, 0)
-    notes = list(recorder.notes) + list(run.capture.notes)
+    notes = list(recorder.notes) + list(run.capture.notes) + [n for o in recorder.objects for n in o.notes]
     model = _analyzed_module(primary)
     calls = [c for c in (_replayable(r) for r in (primary.recorded if primary else [])) if c is not None]
     if primary is not None and primary.recorded and not calls:

@@ -77,7 +77,17 @@ def _print_script_traceback(exc: BaseException, command: list[str]) -> None:
     script = os.path.abspath(command[0]) if command[0] != "-m" else None
     while tb is not None and script is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) != script:
         tb = tb.tb_next
-    traceback.print_exception(type(exc), exc, tb or exc.__traceback__)
+    if tb is None and command[0] == "-m":
+        # from the module's own frames on: drop runpy's and ctc-doctor's
+        tb = exc.__traceback__
+        while tb is not None and _ours(tb.tb_frame.f_code.co_filename):
+            tb = tb.tb_next
+    # no frame of the script (an import that failed before it ran): the error alone, as Python prints it
+    traceback.print_exception(type(exc), exc, tb)
+
+
+def _ours(path: str) -> bool:
+    return "runpy" in os.path.basename(path) or os.path.dirname(os.path.abspath(__file__)) in os.path.abspath(path)
 
 
 def main(argv: list[str]) -> int:
@@ -96,6 +106,12 @@ def main(argv: list[str]) -> int:
         raise StopScript("terminated")
 
     signal.signal(signal.SIGTERM, terminate)
+    deadline = config.get("deadline")
+    if deadline and hasattr(signal, "setitimer"):
+        # a script that handles SIGTERM itself (a trainer that checkpoints on preemption) would outlive
+        # --timeout until the parent's SIGKILL: stop it here too, just after the parent's SIGTERM
+        signal.signal(signal.SIGALRM, terminate)
+        signal.setitimer(signal.ITIMER_REAL, max(0.1, float(deadline) - time.time() + 2.0))
     with ti.capture(
         backend="eager", keep_guard_text=config.get("keep_guard_text", False), quiet=False, keep_caches=True
     ) as cap:
@@ -108,6 +124,8 @@ def main(argv: list[str]) -> int:
         )
         with recorder.installed():
             outcome = _run_script(command)
+        if deadline and hasattr(signal, "setitimer"):
+            signal.setitimer(signal.ITIMER_REAL, 0)  # the report has its own budget
     try:
         from .script_report import rank_report
 

@@ -146,8 +146,9 @@ class CompileRecorder:
             )
             obj = CompiledObject(name.rsplit("<locals>.", 1)[-1], "function", None, options)
         if self.snapshot and obj.module is not None:
+            inner = obj.module.module if isinstance(obj.module, torch.nn.parallel.DistributedDataParallel) else obj.module
             try:
-                obj.pristine = copy_model(obj.module)
+                obj.pristine = copy_model(inner)  # DDP: its module (the wrapper needs the process group)
             except CopyError as exc:
                 obj.notes.append(f"{exc}: the fix phase copies the model as the script left it.")
         self.objects.append(obj)

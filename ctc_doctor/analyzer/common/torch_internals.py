@@ -538,6 +538,21 @@ def count_compiles() -> Iterator[CompileStats]:
 
 
 @contextlib.contextmanager
+def uncompiled(module: Any) -> Iterator[None]:
+    """A module compiled in place with `nn.Module.compile()` (its private `_compiled_call_impl`, 2.2+)
+    calls its plain forward in the block; restored after. Anything else is left as it is."""
+    saved = getattr(module, "_compiled_call_impl", None) if isinstance(module, torch.nn.Module) else None
+    if saved is None:
+        yield
+        return
+    module._compiled_call_impl = None
+    try:
+        yield
+    finally:
+        module._compiled_call_impl = saved
+
+
+@contextlib.contextmanager
 def regional_compile(modules: list[torch.nn.Module], **compile_kwargs: Any) -> Iterator[None]:
     """`module.compile(**kw)` on each block for the duration of the block, then undone.
 
