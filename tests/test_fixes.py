@@ -45,6 +45,7 @@ RULES = {
     "warning_logged_once": {"warm-up-before-compile", "logger-ignore"},
     "transformers_output_capture": {"warm-up-before-compile", "context-manager", "library-upgrade"},
     "two_causes": {"mark-dynamic", "scalar-to-tensor"},
+    "transformers_gpt2_positional": {"mark-dynamic"},
     "per_layer_cache": {"state-recompile", "regional-compile"},
     "rare_expensive_branch": {"branchless-where", "torch-cond"},
 }

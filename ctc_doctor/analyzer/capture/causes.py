@@ -135,8 +135,35 @@ def describe(kind: str, source: str | None, dim: int | None, values: list[str], 
     return text
 
 
-def recompile_causes(recompiles: list[rm.Recompile], suggestions: Iterable[rm.Suggestion] = ()) -> list[rm.RecompileCause]:
-    """Group recompile events into causes (see the module docstring); ids `C1`... in order of first strike."""
+_ARGS = re.compile(r"^args\[(\d+)\]")
+_KWARGS = re.compile(r"^kwargs\['(\w+)'\]")
+_INPUT_NAME = re.compile(r"(?:^|, )(\w+): ")
+
+
+def input_names(report: rm.Report) -> list[str]:
+    """The first call's argument names in call order (positional first), from `target.inputs`."""
+    return _INPUT_NAME.findall(report.target.inputs[0]) if report.target.inputs else []
+
+
+def user_argument(source: str | None, names: list[str]) -> str | None:
+    """A guard source through a `*args, **kwargs` wrapper back to the user's argument: `args[0]` ->
+    `pixel_values` (the first argument of the call), `kwargs['input_ids']` -> `input_ids`."""
+    if source is None:
+        return None
+    m = _ARGS.match(source)
+    if m and int(m.group(1)) < len(names) and not re.fullmatch(r"arg\d+", names[int(m.group(1))]):
+        return names[int(m.group(1))] + source[m.end() :]
+    m = _KWARGS.match(source)
+    if m:
+        return m.group(1) + source[m.end() :]
+    return source
+
+
+def recompile_causes(
+    recompiles: list[rm.Recompile], suggestions: Iterable[rm.Suggestion] = (), names: list[str] | None = None
+) -> list[rm.RecompileCause]:
+    """Group recompile events into causes (see the module docstring); ids `C1`... in order of first
+    strike. `names`: the call's argument names, to name `args[N]` / `kwargs[...]` sources after them."""
     groups: list[list[tuple[rm.Recompile, rm.FailedGuard | None]]] = []
     by_code: dict[tuple[object, ...], int] = {}
     by_change: dict[tuple[object, ...], int] = {}
@@ -169,11 +196,13 @@ def recompile_causes(recompiles: list[rm.Recompile], suggestions: Iterable[rm.Su
             by_recompile.setdefault(rid, []).append(s.id)
     causes = []
     for i, events in enumerate(groups, 1):
-        causes.append(_cause(f"C{i}", events, by_recompile))
+        causes.append(_cause(f"C{i}", events, by_recompile, names or []))
     return causes
 
 
-def _cause(cid: str, events: list[tuple[rm.Recompile, rm.FailedGuard | None]], by_recompile: dict[str, list[str]]) -> rm.RecompileCause:
+def _cause(
+    cid: str, events: list[tuple[rm.Recompile, rm.FailedGuard | None]], by_recompile: dict[str, list[str]], names: list[str]
+) -> rm.RecompileCause:
     first_rc, first_g = events[0]
     # the source a user recognises: the first event whose guard names a real input, not `___stack0`
     named = next((g for _, g in events if g is not None and not _is_internal(g.source)), first_g)
@@ -186,7 +215,12 @@ def _cause(cid: str, events: list[tuple[rm.Recompile, rm.FailedGuard | None]], b
         same_call = len({rc.call_index for rc, _ in events}) == 1
         index_like = len(values_seen) > 1 and all(v.isdigit() for v in values_seen)
         per_instance = same_call and index_like and (user_source(first_g.source) or "").startswith("self.")
-    source = instance_pattern(user_source(named.source)) if per_instance and named else user_source(named.source if named else None)
+    at_root = next((not rc.module_paths or "" in rc.module_paths for rc, g in events if g is named), False)
+    source = user_source(named.source if named else None)
+    if at_root:  # the call's own arguments are the root frame's
+        source = user_argument(source, names)
+    if per_instance:
+        source = instance_pattern(source)
     kind = first_g.kind if first_g else "other"
     values = _values(events)
     reason = first_g.reason if first_g else "no guard failure recorded"
@@ -233,4 +267,4 @@ def arm_recompiles(events: list[tuple[str, str, dict[str, object]]]) -> list[rm.
 
 def attach_causes(report: rm.Report) -> None:
     """Set `report.recompile_causes` from its recompiles and suggestions (call once both are final)."""
-    report.recompile_causes = recompile_causes(report.recompiles, report.suggestions)
+    report.recompile_causes = recompile_causes(report.recompiles, report.suggestions, input_names(report))

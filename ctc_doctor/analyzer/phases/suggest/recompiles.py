@@ -31,6 +31,10 @@ def _argument(source: str | None, facts: ModelFacts | None) -> str | None:
     """The forward argument a guard source names (`x`, `L['x']`, `kwargs['input_ids']`), if any."""
     if not source or facts is None:
         return None
+    positional = re.fullmatch(r"(?:L\[')?args(?:'\])?\[(\d+)\]", source)
+    if positional:  # through a `*args` wrapper (transformers' forward decorators): the Nth argument
+        index = int(positional.group(1))
+        return facts.arg_names[index] if index < len(facts.arg_names) else None
     match = re.fullmatch(r"(?:L\[')?(\w+)(?:'\])?(?:\[['\"](\w+)['\"]\])?", source)
     if not match:
         return None
