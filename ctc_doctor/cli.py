@@ -399,8 +399,8 @@ def diff(before_path: str, after_path: str, fail_on_regression: bool) -> None:
 
 
 _GATE_OPTIONS = [
-    click.option("--max-graph-breaks", type=click.IntRange(min=0), default=None, metavar="N", help="Fail when more than N break sites remain after the allowlists."),
-    click.option("--max-recompiles", type=click.IntRange(min=0), default=None, metavar="N", help="Fail when more than N recompiles happen."),
+    click.option("--max-graph-breaks", type=click.IntRange(min=0), default=None, metavar="N", help="Fail when more than N break sites remain after the allowlists [default: 0]."),
+    click.option("--max-recompiles", type=click.IntRange(min=0), default=None, metavar="N", help="Fail when more than N recompiles happen [default: 0]."),
     click.option("--allow", multiple=True, metavar="GB|TYPE", help="Do not count breaks with this GB id or gb_type (repeatable)."),
     click.option("--allow-module", multiple=True, metavar="PATH", help="Do not count breaks inside this module path (repeatable)."),
     click.option("--own-code-only", is_flag=True, help="Do not count breaks whose innermost frame is in a library."),
@@ -415,8 +415,8 @@ def _policy(kw: dict[str, Any], *, gate: bool) -> Any:
     allow, allow_modules, own_code_only = kw.pop("allow"), kw.pop("allow_module"), kw.pop("own_code_only")
     if not gate and limits == (None, None):
         return None
-    if limits == (None, None):
-        limits = (0, 0)  # the natural default for a gate: clean
+    # a gate's default is clean: a limit left unset stays 0 when the other is given
+    limits = (0 if limits[0] is None else limits[0], 0 if limits[1] is None else limits[1])
     return Policy(max_graph_breaks=limits[0], max_recompiles=limits[1], allow=allow, allow_modules=allow_modules, own_code_only=own_code_only)
 
 
@@ -631,6 +631,7 @@ def _run_analysis(spec: str, load: Any, kw: dict[str, Any]) -> None:
     json_out = kw["json_out"]
     quiet = kw["quiet"]
     console = _stderr_console()
+    _check_device_and_backends(kw)
     with _one_line_errors(debug):
         with _stdout_reserved(json_out == "-") as real_stdout:
             report = _analyze_with_progress(spec, load, kw, console, quiet)
@@ -655,6 +656,26 @@ def _run_analysis(spec: str, load: Any, kw: dict[str, Any]) -> None:
     policy = kw.get("policy")
     if policy is not None and not _gate(report, policy):
         sys.exit(int(ExitCode.CHECK_FAILED))
+
+
+def _check_device_and_backends(kw: dict[str, Any]) -> None:
+    """`--device` and the backends are usage errors before the model is built, not a crash after."""
+    device, backends = kw.get("device"), [b for b in (kw.get("backend"), kw.get("bench_backend")) if b]
+    if not device and not backends:
+        return
+    if device:
+        from .analyzer.common.device import device_problem
+
+        problem = device_problem(device)
+        if problem:
+            _fail(problem, ExitCode.USAGE)
+    from .analyzer.common.torch_internals import backend_names
+
+    known = backend_names()
+    for name in backends:
+        if known is not None and name not in known:
+            common = [b for b in ("eager", "aot_eager", "inductor", "cudagraphs") if b in known]
+            _fail(f"no torch.compile backend named {name!r} (e.g. {', '.join(common)}; all: torch.compiler.list_backends())", ExitCode.USAGE)
 
 
 def _analyze_with_progress(spec: str, load: Any, kw: dict[str, Any], console: Any, quiet: bool) -> Any:

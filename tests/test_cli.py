@@ -179,3 +179,41 @@ def test_tui_with_json_on_stdout_is_a_usage_error(cli):
     result = cli("user_targets:small", "--tui", "--json", "-")
     assert result.returncode == ExitCode.USAGE
     assert "--tui draws on the terminal" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args, text",
+    [
+        (("--device", "banana"), "--device 'banana' is not a torch device"),
+        (("--device", "cuda:0"), "--device cuda:0: CUDA is not available"),
+        (("--backend", "nosuchbackend"), "no torch.compile backend named 'nosuchbackend'"),
+        (("bench", "--bench-backend", "nosuchbackend"), "no torch.compile backend named 'nosuchbackend'"),
+    ],
+)
+def test_device_and_backend_are_usage_errors_before_the_model_is_built(cli, tmp_path, args, text):
+    if args[0] == "--device" and args[1].startswith("cuda"):
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("CUDA is available here")
+    marker = tmp_path / "built"
+    target = tmp_path / "model.py"
+    target.write_text(
+        "import pathlib, torch\n"
+        "def build():\n"
+        f"    pathlib.Path({str(marker)!r}).write_text('built')\n"
+        "    return torch.nn.Linear(2, 2), (torch.ones(1, 2),)\n"
+    )
+    command = [*args[:1], f"{target}:build", *args[1:]] if args[0] == "bench" else [f"{target}:build", *args]
+    result = cli(*command)
+    assert result.returncode == ExitCode.USAGE, result.stderr
+    assert result.stderr.strip().splitlines() == [f"ctc-doctor: error: {result.stderr.split('error: ', 1)[1].strip()}"]
+    assert text in result.stderr and not marker.exists()
+
+
+def test_check_keeps_the_default_of_a_limit_it_was_not_given(cli):
+    # --max-graph-breaks alone: recompiles are still held to 0
+    result = cli("check", "ctc_doctor.fixtures.zoo:shape_change_dim0", "--max-graph-breaks", "0", "-q", "--no-explain")
+    assert result.returncode == ExitCode.CHECK_FAILED and "1 recompile(s), more than the 0 allowed" in result.stderr
+    allowed = cli("check", "ctc_doctor.fixtures.zoo:shape_change_dim0", "--max-recompiles", "1", "-q", "--no-explain")
+    assert allowed.returncode == 0, allowed.stderr

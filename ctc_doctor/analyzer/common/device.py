@@ -35,3 +35,19 @@ def peak_memory_mb(device: str) -> float | None:
 def synchronize(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
+
+
+def device_problem(name: str) -> str | None:
+    """Why `--device NAME` cannot be used here (None: it can): not a device, or CUDA/MPS absent."""
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        return f"--device {name!r} is not a torch device (e.g. cpu, cuda, cuda:1, mps)"
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            return f"--device {name}: CUDA is not available (this torch {torch.__version__}, or no GPU)"
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            return f"--device {name}: only {torch.cuda.device_count()} CUDA device(s)"
+    if device.type == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+        return f"--device {name}: MPS is not available"
+    return None

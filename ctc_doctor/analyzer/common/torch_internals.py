@@ -537,6 +537,17 @@ def count_compiles() -> Iterator[CompileStats]:
             stats.recompile_events.append((cid, ev.payload or "", metrics.get(cid, {})))
 
 
+def backend_names() -> list[str] | None:
+    """Every registered torch.compile backend (debug ones included); None when torch cannot say."""
+    try:
+        return list(torch.compiler.list_backends(exclude_tags=()))
+    except Exception:  # noqa: BLE001 - an older torch: the compile itself will say
+        try:
+            return list(torch._dynamo.list_backends(exclude_tags=()))  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001
+            return None
+
+
 @contextlib.contextmanager
 def uncompiled(module: Any) -> Iterator[None]:
     """A module compiled in place with `nn.Module.compile()` (its private `_compiled_call_impl`, 2.2+)
