@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 
 from markdown_it import MarkdownIt
@@ -76,6 +77,54 @@ def test_redaction_of_a_real_report_keeps_no_absolute_path_of_this_checkout(cli,
     out.write_text(result.stdout)
     text = out.read_text()
     assert str(REPO) not in text and load_report(out).redacted
+
+
+_ABSOLUTE = re.compile(r"(?<![\w.~>/:<;-])/(?=[\w.-])[^\s'\"()<>,;:]*")
+
+
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+
+
+def test_redaction_leaves_no_absolute_path_of_a_model_outside_root_and_home(cli, tmp_path):
+    # the model lives in a directory that is neither the project root (the cwd) nor under home
+    models = tmp_path / "data" / "models"
+    models.mkdir(parents=True)
+    (models / "m.py").write_text(
+        "import torch\n"
+        "class Head(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(4, 4)\n"
+        "    def forward(self, x):\n"
+        "        print('head', x.shape)\n"
+        "        return self.fc(x)\n"
+        "def build():\n"
+        "    return torch.nn.Sequential(torch.nn.Linear(4, 4), Head()), (torch.randn(2, 4),)\n"
+    )
+    assert not str(models).startswith(str(REPO)) and not str(models).startswith(os.path.expanduser("~"))
+    out = tmp_path / "out" / "r.json"
+    out.parent.mkdir()
+    result = cli(f"{models / 'm.py'}:build", "--json", str(out), "--redact", "-q", "--no-bench")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(out.read_text())
+    markdown = render_markdown(load_report(out))
+    leaks = [s for s in [*_strings(data), markdown] if _ABSOLUTE.search(s)]
+    assert leaks == [], [_ABSOLUTE.search(s).group(0) for s in leaks][:5]
+    assert str(tmp_path) not in out.read_text() and str(tmp_path) not in markdown
+    site = data["graph_breaks"][0]
+    assert site["user_frame"]["file"] == "<abs>/models/m.py"
+    assert data["bisect"]["repro_paths"] and all(p.startswith("<abs>/out/") for p in data["bisect"]["repro_paths"])
+    diffs = [s["diff"] for s in data["suggestions"] if s["diff"]]
+    assert diffs and all(d.startswith("--- a/<abs>/models/m.py\n+++ b/<abs>/models/m.py") for d in diffs), diffs[0][:80]
+    assert "<abs>/models/m.py:build" in data["run"]["command"]
 
 
 def _saved(tmp_path, name: str):
