@@ -631,7 +631,7 @@ def _run_analysis(spec: str, load: Any, kw: dict[str, Any]) -> None:
     json_out = kw["json_out"]
     quiet = kw["quiet"]
     console = _stderr_console()
-    _check_device_and_backends(kw)
+    _check_device_and_backends(kw, kw.get("rebuild_spec") or spec)
     with _one_line_errors(debug):
         with _stdout_reserved(json_out == "-") as real_stdout:
             report = _analyze_with_progress(spec, load, kw, console, quiet)
@@ -658,8 +658,9 @@ def _run_analysis(spec: str, load: Any, kw: dict[str, Any]) -> None:
         sys.exit(int(ExitCode.CHECK_FAILED))
 
 
-def _check_device_and_backends(kw: dict[str, Any]) -> None:
-    """`--device` and the backends are usage errors before the model is built, not a crash after."""
+def _check_device_and_backends(kw: dict[str, Any], spec: str) -> None:
+    """`--device` and the backends are usage errors before the model is built, not a crash after. A
+    backend the target's module registers when imported counts: it is imported (not built) to see."""
     device, backends = kw.get("device"), [b for b in (kw.get("backend"), kw.get("bench_backend")) if b]
     if not device and not backends:
         return
@@ -672,6 +673,14 @@ def _check_device_and_backends(kw: dict[str, Any]) -> None:
     from .analyzer.common.torch_internals import backend_names
 
     known = backend_names()
+    if known is not None and not set(backends) <= set(known):
+        from .analyzer.target import resolve_builder
+
+        try:
+            resolve_builder(spec)  # imports the module; the builder is not called
+        except Exception:  # noqa: BLE001 - a bad target is reported by the run itself, with its own exit code
+            return
+        known = backend_names()
     for name in backends:
         if known is not None and name not in known:
             common = [b for b in ("eager", "aot_eager", "inductor", "cudagraphs") if b in known]

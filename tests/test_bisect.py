@@ -261,7 +261,7 @@ def test_the_terminal_tree_expands_to_the_failing_modules_and_groups_identical_s
     console = Console(file=io.StringIO(), width=120, record=True)
     render_summary(bisected("repeated_blocks"), console)
     text = console.export_text()
-    assert "blocks.0 … blocks.63 (64×) GuardedBlock" in text
+    assert "blocks.0 to blocks.63 (64×) GuardedBlock" in text
     assert "← smallest failing" in text and "GB0170" in text
     console = Console(file=io.StringIO(), width=120, record=True)
     render_summary(bisected("deep_break"), console)

@@ -136,3 +136,53 @@ def test_diff_compares_recompile_causes_and_a_new_cause_is_a_regression():
     back = diff_reports(one, two)
     assert [(c.kind, c.source) for c in back.causes_new] == [("size", "x")]
     assert "new recompile cause: x dim 0 changes 2 → 3 (1 recompile(s))" in back.regressions
+
+
+def _collapse(text: str) -> str:
+    return " ".join(text.replace("│", " ").split())
+
+
+@pytest.fixture(scope="module")
+def full_showcase():
+    import torch
+
+    from ctc_doctor import AnalyzeOptions, analyze
+    from ctc_doctor.analyzer.phases.bench import BenchOptions
+    from ctc_doctor.analyzer.phases.bisect import BisectOptions
+    from ctc_doctor.analyzer.phases.fix import FixOptions
+    from ctc_doctor.fixtures.registry import all_fixtures
+
+    torch.manual_seed(0)
+    options = AnalyzeOptions(
+        spec="demo", bisect=BisectOptions(strategy="top-down"), fix=FixOptions(), bench=BenchOptions(backend="eager", iters=2, warmup=0)
+    )
+    return analyze(all_fixtures()["showcase"].builder()(), options)
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_summary_is_whole_at_80_and_120_columns_in_a_ci_log(full_showcase, width):
+    import io
+
+    from rich.console import Console
+
+    from ctc_doctor.reports.render import render_summary
+
+    report = full_showcase
+    assert report.graph_breaks and report.recompile_causes and report.bisect and report.fix and report.benchmark
+    buf = io.StringIO()
+    render_summary(report, Console(width=width, file=buf, force_terminal=False, color_system=None))
+    text = buf.getvalue()
+    assert "\x1b[" not in text  # not a TTY: no escape codes
+    assert "…" not in text  # no cell cut short
+    assert [line for line in text.splitlines() if len(line) > width] == []
+    flat = _collapse(text)
+    diffs = [s.diff for s in report.suggestions if s.diff and s.id in report.fix.applied]
+    assert diffs
+    for diff in diffs:
+        for line in diff.splitlines():
+            assert _collapse(line) in flat, line  # every diff line, wrapped maybe, never cut
+    for arm in report.benchmark.arms:  # every arm's numbers are there
+        assert f"{arm.latency_ms.median:.3f}" in text
+    for site in report.graph_breaks:
+        assert site.id in text and str((site.own_frame or site.user_frame).line) in text
+    assert report.recompile_causes[0].summary in flat

@@ -111,7 +111,7 @@ def _suggestion_steps(report: Report, limit: int = 5) -> list[str]:
         else:
             measured = f" — measured: {s.verified.summary}" if s.verified and s.verified.summary else ""
         kind = f", {s.category}" if s.category == "workaround" else ""
-        target = ",".join(s.applies_to[:3]) + ("…" if len(s.applies_to) > 3 else "") if s.applies_to else "model"
+        target = ",".join(s.applies_to[:3]) + (f" +{len(s.applies_to) - 3}" if len(s.applies_to) > 3 else "") if s.applies_to else "model"
         steps.append(f"{target}: {s.title} [{s.id}, {status}{kind}]{measured}")
         if len(steps) >= limit:
             break

@@ -41,12 +41,12 @@ def short_path(path: str, width: int = 48) -> str:
 
 
 def module_label(paths: list[str], width: int | None = 40, limit: int = 3) -> str:
-    """`a, b … z (N instances)` beyond `limit` paths, cut to `width` characters (None: no cut)."""
+    """`a, b to z (N instances)` beyond `limit` paths, cut to `width` characters (None: no cut)."""
     if not paths:
         return "—"
     names = ["(root)" if p == "" else p for p in paths]
     if len(names) > limit:
-        text = f"{names[0]}, {names[1]} … {names[-1]} ({len(names)} instances)"
+        text = f"{names[0]}, {names[1]} to {names[-1]} ({len(names)} instances)"
     else:
         text = ", ".join(names)
     return text if width is None or len(text) <= width else text[: width - 1] + "…"

@@ -31,7 +31,7 @@ from .labels import (
     trial_symbol,
     verdict_label,
 )
-from .models import Benchmark, Bisect, BisectTrial, GraphBreakSite, Recompile, Report
+from .models import Benchmark, Bisect, BisectTrial, GraphBreakSite, Recompile, Report, Suggestion
 
 _VERDICT_STYLE = {
     "clean": ("bold green", "CLEAN: one graph per call, no recompiles"),
@@ -107,19 +107,13 @@ def _suggestion_table(report: Report, limit: int = 12) -> Table:
     table.add_column("id", no_wrap=True)
     table.add_column("for", no_wrap=True)
     table.add_column("class", no_wrap=True)
-    table.add_column("what to do", ratio=3)
+    table.add_column("what to do", ratio=3, overflow="fold")
     table.add_column("status", no_wrap=True)
-    table.add_column("measured", ratio=2)
+    table.add_column("measured", ratio=2, overflow="fold")
     for s in report.suggestions[:limit]:
         status = suggestion_status(s, report.fix)
-        measured = verdict_label(s)
-        if not measured and s.verified is not None:
-            measured = s.verified.summary or s.verified.error or ""
-            if s.verified.error and s.verified.summary and not s.verified.summary.startswith("failed"):
-                measured = f"{s.verified.summary}; {s.verified.error}"
-        if s.verified is not None and s.verified.moved_break:
-            measured += " (the break moved: a workaround)"
-        applies = ",".join(s.applies_to[:4]) + ("…" if len(s.applies_to) > 4 else "")
+        measured = _measured(s)
+        applies = ",".join(s.applies_to[:4]) + (f" +{len(s.applies_to) - 4}" if len(s.applies_to) > 4 else "")
         table.add_row(s.id, applies or "model", s.category or s.kind, escape(s.title), Text(status, style=_STATUS_STYLE.get(status, "")), escape(measured))
     return table
 
@@ -141,19 +135,142 @@ def _fix_panel(report: Report) -> Panel | None:
         if ids:
             text.append(f"\n{label}: {', '.join(ids)}", style="dim")
     if fix.remaining:
-        text.append(f"\nstill left: {'; '.join(fix.remaining[:4])}" + (" …" if len(fix.remaining) > 4 else ""), style="dim")
+        more = f" (+{len(fix.remaining) - 4} more)" if len(fix.remaining) > 4 else ""
+        text.append(f"\nstill left: {'; '.join(fix.remaining[:4])}{more}", style="dim")
     for note in fix.notes:
         text.append(f"\n{note}", style="dim")
     body.append(text)
+    return Panel(Group(*body), title="fix (verified on a copy; your model is unchanged)", expand=True)  # type: ignore[arg-type]
+
+
+def _fix_diffs(report: Report) -> list[object]:
+    """The applied fixes' diffs, outside any panel and wrapped, never cut: the key line is the point."""
+    if report.fix is None:
+        return []
     by_id = {s.id: s for s in report.suggestions}
-    for sid in fix.applied:
+    parts: list[object] = []
+    for sid in report.fix.applied:
         s = by_id.get(sid)
         if s is not None and s.diff:
-            body.append(Text(f"{sid}: {s.title}", style="bold"))
             from rich.syntax import Syntax  # pygments: only when there is a diff to show
 
-            body.append(Syntax(s.diff.rstrip("\n"), "diff", theme="ansi_dark", background_color="default"))
-    return Panel(Group(*body), title="fix (verified on a copy; your model is unchanged)", expand=True)  # type: ignore[arg-type]
+            parts.append(Text(f"{sid}: {s.title}", style="bold"))
+            parts.append(Syntax(s.diff.rstrip("\n"), "diff", theme="ansi_dark", background_color="default", word_wrap=True))
+    return parts
+
+
+COMPACT_BELOW = 100
+"""Terminals narrower than this get stacked rows instead of tables (CI logs and pipes are 80)."""
+
+
+def _indented(text: str | Text, style: str = "", indent: int = 4) -> Padding:
+    return Padding(text if isinstance(text, Text) else Text(text, style=style), (0, 0, 0, indent), expand=False)
+
+
+def _break_rows(sites: list[GraphBreakSite], top: int) -> Group:
+    parts: list[object] = [Text("Graph breaks, most costly first", style="bold")]
+    for site in sites[:top]:
+        frame = site.own_frame or site.user_frame
+        head = Text(f"{site.id}  ", style="bold")
+        head.append(", ".join(site.registry_ids[:2]) or "—", style="bold")
+        head.append(f"  ×{site.occurrences}  ")
+        head.append(module_label(site.module_paths, None))
+        if site.module_class:
+            head.append(f" ({site.module_class})", style="dim")
+        parts.append(head)
+        parts.append(_indented(f"{short_path(frame.file, 200)}:{frame.line}" + (f"  {frame.code}" if frame.code else ""), "cyan"))
+        if not site.own_code:
+            parts.append(_indented(f"in {site.library}: {short_path(site.user_frame.file, 200)}:{site.user_frame.line}", "dim"))
+        reason = Text(site.reason)
+        for mark in site_marks(site):
+            reason.append(f" ({mark})", style="bold")
+        parts.append(_indented(reason))
+        if site.hints:
+            parts.append(_indented(f"hint: {site.hints[0]}", "dim"))
+    return Group(*parts)  # type: ignore[arg-type]
+
+
+def _recompile_rows(recompiles: list[Recompile], causes: dict[str, str]) -> Group:
+    groups: dict[tuple[str, str, tuple[str, ...]], list[Recompile]] = defaultdict(list)
+    for rc in recompiles:
+        groups[(rc.function, rc.file, tuple(rc.module_paths))].append(rc)
+    parts: list[object] = [Text("Recompile events, by function" + (" (cause ids from above)" if causes else ""), style="bold")]
+    for (function, file, paths), items in groups.items():
+        line = min(rc.line for rc in items)
+        ids = list(dict.fromkeys(causes[rc.id] for rc in items if rc.id in causes))
+        head = Text(f"  {function} ", style="bold")
+        head.append(f"{module_label(list(paths), None)}  {short_path(file, 200)}:{line}  ×{len(items)}")
+        if ids:
+            head.append(f"  {', '.join(ids)}", style="yellow")
+        parts.append(head)
+        kinds: dict[str, str] = {}
+        for rc in items:
+            for g in rc.failed_guards:
+                kinds.setdefault(g.kind, g.reason)
+        for kind, reason in list(kinds.items())[:3]:
+            parts.append(_indented(f"{kind}: {reason}", "dim", 6))
+    return Group(*parts)  # type: ignore[arg-type]
+
+
+def _suggestion_rows(report: Report, limit: int = 12) -> Group:
+    parts: list[object] = [Text("suggestions (ctc-doctor fix verifies the auto-applicable ones on a copy)", style="bold")]
+    for s in report.suggestions[:limit]:
+        status = suggestion_status(s, report.fix)
+        head = Text(f"{s.id} ", style="bold")
+        head.append(f"[{s.category or s.kind} · ")
+        head.append(status, style=_STATUS_STYLE.get(status, ""))
+        head.append("] ")
+        head.append(", ".join(s.applies_to) or "model", style="dim")
+        head.append(f": {s.title}")
+        parts.append(head)
+        measured = _measured(s)
+        if measured:
+            parts.append(_indented(measured, "dim"))
+    return Group(*parts)  # type: ignore[arg-type]
+
+
+def _bench_rows(b: Benchmark) -> Group:
+    settings = b.settings
+    parts: list[object] = [
+        Text(
+            f"benchmark: {settings.get('backend')} mode={settings.get('mode')} on {b.device}, "
+            f"{settings.get('iters')} timed pass(es), {settings.get('grad')}",
+            style="bold",
+        )
+    ]
+    for a in b.arms:
+        head = Text(f"  {a.name}{' ★' if a.name == b.best_arm else ''}", style="bold" if a.name == b.best_arm else "")
+        if a.latency_ms:
+            head.append(f"  latency {a.latency_ms.median:.3f} ± {a.latency_ms.iqr:.3f} ms")
+        if a.speedup_vs_eager is not None and a.name != "eager":
+            head.append(f" ({a.speedup_vs_eager:.2f}x eager)")
+        parts.append(head)
+        facts = []
+        if a.compile_time_s is not None:
+            facts.append(f"cold compile {a.compile_time_s:.2f} s")
+        if a.warm_compile_time_s is not None:
+            facts.append(f"warm {a.warm_compile_time_s:.2f} s")
+        for label, value in (("graphs", a.graph_count), ("breaks", a.graph_break_count), ("recompiles", a.recompile_count)):
+            if value is not None:
+                facts.append(f"{label} {value}")
+        if a.peak_memory_mb is not None:
+            facts.append(f"peak {a.peak_memory_mb:.0f} MB")
+        if a.max_abs_error is not None:
+            facts.append(f"max abs err {a.max_abs_error:.1e}" + (" ✗" if a.numerics_ok is False else ""))
+        if facts:
+            parts.append(_indented(" · ".join(facts), "dim", 6))
+    return Group(*parts)  # type: ignore[arg-type]
+
+
+def _measured(s: Suggestion) -> str:
+    measured = verdict_label(s)
+    if not measured and s.verified is not None:
+        measured = s.verified.summary or s.verified.error or ""
+        if s.verified.error and s.verified.summary and not s.verified.summary.startswith("failed"):
+            measured = f"{s.verified.summary}; {s.verified.error}"
+    if s.verified is not None and s.verified.moved_break:
+        measured += " (the break moved: a workaround)"
+    return measured
 
 
 def bench_table(b: Benchmark) -> Table:
@@ -163,7 +280,7 @@ def bench_table(b: Benchmark) -> Table:
         f"{settings.get('iters')} timed pass(es), {settings.get('grad')}"
     )
     table = Table(title=title, title_justify="left", expand=True)
-    for col in ("arm", "cold compile", "warm compile", "latency (median ± IQR)", "speedup", "graphs", "breaks", "recompiles", "peak MB", "max abs err"):
+    for col in ("arm", "cold\ncompile", "warm\ncompile", "latency\n(median ± IQR)", "speed-\nup", "graphs", "breaks", "recom-\npiles", "peak\nMB", "max abs\nerr"):
         table.add_column(col, no_wrap=True, justify="left" if col == "arm" else "right", min_width=max((len(a.name) + 2 for a in b.arms), default=5) if col == "arm" else None)
 
     def num(value: float | int | None, fmt: str) -> str:
@@ -187,8 +304,8 @@ def bench_table(b: Benchmark) -> Table:
     return table
 
 
-def _bench_parts(b: Benchmark) -> list[object]:
-    parts: list[object] = [bench_table(b)]
+def _bench_parts(b: Benchmark, compact: bool = False) -> list[object]:
+    parts: list[object] = [_bench_rows(b) if compact else bench_table(b)]
     if b.best_arm_reason:
         parts.append(Text(f"best for {b.objective}: {b.best_arm_reason}", style="bold"))
     for a in b.arms:
@@ -212,9 +329,9 @@ def _break_table(sites: list[GraphBreakSite], top: int) -> Table:
     table.add_column("reason / first hint", overflow="fold", ratio=2)
     for site in sites[:top]:
         frame = site.own_frame or site.user_frame
-        loc = Text(f"{short_path(frame.file)}:{frame.line}")
+        loc = Text(f"{short_path(frame.file, 200)}:{frame.line}")
         if not site.own_code:
-            loc.append(f"\nin {site.library}: {short_path(site.user_frame.file, 32)}:{site.user_frame.line}", style="dim")
+            loc.append(f"\nin {site.library}: {short_path(site.user_frame.file, 200)}:{site.user_frame.line}", style="dim")
         if frame.code:
             loc.append(f"\n{frame.code}", style="dim")
         cell = Text(site.reason)
@@ -237,13 +354,13 @@ def cause_text(report: Report) -> Group:
         parts.append(Padding(Text(cause_headline(cause), style="yellow"), (0, 0, 0, 2), expand=False))
         details = []
         if cause.functions:
-            details.append("in " + ", ".join(cause.functions[:4]) + (" …" if len(cause.functions) > 4 else ""))
+            details.append("in " + ", ".join(cause.functions[:4]) + (f" (+{len(cause.functions) - 4} more)" if len(cause.functions) > 4 else ""))
         where = [f"modules {module_label(cause.module_paths, None)}"] if cause.module_paths else []
         if cause.first_call is not None:
             where.append(f"first in call {cause.first_call}")
         if cause.user_stack:
             f = cause.user_stack[-1]
-            where.append(f"guard from {short_path(f.file)}:{f.line}" + (f" `{f.code}`" if f.code else ""))
+            where.append(f"guard from {short_path(f.file, 200)}:{f.line}" + (f" `{f.code}`" if f.code else ""))
         if cause.suggestion_ids:
             where.append(f"see {', '.join(cause.suggestion_ids)}")
         if where:
@@ -275,7 +392,7 @@ def _recompile_table(recompiles: list[Recompile], causes: dict[str, str]) -> Tab
         if ids:
             guard_text = f"{', '.join(ids)} · {guard_text}"
         label = Text(function)
-        label.append(f"\n{short_path(file)}:{line}", style="dim")
+        label.append(f"\n{short_path(file, 200)}:{line}", style="dim")
         table.add_row(label, Text(module_label(list(paths))), str(len(items)), Text(guard_text))
     return table
 
@@ -356,13 +473,13 @@ def bisect_tree(b: Bisect, max_lines: int = 60) -> Tree | None:
                 j += 1
             lines += 1
             if lines > max_lines:
-                node.add(f"[dim]… {len(kids) - i} more (see the JSON report)[/dim]")
+                node.add(f"[dim]{len(kids) - i} more (see the JSON report)[/dim]")
                 return
             if j - i >= 3:
                 last = kids[j - 1]
                 text = label(k)
                 first_name = escape(_relative(k.module_path, k.parent))
-                group = f"{first_name} … {escape(_relative(last.module_path, last.parent))} ({j - i}×)"
+                group = f"{first_name} to {escape(_relative(last.module_path, last.parent))} ({j - i}×)"
                 node.add(text.replace(f"[bold]{first_name}[/bold]", f"[bold]{group}[/bold]", 1))
             else:
                 for kid in kids[i:j]:
@@ -459,27 +576,30 @@ def divergence_text(report: Report) -> Text | None:
 
 def render_summary(report: Report, console: Console, *, top: int = 10) -> None:
     """Print the human summary of a report."""
+    compact = console.width < COMPACT_BELOW  # stacked rows, not tables: every cell whole at 80 columns
     parts: list[object] = [header_text(report), verdict_panel(report)]
     parts.extend(p for p in (logs_text(report), rank_table(report), divergence_text(report)) if p is not None)
     if report.graph_breaks:
-        parts.append(_break_table(report.graph_breaks, top))
+        parts.append(_break_rows(report.graph_breaks, top) if compact else _break_table(report.graph_breaks, top))
         if len(report.graph_breaks) > top:
-            parts.append(Text(f"… {len(report.graph_breaks) - top} more site(s) in the JSON report", style="dim"))
+            parts.append(Text(f"{len(report.graph_breaks) - top} more site(s) in the JSON report", style="dim"))
     if report.recompile_causes:
         parts.append(cause_text(report))
     if report.recompiles:
-        parts.append(_recompile_table(report.recompiles, cause_of(report)))
+        causes = cause_of(report)
+        parts.append(_recompile_rows(report.recompiles, causes) if compact else _recompile_table(report.recompiles, causes))
     if report.bisect is not None:
         parts.extend(render_bisect(report.bisect))
     if report.suggestions:
-        parts.append(_suggestion_table(report))
+        parts.append(_suggestion_rows(report) if compact else _suggestion_table(report))
     fix_panel = _fix_panel(report)
     if fix_panel is not None:
         parts.append(fix_panel)
+        parts.extend(_fix_diffs(report))
     if report.shape_probe is not None:
         parts.append(probe_text(report))
     if report.benchmark is not None:
-        parts.extend(_bench_parts(report.benchmark))
+        parts.extend(_bench_parts(report.benchmark, compact))
     if report.explain is not None and report.explain.missed_sites:
         parts.append(
             Text(
