@@ -217,3 +217,26 @@ def test_check_keeps_the_default_of_a_limit_it_was_not_given(cli):
     assert result.returncode == ExitCode.CHECK_FAILED and "1 recompile(s), more than the 0 allowed" in result.stderr
     allowed = cli("check", "ctc_doctor.fixtures.zoo:shape_change_dim0", "--max-recompiles", "1", "-q", "--no-explain")
     assert allowed.returncode == 0, allowed.stderr
+
+
+def test_warnings_raised_during_the_run_go_to_the_notes_not_between_the_lines(cli, tmp_path):
+    target = tmp_path / "warns.py"
+    target.write_text(
+        "import warnings, torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(4, 4)\n"
+        "    def forward(self, x):\n"
+        "        warnings.warn('this layer is old-fashioned')\n"
+        "        return self.fc(x)\n"
+        "def build():\n"
+        "    return M(), (torch.randn(2, 4),)\n"
+    )
+    out = tmp_path / "r.json"
+    result = cli(f"{target}:build", "--json", str(out), "--no-bench", "--no-bisect")
+    assert result.returncode == 0, result.stderr
+    assert "UserWarning: this layer is old-fashioned" not in result.stderr  # not interleaved
+    assert "warning(s) raised during the run (1 kind(s)); see the report's notes" in result.stderr
+    notes = load_report(out).notes
+    assert any(n.startswith("warning during the run (") and n.endswith("UserWarning: this layer is old-fashioned") for n in notes)

@@ -28,6 +28,7 @@ from ..workload import Call, Workload
 from .capture.causes import attach_causes
 from .common import torch_internals as ti
 from .common.calls import to_device
+from .common.chatter import collected_warnings, warning_notes
 from .common.copying import CopyError, copy_model
 from .common.deadline import DeadlineExceeded, deadline
 from .common.facts import ModelFacts, model_facts
@@ -121,8 +122,11 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
         pristine=pristine,
     )
     with contextlib.ExitStack() as resources:
+        seen = resources.enter_context(collected_warnings())
         ctx = dataclasses.replace(ctx, trial_worker=_prestarted_worker(ctx, options, resources))
-        return _run(workload, calls, ctx, options, started_at, clock, copy_note)
+        report = _run(workload, calls, ctx, options, started_at, clock, copy_note)
+    report.notes.extend(warning_notes(seen))
+    return report
 
 
 def _prestarted_worker(ctx: PhaseContext, options: AnalyzeOptions, resources: contextlib.ExitStack) -> TrialWorker | None:

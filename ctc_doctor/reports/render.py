@@ -5,6 +5,7 @@ The words come from `labels` (short texts) and `advice` (what to do next); this 
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 from rich.console import Console, Group
@@ -608,8 +609,13 @@ def render_summary(report: Report, console: Console, *, top: int = 10) -> None:
                 style="dim",
             )
         )
+    warned = [n for n in report.notes if n.startswith("warning during the run")]
     for note in report.notes:
-        parts.append(Text(f"note: {note}", style="dim"))
+        if note not in warned:
+            parts.append(Text(f"note: {note}", style="dim"))
+    if warned:  # one line: the warnings themselves are in the report's notes
+        total = sum(int(m.group(1)) for m in (re.search(r"\((\d+)×\)", n) for n in warned) if m)
+        parts.append(Text(f"note: {total} warning(s) raised during the run ({len(warned)} kind(s)); see the report's notes", style="dim"))
     for err in report.errors:
         parts.append(Text(f"error [{err.phase}] {err.type}: {err.message}", style="red"))
     steps = next_steps(report)

@@ -1,0 +1,36 @@
+"""Python warnings raised while ctc-doctor runs a model (torch's TF32 advice, "Online softmax is
+disabled", a library's deprecation notes): counted into the report's notes instead of interleaved
+with the summary. The filters in force decide what counts, as they decide what would be shown, so
+`-W error` and `warnings.filterwarnings("error", ...)` keep working."""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections import Counter
+from collections.abc import Iterator
+
+NOTE_PREFIX = "warning during the run"
+"""How the notes of this module start (the terminal folds them into one line)."""
+
+
+@contextlib.contextmanager
+def collected_warnings() -> Iterator[Counter[tuple[str, str]]]:
+    """Warnings shown in the block are kept, not printed; yields their counts by (category, first line)."""
+    seen: Counter[tuple[str, str]] = Counter()
+    with warnings.catch_warnings(record=True) as caught:
+        try:
+            yield seen
+        finally:
+            for w in caught:
+                text = str(w.message).strip().splitlines()
+                seen[(w.category.__name__, text[0] if text else "")] += 1
+
+
+def warning_notes(seen: Counter[tuple[str, str]], limit: int = 10) -> list[str]:
+    """One note per distinct warning, most frequent first: `warning during the run (3×): UserWarning: ...`."""
+    notes = [f"{NOTE_PREFIX} ({n}×): {category}: {text}" for (category, text), n in seen.most_common(limit)]
+    if len(seen) > limit:
+        rest = sum(n for _, n in seen.most_common()[limit:])
+        notes.append(f"{NOTE_PREFIX}: {len(seen) - limit} more kind(s), {rest} in all")
+    return notes
