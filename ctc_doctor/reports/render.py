@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from dataclasses import dataclass
 
 from rich.console import Console, Group
 from rich.markup import escape
@@ -192,23 +193,14 @@ def _break_rows(sites: list[GraphBreakSite], top: int) -> Group:
 
 
 def _recompile_rows(recompiles: list[Recompile], causes: dict[str, str]) -> Group:
-    groups: dict[tuple[str, str, tuple[str, ...]], list[Recompile]] = defaultdict(list)
-    for rc in recompiles:
-        groups[(rc.function, rc.file, tuple(rc.module_paths))].append(rc)
     parts: list[object] = [Text("Recompile events, by function" + (" (cause ids from above)" if causes else ""), style="bold")]
-    for (function, file, paths), items in groups.items():
-        line = min(rc.line for rc in items)
-        ids = list(dict.fromkeys(causes[rc.id] for rc in items if rc.id in causes))
-        head = Text(f"  {function} ", style="bold")
-        head.append(f"{module_label(list(paths), None)}  {short_path(file, 200)}:{line}  ×{len(items)}")
-        if ids:
-            head.append(f"  {', '.join(ids)}", style="yellow")
+    for g in _event_groups(recompiles, causes):
+        head = Text(f"  {g.function} ", style="bold")
+        head.append(f"{module_label(g.paths, None)}  {short_path(g.file, 200)}:{g.line}  ×{g.count}")
+        if g.cause_ids:
+            head.append(f"  {', '.join(g.cause_ids)}", style="yellow")
         parts.append(head)
-        kinds: dict[str, str] = {}
-        for rc in items:
-            for g in rc.failed_guards:
-                kinds.setdefault(g.kind, g.reason)
-        for kind, reason in list(kinds.items())[:3]:
+        for kind, reason in g.guards:
             parts.append(_indented(f"{kind}: {reason}", "dim", 6))
     return Group(*parts)  # type: ignore[arg-type]
 
@@ -371,30 +363,49 @@ def cause_text(report: Report) -> Group:
     return Group(*parts)  # type: ignore[arg-type]
 
 
-def _recompile_table(recompiles: list[Recompile], causes: dict[str, str]) -> Table:
-    # one row per function and module set: Dynamo's resume functions of one forward fold into it
+@dataclass
+class _EventGroup:
+    """Recompile events of one function and module set (Dynamo's resume functions of a forward fold in)."""
+
+    function: str
+    file: str
+    line: int
+    paths: list[str]
+    count: int
+    cause_ids: list[str]
+    guards: list[tuple[str, str]]
+    """(kind, first reason) of the first three guard kinds."""
+
+
+def _event_groups(recompiles: list[Recompile], causes: dict[str, str]) -> list[_EventGroup]:
     groups: dict[tuple[str, str, tuple[str, ...]], list[Recompile]] = defaultdict(list)
     for rc in recompiles:
         groups[(rc.function, rc.file, tuple(rc.module_paths))].append(rc)
+    out = []
+    for (function, file, paths), items in groups.items():
+        kinds: dict[str, str] = {}
+        for rc in items:
+            for g in rc.failed_guards:
+                kinds.setdefault(g.kind, g.reason)
+        ids = list(dict.fromkeys(causes[rc.id] for rc in items if rc.id in causes))
+        out.append(_EventGroup(function, file, min(rc.line for rc in items), list(paths), len(items), ids, list(kinds.items())[:3]))
+    return out
+
+
+def _recompile_table(recompiles: list[Recompile], causes: dict[str, str]) -> Table:
     title = "Recompile events, by function" + (" (cause ids from above)" if causes else "")
     table = Table(title=title, title_justify="left", expand=True)
     table.add_column("function", overflow="fold", ratio=1)
     table.add_column("module", overflow="fold")
     table.add_column("×", justify="right")
     table.add_column("failed guard (kind: guard)", overflow="fold", ratio=2)
-    for (function, file, paths), items in groups.items():
-        line = min(rc.line for rc in items)
-        kinds: dict[str, str] = {}
-        for rc in items:
-            for g in rc.failed_guards:
-                kinds.setdefault(g.kind, g.reason)
-        guard_text = "\n".join(f"{k}: {v}" for k, v in list(kinds.items())[:3])
-        ids = list(dict.fromkeys(causes[rc.id] for rc in items if rc.id in causes))
-        if ids:
-            guard_text = f"{', '.join(ids)} · {guard_text}"
-        label = Text(function)
-        label.append(f"\n{short_path(file, 200)}:{line}", style="dim")
-        table.add_row(label, Text(module_label(list(paths))), str(len(items)), Text(guard_text))
+    for g in _event_groups(recompiles, causes):
+        guard_text = "\n".join(f"{k}: {v}" for k, v in g.guards)
+        if g.cause_ids:
+            guard_text = f"{', '.join(g.cause_ids)} · {guard_text}"
+        label = Text(g.function)
+        label.append(f"\n{short_path(g.file, 200)}:{g.line}", style="dim")
+        table.add_row(label, Text(module_label(g.paths)), str(g.count), Text(guard_text))
     return table
 
 

@@ -171,10 +171,29 @@ def judge_one(report: rm.Report, s: rm.Suggestion) -> tuple[list[rm.Delta], rm.M
         return None
     deltas = suggestion_deltas(report, s)
     verdict, reason = _verdict(s, deltas)
-    summary = s.verified.summary if s.verified is not None else None
-    if s.rule == "regional-compile" and summary and "; regional recompiled" in summary:
-        reason = f"{reason}; {summary.split('; regional recompiled', 1)[1].join(['regional recompiled', ''])}"
+    if s.rule == "regional-compile" and report.benchmark is not None:
+        arms = {a.name: a for a in report.benchmark.arms}
+        regional = arms.get("regional_fixed") or arms.get("regional")
+        why = regional_recompile_reason(regional) if regional is not None else None
+        if why:
+            reason = f"{reason}; {why}" if reason else why
     return deltas, verdict, reason
+
+
+def regional_recompile_reason(arm: rm.BenchmarkArm) -> str | None:
+    """When a regional arm recompiled because of a guard per block: which, and the way out."""
+    per_block = [c for c in arm.recompile_causes if c.per_instance]
+    if not per_block:
+        return None
+    cause = max(per_block, key=lambda c: len(c.recompiles))
+    if cause.kind in ("value", "attribute") and all(v.isdigit() for v in cause.values):
+        way_out = "torch._dynamo.config.allow_unspec_int_on_nn_module = True (Dynamo's own hint), or pass the index as a tensor"
+    else:
+        way_out = "create that state before compiling (a pre-created cache, or use_cache=False), or wrap the block in torch.compiler.nested_compile_region"
+    return (
+        f"regional recompiled {len(cause.recompiles)} time(s) on one guard per block ({cause.summary}): "
+        f"the blocks share code but each guards its own state; {way_out}"
+    )
 
 
 def best_arm(bench: rm.Benchmark, objective: rm.Objective) -> tuple[str | None, str | None, list[str]]:

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from ...reports import models as rm
-from ...reports.verdicts import best_arm
+from ...reports.verdicts import best_arm, regional_recompile_reason
 from ...workload import Call, Workload
 from ..capture.causes import arm_recompiles, recompile_causes
 from ..common import device as dev
@@ -305,7 +305,7 @@ def _regional_verifications(report: rm.Report, result: rm.Benchmark) -> dict[str
             summary = f"cold compile {whole.compile_time_s:.2f} s ({whole.name}) -> {regional.compile_time_s:.2f} s ({regional.name})"
             if whole.latency_ms and regional.latency_ms:
                 summary += f"; latency {whole.latency_ms.median:.3f} -> {regional.latency_ms.median:.3f} ms"
-        why = _why_regional_recompiles(regional)
+        why = regional_recompile_reason(regional)
         if why:
             summary = f"{summary}; {why}" if summary else why
         verified[s.id] = rm.Verification(
@@ -320,23 +320,3 @@ def _regional_verifications(report: rm.Report, result: rm.Benchmark) -> dict[str
         )
     return verified
 
-
-def _why_regional_recompiles(arm: rm.BenchmarkArm) -> str | None:
-    """When the regional arm recompiled because of a guard per block: which, and the way out."""
-    per_block = [c for c in arm.recompile_causes if c.per_instance]
-    if not per_block:
-        return None
-    cause = max(per_block, key=lambda c: len(c.recompiles))
-    hint = next(
-        (h for h in ("allow_unspec_int_on_nn_module",) if cause.kind in ("value", "attribute") and all(v.isdigit() for v in cause.values)),
-        None,
-    )
-    way_out = (
-        f"torch._dynamo.config.{hint} = True (Dynamo's own hint), or pass the index as a tensor"
-        if hint
-        else "create that state before compiling (a pre-created cache, or use_cache=False), or wrap the block in torch.compiler.nested_compile_region"
-    )
-    return (
-        f"regional recompiled {len(cause.recompiles)} time(s) on one guard per block ({cause.summary}): "
-        f"the blocks share code but each guards its own state; {way_out}"
-    )
