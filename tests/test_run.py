@@ -118,6 +118,7 @@ def test_run_json_dash_keeps_stdout_for_the_report_and_accepts_python_and_m(cli)
     )  # the script's stdout moved to stderr
     assert report.target.command[:2] == ["-m", "ctc_doctor.fixtures.scripts.train"]
     assert report.run.stopped == "max_steps" and report.compiled[0].calls == 2
+    assert any("stopped after 2 call(s) of" in n for n in report.notes), report.notes
     assert report.bisect is None and report.fix is None
 
 
@@ -343,6 +344,7 @@ def test_compile_recorder_sees_every_form_of_torch_compile():
         "input: float32[3, 4]",
         "input: float32[5, 4]",
     ]
+    assert [r.description for r in recorder.objects[1].recorded] == ["x: float32[2]"]  # a function's own names
     assert any("mode" in note for note in recorder.notes)
 
 

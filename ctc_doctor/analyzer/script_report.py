@@ -162,7 +162,7 @@ def _rank_report(
         notes.insert(0, "The script never called torch.compile: there is nothing to analyze.")
     elif outcome.stopped == "max_steps":
         notes.append(
-            f"--max-steps {config.get('max_steps')}: the script was stopped before call {recorder.stopped_after} of {primary.name}."
+            f"--max-steps {config.get('max_steps')}: the script was stopped after {recorder.stopped_after} call(s) of {primary.name}, before the next."
         )
     logged = ti.torch_log_note(run.capture.torch_logs, "while the script ran")
     if logged:

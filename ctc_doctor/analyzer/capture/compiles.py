@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,6 +67,16 @@ class CompiledObject:
     pristine: torch.nn.Module | None = None
     """A copy taken when it was compiled, before its first call (when asked for)."""
     notes: list[str] = field(default_factory=list)
+    arg_names: list[str] | None = None
+    """function kind: its parameter names, to name the recorded inputs (`x, w`, not `arg0, arg1`)."""
+
+
+def _parameter_names(fn: Any) -> list[str] | None:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
 class CompileRecorder:
@@ -144,7 +155,7 @@ class CompileRecorder:
                 or getattr(model, "__name__", None)
                 or type(model).__name__
             )
-            obj = CompiledObject(name.rsplit("<locals>.", 1)[-1], "function", None, options)
+            obj = CompiledObject(name.rsplit("<locals>.", 1)[-1], "function", None, options, arg_names=_parameter_names(model))
         if self.snapshot and obj.module is not None:
             inner = obj.module.module if isinstance(obj.module, torch.nn.parallel.DistributedDataParallel) else obj.module
             try:
@@ -178,7 +189,7 @@ class CompileRecorder:
         sig = signature((args, kwargs))
         if any(r.signature == sig for r in obj.recorded):
             return
-        names = forward_arg_names(obj.module) if obj.module is not None else None
+        names = forward_arg_names(obj.module) if obj.module is not None else obj.arg_names
         description = describe_inputs(args, kwargs, names)
         size = sum(t.numel() * t.element_size() for t in iter_tensors((args, kwargs)))
         if size > MAX_CALL_BYTES:
