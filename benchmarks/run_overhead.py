@@ -20,15 +20,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from analysis_overhead import REPO, _wall  # the sibling script: one way to time a whole process
+
 SCRIPTS = REPO / "ctc_doctor" / "fixtures" / "scripts"
-ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 # name -> (ranks, script and its arguments)
 CASES: dict[str, tuple[int, list[str]]] = {
@@ -36,15 +34,6 @@ CASES: dict[str, tuple[int, list[str]]] = {
     "train (inductor)": (1, [str(SCRIPTS / "train.py"), "--backend", "inductor", "--steps", "20"]),
     "two_ranks (eager, 2 ranks)": (2, [str(SCRIPTS / "two_ranks.py"), "--backend", "eager", "--steps", "20"]),
 }
-
-
-def _wall(cmd: list[str]) -> float:
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=900)
-    elapsed = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
-    return elapsed
 
 
 def main() -> None:

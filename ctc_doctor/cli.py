@@ -54,6 +54,8 @@ def _stderr_console() -> Any:
     return Console(stderr=True, highlight=False, soft_wrap=False)
 
 
+_REDACT_HELP = "Make every absolute path project-relative, <site-packages>, <stdlib>, ~ or <abs>/last/two, and drop user and host names."
+
 def _fail(message: str, code: ExitCode) -> None:
     click.echo(f"ctc-doctor: error: {message}", err=True)
     sys.exit(int(code))
@@ -116,7 +118,7 @@ def _analysis_options(f: Any) -> Any:
         click.option("--no-explain", is_flag=True, help="Skip the torch._dynamo.explain cross-check."),
         click.option("--guards", "keep_guards", is_flag=True, help="Keep the full guard tree text per compile id in the report."),
         click.option("--top", default=10, show_default=True, type=int, help="Break sites to show in the summary."),
-        click.option("--redact", is_flag=True, help="Remove paths outside the project, home, user and host names from the JSON report."),
+        click.option("--redact", is_flag=True, help=_REDACT_HELP),
         click.option("--quiet", "-q", is_flag=True, help="No summary or progress on stderr."),
         click.option("--tui", is_flag=True, help="Watch the run in the terminal UI (phases, output; Escape cancels), then browse the report."),
         click.option("--debug", is_flag=True, help="Show tracebacks for errors."),
@@ -352,7 +354,7 @@ def _run_live(kw: dict[str, Any]) -> None:
 @cli.command()
 @click.argument("report_path", metavar="REPORT")
 @click.option("--format", "fmt", type=click.Choice(["md", "json", "text"]), default="md", show_default=True, help="Output format.")
-@click.option("--redact", is_flag=True, help="Relative paths, no home directory, user or host name.")
+@click.option("--redact", is_flag=True, help=_REDACT_HELP)
 @click.option("--project-root", default=None, metavar="DIR", help="Paths become relative to DIR with --redact [default: cwd].")
 def report(report_path: str, fmt: str, redact: bool, project_root: str | None) -> None:
     """Print a saved report as Markdown for a GitHub issue (or JSON / text) on stdout."""
@@ -457,7 +459,7 @@ def check(target: str, **kw: Any) -> None:
 @click.option("--no-fix", is_flag=True, help="Skip verifying the suggestions on copies of the compiled module.")
 @click.option("--guards", "keep_guards", is_flag=True, help="Keep the full guard tree text per compile id in the report.")
 @click.option("--top", default=10, show_default=True, type=int, help="Break sites to show in the summary.")
-@click.option("--redact", is_flag=True, help="Remove paths outside the project, home, user and host names from the JSON report.")
+@click.option("--redact", is_flag=True, help=_REDACT_HELP)
 @click.option("--quiet", "-q", is_flag=True, help="No summary or progress on stderr (the script's own output still shows).")
 @click.option("--tui", is_flag=True, help="Watch the run in the terminal UI (phases, the script's output), then browse the report.")
 @click.option("--check", "gate", is_flag=True, help="CI gate: exit 1 unless the run is clean (or within --max-graph-breaks/--max-recompiles).")
@@ -568,7 +570,7 @@ def _run_exit_code(report: Any, status: str) -> ExitCode:
 @click.option("--strict", is_flag=True, help="Exit 10 when any record is unreadable or of an unknown kind (the report is still written).")
 @click.option("--guards", "keep_guards", is_flag=True, help="Keep the full guard tree text per compile id in the report.")
 @click.option("--top", default=10, show_default=True, type=int, help="Break sites to show in the summary.")
-@click.option("--redact", is_flag=True, help="Remove paths outside the project, home, user and host names from the JSON report.")
+@click.option("--redact", is_flag=True, help=_REDACT_HELP)
 @click.option("--quiet", "-q", is_flag=True, help="No summary on stderr.")
 @click.option("--tui", is_flag=True, help="Browse the report in the terminal UI.")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
