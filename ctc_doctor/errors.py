@@ -11,6 +11,7 @@ to EAGER_FAILED, COMPILE_FAILED or TIMEOUT once the (partial) report is written.
     │   ├── TargetInvalid               not callable, wrong return type          -> TARGET_INVALID
     │   └── BuilderFailed               the user's build() raised               -> BUILDER_FAILED
     ├── ReportError                     a report file is unreadable/corrupt     -> REPORT_INVALID
+    ├── ManifestInvalid                 `sweep`: a manifest that cannot be read  -> USAGE
     └── LogsInvalid                     no torch logs in the paths / --strict    -> LOGS_INVALID
 """
 
@@ -97,6 +98,12 @@ class ReportError(CtcDoctorError):
     """A report file cannot be read: missing, not JSON, wrong shape or unsupported version."""
 
     exit_code = ExitCode.REPORT_INVALID
+
+
+class ManifestInvalid(CtcDoctorError):
+    """`ctc-doctor sweep`: the manifest is missing, empty or has a line that is not a target."""
+
+    exit_code = ExitCode.USAGE
 
 
 class LogsInvalid(CtcDoctorError):

@@ -11,8 +11,9 @@ are compared (compile time, latency, speedup) but never count as regressions. No
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import ReportError
 from .models import GraphBreakSite, Recompile, RecompileCause, Report
@@ -21,9 +22,39 @@ _VERDICT_RANK = {"clean": 0, "recompiles": 1, "graph_breaks": 2, "graph_breaks_a
 _COUNTS = ("graph_count", "graph_break_count", "unique_break_sites", "recompile_count", "frames_skipped")
 
 
-def _file_key(path: str) -> str:
+T = TypeVar("T")
+
+
+def file_key(path: str) -> str:
+    """The last two components of a path: the same file in two checkouts or machines."""
     parts = path.replace("\\", "/").split("/")
     return "/".join(parts[-2:])
+
+
+def pair_up(
+    before: list[T], after: list[T], exact: Callable[[T], Hashable], loose: Callable[[T], Hashable]
+) -> tuple[list[tuple[T, T]], list[T], list[T]]:
+    """Match sites of two runs: first on `exact` keys (same line), then the rest on `loose` keys (the
+    line moved). Returns (pairs, only in before, only in after)."""
+    remaining = list(after)
+    pairs: list[tuple[T, T]] = []
+    unmatched = []
+    for site in before:
+        match = next((s for s in remaining if exact(s) == exact(site)), None)
+        if match is None:
+            unmatched.append(site)
+            continue
+        remaining.remove(match)
+        pairs.append((site, match))
+    gone = []
+    for site in unmatched:
+        match = next((s for s in remaining if loose(s) == loose(site)), None)
+        if match is None:
+            gone.append(site)
+        else:
+            remaining.remove(match)
+            pairs.append((site, match))
+    return pairs, gone, remaining
 
 
 def _site_frame(site: GraphBreakSite) -> Any:
@@ -32,17 +63,17 @@ def _site_frame(site: GraphBreakSite) -> Any:
 
 def _exact(site: GraphBreakSite, paths: bool = True) -> tuple[Any, ...]:
     f = _site_frame(site)
-    return (site.gb_type, _file_key(f.file), f.line, tuple(site.module_paths) if paths else ())
+    return (site.gb_type, file_key(f.file), f.line, tuple(site.module_paths) if paths else ())
 
 
 def _loose(site: GraphBreakSite, paths: bool = True) -> tuple[Any, ...]:
     f = _site_frame(site)
-    return (site.gb_type, _file_key(f.file), f.function, tuple(site.module_paths) if paths else ())
+    return (site.gb_type, file_key(f.file), f.function, tuple(site.module_paths) if paths else ())
 
 
 def _recompile_key(rc: Recompile, paths: bool = True) -> tuple[Any, ...]:
     kinds = tuple(sorted({g.kind for g in rc.failed_guards}))
-    return (rc.function, _file_key(rc.file), kinds, tuple(rc.module_paths) if paths else ())
+    return (rc.function, file_key(rc.file), kinds, tuple(rc.module_paths) if paths else ())
 
 
 def _cause_key(cause: RecompileCause) -> tuple[Any, ...]:
@@ -99,23 +130,9 @@ def diff_reports(before: Report, after: Report) -> ReportDiff:
     paths = before.source is None and after.source is None
     if before.source is not None or after.source is not None:
         out.notes.append("a report read from logs has no module paths: sites and recompiles match on source location only")
-    remaining = list(after.graph_breaks)
-    unmatched_before = []
-    for site in before.graph_breaks:
-        match = next((s for s in remaining if _exact(s, paths) == _exact(site, paths)), None)
-        if match is None:
-            unmatched_before.append(site)
-            continue
-        remaining.remove(match)
-        out.unchanged.append((site, match))
-    for site in unmatched_before:
-        match = next((s for s in remaining if _loose(s, paths) == _loose(site, paths)), None)
-        if match is None:
-            out.fixed.append(site)
-        else:
-            remaining.remove(match)
-            out.unchanged.append((site, match))
-    out.new = remaining
+    out.unchanged, out.fixed, out.new = pair_up(
+        before.graph_breaks, after.graph_breaks, lambda s: _exact(s, paths), lambda s: _loose(s, paths)
+    )
 
     rb = Counter(_recompile_key(r, paths) for r in before.recompiles)
     ra = Counter(_recompile_key(r, paths) for r in after.recompiles)
@@ -158,7 +175,7 @@ def diff_reports(before: Report, after: Report) -> ReportDiff:
     else:
         for site in out.new:
             f = _site_frame(site)
-            out.regressions.append(f"new break site {site.gb_type} at {_file_key(f.file)}:{f.line}")
+            out.regressions.append(f"new break site {site.gb_type} at {file_key(f.file)}:{f.line}")
         for name in _COUNTS:
             b, a = out.counts[name]
             if a > b:
@@ -189,14 +206,14 @@ def render_diff_text(d: ReportDiff) -> str:
     lines.append(f"break sites: {len(d.fixed)} fixed, {len(d.new)} new, {len(d.unchanged)} unchanged")
     for site in d.fixed:
         f = _site_frame(site)
-        lines.append(f"  fixed  {site.gb_type} at {_file_key(f.file)}:{f.line} ({', '.join(site.module_paths) or '—'})")
+        lines.append(f"  fixed  {site.gb_type} at {file_key(f.file)}:{f.line} ({', '.join(site.module_paths) or '—'})")
     for site in d.new:
         f = _site_frame(site)
-        lines.append(f"  new    {site.gb_type} at {_file_key(f.file)}:{f.line} ({', '.join(site.module_paths) or '—'})")
+        lines.append(f"  new    {site.gb_type} at {file_key(f.file)}:{f.line} ({', '.join(site.module_paths) or '—'})")
     for before, after in d.unchanged:
         f = _site_frame(after)
         extra = f" (occurrences {before.occurrences} -> {after.occurrences})" if before.occurrences != after.occurrences else ""
-        lines.append(f"  same   {after.gb_type} at {_file_key(f.file)}:{f.line}{extra}")
+        lines.append(f"  same   {after.gb_type} at {file_key(f.file)}:{f.line}{extra}")
     if d.causes_fixed or d.causes_new or d.causes_changed:
         lines.append(f"recompile causes: {len(d.causes_fixed)} gone, {len(d.causes_new)} new, {len(d.causes_changed)} changed")
         for cause in d.causes_fixed:

@@ -117,3 +117,10 @@ def fails_when_rebuilt():
     if "trial_worker" in sys.argv[0]:
         raise RuntimeError("the dataset is only mounted in the parent")
     return printing_model()
+
+
+def sleeps_in_build():
+    """A builder that never returns: only the sweep's hard stop ends it (the analysis' --timeout starts later)."""
+    import time
+
+    time.sleep(3600)

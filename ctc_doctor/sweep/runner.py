@@ -1,0 +1,194 @@
+"""Run a sweep's targets, each in its own `ctc-doctor` child process, N at once.
+
+A child writes its JSON report and its stderr (a log) under the sweep directory. A child past the
+per-target limit gets SIGTERM, then SIGKILL, to its whole process group (torchrun ranks included):
+the target costs one `timeout` row, never the sweep. Children share the machine's cores: each gets
+OMP_NUM_THREADS = cores / jobs unless the environment sets it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .manifest import Entry
+
+GIB = 1024**3
+MEMORY_PER_JOB = 3 * GIB
+"""What one child may use (torch, a small model, its compiles): bounds the default --jobs."""
+
+
+@dataclass
+class SweepOptions:
+    timeout_s: float = 900.0
+    backend: str | None = None
+    device: str | None = None
+    full: bool = False
+    """The whole analysis per target (bisection, verified fixes, benchmark), not just the diagnosis."""
+    redact: bool = False
+
+    def argv(self) -> list[str]:
+        """The options as they are passed on, for the summary."""
+        out = [f"--timeout {self.timeout_s:g}"]
+        out += [f"--backend {self.backend}"] if self.backend else []
+        out += [f"--device {self.device}"] if self.device else []
+        out += ["--full"] if self.full else []
+        out += ["--redact"] if self.redact else []
+        return out
+
+
+@dataclass
+class Finished:
+    """What one child left."""
+
+    entry: Entry
+    exit_code: int | None
+    """None: killed at the timeout, or never started (skipped, interrupted)."""
+    duration_s: float
+    report_path: Path
+    log_path: Path
+    killed: bool = False
+    interrupted: bool = False
+
+
+@dataclass
+class _Running:
+    entry: Entry
+    process: subprocess.Popen[bytes]
+    started: float
+    report_path: Path
+    log_path: Path
+    log: object
+    terminated_at: float | None = None
+    killed: bool = False
+
+
+def default_jobs() -> int:
+    """The machine's cores, bounded by the memory available (MEMORY_PER_JOB per child)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    available = _available_memory()
+    by_memory = max(1, available // MEMORY_PER_JOB) if available else cores
+    return max(1, min(cores, by_memory))
+
+
+def _available_memory() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def child_argv(entry: Entry, report_path: Path, options: SweepOptions) -> list[str]:
+    """`python -m ctc_doctor ...` for the entry: the sweep's options first, the line's own after
+    them (the line wins)."""
+    base = [sys.executable, "-m", "ctc_doctor"]
+    ours = ["--json", str(report_path), "--quiet", "--timeout", f"{options.timeout_s:g}"]
+    ours += ["--backend", options.backend] if options.backend else []
+    ours += ["--redact"] if options.redact else []
+    if entry.kind == "run":
+        ours += [] if options.full else ["--no-bisect", "--no-fix"]
+        return [*base, "run", *ours, *entry.tokens[1:]]
+    ours += ["--device", options.device] if options.device else []
+    ours += [] if options.full else ["--no-bisect", "--no-fix", "--no-bench"]
+    return [*base, "analyze", entry.tokens[0], *ours, *entry.tokens[1:]]
+
+
+def _kill_after(options: SweepOptions) -> float:
+    """The child's own --timeout starts after torch is imported and the model built, and ends in a
+    partial report; past this much more, the child is stopped (a builder that never returns)."""
+    return options.timeout_s + min(60.0, max(15.0, 0.25 * options.timeout_s))
+
+
+def run_entries(
+    entries: list[Entry],
+    out_dir: Path,
+    options: SweepOptions,
+    jobs: int,
+    on_start: Callable[[Entry], None] = lambda entry: None,
+    on_done: Callable[[Finished], None] = lambda finished: None,
+) -> list[Finished]:
+    """Run every entry (skipped ones are not started); results in completion order. Ctrl-C stops the
+    running children and returns what finished, the stopped ones marked `interrupted`."""
+    (out_dir / "reports").mkdir(parents=True, exist_ok=True)
+    (out_dir / "logs").mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    if "OMP_NUM_THREADS" not in env:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        env["OMP_NUM_THREADS"] = str(max(1, cores // jobs))
+    pending = [e for e in entries if e.skip is None]
+    running: list[_Running] = []
+    results: list[Finished] = []
+    limit = _kill_after(options)
+    try:
+        while pending or running:
+            while pending and len(running) < jobs:
+                entry = pending.pop(0)
+                report_path, log_path = out_dir / "reports" / f"{entry.slug}.json", out_dir / "logs" / f"{entry.slug}.log"
+                report_path.unlink(missing_ok=True)  # a report left by an earlier sweep must not count
+                log = open(log_path, "wb")  # noqa: SIM115 - closed when the child ends
+                process = subprocess.Popen(
+                    child_argv(entry, report_path, options),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,  # its own process group: a timeout stops torchrun's ranks too
+                )
+                running.append(_Running(entry, process, time.perf_counter(), report_path, log_path, log))
+                on_start(entry)
+            time.sleep(0.05)
+            for job in list(running):
+                code = job.process.poll()
+                now = time.perf_counter()
+                if code is None:
+                    _enforce_limit(job, now, limit)
+                    continue
+                job.log.close()  # type: ignore[attr-defined]
+                running.remove(job)
+                finished = Finished(job.entry, None if job.killed else code, now - job.started, job.report_path, job.log_path, killed=job.killed)
+                results.append(finished)
+                on_done(finished)
+    except KeyboardInterrupt:
+        for job in running:
+            _signal_group(job.process, signal.SIGKILL)
+            job.process.wait()
+            job.log.close()  # type: ignore[attr-defined]
+            results.append(Finished(job.entry, None, time.perf_counter() - job.started, job.report_path, job.log_path, interrupted=True))
+        raise SweepInterrupted(results) from None
+    return results
+
+
+class SweepInterrupted(Exception):
+    """Ctrl-C: carries what finished (and what was stopped) so the summary is still written."""
+
+    def __init__(self, results: list[Finished]) -> None:
+        super().__init__("interrupted")
+        self.results = results
+
+
+def _enforce_limit(job: _Running, now: float, limit: float) -> None:
+    elapsed = now - job.started
+    if job.terminated_at is None and elapsed > limit:
+        job.terminated_at = now
+        job.killed = True
+        _signal_group(job.process, signal.SIGTERM)  # `run` writes what the script did on SIGTERM
+    elif job.terminated_at is not None and now - job.terminated_at > 10.0:
+        _signal_group(job.process, signal.SIGKILL)
+
+
+def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:
+    try:
+        os.killpg(process.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+

@@ -1,0 +1,441 @@
+"""A sweep's summary: one row per target from its child's report, fleet totals, `summary.json` and
+`summary.md`, reading them back, and merging the summaries of shards. No torch import."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ..errors import CtcDoctorError, ExitCode, ReportError
+from ..reports.diff import file_key
+from ..reports.io import load_report
+from ..reports.models import Environment, Report
+from ..reports.redact import Redactor
+from ..version import __version__
+from .manifest import Entry, Manifest, shard
+from .models import (
+    STATUS_ORDER,
+    SWEEP_SCHEMA_VERSION,
+    SweepCause,
+    SweepSite,
+    SweepSummary,
+    SweepTarget,
+    Totals,
+)
+from .runner import Finished, SweepInterrupted, SweepOptions, run_entries
+
+SUMMARY_JSON = "summary.json"
+SUMMARY_MD = "summary.md"
+_ERROR_PREFIX = "ctc-doctor: error: "
+_WRITTEN = re.compile(r"(; | \()(partial )?report written to .*$")
+
+
+def _reason_from_log(path: Path, exit_code: int | None) -> str | None:
+    """The child's one-line error, else its last line for an unexpected exit."""
+    try:
+        lines = [line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    except OSError:
+        lines = []
+    for line in reversed(lines):
+        if line.startswith(_ERROR_PREFIX):  # where its report went is the row's `report`
+            return _WRITTEN.sub("", line[len(_ERROR_PREFIX) :])
+    if exit_code in (None, 0, 1):
+        return None
+    tail = f": {lines[-1][:200]}" if lines else ""
+    return f"exited with code {exit_code}{tail}"
+
+
+def _sites(report: Report) -> list[SweepSite]:
+    out = []
+    for site in report.graph_breaks:
+        frame = site.own_frame or site.user_frame
+        out.append(
+            SweepSite(
+                gb_type=site.gb_type,
+                gb_id=site.registry_ids[0] if site.registry_ids else None,
+                file=file_key(frame.file),
+                line=frame.line,
+                function=frame.function,
+                module_paths=list(site.module_paths),
+                occurrences=site.occurrences,
+                own_code=site.own_code,
+            )
+        )
+    return out
+
+
+def _causes(report: Report) -> list[SweepCause]:
+    return [
+        SweepCause(kind=c.kind, source=c.source, dim=c.dim, summary=c.summary, recompiles=len(c.recompiles))
+        for c in report.recompile_causes
+    ]
+
+
+def target_row(finished: Finished, out_dir: Path, timeout_s: float) -> tuple[SweepTarget, Report | None]:
+    """The summary row of one finished child, and its report when it wrote a readable one."""
+    entry, code = finished.entry, finished.exit_code
+    report: Report | None = None
+    reason = None if finished.interrupted else _reason_from_log(finished.log_path, code)
+    if finished.report_path.exists():
+        try:
+            report = load_report(finished.report_path)
+        except ReportError as exc:
+            reason = f"its report is unreadable: {exc.one_line()}"
+    if finished.interrupted:
+        status, reason = "error", "interrupted (Ctrl-C) before it finished"
+    elif finished.killed or code == ExitCode.TIMEOUT:
+        status = "timeout"
+        if finished.killed:
+            reason = f"no result within --timeout {timeout_s:g} s; stopped"
+    elif report is None:
+        status = "error"
+        reason = reason or f"exited with code {code} without a report"
+    elif code in (ExitCode.OK, ExitCode.CHECK_FAILED):
+        status = report.summary.verdict
+    elif code in (ExitCode.EAGER_FAILED, ExitCode.COMPILE_FAILED):
+        status = "failed"
+    else:
+        status = "error"  # the script failed or compiled nothing, or an internal error: the report is partial
+    row = SweepTarget(
+        target=entry.line,
+        index=entry.index,
+        status=status,  # type: ignore[arg-type]
+        reason=reason,
+        exit_code=code,
+        duration_s=round(finished.duration_s, 3),
+        report=finished.report_path.relative_to(out_dir).as_posix() if report is not None else None,
+        log=finished.log_path.relative_to(out_dir).as_posix() if finished.log_path.exists() else None,
+    )
+    if report is not None:
+        row.graph_count = report.summary.graph_count
+        row.graph_break_count = report.summary.graph_break_count
+        row.break_sites = _sites(report)
+        row.recompile_count = report.summary.recompile_count
+        row.recompile_causes = _causes(report)
+    return row, report
+
+
+def skipped_row(entry: Entry) -> SweepTarget:
+    return SweepTarget(target=entry.line, index=entry.index, status="skipped", reason=entry.skip)
+
+
+def totals(rows: list[SweepTarget]) -> Totals:
+    counts = Counter(r.status for r in rows)
+    return Totals(
+        targets=len(rows),
+        statuses={s: counts[s] for s in STATUS_ORDER if counts[s]},
+        break_sites=sum(len(r.break_sites) for r in rows),
+        graph_breaks=sum(r.graph_break_count for r in rows),
+        recompiles=sum(r.recompile_count for r in rows),
+        duration_s=round(sum(r.duration_s for r in rows), 3),
+    )
+
+
+def _environment(reports: list[Report], notes: list[str]) -> Environment | None:
+    envs = [r.environment for r in reports]
+    if not envs:
+        return None
+    versions = sorted({(e.torch, e.device, e.backend) for e in envs})
+    if len(versions) > 1:
+        shown = "; ".join(f"torch {t} on {d} with {b}" for t, d, b in versions[:4])
+        notes.append(f"the targets ran in different environments: {shown}")
+    return envs[0]
+
+
+def build_summary(
+    manifest: Manifest,
+    entries: list[Entry],
+    finished: list[Finished],
+    out_dir: Path,
+    options: SweepOptions,
+    *,
+    shard_of: tuple[int, int] | None,
+    jobs: int,
+    started_at: str,
+    wall_s: float,
+    notes: list[str],
+) -> SweepSummary:
+    """The summary of a sweep run: rows in manifest order (skipped ones included)."""
+    by_index: dict[int, SweepTarget] = {}
+    reports = []
+    for done in finished:
+        row, report = target_row(done, out_dir, options.timeout_s)
+        by_index[row.index] = row
+        if report is not None:
+            reports.append(report)
+    for entry in entries:
+        if entry.skip is not None:
+            by_index[entry.index] = skipped_row(entry)
+    rows = [by_index[i] for i in sorted(by_index)]
+    notes = [*manifest.notes, *notes]
+    if options.redact:  # the reports are redacted by their runs; the reasons come from the logs
+        scrub = Redactor()
+        for row in rows:
+            row.reason = scrub(row.reason) if row.reason else None
+    not_run = len([e for e in entries if e.index not in by_index])
+    if not_run:
+        notes.append(f"interrupted: {not_run} target(s) never started")
+    return SweepSummary(
+        manifest=manifest.name,
+        manifest_digest=manifest.digest,
+        manifest_size=len(manifest.entries),
+        shards=[f"{shard_of[0]}/{shard_of[1]}"] if shard_of else [],
+        options=options.argv(),
+        jobs=jobs,
+        started_at=started_at,
+        wall_s=round(wall_s, 3),
+        tool_version=__version__,
+        environment=_environment(reports, notes),
+        targets=rows,
+        totals=totals(rows),
+        notes=notes,
+    )
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def write_summary(summary: SweepSummary, out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        (out_dir / SUMMARY_JSON).write_text(summary.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        (out_dir / SUMMARY_MD).write_text(render_markdown(summary), encoding="utf-8")
+    except OSError as exc:
+        raise CtcDoctorError(f"cannot write the sweep summary to {out_dir}: {exc.strerror}") from exc
+
+
+def load_summary(path: str | Path) -> tuple[SweepSummary, Path]:
+    """A sweep directory or its summary.json; returns the summary and its directory."""
+    p = Path(path)
+    file = p / SUMMARY_JSON if p.is_dir() else p
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ReportError(f"no sweep summary at {file}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReportError(f"cannot read {file}: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise ReportError(f"{file} is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from exc
+    if not isinstance(data, dict) or data.get("kind") != "sweep":
+        raise ReportError(f"{file} is not a ctc-doctor sweep summary")
+    major = str(data.get("schema_version", "")).split(".")[0]
+    if major != SWEEP_SCHEMA_VERSION.split(".")[0]:
+        raise ReportError(f"{file} has sweep schema_version {data.get('schema_version')}; this ctc-doctor reads {SWEEP_SCHEMA_VERSION.split('.')[0]}.x")
+    try:
+        return SweepSummary.model_validate(data), file.parent
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        raise ReportError(f"{file} is not a valid sweep summary: {where}: {first.get('msg')}") from exc
+
+
+def merge_summaries(paths: list[str], out_dir: Path) -> SweepSummary:
+    """One summary from the shards of one manifest; their reports and logs are copied into `out_dir`."""
+    loaded = [load_summary(p) for p in paths]
+    first = loaded[0][0]
+    for summary, where in loaded[1:]:
+        if summary.manifest_digest != first.manifest_digest:
+            raise ReportError(
+                f"{where} is a sweep of another manifest ({summary.manifest}, {summary.manifest_digest[:12]}) than "
+                f"{loaded[0][1]} ({first.manifest}, {first.manifest_digest[:12]}): not shards of one sweep"
+            )
+    notes: list[str] = []
+    rows: dict[int, SweepTarget] = {}
+    shards: list[str] = []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for summary, where in loaded:
+        shards.extend(summary.shards)
+        notes.extend(n for n in summary.notes if n not in notes)
+        if summary.options != first.options:
+            notes.append(f"{where} ran with other options: {' '.join(summary.options)} (vs {' '.join(first.options)})")
+        for row in summary.targets:
+            if row.index in rows:
+                notes.append(f"{row.target} is in more than one shard: the one from {where} kept")
+            rows[row.index] = row.model_copy()
+            for name in ("report", "log"):
+                rel = getattr(row, name)
+                if rel and (where / rel).resolve() != (out_dir / rel).resolve() and (where / rel).exists():
+                    (out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(where / rel, out_dir / rel)
+    counts = {s.split("/")[1] for s in shards}
+    if len(counts) == 1:
+        n = int(next(iter(counts)))
+        missing = [f"{i}/{n}" for i in range(1, n + 1) if f"{i}/{n}" not in shards]
+        if missing:
+            notes.append(f"shard(s) {', '.join(missing)} missing: their targets are not in this summary")
+    elif len(counts) > 1:
+        notes.append(f"shards of different splits merged ({', '.join(sorted(shards))})")
+    missing_targets = first.manifest_size - len(rows)
+    if missing_targets > 0:
+        notes.append(f"{missing_targets} of the manifest's {first.manifest_size} target(s) are in no merged summary")
+    envs = [s.environment for s, _ in loaded if s.environment is not None]
+    if len({(e.torch, e.device, e.backend) for e in envs}) > 1:
+        notes.append("the shards ran in different environments: " + "; ".join(sorted({f"torch {e.torch} on {e.device}" for e in envs})))
+    ordered = [rows[i] for i in sorted(rows)]
+    return SweepSummary(
+        manifest=first.manifest,
+        manifest_digest=first.manifest_digest,
+        manifest_size=first.manifest_size,
+        shards=sorted(shards, key=lambda s: tuple(int(x) for x in s.split("/"))[::-1]),
+        options=first.options,
+        jobs=max(s.jobs for s, _ in loaded),
+        started_at=min(s.started_at for s, _ in loaded),
+        wall_s=max(s.wall_s for s, _ in loaded),
+        tool_version=__version__,
+        environment=envs[0] if envs else None,
+        targets=ordered,
+        totals=totals(ordered),
+        notes=notes,
+    )
+
+
+# --- views: fleet-wide groupings, Markdown and plain text ---------------------------------------------
+
+
+def break_types(summary: SweepSummary) -> list[tuple[str, str | None, int, int, str]]:
+    """(gb_type, gb id, sites, targets, an example target) across the fleet, most targets first."""
+    sites: Counter[tuple[str, str | None]] = Counter()
+    targets: dict[tuple[str, str | None], list[str]] = defaultdict(list)
+    for row in summary.targets:
+        for site in row.break_sites:
+            key = (site.gb_type, site.gb_id)
+            sites[key] += 1
+            if row.target not in targets[key]:
+                targets[key].append(row.target)
+    ranked = sorted(sites, key=lambda k: (-len(targets[k]), -sites[k], k[0]))
+    return [(k[0], k[1], sites[k], len(targets[k]), targets[k][0]) for k in ranked]
+
+
+def cause_groups(summary: SweepSummary) -> list[tuple[str, int, int, str]]:
+    """(cause, recompiles, targets, an example target) across the fleet: causes of one kind on the
+    same source and dim group together (`size of input_ids dim 1` in every text model)."""
+    recompiles: Counter[str] = Counter()
+    targets: dict[str, list[str]] = defaultdict(list)
+    for row in summary.targets:
+        for cause in row.recompile_causes:
+            key = f"{cause.kind} of {cause.source or '?'}" + (f" dim {cause.dim}" if cause.dim is not None else "")
+            recompiles[key] += cause.recompiles
+            if row.target not in targets[key]:
+                targets[key].append(row.target)
+    ranked = sorted(recompiles, key=lambda k: (-len(targets[k]), -recompiles[k], k))
+    return [(k, recompiles[k], len(targets[k]), targets[k][0]) for k in ranked]
+
+
+def _headline(summary: SweepSummary) -> tuple[str, str]:
+    """What was swept; where and how long."""
+    what = f"{summary.totals.targets} target(s)"
+    if summary.shards:
+        what += f" of the manifest's {summary.manifest_size}, shard(s) {', '.join(summary.shards)}"
+    env = summary.environment
+    where = f"torch {env.torch} on {env.device}, backend {env.backend} · " if env is not None else ""
+    return what, f"{where}{summary.wall_s:.0f} s wall with {summary.jobs} job(s)"
+
+
+def _top_cause(row: SweepTarget) -> str:
+    if row.reason and row.status in ("error", "timeout", "failed", "skipped"):
+        return row.reason
+    if row.break_sites:
+        site = row.break_sites[0]
+        return f"{site.gb_id or site.gb_type} at {site.file}:{site.line}"
+    if row.recompile_causes:
+        return row.recompile_causes[0].summary
+    return ""
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(summary: SweepSummary) -> str:
+    """`summary.md`: for an issue or a dashboard."""
+    lines = [f"# ctc-doctor sweep: {summary.manifest}", "", " · ".join(_headline(summary)), ""]
+    lines += ["| status | targets |", "|---|---:|"]
+    lines += [f"| {status} | {count} |" for status, count in summary.totals.statuses.items()]
+    lines += ["", f"Break sites: {summary.totals.break_sites} ({summary.totals.graph_breaks} graph breaks); recompiles: {summary.totals.recompiles}.", ""]
+    breaks = break_types(summary)
+    if breaks:
+        lines += ["## Graph breaks across the fleet", "", "| break | id | sites | targets | e.g. |", "|---|---|---:|---:|---|"]
+        lines += [f"| {_md_cell(t)} | {i or ''} | {s} | {n} | `{_md_cell(e)}` |" for t, i, s, n, e in breaks]
+        lines.append("")
+    causes = cause_groups(summary)
+    if causes:
+        lines += ["## Recompile causes across the fleet", "", "| cause | recompiles | targets | e.g. |", "|---|---:|---:|---|"]
+        lines += [f"| {_md_cell(c)} | {r} | {n} | `{_md_cell(e)}` |" for c, r, n, e in causes]
+        lines.append("")
+    lines += ["## Targets", "", "| target | status | graphs | break sites | recompiles | time (s) | first cause |", "|---|---|---:|---:|---:|---:|---|"]
+    for row in summary.targets:
+        lines.append(
+            f"| `{_md_cell(row.target)}` | {row.status} | {row.graph_count} | {len(row.break_sites)} | "
+            f"{row.recompile_count} | {row.duration_s:.1f} | {_md_cell(_top_cause(row))} |"
+        )
+    if summary.notes:
+        lines += ["", "## Notes", ""] + [f"- {_md_cell(n)}" for n in summary.notes]
+    return "\n".join(lines) + "\n"
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def render_text(summary: SweepSummary, width: int = 80, top: int = 5) -> str:
+    """The end-of-sweep summary for a terminal or CI log: status counts, the fleet's top break types
+    and recompile causes, and every target that did not run to a verdict."""
+    width = max(60, width)
+    lines = [_clip(text, width) for text in _headline(summary)]
+    lines.append("  " + ", ".join(f"{count} {status}" for status, count in summary.totals.statuses.items()))
+    breaks = break_types(summary)
+    if breaks:
+        lines.append("top graph breaks (targets, sites):")
+        lines += [_clip(f"  {n:>3} {s:>4}  {i + ' ' if i else ''}{t}", width) for t, i, s, n, _ in breaks[:top]]
+    causes = cause_groups(summary)
+    if causes:
+        lines.append("top recompile causes (targets, recompiles):")
+        lines += [_clip(f"  {n:>3} {r:>4}  {c}", width) for c, r, n, _ in causes[:top]]
+    troubled = [r for r in summary.targets if r.status in ("error", "timeout", "failed")]
+    if troubled:
+        lines.append("did not finish:")
+        for row in troubled:
+            lines.append(_clip(f"  {row.status:<8} {row.target}", width))
+            if row.reason:
+                lines.append(_clip(f"           {row.reason}", width))
+    lines += [_clip(f"note: {n}", width) for n in summary.notes]
+    return "\n".join(lines) + "\n"
+
+
+def run_sweep(
+    manifest: Manifest,
+    out_dir: Path,
+    options: SweepOptions,
+    *,
+    jobs: int,
+    shard_of: tuple[int, int] | None = None,
+    on_start: Callable[[Entry], None] = lambda entry: None,
+    on_done: Callable[[Finished], None] = lambda finished: None,
+) -> tuple[SweepSummary, bool]:
+    """Run the manifest's targets (or one shard of them) and write the summary; (summary, interrupted).
+    Ctrl-C stops the running targets and still writes the summary of what finished."""
+    entries = shard(manifest.entries, *shard_of) if shard_of else list(manifest.entries)
+    started_at, t0 = now_iso(), time.perf_counter()
+    notes: list[str] = []
+    if shard_of and not entries:
+        notes.append(f"shard {shard_of[0]}/{shard_of[1]} of {len(manifest.entries)} target(s) is empty")
+    interrupted = False
+    try:
+        finished = run_entries(entries, out_dir, options, jobs, on_start, on_done)
+    except SweepInterrupted as stop:
+        finished, interrupted = stop.results, True
+    summary = build_summary(
+        manifest, entries, finished, out_dir, options,
+        shard_of=shard_of, jobs=jobs, started_at=started_at, wall_s=time.perf_counter() - t0, notes=notes,
+    )  # fmt: skip
+    write_summary(summary, out_dir)
+    return summary, interrupted

@@ -1,0 +1,258 @@
+"""`ctc-doctor sweep`: many targets in real child processes, shards merged, sweeps diffed.
+
+One small fleet of zoo fixtures and test targets (clean, breaks, recompiles, a builder that raises,
+one that hangs in its builder, one that hangs while tracing, a missing script) runs once per module,
+whole and as two shards; the tests read what those runs wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ctc_doctor.errors import ExitCode, ManifestInvalid
+from ctc_doctor.sweep.diff import diff_sweeps
+from ctc_doctor.sweep.manifest import parse_shard, read_manifest, shard
+from ctc_doctor.sweep.summary import load_summary, render_text
+
+from .conftest import REPO, TARGETS, run_cli
+
+FLEET = """\
+# a small fleet: every status a sweep can give
+ctc_doctor.fixtures.zoo:clean
+ctc_doctor.fixtures.zoo:print_in_forward          # a break
+ctc_doctor.fixtures.zoo:shape_change_dim0         # a recompile
+tests/targets/user_targets.py:raises
+tests/targets/user_targets.py:sleeps_in_build
+tests/targets/user_targets.py:hangs_while_tracing
+tests/targets/sweep_targets.py:planted
+run -- tests/targets/no_such_script.py
+"""
+TIMEOUT = "4"
+
+
+def sweep(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return run_cli("sweep", *args, "--timeout", TIMEOUT, "--jobs", "2", env=env, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The fleet swept whole, as shards 1/2 and 2/2 merged, and again with the planted break."""
+    root = tmp_path_factory.mktemp("sweep")
+    manifest = root / "models.txt"
+    manifest.write_text(FLEET)
+    dirs = {name: root / name for name in ("whole", "s1", "s2", "merged", "planted")}
+    whole = sweep(str(manifest), "--out", str(dirs["whole"]))
+    assert whole.returncode == 0, whole.stderr
+    # the two shards at once, one job each, as two CI matrix jobs would
+    shards = [
+        subprocess.Popen(
+            [sys.executable, "-m", "ctc_doctor", "sweep", str(manifest), "--shard", f"{i}/2", "--out", str(dirs[f"s{i}"]), "-q", "--timeout", TIMEOUT, "--jobs", "1"],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(TARGETS)},
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in (1, 2)
+    ]
+    for process in shards:
+        _, stderr = process.communicate(timeout=300)
+        assert process.returncode == 0, stderr
+    merged = run_cli("sweep", "merge", str(dirs["s1"]), str(dirs["s2"]), "--out", str(dirs["merged"]))
+    assert merged.returncode == 0, merged.stderr
+    # after a planted regression, only the targets it may touch are swept again
+    again = root / "again.txt"
+    again.write_text("ctc_doctor.fixtures.zoo:clean\ntests/targets/sweep_targets.py:planted\n")
+    planted = sweep(str(again), "--out", str(dirs["planted"]), "-q", env={"CTC_TEST_PLANTED_BREAK": "1"})
+    assert planted.returncode == 0, planted.stderr
+    return {**dirs, "manifest": manifest, "stderr": whole.stderr}  # type: ignore[dict-item]
+
+
+def rows(path: Path) -> dict[str, dict]:
+    data = json.loads((path / "summary.json").read_text())
+    return {row["target"]: row for row in data["targets"]}
+
+
+def test_each_target_gets_its_status_and_a_crash_or_hang_costs_one_row(fleet: dict[str, Path]) -> None:
+    got = rows(fleet["whole"])
+    statuses = {target: row["status"] for target, row in got.items()}
+    assert statuses == {
+        "ctc_doctor.fixtures.zoo:clean": "clean",
+        "ctc_doctor.fixtures.zoo:print_in_forward": "graph_breaks",
+        "ctc_doctor.fixtures.zoo:shape_change_dim0": "recompiles",
+        "tests/targets/user_targets.py:raises": "error",
+        "tests/targets/user_targets.py:sleeps_in_build": "timeout",
+        "tests/targets/user_targets.py:hangs_while_tracing": "timeout",
+        "tests/targets/sweep_targets.py:planted": "clean",
+        "run -- tests/targets/no_such_script.py": "error",
+    }
+    assert "raised KeyError" in got["tests/targets/user_targets.py:raises"]["reason"]
+    assert got["tests/targets/user_targets.py:raises"]["exit_code"] == ExitCode.BUILDER_FAILED
+    killed = got["tests/targets/user_targets.py:sleeps_in_build"]
+    assert killed["exit_code"] is None and "stopped" in killed["reason"] and killed["report"] is None
+    # the child's own --timeout ran out while tracing: exit 8 and a partial report
+    partial = got["tests/targets/user_targets.py:hangs_while_tracing"]
+    assert partial["exit_code"] == ExitCode.TIMEOUT and partial["report"] is not None
+    assert (fleet["whole"] / partial["report"]).exists()
+    assert "no such script" in got["run -- tests/targets/no_such_script.py"]["reason"]
+
+
+def test_rows_carry_sites_causes_and_their_reports(fleet: dict[str, Path]) -> None:
+    got = rows(fleet["whole"])
+    breaks = got["ctc_doctor.fixtures.zoo:print_in_forward"]
+    assert breaks["graph_count"] == 2 and breaks["graph_break_count"] >= 1
+    [site] = breaks["break_sites"]
+    assert site["file"] == "fixtures/zoo.py" and site["module_paths"] == ["head"] and site["own_code"]
+    report = json.loads((fleet["whole"] / breaks["report"]).read_text())
+    assert report["graph_breaks"][0]["gb_type"] == site["gb_type"]
+    recompiles = got["ctc_doctor.fixtures.zoo:shape_change_dim0"]
+    [cause] = recompiles["recompile_causes"]
+    assert (cause["kind"], cause["source"], cause["dim"], cause["recompiles"]) == ("size", "x", 0, 1)
+    summary = json.loads((fleet["whole"] / "summary.json").read_text())
+    assert summary["totals"]["statuses"] == {"clean": 2, "recompiles": 1, "graph_breaks": 1, "error": 2, "timeout": 2}
+    assert summary["totals"]["targets"] == 8 and summary["environment"]["torch"]
+    assert summary["manifest_size"] == 8 and summary["shards"] == [] and summary["jobs"] == 2
+    assert all((fleet["whole"] / row["log"]).exists() for row in summary["targets"])
+
+
+def test_summary_md_and_the_terminal_summary(fleet: dict[str, Path]) -> None:
+    md = (fleet["whole"] / "summary.md").read_text()
+    assert "| status | targets |" in md and "| timeout | 2 |" in md
+    assert "## Graph breaks across the fleet" in md and "## Recompile causes across the fleet" in md
+    assert "size of x dim 0" in md
+    assert "`tests/targets/user_targets.py:raises` | error |" in md
+    # the progress names each finished target on its own line; the summary fits 80 columns
+    assert "[8/8]" in fleet["stderr"] and "(stopped," in fleet["stderr"]
+    text = render_text(load_summary(fleet["whole"])[0], width=80)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "did not finish:" in text and "timeout  tests/targets/user_targets.py:sleeps_in_build" in text
+
+
+def test_shards_are_disjoint_and_merge_into_the_whole_sweep(fleet: dict[str, Path]) -> None:
+    s1, s2 = rows(fleet["s1"]), rows(fleet["s2"])
+    assert not set(s1) & set(s2) and len(s1) + len(s2) == 8
+    whole, merged = load_summary(fleet["whole"])[0], load_summary(fleet["merged"])[0]
+    assert merged.shards == ["1/2", "2/2"] and merged.notes == []
+    strip = lambda s: [r.model_dump(exclude={"duration_s"}) for r in s.targets]  # noqa: E731
+    assert strip(merged) == strip(whole)
+    assert merged.totals.statuses == whole.totals.statuses
+    # the merged directory holds the reports it points at
+    assert all((fleet["merged"] / r.report).exists() for r in merged.targets if r.report)
+    same = run_cli("sweep", "diff", str(fleet["whole"]), str(fleet["merged"]), "--fail-on-regression")
+    assert same.returncode == 0, same.stdout
+    assert "no regressions" in same.stdout and "0 changed, 8 unchanged" in same.stdout
+
+
+def test_sweep_diff_catches_the_planted_regression(fleet: dict[str, Path]) -> None:
+    done = run_cli("sweep", "diff", str(fleet["whole"]), str(fleet["planted"]), "--fail-on-regression")
+    assert done.returncode == ExitCode.CHECK_FAILED, done.stdout
+    assert "tests/targets/sweep_targets.py:planted: clean -> graph_breaks" in done.stdout
+    assert "REGRESSIONS (2):" in done.stdout  # the new site, and clean -> graph_breaks
+    assert "new break site" in done.stdout and "sweep_targets.py" in done.stdout
+    # the other way round it is a fix, not a regression
+    assert "6 removed" in done.stdout and "the manifests differ" in done.stdout
+    back = run_cli("sweep", "diff", str(fleet["planted"]), str(fleet["whole"]), "--fail-on-regression")
+    assert back.returncode == 0 and "fixed" in back.stdout and "6 added" in back.stdout
+
+
+def test_sweep_diff_matches_a_site_whose_line_moved() -> None:
+    from ctc_doctor.sweep.models import SweepSite, SweepSummary, SweepTarget, Totals
+
+    def summary(line: int, status: str = "graph_breaks") -> SweepSummary:
+        site = SweepSite(gb_type="Unsupported", file="pkg/model.py", line=line, function="forward", module_paths=["a"])
+        row = SweepTarget(target="pkg:build", index=0, status=status, break_sites=[site])  # type: ignore[arg-type]
+        return SweepSummary(manifest="m", manifest_digest="d", manifest_size=1, started_at="", wall_s=0, tool_version="", targets=[row], totals=Totals(targets=1))
+
+    moved = diff_sweeps(summary(10), summary(14))
+    assert moved.regressions == [] and moved.changes == []
+    worse = diff_sweeps(summary(10), summary(10, "timeout"))
+    assert worse.regressions == ["pkg:build: graph_breaks -> timeout"]
+
+
+def test_manifest_lines_comments_and_shards(tmp_path: Path) -> None:
+    path = tmp_path / "m.txt"
+    path.write_text("# head\n\na:build  # one\nrun --nproc 2 -- t.py --x 'a b'\na:build\nb.py:make --train\n")
+    manifest = read_manifest(str(path))
+    assert [e.line for e in manifest.entries] == ["a:build", "run --nproc 2 -- t.py --x 'a b'", "b.py:make --train"]
+    assert [e.kind for e in manifest.entries] == ["build", "run", "build"]
+    assert "repeats line 3" in manifest.notes[0]
+    assert len({e.slug for e in manifest.entries}) == 3
+    parts = [shard(manifest.entries, i, 2) for i in (1, 2)]
+    assert [e.index for e in parts[0]] == [0, 2] and [e.index for e in parts[1]] == [1]
+    assert parse_shard("2/8") == (2, 8)
+    for bad in ("0/2", "3/2", "x", "1/0"):
+        with pytest.raises(ManifestInvalid):
+            parse_shard(bad)
+    for text in ("--backend eager\n", "run t.py\n", "# nothing\n"):
+        path.write_text(text)
+        with pytest.raises(ManifestInvalid):
+            read_manifest(str(path))
+
+
+def test_bad_input_is_one_line_with_its_exit_code(tmp_path: Path, fleet: dict[str, Path]) -> None:
+    missing = run_cli("sweep", str(tmp_path / "nope.txt"))
+    assert missing.returncode == ExitCode.USAGE and "manifest not found" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    bad_shard = run_cli("sweep", str(fleet["manifest"]), "--shard", "3/2")
+    assert bad_shard.returncode == ExitCode.USAGE and "bad --shard" in bad_shard.stderr
+    corrupt = tmp_path / "summary.json"
+    corrupt.write_text("{not json")
+    bad = run_cli("sweep", "diff", str(corrupt), str(fleet["whole"]))
+    assert bad.returncode == ExitCode.REPORT_INVALID and "not valid JSON" in bad.stderr
+    other = tmp_path / "other"
+    other.mkdir()
+    data = json.loads((fleet["s1"] / "summary.json").read_text())
+    (other / "summary.json").write_text(json.dumps({**data, "manifest_digest": "0" * 64}))
+    mixed = run_cli("sweep", "merge", str(other), str(fleet["s2"]), "--out", str(tmp_path / "m"))
+    assert mixed.returncode == ExitCode.REPORT_INVALID and "another manifest" in mixed.stderr
+
+
+def test_ctrl_c_stops_the_targets_and_still_writes_the_summary(tmp_path: Path) -> None:
+    manifest = tmp_path / "m.txt"
+    manifest.write_text("tests/targets/user_targets.py:sleeps_in_build\nctc_doctor.fixtures.zoo:clean\n")
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ctc_doctor", "sweep", str(manifest), "--out", str(out), "--jobs", "1"],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(TARGETS)},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    logs = out / "logs"
+    deadline = time.time() + 60
+    while not (logs.exists() and any(logs.iterdir())) and time.time() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == ExitCode.INTERRUPTED, stderr
+    summary = json.loads((out / "summary.json").read_text())
+    [row] = summary["targets"]
+    assert row["status"] == "error" and "interrupted" in row["reason"]
+    assert any("never started" in note for note in summary["notes"])
+
+
+@pytest.mark.transformers
+def test_the_built_in_transformers_manifest(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    from ctc_doctor.fixtures.hf_sweep import manifest, tiny_config
+
+    with pytest.raises(ValueError, match="composite config"):
+        tiny_config("clip")
+    listed = manifest(limit=2)
+    assert [row["target"].rsplit(":", 1)[1] for row in listed if row["skip"] is None] == ["BertModel", "GPT2Model"]
+    out = tmp_path / "hf"
+    done = run_cli("sweep", "transformers", "--limit", "1", "--out", str(out), "--jobs", "1", timeout=300)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    [row] = summary["targets"]
+    assert row["target"] == "ctc_doctor.fixtures.hf_sweep:BertModel" and row["status"] == "recompiles"
+    assert [(c["kind"], c["source"], c["dim"]) for c in row["recompile_causes"]] == [("size", "input_ids", 1)]
+    assert summary["environment"]["transformers"]
