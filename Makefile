@@ -28,6 +28,7 @@ check: lint test
 
 schema: $(STAMP)
 	$(BIN)/ctc-doctor schema > ctc_doctor/reports/report.schema.json
+	$(BIN)/ctc-doctor schema --sweep > ctc_doctor/sweep/summary.schema.json
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,bench]'

@@ -759,8 +759,14 @@ def logs(paths: tuple[str, ...], json_out: str | None, strict: bool, keep_guards
 
 
 @cli.command()
-def schema() -> None:
-    """Print the report's JSON Schema."""
+@click.option("--sweep", "of_sweep", is_flag=True, help="The schema of a sweep's summary.json instead.")
+def schema(of_sweep: bool) -> None:
+    """Print the report's JSON Schema (or, with --sweep, that of a sweep's summary.json)."""
+    if of_sweep:
+        from .sweep.models import sweep_schema_text
+
+        click.echo(sweep_schema_text(), nl=False)
+        return
     from .reports.io import schema_text
 
     click.echo(schema_text(), nl=False)

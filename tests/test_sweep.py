@@ -34,6 +34,7 @@ tests/targets/user_targets.py:sleeps_in_build
 tests/targets/user_targets.py:hangs_while_tracing
 tests/targets/sweep_targets.py:planted
 run -- tests/targets/no_such_script.py
+run --timeout 120 -- ctc_doctor/fixtures/scripts/train.py --backend eager --steps 4
 """
 TIMEOUT = "4"
 
@@ -92,6 +93,7 @@ def test_each_target_gets_its_status_and_a_crash_or_hang_costs_one_row(fleet: di
         "tests/targets/user_targets.py:hangs_while_tracing": "timeout",
         "tests/targets/sweep_targets.py:planted": "clean",
         "run -- tests/targets/no_such_script.py": "error",
+        "run --timeout 120 -- ctc_doctor/fixtures/scripts/train.py --backend eager --steps 4": "graph_breaks_and_recompiles",
     }
     assert "raised KeyError" in got["tests/targets/user_targets.py:raises"]["reason"]
     assert got["tests/targets/user_targets.py:raises"]["exit_code"] == ExitCode.BUILDER_FAILED
@@ -102,6 +104,9 @@ def test_each_target_gets_its_status_and_a_crash_or_hang_costs_one_row(fleet: di
     assert partial["exit_code"] == ExitCode.TIMEOUT and partial["report"] is not None
     assert (fleet["whole"] / partial["report"]).exists()
     assert "no such script" in got["run -- tests/targets/no_such_script.py"]["reason"]
+    script = got["run --timeout 120 -- ctc_doctor/fixtures/scripts/train.py --backend eager --steps 4"]
+    assert {tuple(s["module_paths"]) for s in script["break_sites"]} == {("blocks.1.norm",)}
+    assert script["exit_code"] == 0 and ("size", "x", 0) in {(c["kind"], c["source"], c["dim"]) for c in script["recompile_causes"]}
 
 
 def test_rows_carry_sites_causes_and_their_reports(fleet: dict[str, Path]) -> None:
@@ -116,9 +121,11 @@ def test_rows_carry_sites_causes_and_their_reports(fleet: dict[str, Path]) -> No
     [cause] = recompiles["recompile_causes"]
     assert (cause["kind"], cause["source"], cause["dim"], cause["recompiles"]) == ("size", "x", 0, 1)
     summary = json.loads((fleet["whole"] / "summary.json").read_text())
-    assert summary["totals"]["statuses"] == {"clean": 2, "recompiles": 1, "graph_breaks": 1, "error": 2, "timeout": 2}
-    assert summary["totals"]["targets"] == 8 and summary["environment"]["torch"]
-    assert summary["manifest_size"] == 8 and summary["shards"] == [] and summary["jobs"] == 2
+    assert summary["totals"]["statuses"] == {
+        "clean": 2, "recompiles": 1, "graph_breaks": 1, "graph_breaks_and_recompiles": 1, "error": 2, "timeout": 2
+    }  # fmt: skip
+    assert summary["totals"]["targets"] == 9 and summary["environment"]["torch"]
+    assert summary["manifest_size"] == 9 and summary["shards"] == [] and summary["jobs"] == 2
     assert all((fleet["whole"] / row["log"]).exists() for row in summary["targets"])
 
 
@@ -129,7 +136,7 @@ def test_summary_md_and_the_terminal_summary(fleet: dict[str, Path]) -> None:
     assert "size of x dim 0" in md
     assert "`tests/targets/user_targets.py:raises` | error |" in md
     # the progress names each finished target on its own line; the summary fits 80 columns
-    assert "[8/8]" in fleet["stderr"] and "(stopped," in fleet["stderr"]
+    assert "[9/9]" in fleet["stderr"] and "(stopped," in fleet["stderr"]
     text = render_text(load_summary(fleet["whole"])[0], width=80)
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "did not finish:" in text and "timeout  tests/targets/user_targets.py:sleeps_in_build" in text
@@ -137,7 +144,7 @@ def test_summary_md_and_the_terminal_summary(fleet: dict[str, Path]) -> None:
 
 def test_shards_are_disjoint_and_merge_into_the_whole_sweep(fleet: dict[str, Path]) -> None:
     s1, s2 = rows(fleet["s1"]), rows(fleet["s2"])
-    assert not set(s1) & set(s2) and len(s1) + len(s2) == 8
+    assert not set(s1) & set(s2) and len(s1) + len(s2) == 9
     whole, merged = load_summary(fleet["whole"])[0], load_summary(fleet["merged"])[0]
     assert merged.shards == ["1/2", "2/2"] and merged.notes == []
     strip = lambda s: [r.model_dump(exclude={"duration_s"}) for r in s.targets]  # noqa: E731
@@ -147,7 +154,7 @@ def test_shards_are_disjoint_and_merge_into_the_whole_sweep(fleet: dict[str, Pat
     assert all((fleet["merged"] / r.report).exists() for r in merged.targets if r.report)
     same = run_cli("sweep", "diff", str(fleet["whole"]), str(fleet["merged"]), "--fail-on-regression")
     assert same.returncode == 0, same.stdout
-    assert "no regressions" in same.stdout and "0 changed, 8 unchanged" in same.stdout
+    assert "no regressions" in same.stdout and "0 changed, 9 unchanged" in same.stdout
 
 
 def test_sweep_diff_catches_the_planted_regression(fleet: dict[str, Path]) -> None:
@@ -157,9 +164,9 @@ def test_sweep_diff_catches_the_planted_regression(fleet: dict[str, Path]) -> No
     assert "REGRESSIONS (2):" in done.stdout  # the new site, and clean -> graph_breaks
     assert "new break site" in done.stdout and "sweep_targets.py" in done.stdout
     # the other way round it is a fix, not a regression
-    assert "6 removed" in done.stdout and "the manifests differ" in done.stdout
+    assert "7 removed" in done.stdout and "the manifests differ" in done.stdout
     back = run_cli("sweep", "diff", str(fleet["planted"]), str(fleet["whole"]), "--fail-on-regression")
-    assert back.returncode == 0 and "fixed" in back.stdout and "6 added" in back.stdout
+    assert back.returncode == 0 and "fixed" in back.stdout and "7 added" in back.stdout
 
 
 def test_sweep_diff_matches_a_site_whose_line_moved() -> None:
@@ -176,12 +183,20 @@ def test_sweep_diff_matches_a_site_whose_line_moved() -> None:
     assert worse.regressions == ["pkg:build: graph_breaks -> timeout"]
 
 
+def test_the_committed_summary_schema_matches_the_models() -> None:
+    from ctc_doctor.sweep.models import sweep_schema_text
+
+    committed = REPO / "ctc_doctor" / "sweep" / "summary.schema.json"
+    assert committed.read_text() == sweep_schema_text(), "summary.schema.json is stale: regenerate it with `make schema`"
+
+
 def test_manifest_lines_comments_and_shards(tmp_path: Path) -> None:
     path = tmp_path / "m.txt"
-    path.write_text("# head\n\na:build  # one\nrun --nproc 2 -- t.py --x 'a b'\na:build\nb.py:make --train\n")
+    path.write_text("# head\n\na:build --timeout=7 # one\nrun --nproc 2 -- t.py --x 'a b'\na:build   --timeout=7\nb.py:make --train\n")
     manifest = read_manifest(str(path))
-    assert [e.line for e in manifest.entries] == ["a:build", "run --nproc 2 -- t.py --x 'a b'", "b.py:make --train"]
+    assert [e.line for e in manifest.entries] == ["a:build --timeout=7", "run --nproc 2 -- t.py --x 'a b'", "b.py:make --train"]
     assert [e.kind for e in manifest.entries] == ["build", "run", "build"]
+    assert [e.timeout_s for e in manifest.entries] == [7.0, None, None]
     assert "repeats line 3" in manifest.notes[0]
     assert len({e.slug for e in manifest.entries}) == 3
     parts = [shard(manifest.entries, i, 2) for i in (1, 2)]
@@ -214,7 +229,8 @@ def test_bad_input_is_one_line_with_its_exit_code(tmp_path: Path, fleet: dict[st
     assert mixed.returncode == ExitCode.REPORT_INVALID and "another manifest" in mixed.stderr
 
 
-def test_ctrl_c_stops_the_targets_and_still_writes_the_summary(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_stops_the_targets_and_still_writes_the_summary(tmp_path: Path, stop: int) -> None:
     manifest = tmp_path / "m.txt"
     manifest.write_text("tests/targets/user_targets.py:sleeps_in_build\nctc_doctor.fixtures.zoo:clean\n")
     out = tmp_path / "out"
@@ -230,13 +246,17 @@ def test_ctrl_c_stops_the_targets_and_still_writes_the_summary(tmp_path: Path) -
     while not (logs.exists() and any(logs.iterdir())) and time.time() < deadline:
         time.sleep(0.1)
     time.sleep(1.0)
-    process.send_signal(signal.SIGINT)
+    child_pids = {int(p) for p in subprocess.run(["pgrep", "-f", "sleeps_in_build"], capture_output=True, text=True).stdout.split()}
+    process.send_signal(stop)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == ExitCode.INTERRUPTED, stderr
     summary = json.loads((out / "summary.json").read_text())
     [row] = summary["targets"]
     assert row["status"] == "error" and "interrupted" in row["reason"]
     assert any("never started" in note for note in summary["notes"])
+    time.sleep(0.5)
+    still = {int(p) for p in subprocess.run(["pgrep", "-f", "sleeps_in_build"], capture_output=True, text=True).stdout.split()}
+    assert child_pids and not (child_pids & still), "the stopped target's process outlived the sweep"
 
 
 @pytest.mark.transformers

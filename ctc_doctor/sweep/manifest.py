@@ -44,6 +44,19 @@ class Entry:
         return "run" if self.tokens[0] == "run" else "build"
 
     @property
+    def timeout_s(self) -> float | None:
+        """The line's own `--timeout` (options before a run line's `--`), which wins over the sweep's."""
+        options = self.tokens[1 : self.tokens.index("--")] if "--" in self.tokens else self.tokens[1:]
+        for i, token in enumerate(options):
+            value = options[i + 1] if token == "--timeout" and i + 1 < len(options) else token.partition("=")[2] if token.startswith("--timeout=") else None
+            if value:
+                try:
+                    return float(value)
+                except ValueError:
+                    return None
+        return None
+
+    @property
     def slug(self) -> str:
         """A file name for the target's report and log: readable, unique per line."""
         readable = re.sub(r"[^A-Za-z0-9._-]+", "_", self.line).strip("_.")[:60]

@@ -113,3 +113,13 @@ class SweepSummary(_Model):
     """In manifest order."""
     totals: Totals
     notes: list[str] = Field(default_factory=list)
+
+
+def sweep_schema_text() -> str:
+    """The JSON Schema of `summary.json`, as committed in `summary.schema.json`."""
+    import json
+
+    schema = SweepSummary.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = f"https://ctc-doctor/sweep/{SWEEP_SCHEMA_VERSION}"
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"

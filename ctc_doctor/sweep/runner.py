@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -103,10 +104,12 @@ def child_argv(entry: Entry, report_path: Path, options: SweepOptions) -> list[s
     return [*base, "analyze", entry.tokens[0], *ours, *entry.tokens[1:]]
 
 
-def _kill_after(options: SweepOptions) -> float:
-    """The child's own --timeout starts after torch is imported and the model built, and ends in a
-    partial report; past this much more, the child is stopped (a builder that never returns)."""
-    return options.timeout_s + min(60.0, max(15.0, 0.25 * options.timeout_s))
+def _kill_after(entry: Entry, options: SweepOptions) -> float:
+    """The child's own --timeout (the line's, else the sweep's) starts after torch is imported and the
+    model built, and ends in a partial report; past this much more, the child is stopped (a builder
+    that never returns)."""
+    timeout = entry.timeout_s or options.timeout_s
+    return timeout + min(60.0, max(15.0, 0.25 * timeout))
 
 
 def run_entries(
@@ -128,7 +131,7 @@ def run_entries(
     pending = [e for e in entries if e.skip is None]
     running: list[_Running] = []
     results: list[Finished] = []
-    limit = _kill_after(options)
+    restore = _sigterm_as_interrupt()
     try:
         while pending or running:
             while pending and len(running) < jobs:
@@ -151,7 +154,7 @@ def run_entries(
                 code = job.process.poll()
                 now = time.perf_counter()
                 if code is None:
-                    _enforce_limit(job, now, limit)
+                    _enforce_limit(job, now, _kill_after(job.entry, options))
                     continue
                 job.log.close()  # type: ignore[attr-defined]
                 running.remove(job)
@@ -165,7 +168,22 @@ def run_entries(
             job.log.close()  # type: ignore[attr-defined]
             results.append(Finished(job.entry, None, time.perf_counter() - job.started, job.report_path, job.log_path, interrupted=True))
         raise SweepInterrupted(results) from None
+    finally:
+        restore()
     return results
+
+
+def _sigterm_as_interrupt() -> Callable[[], None]:
+    """The children run in sessions of their own, so a SIGTERM to the sweep (a cancelled CI job) would
+    orphan them: it stops them like Ctrl-C instead. Returns what puts the old handler back."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def on_term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    return lambda: signal.signal(signal.SIGTERM, previous)
 
 
 class SweepInterrupted(Exception):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import textwrap
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -94,7 +95,7 @@ def target_row(finished: Finished, out_dir: Path, timeout_s: float) -> tuple[Swe
     elif finished.killed or code == ExitCode.TIMEOUT:
         status = "timeout"
         if finished.killed:
-            reason = f"no result within --timeout {timeout_s:g} s; stopped"
+            reason = f"no result within --timeout {entry.timeout_s or timeout_s:g} s; stopped"
     elif report is None:
         status = "error"
         reason = reason or f"exited with code {code} without a report"
@@ -391,7 +392,8 @@ def render_text(summary: SweepSummary, width: int = 80, top: int = 5) -> str:
     and recompile causes, and every target that did not run to a verdict."""
     width = max(60, width)
     lines = [_clip(text, width) for text in _headline(summary)]
-    lines.append("  " + ", ".join(f"{count} {status}" for status, count in summary.totals.statuses.items()))
+    counts = ", ".join(f"{count} {status}" for status, count in summary.totals.statuses.items())
+    lines += textwrap.wrap(counts, width, initial_indent="  ", subsequent_indent="  ")
     breaks = break_types(summary)
     if breaks:
         lines.append("top graph breaks (targets, sites):")
