@@ -175,6 +175,8 @@ def _bench_options(full_run: bool) -> Any:
             click.option("--iters", type=click.IntRange(min=1), default=20, show_default=True, help="Timed passes per arm (one pass = every call of the workload)."),
             click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True, help="Untimed passes before timing."),
             click.option("--no-regional", is_flag=True, help="No regional-compilation arm, even with repeated blocks."),
+            click.option("--aot", is_flag=True, help="Add the ahead-of-time arms: torch.export + AOTInductor of the whole model (aot), of each repeated block class (aot_regional), of the fixed copy (aot_fixed)."),
+            click.option("--aot-strict", is_flag=True, help="Export the AOT arms in strict mode (Dynamo traces) [default: non-strict]."),
             click.option(
                 "--objective",
                 type=click.Choice(["balanced", "latency", "compile"]),
@@ -904,6 +906,8 @@ def _analyze_with_progress(spec: str, load: Any, kw: dict[str, Any], console: An
                 warmup=kw["warmup"],
                 regional=not kw["no_regional"],
                 objective=kw["objective"],
+                aot=kw["aot"],
+                aot_strict=kw["aot_strict"],
             )
         bisect_options = None
         if bisect_only or not kw.get("no_bisect"):

@@ -153,11 +153,14 @@ def _benchmark(report: Report, add: Any) -> None:
         lat = f"{a.latency_ms.median:.3f} ± {a.latency_ms.iqr:.3f} ({a.latency_ms.n})" if a.latency_ms else "—"
         err = num(a.max_abs_error, ".1e") + (" ✗" if a.numerics_ok is False else "")
         add(
-            f"| {a.name}{' ★' if a.name == b.best_arm else ''} | {num(a.compile_time_s, '.2f')} | {num(a.warm_compile_time_s, '.2f')} | {lat} | "
+            f"| {a.name}{' ★' if a.name == b.best_arm else ''} | {num(a.compile_time_s, '.2f')} | {num(a.warm_compile_time_s, '.2f') if a.load_time_s is None else f'load {a.load_time_s:.2f}'} | {lat} | "
             f"{num(a.speedup_vs_eager, '.2f')} | {num(a.graph_count, 'd')} | {num(a.graph_break_count, 'd')} | "
             f"{num(a.recompile_count, 'd')} | {num(a.peak_memory_mb, '.0f')} | {err} |"
         )
     add("")
+    if b.cold_start:
+        add(f"Cold start of a new process: {_cell(b.cold_start, 400)}.")
+        add("")
     for a in b.arms:
         if a.error:
             add(f"> {a.name}: {_cell(a.error, 300)}")

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = "1.6"
+SCHEMA_VERSION = "1.7"
 """major.minor: a minor bump adds optional fields; a major bump renames or removes fields."""
 
 Verdict = Literal["clean", "graph_breaks", "recompiles", "graph_breaks_and_recompiles", "failed"]
@@ -716,6 +716,14 @@ class BenchmarkArm(_Model):
     """Within the benchmark tolerance of eager."""
     error: str | None = None
     """Why the arm failed or was cut short, one line."""
+    warm_start_compile_s: float | None = None
+    """`compiled` with --aot (inductor): compile time of a pass in empty caches after loading the cold
+    pass' cache artifacts (`torch.compiler.load_cache_artifacts`): a new process with the caches shipped."""
+    load_time_s: float | None = None
+    """AOT arms: loading the compiled package(s), what a deployed process pays instead of compiling."""
+    settings: dict[str, Any] = Field(default_factory=dict)
+    """AOT arms: export mode (strict or non-strict), dynamic dims, export time, package size, the
+    packages of a regional arm (class, exported instance, instances that load it)."""
 
 
 class Benchmark(_Model):
@@ -740,6 +748,9 @@ class Benchmark(_Model):
     """Wall time of the benchmark."""
     notes: list[str] = Field(default_factory=list)
     """Caveats."""
+    cold_start: str | None = None
+    """With AOT arms: the cheapest way for a new process to get a compiled model (JIT compile, warm
+    cache, or loading an AOT package built once), with the numbers."""
 
 
 LogKind = Literal["torch_trace", "torch_logs"]

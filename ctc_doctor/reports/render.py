@@ -243,6 +243,8 @@ def _bench_rows(b: Benchmark) -> Group:
             facts.append(f"cold compile {a.compile_time_s:.2f} s")
         if a.warm_compile_time_s is not None:
             facts.append(f"warm {a.warm_compile_time_s:.2f} s")
+        if a.load_time_s is not None:
+            facts.append(f"load {a.load_time_s:.2f} s")
         for label, value in (("graphs", a.graph_count), ("breaks", a.graph_break_count), ("recompiles", a.recompile_count)):
             if value is not None:
                 facts.append(f"{label} {value}")
@@ -285,7 +287,7 @@ def bench_table(b: Benchmark) -> Table:
         table.add_row(
             name,
             num(a.compile_time_s, ".2f") + (" s" if a.compile_time_s is not None else ""),
-            num(a.warm_compile_time_s, ".2f") + (" s" if a.warm_compile_time_s is not None else ""),
+            num(a.warm_compile_time_s, ".2f") + (" s" if a.warm_compile_time_s is not None else "") + (f"load {a.load_time_s:.2f} s" if a.load_time_s is not None else ""),
             latency,
             num(a.speedup_vs_eager, ".2f") + ("x" if a.speedup_vs_eager is not None else ""),
             num(a.graph_count, "d"),
@@ -301,6 +303,8 @@ def _bench_parts(b: Benchmark, compact: bool = False) -> list[object]:
     parts: list[object] = [_bench_rows(b) if compact else bench_table(b)]
     if b.best_arm_reason:
         parts.append(Text(f"best for {b.objective}: {b.best_arm_reason}", style="bold"))
+    if b.cold_start:
+        parts.append(Text(f"cold start of a new process: {b.cold_start}", style="bold"))
     for a in b.arms:
         if a.error:
             parts.append(Text(f"{a.name}: {a.error}", style="red" if a.latency_ms is None else "yellow"))

@@ -228,3 +228,33 @@ def best_arm(bench: rm.Benchmark, objective: rm.Objective) -> tuple[str | None, 
     if within:
         reason += f"; within noise of {', '.join(within)} (so it is chosen for" + (" no compile)" if best.name == "eager" else " its compile time)")
     return best.name, reason, within
+
+
+def cold_start(bench: rm.Benchmark) -> str | None:
+    """With AOT arms: the cheapest way for a new process to get a compiled model — a JIT compile
+    (cold, or with a warm cache) or loading an AOT package built once — with the numbers."""
+    ways: list[tuple[float, str]] = []
+    failed: list[str] = []
+    for a in bench.arms:
+        if a.name == "eager":
+            continue
+        if a.error is not None and a.latency_ms is None:
+            if a.name.startswith("aot"):
+                failed.append(f"{a.name} failed (see its error)")
+            continue
+        latency = f", {a.latency_ms.median:.3g} ms" if a.latency_ms else ""
+        if a.load_time_s is not None:
+            ways.append((a.load_time_s, f"{a.name} loads in {a.load_time_s:.3f} s (built once in {a.compile_time_s or 0:.1f} s{latency})"))
+        elif a.compile_time_s is not None:
+            ways.append((a.compile_time_s, f"{a.name} compiles in {a.compile_time_s:.2f} s{latency}"))
+            if a.warm_compile_time_s is not None:
+                ways.append((a.warm_compile_time_s, f"{a.name} with a warm cache {a.warm_compile_time_s:.2f} s"))
+            if a.warm_start_compile_s is not None:
+                ways.append((a.warm_start_compile_s, f"{a.name} with its cache artifacts shipped {a.warm_start_compile_s:.2f} s"))
+    if not ways:
+        return "; ".join(failed) or None
+    ways.sort(key=lambda w: w[0])
+    text = f"cheapest: {ways[0][1]}"
+    if len(ways) > 1:
+        text += "; then " + "; ".join(w for _, w in ways[1:4])
+    return text + (f"; {'; '.join(failed)}" if failed else "")

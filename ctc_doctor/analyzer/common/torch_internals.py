@@ -607,3 +607,72 @@ def compiled_original(obj: Any) -> Any:
 def is_optimized_module(obj: Any) -> bool:
     optimized = getattr(getattr(torch._dynamo, "eval_frame", None), "OptimizedModule", None)
     return optimized is not None and isinstance(obj, optimized)
+
+
+# --- ahead-of-time compilation: torch.export + AOTInductor, and portable cache artifacts -------------
+
+
+def aoti_missing() -> str | None:
+    """Why AOTInductor cannot run here (None when it can): `aoti_compile_and_package` and
+    `aoti_load_package` are in `torch._inductor` since 2.6."""
+    try:
+        inductor = importlib.import_module("torch._inductor")
+    except ImportError as exc:
+        return f"torch._inductor cannot be imported: {exc}"
+    missing = [n for n in ("aoti_compile_and_package", "aoti_load_package") if not hasattr(inductor, n)]
+    if missing or not hasattr(torch, "export"):
+        return f"this torch ({torch.__version__}) has no {', '.join(missing) or 'torch.export'}"
+    return None
+
+
+def export_program(fn: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], varying: dict[str, set[int]], strict: bool) -> Any:
+    """torch.export of one call, the dims in `varying` (argument name or `args[i]` -> dims) dynamic
+    (`Dim.AUTO`: export decides, and specialises where the code needs it)."""
+    dim = torch.export.Dim
+    auto = getattr(dim, "AUTO", None)
+    dynamic: Any = None
+    if varying and auto is not None:
+        import inspect
+
+        names = list(inspect.signature(fn.forward).parameters) if isinstance(fn, torch.nn.Module) else []
+        spec_args = []
+        for i, a in enumerate(args):
+            key = names[i] if i < len(names) else f"args[{i}]"
+            dims = varying.get(key, set()) | varying.get(f"args[{i}]", set())
+            spec_args.append({d: auto for d in dims} if isinstance(a, torch.Tensor) and dims else None)
+        spec_kwargs = {k: ({d: auto for d in varying[k]} if isinstance(v, torch.Tensor) and varying.get(k) else None) for k, v in kwargs.items()}
+        dynamic = {**dict(zip(names[: len(spec_args)], spec_args, strict=True)), **spec_kwargs} if names and len(names) >= len(args) else tuple(spec_args)
+    return torch.export.export(fn, args, kwargs, dynamic_shapes=dynamic, strict=strict)
+
+
+def aoti_package(program: Any, path: str, constants_in_package: bool = True) -> str:
+    """AOTInductor-compile an exported program into a `.pt2` package at `path`."""
+    inductor = importlib.import_module("torch._inductor")
+    configs = {} if constants_in_package else {"aot_inductor.package_constants_in_so": False}
+    return str(inductor.aoti_compile_and_package(program, package_path=path, inductor_configs=configs))
+
+
+def aoti_load(path: str, constants: dict[str, torch.Tensor] | None = None) -> Callable[..., Any]:
+    """Load a `.pt2` package; with `constants`, a package compiled without them runs on these weights."""
+    runner = importlib.import_module("torch._inductor").aoti_load_package(path)
+    if constants is not None:
+        runner.load_constants(constants, check_full_update=True, user_managed=True)
+    return runner
+
+
+def save_cache_artifacts() -> bytes | None:
+    """The compile caches of this process as one blob (`torch.compiler.save_cache_artifacts`, 2.7+;
+    None when this torch has no such API or nothing was cached)."""
+    save = getattr(torch.compiler, "save_cache_artifacts", None)
+    if save is None:
+        return None
+    saved = save()
+    return None if saved is None else bytes(saved[0])
+
+
+def load_cache_artifacts(blob: bytes) -> bool:
+    load = getattr(torch.compiler, "load_cache_artifacts", None)
+    if load is None:
+        return False
+    load(blob)
+    return True

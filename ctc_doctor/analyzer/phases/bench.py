@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from ...reports import models as rm
-from ...reports.verdicts import best_arm, regional_recompile_reason
+from ...reports.verdicts import best_arm, cold_start, regional_recompile_reason
 from ...workload import Call, Workload
 from ..capture.causes import arm_recompiles, recompile_causes
 from ..common import device as dev
@@ -34,6 +34,7 @@ from ..common.facts import ModelFacts
 from ..common.numerics import compare_outputs, loose_backend
 from ..common.text import describe_error
 from ..common.variants import Variant, make_variant
+from .bench_aot import run_aot_arm
 from .context import PhaseContext
 
 
@@ -57,6 +58,10 @@ class BenchOptions:
     """What the best arm optimises: latency, compile or balanced."""
     max_iters: int | None = None
     """Timed passes at most: more than `iters` are run while the spread is wide (default 3 x iters)."""
+    aot: bool = False
+    """Add the ahead-of-time arms: aot (torch.export + AOTInductor), aot_regional, aot_fixed."""
+    aot_strict: bool = False
+    """Export in strict mode (Dynamo traces, as torch.compile does) instead of non-strict."""
 
 
 @dataclass
@@ -100,6 +105,10 @@ class _Arm:
     """Compile a fresh copy of the model (as the builder returned it), so the cold pass is a user's."""
     variant: Variant | None = None
     """The fixed copy the arm runs (its warm_up action, if applied, runs before compiling)."""
+    aot: str | None = None
+    """AOT arms: `whole` (export the model) or `regional` (export each repeated block class once)."""
+    aot_groups: list[list[str]] = field(default_factory=list)
+    """A regional AOT arm: the instances of each repeated block class."""
 
 
 class _Bench:
@@ -160,7 +169,28 @@ class _Bench:
         self.progress(label, total, total)
         return _latency(times)
 
-    def run_arm(self, arm: _Arm) -> rm.BenchmarkArm:
+    def warm_start(self, fn: Callable[..., Any], arm: _Arm) -> float | None:
+        """What a new process pays with the caches shipped: this process' compile artifacts saved
+        (`torch.compiler.save_cache_artifacts`), loaded into empty caches, then one pass compiled."""
+        blob = ti.save_cache_artifacts()
+        if blob is None:
+            return None
+        self.progress(f"bench {arm.name}: compiling (caches loaded from artifacts)", 0, 0)
+        with ti.fresh_inductor_cache(True):
+            ti.fresh_dynamo_state()
+            if not ti.load_cache_artifacts(blob):
+                return None
+            with ti.count_compiles() as started:
+                run_pass(fn, self.workload, arm.calls, seed=None, train=self.train, model=arm.model)
+        ti.fresh_dynamo_state()
+        return round(started.compile_time_s, 4)
+
+    def run_arm(self, arm: _Arm, report: rm.Report | None = None) -> rm.BenchmarkArm:
+        if arm.aot:
+            return run_aot_arm(
+                arm, self.workload, report, self.reference, lambda fn: self.timed(fn, arm),
+                device=self.device, strict=self.bench.aot_strict, progress=self.progress,
+            )  # fmt: skip
         out = rm.BenchmarkArm(name=arm.name, description=arm.description)
         seed = self.seed
         try:
@@ -197,6 +227,8 @@ class _Bench:
                             out.recompile_count = (out.recompile_count or 0) + extra
                             out.error = f"{extra} compile(s) during the timed passes: latency includes them"
                         out.recompile_causes = recompile_causes(arm_recompiles(cold.recompile_events + during.recompile_events))
+                        if self.bench.aot and self.bench.backend == "inductor" and arm.name == "compiled":
+                            out.warm_start_compile_s = self.warm_start(fn, arm)  # last: it clears the compiled code
                 out.peak_memory_mb = dev.peak_memory_mb(self.device)
         except Exception as exc:  # noqa: BLE001 - one failing arm is a row, not the benchmark
             out.error = f"{type(exc).__name__}: {describe_error(exc)}"[:500]
@@ -222,6 +254,14 @@ def _arms(report: rm.Report, workload: Workload, calls: list[Call], facts: Model
             arms.append(_Arm("regional_fixed", f"each repeated block compiled ({shown}), fixes applied", variant.model, variant.calls, True, variant.config, paths, variant=variant))
         else:
             arms.append(_Arm("regional", f"each repeated block compiled ({shown}), the rest eager", model, calls, True, {}, paths, fresh=True))
+    if bench.aot:
+        arms.append(_Arm("aot", "torch.export of the model, AOTInductor-compiled into a package, loaded", model, calls, True, {}, [], fresh=True, aot="whole"))
+        if facts is not None and facts.repeated:
+            shown = ", ".join(f"{len(g.paths)}x {g.class_name}" for g in facts.repeated)
+            groups = [list(g.paths) for g in facts.repeated]
+            arms.append(_Arm("aot_regional", f"each repeated block class exported and AOT-compiled once ({shown}), loaded per instance", model, calls, True, {}, [], fresh=True, aot="regional", aot_groups=groups))
+        if variant is not None:
+            arms.append(_Arm("aot_fixed", "torch.export + AOTInductor of the copy with the fixes applied", variant.model, variant.calls, True, variant.config, [], variant=variant, aot="whole"))
     return arms
 
 
@@ -252,6 +292,7 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
             "fresh_cache": bench.fresh_cache and bench.backend == "inductor",
             "torch_threads": torch.get_num_threads(),
             "pass": f"{len(calls)} call(s): the first call and its variants",
+            **({"aot_export": "strict" if bench.aot_strict else "non-strict"} if bench.aot else {}),
         },
     )
     if bench.mode and bench.mode != "default" and bench.backend != "inductor":
@@ -270,7 +311,10 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
     for arm in _arms(report, workload, calls, ctx.facts, bench, variant):
         if arm.fresh and ctx.pristine is not None:
             arm.model = copy_model(ctx.pristine)
-        measured = runner.run_arm(arm)
+        if arm.aot and ctx.settings.train:
+            result.notes.append(f"{arm.name}: AOT arms are inference only; not run with --train.")
+            continue
+        measured = runner.run_arm(arm, report)
         if arm.fresh:
             arm.model = workload.model  # one fresh copy at a time
         result.arms.append(measured)
@@ -284,6 +328,7 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
                 arm_result.speedup_vs_eager = round(eager.latency_ms.median / arm_result.latency_ms.median, 3)
     result.objective = bench.objective  # type: ignore[assignment]
     result.best_arm, result.best_arm_reason, result.within_noise = best_arm(result, result.objective)
+    result.cold_start = cold_start(result) if bench.aot else None
     result.duration_s = round(time.perf_counter() - t0, 3)
     return BenchSection(result, _regional_verifications(report, result))
 

@@ -48,6 +48,8 @@ def compile_cache_suggestion(benchmark: rm.Benchmark | None) -> rm.Suggestion | 
         return None
     cold_s, warm_s = compiled.compile_time_s, compiled.warm_compile_time_s
     warm = f", {warm_s:.1f} s with a warm cache" if warm_s is not None else ""
+    if compiled.warm_start_compile_s is not None:
+        warm += f", {compiled.warm_start_compile_s:.1f} s in a fresh cache loaded from save_cache_artifacts"
     return rm.Suggestion(
         id="",
         rule="compile-cache",
