@@ -72,7 +72,7 @@ class SweepTarget(_Model):
     report: str | None = None
     """The target's full JSON report, relative to the sweep directory (None when none was written)."""
     log: str | None = None
-    """The child's stderr, relative to the sweep directory."""
+    """The child's output (stdout and stderr), relative to the sweep directory."""
 
 
 class Totals(_Model):
