@@ -228,7 +228,7 @@ def test_the_generated_repro_script_reproduces_the_failure_in_a_fresh_process(tm
     )
     report = analyze(spec.builder()(), options)
     [script] = report.bisect.repro_paths
-    assert os.path.basename(script) == "ctc_repro_encoder_blocks_1_mixer_probe.py"
+    assert os.path.basename(script) == "ctc_repro_zoo_deep_break_encoder_blocks_1_mixer_probe.py"
     # the failing module's row names its script; no other row has one
     assert {t.module_path: t.repro_path for t in report.bisect.trials if t.repro_path} == {"encoder.blocks.1.mixer.probe": script}
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -237,7 +237,7 @@ def test_the_generated_repro_script_reproduces_the_failure_in_a_fresh_process(tm
     assert "reproduced: encoder.blocks.1.mixer.probe" in run.stdout
     assert "Data-dependent branching" in run.stdout + run.stderr
     # without the saved inputs it recreates same-shape random ones and still reproduces
-    os.remove(tmp_path / "out" / "ctc_repro_encoder_blocks_1_mixer_probe.pt")
+    os.remove(tmp_path / "out" / "ctc_repro_zoo_deep_break_encoder_blocks_1_mixer_probe.pt")
     run = subprocess.run([sys.executable, script], cwd=tmp_path, capture_output=True, text=True, timeout=180, env=env)
     assert run.returncode == 1, run.stdout + run.stderr
 
@@ -279,8 +279,12 @@ def test_bisect_command_writes_the_report_and_a_repro_beside_it(cli, tmp_path):
     assert result.returncode == 0, result.stderr
     report = load_report(out)
     assert report.bisect.smallest_failing == ["body"] and report.bisect.agreement
-    assert report.bisect.repro_paths == [str(tmp_path / "ctc_repro_body.py")]
-    assert (tmp_path / "ctc_repro_body.py").exists()
+    assert report.bisect.repro_paths == [str(tmp_path / "ctc_repro_zoo_parent_break_body.py")]
+    assert (tmp_path / "ctc_repro_zoo_parent_break_body.py").exists()
+    # another model's repros in the same directory do not overwrite these: the names carry the target
+    other = cli("bisect", "tests/targets/user_targets.py:printing_model", "--json", str(tmp_path / "other.json"))
+    assert other.returncode == 0, other.stderr
+    assert sorted(p.name for p in tmp_path.glob("ctc_repro_*.py")) == ["ctc_repro_user_targets_printing_model_root.py", "ctc_repro_zoo_parent_break_body.py"]
     assert "← smallest failing" in result.stderr
 
 

@@ -81,6 +81,13 @@ def test_text_logs_with_and_without_glog_prefixes_agree_with_the_trace_of_the_sa
     prefixed = ingested(LOGS / "showcase_torch_logs.log")
     assert [s.compile_ids for s in prefixed.graph_breaks] == [s.compile_ids for s in trace.graph_breaks]
     assert prefixed.summary.graph_count == 0 and any("no compile metrics" in n for n in prefixed.notes)
+    # what the text does not record is shown as unknown, not as 0 graphs in 0.00 s
+    from ctc_doctor.reports.markdown import render_markdown
+
+    line = render_markdown(prefixed).split("\n")
+    summary = next(x for x in line if x.startswith("**"))
+    assert "graph count unknown" in summary and "compile time unknown" in summary and "0.00 s" not in summary
+    assert "compile time 7" not in summary and "graph count unknown" not in render_markdown(trace)
 
 
 def test_perf_hints_come_from_text_logs_alone_or_beside_a_trace():

@@ -175,3 +175,18 @@ def cause_headline(cause: RecompileCause) -> str:
 def cause_of(report: Report) -> dict[str, str]:
     """Recompile id -> the id of its cause."""
     return {rid: c.id for c in report.recompile_causes for rid in c.recompiles}
+
+
+def graphs_text(report: Report) -> str:
+    """`N graph(s)`, or `graph count unknown` for logs that do not record graphs (TORCH_LOGS text)."""
+    s = report.summary
+    if report.source is not None and s.graph_count == 0 and not report.graphs and not report.compile_metrics:
+        return "graph count unknown (not in these logs)"
+    return f"{s.graph_count} graph(s) {'in first compiles' if report.source else 'on the first call'}"
+
+
+def compile_time_text(report: Report) -> str:
+    """`compile time N s`, or unknown for logs without compile metrics (TORCH_LOGS text)."""
+    if report.source is not None and not report.compile_metrics:
+        return "compile time unknown (no compile metrics in these logs)"
+    return f"compile time {report.summary.compile_time_s:.2f} s"

@@ -18,7 +18,9 @@ from .labels import (
     bisect_summary_line,
     cause_headline,
     cause_of,
+    compile_time_text,
     compiled_line,
+    graphs_text,
     module_label,
     script_outcome,
     short_path,
@@ -59,11 +61,10 @@ def _summary_line(report: Report) -> str:
     if not s.analysis_run:
         found = len(report.bisect.smallest_failing) if report.bisect else 0
         return f"**{_VERDICT[s.verdict]}** (bisection only): {found} smallest failing module(s)."
-    first = "in first compiles" if report.source else "on the first call"
     return (
-        f"**{_VERDICT[s.verdict]}** — {s.graph_count} graph(s) {first}, {s.graph_break_count} break "
+        f"**{_VERDICT[s.verdict]}** — {graphs_text(report)}, {s.graph_break_count} break "
         f"event(s) at {s.unique_break_sites} site(s), {s.recompile_count} recompile(s), "
-        f"compile time {s.compile_time_s:.2f} s."
+        f"{compile_time_text(report)}."
     )
 
 

@@ -23,8 +23,10 @@ from .labels import (
     bisect_summary_line,
     cause_headline,
     cause_of,
+    compile_time_text,
     compiled_line,
     failure_text,
+    graphs_text,
     module_label,
     script_outcome,
     short_path,
@@ -85,11 +87,11 @@ def verdict_panel(report: Report) -> Panel:
         return Panel(lines, title="verdict", expand=False)
     lines.append(label + "\n", style=style)
     lines.append(
-        f"{s.graph_count} graph(s) {'in first compiles' if report.source else 'on the first call'} · {s.graph_break_count} break event(s) at "
+        f"{graphs_text(report)} · {s.graph_break_count} break event(s) at "
         f"{s.unique_break_sites} site(s) · {s.recompile_count} recompile(s)"
         + (f" from {len(report.recompile_causes)} cause(s)" if report.recompile_causes else "")
         + (f" · {s.frames_skipped} function(s) skipped (ran eager)" if s.frames_skipped else "")
-        + f" · compile time {s.compile_time_s:.2f} s"
+        + f" · {compile_time_text(report)}"
     )
     if report.fix is not None and report.fix.verification is not None and report.fix.applied:
         v = report.fix.verification

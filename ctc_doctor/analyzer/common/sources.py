@@ -74,9 +74,14 @@ def function_name(name: str) -> str:
     return m.group("name") if m else name
 
 
-def repro_slug(module_path: str) -> str:
-    """The part of a repro script's name (`ctc_repro_{slug}.py`) that names its module."""
-    return re.sub(r"[^A-Za-z0-9_]+", "_", module_path) or "root"
+def repro_slug(module_path: str, target: str = "") -> str:
+    """The part of a repro script's name (`ctc_repro_{slug}.py`): the target (its module or file stem
+    and builder, so two models' repros in one directory do not overwrite each other), then the module."""
+    where, _, attr = target.rpartition(":")
+    stem = os.path.splitext(os.path.basename(where.replace(".", "/") if not where.endswith(".py") else where))[0]
+    model = "_".join(p for p in (stem, attr) if p)
+    module = re.sub(r"[^A-Za-z0-9_]+", "_", module_path) or "root"
+    return re.sub(r"[^A-Za-z0-9_]+", "_", f"{model}_{module}") if model else module
 
 
 def source_line(path: str, line: int) -> str | None:

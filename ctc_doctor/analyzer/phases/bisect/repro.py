@@ -163,7 +163,7 @@ def write_repros(result: rm.Bisect, tree: nx.DiGraph, ctx: PhaseContext, repro_d
         if row.status not in PROBLEM:
             continue  # inferred: the representative's script covers it
         captured: CapturedCall = tree.nodes[path]["inputs"]
-        slug = repro_slug(path)
+        slug = repro_slug(path, target)
         script = os.path.join(repro_dir, f"ctc_repro_{slug}.py")
         inputs_name = f"ctc_repro_{slug}.pt"
         saved = saveable(captured, os.path.join(repro_dir, inputs_name))
