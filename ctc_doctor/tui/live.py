@@ -7,8 +7,10 @@ step to a pipe and the report to a file; Escape kills its whole process group. N
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -62,6 +64,7 @@ class LiveRun:
     cancelled: bool = False
     _proc: subprocess.Popen[str] | None = field(default=None, repr=False)
     _progress: TextIO | None = field(default=None, repr=False)
+    _own_dir: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         ours, script = _split_script(self.args)  # `run ... -- train.py ARGS`: the script's are not ours
@@ -69,8 +72,12 @@ class LiveRun:
         if path == "-":
             path = None  # stdout is the terminal the TUI draws on
         self.args = args + script
+        if self.report_path is None and path is None:
+            # a directory of our own, made when the child starts and removed if it stays empty
+            self._own_dir = os.path.join(tempfile.gettempdir(), f"ctc-doctor-{secrets.token_hex(6)}")
+            path = os.path.join(self._own_dir, "report.json")
         if self.report_path is None:
-            self.report_path = path or os.path.join(tempfile.mkdtemp(prefix="ctc-doctor-"), "report.json")
+            self.report_path = path
         self.label = self.label or " ".join(["ctc-doctor", *self.args])
 
     @property
@@ -82,6 +89,8 @@ class LiveRun:
         return [sys.executable, "-m", "ctc_doctor", *ours, "--json", str(self.report_path), "--quiet", *extra, *script]
 
     def start(self) -> None:
+        if self._own_dir is not None:
+            os.makedirs(self._own_dir, mode=0o700, exist_ok=True)
         read_fd, write_fd = os.pipe()
         env = {**os.environ, **(self.env or {}), "PYTHONUNBUFFERED": "1"}
         self.started = time.perf_counter()
@@ -124,6 +133,9 @@ class LiveRun:
     def wait(self) -> int:
         assert self._proc is not None
         self.returncode = self._proc.wait()
+        if self._own_dir is not None:
+            with contextlib.suppress(OSError):  # not empty: the report is there to browse
+                os.rmdir(self._own_dir)
         return self.returncode
 
     def elapsed(self) -> float:
