@@ -205,7 +205,7 @@ def test_manifest_lines_comments_and_shards(tmp_path: Path) -> None:
     for bad in ("0/2", "3/2", "x", "1/0"):
         with pytest.raises(ManifestInvalid):
             parse_shard(bad)
-    for text in ("--backend eager\n", "run t.py\n", "# nothing\n"):
+    for text in ("--backend eager\n", "run t.py\n", "# nothing\n", "a:build --json x.json\n", "run --check -- t.py\n"):
         path.write_text(text)
         with pytest.raises(ManifestInvalid):
             read_manifest(str(path))
@@ -266,6 +266,8 @@ def test_the_built_in_transformers_manifest(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="composite config"):
         tiny_config("clip")
+    classes = [row["target"] for row in manifest(limit=45)]
+    assert len(classes) == len(set(classes))  # several model types share a class: one row each
     listed = manifest(limit=2)
     assert [row["target"].rsplit(":", 1)[1] for row in listed if row["skip"] is None] == ["BertModel", "GPT2Model"]
     out = tmp_path / "hf"

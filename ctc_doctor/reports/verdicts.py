@@ -242,6 +242,9 @@ def cold_start(bench: rm.Benchmark) -> str | None:
             if a.name.startswith("aot"):
                 failed.append(f"{a.name} failed (see its error)")
             continue
+        if a.numerics_ok is False:
+            failed.append(f"{a.name} changes the outputs")
+            continue
         latency = f", {a.latency_ms.median:.3g} ms" if a.latency_ms else ""
         if a.load_time_s is not None:
             ways.append((a.load_time_s, f"{a.name} loads in {a.load_time_s:.3f} s (built once in {a.compile_time_s or 0:.1f} s{latency})"))

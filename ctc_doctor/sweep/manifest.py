@@ -23,6 +23,9 @@ from pathlib import Path
 
 from ..errors import ManifestInvalid
 
+_SWEEP_OWNS = {"--json", "--tui", "--check", "--progress-fd", "--quiet", "-q"}
+"""Options a manifest line may not set: the sweep writes each report and reads each exit code."""
+
 BUILTIN = {"transformers": "ctc_doctor.fixtures.hf_sweep"}
 """Built-in manifests by name: the module that lists them (`python -m MODULE --limit N`)."""
 
@@ -76,6 +79,10 @@ class Manifest:
 
 def _entry(index: int, tokens: list[str], where: str, skip: str | None = None) -> Entry:
     first = tokens[0]
+    ours = tokens[1 : tokens.index("--")] if "--" in tokens else tokens[1:]
+    owned = sorted({t.split("=")[0] for t in ours} & _SWEEP_OWNS)
+    if owned:
+        raise ManifestInvalid(f"{where}: {', '.join(owned)} on a line: the sweep decides where reports go and how targets run")
     if first == "run":
         if "--" not in tokens[1:] or tokens[-1] == "--":
             raise ManifestInvalid(f"{where}: a run line needs `-- SCRIPT` (e.g. `run -- train.py`)")
@@ -129,8 +136,14 @@ def _builtin(name: str, limit: int | None) -> Manifest:
         raise ManifestInvalid(f"cannot list the built-in {name} manifest: {last}")
     entries = []
     for line in done.stdout.splitlines():
-        row = json.loads(line)
-        entries.append(_entry(len(entries), [row["target"]], name, row.get("skip")))
+        try:
+            row = json.loads(line)
+            target = row["target"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue  # something the libraries printed
+        entries.append(_entry(len(entries), [target], name, row.get("skip")))
+    if not entries:
+        raise ManifestInvalid(f"the built-in {name} manifest listed no targets")
     skipped = sum(e.skip is not None for e in entries)
     notes = [f"built-in {name} manifest: {len(entries) - skipped} model class(es) to run, {skipped} skipped"]
     return Manifest(name, entries, notes)

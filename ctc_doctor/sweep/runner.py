@@ -156,6 +156,7 @@ def run_entries(
                 if code is None:
                     _enforce_limit(job, now, _kill_after(job.entry, options))
                     continue
+                _signal_group(job.process, signal.SIGKILL)  # what it left in its session (ranks, workers)
                 job.log.close()  # type: ignore[attr-defined]
                 running.remove(job)
                 finished = Finished(job.entry, None if job.killed else code, now - job.started, job.report_path, job.log_path, killed=job.killed)

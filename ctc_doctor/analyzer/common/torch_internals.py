@@ -626,23 +626,50 @@ def aoti_missing() -> str | None:
 
 
 def export_program(fn: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], varying: dict[str, set[int]], strict: bool) -> Any:
-    """torch.export of one call, the dims in `varying` (argument name or `args[i]` -> dims) dynamic
-    (`Dim.AUTO`: export decides, and specialises where the code needs it)."""
-    dim = torch.export.Dim
-    auto = getattr(dim, "AUTO", None)
+    """torch.export of one call, the dims in `varying` (`args[i]` or a keyword's name -> dims)
+    dynamic (`Dim.AUTO`: export decides, and specialises where the code needs it). The spec is keyed
+    the way torch.export binds the call to forward's signature (`*args`/`**kwargs` included)."""
+    import inspect
+
+    auto = getattr(torch.export.Dim, "AUTO", None)
     dynamic: Any = None
     if varying and auto is not None:
-        import inspect
 
-        names = list(inspect.signature(fn.forward).parameters) if isinstance(fn, torch.nn.Module) else []
-        spec_args = []
-        for i, a in enumerate(args):
-            key = names[i] if i < len(names) else f"args[{i}]"
-            dims = varying.get(key, set()) | varying.get(f"args[{i}]", set())
-            spec_args.append({d: auto for d in dims} if isinstance(a, torch.Tensor) and dims else None)
-        spec_kwargs = {k: ({d: auto for d in varying[k]} if isinstance(v, torch.Tensor) and varying.get(k) else None) for k, v in kwargs.items()}
-        dynamic = {**dict(zip(names[: len(spec_args)], spec_args, strict=True)), **spec_kwargs} if names and len(names) >= len(args) else tuple(spec_args)
+        def one(value: Any, key: str) -> Any:
+            dims = varying.get(key)
+            return {d: auto for d in dims} if isinstance(value, torch.Tensor) and dims else None
+
+        signature = inspect.signature(fn.forward)
+        bound = signature.bind(*args, **kwargs)
+        dynamic, position = {}, 0
+        for name, value in bound.arguments.items():
+            kind = signature.parameters[name].kind
+            if kind is inspect.Parameter.VAR_POSITIONAL:
+                dynamic[name] = tuple(one(v, f"args[{position + j}]") for j, v in enumerate(value))
+                position += len(value)
+            elif kind is inspect.Parameter.VAR_KEYWORD:
+                dynamic[name] = {k: one(v, k) for k, v in value.items()}
+            elif position < len(args):
+                dynamic[name] = one(value, f"args[{position}]")
+                position += 1
+            else:
+                dynamic[name] = one(value, name)
+        variadic = [n for n, p in signature.parameters.items() if p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+        packed = [n for n in variadic if dynamic.get(n)]
+        if packed:
+            try:
+                return torch.export.export(fn, args, kwargs, dynamic_shapes=dynamic, strict=strict)
+            except AssertionError as exc:  # torch 2.13: "Must provide a tree_name when there might be a mismatch"
+                raise ExportUnsupported(
+                    f"this torch ({torch.__version__}) cannot export dynamic shapes passed through forward's "
+                    f"{', '.join('*' * (1 + (signature.parameters[n].kind is inspect.Parameter.VAR_KEYWORD)) + n for n in packed)} "
+                    f"with dynamic dims elsewhere in the call: {exc}"
+                ) from exc
     return torch.export.export(fn, args, kwargs, dynamic_shapes=dynamic, strict=strict)
+
+
+class ExportUnsupported(Exception):
+    """torch.export cannot express this call's dynamic shapes (a limit of torch, not of the model)."""
 
 
 def aoti_package(program: Any, path: str, constants_in_package: bool = True) -> str:
@@ -674,5 +701,4 @@ def load_cache_artifacts(blob: bytes) -> bool:
     load = getattr(torch.compiler, "load_cache_artifacts", None)
     if load is None:
         return False
-    load(blob)
-    return True
+    return load(blob) is not None  # None: the blob could not be read

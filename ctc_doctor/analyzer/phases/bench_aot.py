@@ -54,6 +54,17 @@ def varying_dims(calls: list[Call]) -> dict[str, set[int]]:
     return out
 
 
+def export_call(calls: list[Call], varying: dict[str, set[int]]) -> Call:
+    """The call to export on: the first whose varying dims are all >= 2 (export specialises a dim of
+    size 0 or 1 to that size, and the package would then refuse the other calls)."""
+
+    def sized(call: Call) -> bool:
+        named = {**{f"args[{i}]": a for i, a in enumerate(call.args)}, **dict(call.kwargs)}
+        return all(named[k].shape[d] >= 2 for k, dims in varying.items() if isinstance(named.get(k), torch.Tensor) for d in dims)
+
+    return next((c for c in calls if sized(c)), calls[0])
+
+
 def export_failure(exc: BaseException, report: rm.Report | None) -> str:
     """The export error in the analysis' terms: the break site at the same line, and its fix."""
     text = f"torch.export failed: {type(exc).__name__}: {describe_error(exc)}"[:400]
@@ -146,8 +157,8 @@ def run_aot_arm(
 
 
 def _whole(arm: Any, out: rm.BenchmarkArm, tmp: str, strict: bool, progress: Callable[[str, int, int], None], report: rm.Report | None) -> Any:
-    first = arm.calls[0]
     varying = varying_dims(arm.calls)
+    first = export_call(arm.calls, varying)
     out.settings["dynamic_dims"] = {k: sorted(v) for k, v in varying.items()}
     progress(f"bench {arm.name}: torch.export", 0, 0)
     t0 = time.perf_counter()
@@ -182,7 +193,8 @@ def _regional(arm: Any, workload: Workload, out: rm.BenchmarkArm, tmp: str, stri
         progress(f"bench {arm.name}: torch.export of {paths[0]}", n, len(arm.aot_groups))
         t0 = time.perf_counter()
         try:
-            program = ti.export_program(block, tuple(inputs[0].args), dict(inputs[0].kwargs), varying, strict)
+            chosen = export_call(inputs, varying)
+            program = ti.export_program(block, tuple(chosen.args), dict(chosen.kwargs), varying, strict)
         except Exception as exc:  # noqa: BLE001 - the reason it does not export is the finding
             out.error = f"{paths[0]} ({type(block).__name__}): " + export_failure(exc, None)
             return None
