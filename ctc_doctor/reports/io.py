@@ -28,21 +28,27 @@ def dump_report(report: Report) -> str:
     return report.model_dump_json(indent=2) + "\n"
 
 
-def load_report(path: str | Path) -> Report:
-    """Load and validate a report file; any problem is a ReportError with a one-line message."""
-    p = Path(path)
+def read_json_object(p: Path, noun: str) -> dict[str, Any]:
+    """A JSON file whose top level is an object; any problem is a ReportError naming the `noun`."""
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
-        raise ReportError(f"report not found: {p}") from exc
+        raise ReportError(f"{noun} not found: {p}") from exc
     except (OSError, UnicodeDecodeError) as exc:
-        raise ReportError(f"cannot read report {p}: {exc}") from exc
+        raise ReportError(f"cannot read {noun} {p}: {exc}") from exc
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ReportError(f"{p} is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from exc
     if not isinstance(data, dict):
-        raise ReportError(f"{p} is not a ctc-doctor report (top level is {type(data).__name__})")
+        raise ReportError(f"{p} is not a ctc-doctor {noun} (top level is {type(data).__name__})")
+    return data
+
+
+def load_report(path: str | Path) -> Report:
+    """Load and validate a report file; any problem is a ReportError with a one-line message."""
+    p = Path(path)
+    data = read_json_object(p, "report")
     version = data.get("schema_version")
     if version is None:
         raise ReportError(f"{p} is not a ctc-doctor report (no schema_version)")

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import textwrap
@@ -17,7 +16,7 @@ from pydantic import ValidationError
 
 from ..errors import CtcDoctorError, ExitCode, ReportError
 from ..reports.diff import file_key
-from ..reports.io import load_report
+from ..reports.io import load_report, read_json_object
 from ..reports.models import Environment, Report
 from ..reports.redact import Redactor
 from ..version import __version__
@@ -218,15 +217,8 @@ def load_summary(path: str | Path) -> tuple[SweepSummary, Path]:
     """A sweep directory or its summary.json; returns the summary and its directory."""
     p = Path(path)
     file = p / SUMMARY_JSON if p.is_dir() else p
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ReportError(f"no sweep summary at {file}") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ReportError(f"cannot read {file}: {exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise ReportError(f"{file} is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from exc
-    if not isinstance(data, dict) or data.get("kind") != "sweep":
+    data = read_json_object(file, "sweep summary")
+    if data.get("kind") != "sweep":
         raise ReportError(f"{file} is not a ctc-doctor sweep summary")
     major = str(data.get("schema_version", "")).split(".")[0]
     if major != SWEEP_SCHEMA_VERSION.split(".")[0]:
