@@ -480,6 +480,7 @@ def _sweep_progress(console: Any, quiet: bool, manifest: Any, shard_of: Any) -> 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from .sweep.manifest import shard
+    from .sweep.summary import clip
 
     entries = shard(manifest.entries, *shard_of) if shard_of else manifest.entries
     total = sum(e.skip is None for e in entries)
@@ -489,7 +490,7 @@ def _sweep_progress(console: Any, quiet: bool, manifest: Any, shard_of: Any) -> 
 
     def describe() -> str:
         names = [r.rsplit(":", 1)[-1] if r.count(" ") == 0 else r for r in running]
-        return _clip_text(", ".join(names), max(20, console.width - 50))
+        return clip(", ".join(names), max(20, console.width - 50))
 
     with progress:
         task = progress.add_task("", total=total)
@@ -505,13 +506,9 @@ def _sweep_progress(console: Any, quiet: bool, manifest: Any, shard_of: Any) -> 
             if not quiet:
                 state = "stopped" if finished.killed else f"exit {finished.exit_code}"
                 line = f"[{done_count[0]}/{total}] {finished.entry.line}  ({state}, {finished.duration_s:.1f} s)"
-                progress.console.print(_clip_text(line, console.width), markup=False, highlight=False)
+                progress.console.print(clip(line, console.width), markup=False, highlight=False)
 
         yield on_start, on_done
-
-
-def _clip_text(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 @sweep.command("merge")

@@ -70,9 +70,14 @@ class _Running:
     killed: bool = False
 
 
+def _cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def default_jobs() -> int:
     """The machine's cores, bounded by the memory available (MEMORY_PER_JOB per child)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = _cores()
     available = _available_memory()
     by_memory = max(1, available // MEMORY_PER_JOB) if available else cores
     return max(1, min(cores, by_memory))
@@ -126,8 +131,7 @@ def run_entries(
     (out_dir / "logs").mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     if "OMP_NUM_THREADS" not in env:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        env["OMP_NUM_THREADS"] = str(max(1, cores // jobs))
+        env["OMP_NUM_THREADS"] = str(max(1, _cores() // jobs))
     pending = [e for e in entries if e.skip is None]
     running: list[_Running] = []
     results: list[Finished] = []

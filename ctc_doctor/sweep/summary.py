@@ -375,7 +375,8 @@ def render_markdown(summary: SweepSummary) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _clip(text: str, width: int) -> str:
+def clip(text: str, width: int) -> str:
+    """`text` cut to `width` columns, an ellipsis marking the cut."""
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -383,25 +384,25 @@ def render_text(summary: SweepSummary, width: int = 80, top: int = 5) -> str:
     """The end-of-sweep summary for a terminal or CI log: status counts, the fleet's top break types
     and recompile causes, and every target that did not run to a verdict."""
     width = max(60, width)
-    lines = [_clip(text, width) for text in _headline(summary)]
+    lines = [clip(text, width) for text in _headline(summary)]
     counts = ", ".join(f"{count} {status}" for status, count in summary.totals.statuses.items())
     lines += textwrap.wrap(counts, width, initial_indent="  ", subsequent_indent="  ")
     breaks = break_types(summary)
     if breaks:
         lines.append("top graph breaks (targets, sites):")
-        lines += [_clip(f"  {n:>3} {s:>4}  {i + ' ' if i else ''}{t}", width) for t, i, s, n, _ in breaks[:top]]
+        lines += [clip(f"  {n:>3} {s:>4}  {i + ' ' if i else ''}{t}", width) for t, i, s, n, _ in breaks[:top]]
     causes = cause_groups(summary)
     if causes:
         lines.append("top recompile causes (targets, recompiles):")
-        lines += [_clip(f"  {n:>3} {r:>4}  {c}", width) for c, r, n, _ in causes[:top]]
+        lines += [clip(f"  {n:>3} {r:>4}  {c}", width) for c, r, n, _ in causes[:top]]
     troubled = [r for r in summary.targets if r.status in ("error", "timeout", "failed")]
     if troubled:
         lines.append("did not finish:")
         for row in troubled:
-            lines.append(_clip(f"  {row.status:<8} {row.target}", width))
+            lines.append(clip(f"  {row.status:<8} {row.target}", width))
             if row.reason:
-                lines.append(_clip(f"           {row.reason}", width))
-    lines += [_clip(f"note: {n}", width) for n in summary.notes]
+                lines.append(clip(f"           {row.reason}", width))
+    lines += [clip(f"note: {n}", width) for n in summary.notes]
     return "\n".join(lines) + "\n"
 
 
