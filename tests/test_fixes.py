@@ -18,7 +18,7 @@ from ctc_doctor.reports import SCHEMA_VERSION, load_report
 from ctc_doctor.reports.advice import GUARD_ADVICE, next_steps
 from ctc_doctor.reports.markdown import render_markdown
 
-from .conftest import TARGETS, analyzed, fixed
+from .conftest import TARGETS, analyzed, fixed, run_cli
 
 # Rules that must fire on each fixture (others may fire too).
 RULES = {
@@ -290,3 +290,15 @@ def test_fix_and_bench_commands_write_the_sections_and_markdown_shows_them(cli, 
 def test_every_fixture_suggestion_set_is_covered_by_the_rules_table():
     names = {n for n, spec in all_fixtures().items() if spec.expected.breaks or spec.expected.recompile_kinds}
     assert names - set(RULES) <= {"transformers_gpt2"}  # gpt2's recompile is covered by mark-dynamic below
+
+
+def test_torch_log_records_of_a_failed_fix_go_to_the_notes_not_the_terminal(tmp_path):
+    out = tmp_path / "r.json"
+    proc = run_cli(f"{TARGETS / 'fix_targets.py'}:length_specialized", "-q", "--no-bench", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""  # torch's 30-line "Error while creating guard" traceback stays off stderr
+    report = load_report(out)
+    s = next(s for s in report.suggestions if s.rule == "mark-dynamic")
+    assert s.id in report.fix.unsafe and "ConstraintViolationError" in s.verified.error
+    logged = [n for n in report.notes if n.startswith("torch log during the run")]
+    assert any("ERROR torch._guards: Error while creating guard: ConstraintViolationError" in n for n in logged), report.notes

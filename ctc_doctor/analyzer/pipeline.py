@@ -123,9 +123,11 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
     )
     with contextlib.ExitStack() as resources:
         seen = resources.enter_context(collected_warnings())
+        logged = resources.enter_context(ti.quiet_torch_stderr(True))  # every phase: fix, bench, AOT too
         ctx = dataclasses.replace(ctx, trial_worker=_prestarted_worker(ctx, options, resources))
         report = _run(workload, calls, ctx, options, started_at, clock, copy_note)
     report.notes.extend(warning_notes(seen))
+    report.notes.extend(ti.torch_log_notes(logged, "during the run"))
     return report
 
 

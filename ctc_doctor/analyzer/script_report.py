@@ -164,9 +164,7 @@ def _rank_report(
         notes.append(
             f"--max-steps {config.get('max_steps')}: the script was stopped after {recorder.stopped_after} call(s) of {primary.name}, before the next."
         )
-    logged = ti.torch_log_note(run.capture.torch_logs, "while the script ran")
-    if logged:
-        notes.append(logged)
+    notes.extend(ti.torch_log_notes(run.capture.torch_logs, "while the script ran"))
     name = command[1] if command[0] == "-m" else os.path.basename(command[0])
     report = rm.Report(
         target=rm.Target(

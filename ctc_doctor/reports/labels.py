@@ -19,6 +19,11 @@ from .models import (
     Suggestion,
 )
 
+WARNING_NOTE = "warning during the run"
+"""How the notes on Python warnings raised during a run start."""
+TORCH_LOG_NOTE = "torch log"
+"""How the notes on the records torch logged during a run start."""
+
 
 def short_path(path: str, width: int = 48) -> str:
     """Shorten a file path for tables: package-relative in site-packages, cwd-relative inside cwd."""

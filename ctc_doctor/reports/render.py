@@ -19,6 +19,8 @@ from rich.tree import Tree
 
 from .advice import next_steps
 from .labels import (
+    TORCH_LOG_NOTE,
+    WARNING_NOTE,
     benchmark_headline,
     bisect_summary_line,
     cause_headline,
@@ -626,13 +628,15 @@ def render_summary(report: Report, console: Console, *, top: int = 10) -> None:
                 style="dim",
             )
         )
-    warned = [n for n in report.notes if n.startswith("warning during the run")]
+    warned = [n for n in report.notes if n.startswith(WARNING_NOTE)]
+    logged = [n for n in report.notes if n.startswith(TORCH_LOG_NOTE)]
     for note in report.notes:
-        if note not in warned:
+        if note not in warned and note not in logged:
             parts.append(Text(f"note: {note}", style="dim"))
-    if warned:  # one line: the warnings themselves are in the report's notes
-        total = sum(int(m.group(1)) for m in (re.search(r"\((\d+)×\)", n) for n in warned) if m)
-        parts.append(Text(f"note: {total} warning(s) raised during the run ({len(warned)} kind(s)); see the report's notes", style="dim"))
+    for folded, what in ((warned, "Python warning(s) raised"), (logged, "torch log record(s) kept off the terminal")):
+        if folded:  # one line: the records themselves are in the report's notes
+            total = sum(int(m.group(1)) for m in (re.search(r"\((\d+)×\)", n) for n in folded) if m)
+            parts.append(Text(f"note: {total} {what} during the run; see the report's notes", style="dim"))
     for err in report.errors:
         parts.append(Text(f"error [{err.phase}] {err.type}: {err.message}", style="red"))
     steps = next_steps(report)

@@ -25,3 +25,21 @@ def gpt2_with_labels():
     model = GPT2LMHeadModel(config).eval()
     ids = torch.randint(0, 128, (2, 8))
     return Workload(model, kwargs={"input_ids": ids, "labels": ids}, name="gpt2_with_labels")
+
+
+class LengthSpecialized(torch.nn.Module):
+    """`x.shape[1] == 8` specializes the length: marking it dynamic fails, and torch logs the guard it
+    could not build (ConstraintViolationError) as ERROR records on stderr."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        if x.shape[1] == 8:
+            x = x * 2
+        return self.lin(x)
+
+
+def length_specialized():
+    return LengthSpecialized(), (torch.randn(2, 8, 16),), [(torch.randn(2, 12, 16),)]

@@ -10,8 +10,7 @@ import warnings
 from collections import Counter
 from collections.abc import Iterator
 
-NOTE_PREFIX = "warning during the run"
-"""How the notes of this module start (the terminal folds them into one line)."""
+from ...reports.labels import WARNING_NOTE as NOTE_PREFIX
 
 
 @contextlib.contextmanager

@@ -30,6 +30,7 @@ import torch
 import torch._dynamo
 
 from ...reports.compile_id import CompileId
+from ...reports.labels import TORCH_LOG_NOTE
 from .sources import RawFrame
 from .text import guard_line_count
 
@@ -173,37 +174,55 @@ def _perf_hint_loggers(backend: str) -> list[logging.Logger]:
 
 class _QuietTorch(logging.Filter):
     """Keeps torch's own log records off its stderr handlers: Dynamo's graph-break warnings (the report
-    carries them in full) and the warnings and errors torch logs around a failing compile (counted by
-    (level, logger, first line) instead, for a note: the exception itself is in the report)."""
+    carries them in full) and the warnings and errors torch logs around a failing compile or a guard it
+    cannot build (counted by (level, logger, text) into every block in force, for the notes)."""
 
-    def __init__(self, seen: Counter[tuple[str, str, str]]) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.seen = seen
+        self.counters: list[Counter[tuple[str, str, str]]] = []
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not record.name.startswith("torch"):
             return True
         if record.levelno >= logging.WARNING:
-            try:
-                text = record.getMessage()
-            except Exception:  # noqa: BLE001 - a badly formatted torch record must not kill the run
-                text = str(record.msg)
-            first = (text.strip().splitlines() or [""])[0][:200]
-            self.seen[(record.levelname, record.name, first)] += 1
+            key = (record.levelname, record.name, _record_text(record))
+            for seen in self.counters:
+                seen[key] += 1
         return False
 
 
-def torch_log_note(seen: Counter[tuple[str, str, str]], during: str) -> str | None:
-    """One line for the notes: how many records torch logged and the first of them."""
-    if not seen:
-        return None
-    (level, name, first), _ = seen.most_common(1)[0]
-    return f"torch logged {sum(seen.values())} message(s) {during}, kept off the terminal ({len(seen)} distinct; most frequent: {level} {name}: {first})"
+def _record_text(record: logging.LogRecord) -> str:
+    """The record's first line, and the first line of the exception it carries: torch logs
+    "Error while creating guard:" with the ConstraintViolationError that says why in its traceback."""
+    try:
+        text = record.getMessage()
+    except Exception:  # noqa: BLE001 - a badly formatted torch record must not kill the run
+        text = str(record.msg)
+    first = (text.strip().splitlines() or [""])[0]
+    exc = record.exc_info[1] if record.exc_info else None
+    if exc is not None:
+        why = (str(exc).strip().splitlines() or [""])[0]
+        first = f"{first} {type(exc).__name__}: {why}".strip()
+    return first[:240]
+
+
+_QUIET = _QuietTorch()
+"""One filter on torch's handlers however deeply the blocks nest; each block adds its counter."""
+
+
+def torch_log_notes(seen: Counter[tuple[str, str, str]], during: str, limit: int = 5) -> list[str]:
+    """One note per distinct record torch logged, most frequent first, with its count."""
+    notes = [f"{TORCH_LOG_NOTE} {during} ({n}×): {level} {name}: {text}" for (level, name, text), n in seen.most_common(limit)]
+    if len(seen) > limit:
+        rest = sum(n for _, n in seen.most_common()[limit:])
+        notes.append(f"{TORCH_LOG_NOTE} {during}: {len(seen) - limit} more kind(s), {rest} in all")
+    return notes
 
 
 @contextlib.contextmanager
 def quiet_torch_stderr(enabled: bool) -> Iterator[Counter[tuple[str, str, str]]]:
-    """Torch's log records stay off stderr in the block (unless the user set TORCH_LOGS); yields their counts."""
+    """Torch's log records stay off stderr in the block (unless the user set TORCH_LOGS); yields their counts.
+    Blocks nest: a record counts in each block in force."""
     seen: Counter[tuple[str, str, str]] = Counter()
     if not enabled or os.environ.get("TORCH_LOGS"):
         yield seen  # the user asked for torch's logs: leave them alone
@@ -213,20 +232,21 @@ def quiet_torch_stderr(enabled: bool) -> Iterator[Counter[tuple[str, str, str]]]
     except ImportError:
         yield seen
         return
-    quiet = _QuietTorch(seen)
     touched = []
     for qname in log_registry.get_log_qnames():
         for handler in logging.getLogger(qname).handlers:
-            if _is_torch_handler(handler) and handler not in touched:
-                handler.addFilter(quiet)
+            if _is_torch_handler(handler) and handler not in touched and _QUIET not in handler.filters:
+                handler.addFilter(_QUIET)
                 touched.append(handler)
+    _QUIET.counters.append(seen)
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r"Dynamo does not know how to trace")
             yield seen
     finally:
+        del _QUIET.counters[next(i for i, c in enumerate(_QUIET.counters) if c is seen)]  # Counters compare by value
         for handler in touched:
-            handler.removeFilter(quiet)
+            handler.removeFilter(_QUIET)
 
 
 @contextlib.contextmanager

@@ -97,9 +97,6 @@ def run_analysis(ctx: PhaseContext, options: AnalysisOptions) -> AnalysisResult:
                     compiled.run(progress)
                 assert compiled.capture is not None
                 notes.extend(compiled.capture.notes)
-                logged = ti.torch_log_note(compiled.capture.torch_logs, "during the compiled run")
-                if logged:
-                    notes.append(logged)
                 watch = first_call_break_lines(compiled)
             step = "eager"
             with kept():
