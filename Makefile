@@ -4,8 +4,13 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# The compatibility run: a fast subset of the tests on a second torch (the newest pip may install here;
+# a CUDA build that runs on the CPU, 5.4 GB, about 70 s to install from this machine's disk).
+COMPAT_TORCH ?= 2.14.1
+COMPAT       := .venv-compat
+COMPAT_STAMP := $(COMPAT)/.installed-$(COMPAT_TORCH)
 
-.PHONY: demo test check lint schema bench clean
+.PHONY: demo test compat check lint schema bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +24,20 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile -q
+	$(MAKE) --no-print-directory compat
+
+$(COMPAT_STAMP): pyproject.toml constraints.txt
+	test -x $(COMPAT)/bin/python || $(PYTHON) -m venv $(COMPAT)
+	grep -v '^torch==' constraints.txt > $(COMPAT)/constraints.txt
+	echo 'torch==$(COMPAT_TORCH)' >> $(COMPAT)/constraints.txt
+	$(COMPAT)/bin/python -m pip install -q -c $(COMPAT)/constraints.txt torch==$(COMPAT_TORCH)
+	$(COMPAT)/bin/python -m pip install -q -c $(COMPAT)/constraints.txt -e . pytest pytest-xdist numpy
+	touch $(COMPAT_STAMP)
+
+# the zoo's analysis and the report contract on torch $(COMPAT_TORCH) (tests marked `compat`)
+compat: $(COMPAT_STAMP)
+	$(COMPAT)/bin/python -m pytest -n 2 --dist loadfile -q -m compat -p no:cacheprovider \
+		tests/test_fixtures_zoo.py tests/test_reports.py tests/test_capture.py
 
 lint: $(STAMP)
 	$(BIN)/python -m ruff check ctc_doctor tests benchmarks
@@ -38,4 +57,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/ingest_speed.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(COMPAT) .pytest_cache .ruff_cache *.egg-info

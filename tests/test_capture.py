@@ -30,6 +30,7 @@ class Printing(nn.Module):
         return x + 1
 
 
+@pytest.mark.compat
 def test_analysis_restores_torch_logging_exactly():
     # torch's LazyTraceHandler removes itself at the first compile of a process: do that first
     torch.compile(lambda x: x + 1, backend="eager")(torch.randn(2))
@@ -60,6 +61,7 @@ def test_capture_collects_events_only_inside_the_block():
     assert len(cap.events) == n
 
 
+@pytest.mark.compat
 def test_the_graph_break_registry_is_read_from_the_installed_torch():
     registry = graph_break_registry()
     assert registry is not None and "GB0170" in registry
@@ -92,11 +94,12 @@ def test_the_inductor_backend_yields_perf_hints_with_their_compile_id():
     assert all(h.compile_id == "0/0" and h.logger.endswith("__perf_hints") for h in report.perf_hints)
 
 
+@pytest.mark.compat
 def test_torch_logs_around_a_failing_compile_stay_off_stderr_and_become_a_note(capfd):
     broken = nn.Linear(4, 4)  # called with 5 features: the matmul fails, eagerly and when traced
     report = analyze(Workload(broken, (torch.randn(2, 5),)), AnalyzeOptions(explain=False))
     assert [e.phase for e in report.errors] == ["eager", "compile"]  # the eager failure first: fix it first
-    assert any(n.startswith("torch logged") and "fake_tensor" in n for n in report.notes), report.notes
+    assert any(n.startswith("torch log during the run") and "fake_tensor" in n for n in report.notes), report.notes
     assert "Traceback" not in capfd.readouterr().err
 
 
@@ -118,3 +121,25 @@ def test_watching_break_lines_puts_back_the_trace_function_that_was_in_place():
         assert sys.gettrace() is tracer and run.error is None
     finally:
         sys.settrace(previous)
+
+
+@pytest.mark.compat
+def test_the_report_names_the_capture_features_the_running_torch_lacks(monkeypatch):
+    report = analyze(Workload(nn.Linear(4, 4), (torch.randn(2, 4),)), AnalyzeOptions(explain=False))
+    assert report.environment.unavailable == ti.unavailable_features()  # what this torch lacks, probed
+    # a feature no torch has (yet): the report says what it costs, in the summary and the Markdown
+    future = ("recompile hooks v9", lambda: ti._has("torch.compiler", "no_such_api_v9"), "no v9 hooks")
+    monkeypatch.setattr(ti, "_FEATURES", [*ti._FEATURES, future])
+    report = analyze(Workload(nn.Linear(4, 4), (torch.randn(2, 4),)), AnalyzeOptions(explain=False))
+    assert report.environment.unavailable[-1] == "recompile hooks v9: no v9 hooks"
+    import io
+
+    from rich.console import Console
+
+    from ctc_doctor.reports.markdown import render_markdown
+    from ctc_doctor.reports.render import render_summary
+
+    buf = io.StringIO()
+    render_summary(report, Console(width=80, file=buf, force_terminal=False, color_system=None))
+    assert f"not in torch {torch.__version__}: " in buf.getvalue() and "no v9 hooks" in buf.getvalue()
+    assert "| not in this torch | " in render_markdown(report)

@@ -24,6 +24,7 @@ def _needs(name: str) -> None:
         pytest.importorskip("transformers")
 
 
+@pytest.mark.compat
 @pytest.mark.parametrize("name", ALL)
 def test_each_fixture_gets_its_documented_verdict_without_errors(name):
     _needs(name)
@@ -32,6 +33,7 @@ def test_each_fixture_gets_its_documented_verdict_without_errors(name):
     assert report.summary.verdict == FIXTURES[name].expected.verdict
 
 
+@pytest.mark.compat
 @pytest.mark.parametrize("name", [n for n in ALL if FIXTURES[n].expected.breaks])
 def test_each_expected_break_is_reported_at_its_exact_line_type_id_and_module_path(name):
     _needs(name)
@@ -76,6 +78,7 @@ def test_fixtures_without_breaks_report_none_and_one_graph_on_the_first_call(nam
     assert report.summary.graph_count == 1
 
 
+@pytest.mark.compat
 @pytest.mark.parametrize("name", [n for n in ALL if FIXTURES[n].expected.recompile_kinds])
 def test_recompiles_carry_the_documented_guard_kind_and_module_path(name):
     _needs(name)
@@ -90,6 +93,7 @@ def test_recompiles_carry_the_documented_guard_kind_and_module_path(name):
         assert rc.failed_guards and rc.call_index is not None
 
 
+@pytest.mark.compat
 @pytest.mark.parametrize("name", [n for n in ALL if FIXTURES[n].expected.recompile_kinds])
 def test_recompiles_fold_into_their_documented_causes_each_event_in_exactly_one(name):
     _needs(name)
@@ -238,6 +242,7 @@ def test_compile_metrics_guards_and_graphs_are_recorded_per_compile_id():
     assert report.summary.graphs_compiled == len(report.graphs) > report.summary.graph_count
 
 
+@pytest.mark.compat
 def test_train_mode_runs_backward_with_aot_eager_and_still_finds_the_break():
     report = analyzed("item_control_flow", train=True)
     assert report.environment.backend == "aot_eager" and report.target.train

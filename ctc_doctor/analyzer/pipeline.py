@@ -26,6 +26,7 @@ from ..reports.verdicts import judge_one
 from ..version import __version__
 from ..workload import Call, Workload
 from .capture.causes import attach_causes
+from .capture.gb_registry import graph_break_registry
 from .common import torch_internals as ti
 from .common.calls import to_device
 from .common.chatter import collected_warnings, warning_notes
@@ -234,6 +235,8 @@ def environment(options: AnalyzeOptions) -> rm.Environment:
         platform=f"{platform.system()}-{platform.machine()}",
         device=options.device or "cpu",
         backend=options.resolved_backend(),
+        unavailable=ti.unavailable_features()
+        + ([] if graph_break_registry() is not None else ["graph-break registry: no GB ids or registry hints"]),
     )
 
 

@@ -247,6 +247,7 @@ def render_markdown(report: Report) -> str:
         ("transformers", e.transformers or "not installed"),
         ("platform", e.platform),
         ("device / backend", f"{e.device} / {e.backend}"),
+        *([("not in this torch", _cell("; ".join(e.unavailable)))] if e.unavailable else []),
         ("ctc-doctor", f"{report.run.tool_version} (report schema {report.schema_version})"),
     ]
     if report.redacted:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = "1.7"
+SCHEMA_VERSION = "1.8"
 """major.minor: a minor bump adds optional fields; a major bump renames or removes fields."""
 
 Verdict = Literal["clean", "graph_breaks", "recompiles", "graph_breaks_and_recompiles", "failed"]
@@ -325,6 +325,9 @@ class Environment(_Model):
     """Device the model ran on."""
     backend: str
     """torch.compile backend used for the analysis."""
+    unavailable: list[str] = Field(default_factory=list)
+    """Capture and benchmark features this torch lacks, as `feature: what the report loses`
+    (structured trace, guard user stacks, perf hints, explain, GB ids, compile cache artifacts, cudagraph step marks)."""
 
 
 class RunInfo(_Model):

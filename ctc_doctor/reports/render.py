@@ -70,6 +70,8 @@ def header_text(report: Report) -> Text:
         + (f" · transformers {e.transformers}" if e.transformers else ""),
         style="dim",
     )
+    if e.unavailable:
+        text.append(f"\nnot in torch {e.torch}: " + "; ".join(e.unavailable), style="yellow")
     return text
 
 

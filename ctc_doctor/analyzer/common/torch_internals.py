@@ -422,6 +422,45 @@ def torch_version() -> str:
     return str(torch.__version__)
 
 
+def _has(module: str, name: str) -> bool:
+    try:
+        return hasattr(importlib.import_module(module), name)
+    except ImportError:
+        return False
+
+
+def _has_perf_hints() -> bool:
+    try:
+        from torch._logging._internal import log_registry
+    except ImportError:
+        return False
+    return "perf_hints" in getattr(log_registry, "artifact_names", ())
+
+
+_FEATURES: list[tuple[str, Callable[[], bool], str]] = [
+    ("structured trace", lambda: _has("torch._logging._internal", "trace_log"), "no graph breaks or recompiles are captured"),
+    ("guard user stacks", lambda: _has("torch._dynamo.guards", "format_user_stack_trace"), "recompile causes name no user line"),
+    ("perf hints", _has_perf_hints, "inductor's perf hints are not collected"),
+    ("torch._dynamo.explain", lambda: _has("torch._dynamo", "explain"), "no explain cross-check"),
+    ("compile cache artifacts", lambda: _has("torch.compiler", "save_cache_artifacts"), "no warm-start measurement"),
+    ("cudagraph step marks", lambda: _has("torch.compiler", "cudagraph_mark_step_begin"), "reduce-overhead arms cannot mark passes"),
+]
+
+
+def unavailable_features() -> list[str]:
+    """The capture and benchmark features this torch lacks, each as `name: what the report loses`
+    (checked by presence, not by version: a backport or a removal counts as it is)."""
+    missing = []
+    for name, present, loss in _FEATURES:
+        try:
+            ok = present()
+        except Exception:  # noqa: BLE001 - a probe must not fail the run
+            ok = False
+        if not ok:
+            missing.append(f"{name}: {loss}")
+    return missing
+
+
 # --- fix and benchmark knobs -------------------------------------------------------------------
 
 

@@ -92,7 +92,8 @@ class CompilesScreen(SectionScreen):
         for cid in self.shown:
             m = self.metrics.get(cid)
             guards = self.guard_sets.get(cid)
-            guard_count = guards.count if guards else (m.guard_count if m else None)
+            # torch's own count, as the detail shows it; the guard tree's line count only where torch gave none
+            guard_count = m.guard_count if m and m.guard_count is not None else (guards.count if guards else None)
             hints = len(self.hints.get(cid, []))
             rows.append(
                 (

@@ -25,6 +25,21 @@ def mark(t: BisectTrial | None) -> tuple[str, str]:
     return ("○", "dim") if t is None else trial_symbol(t)
 
 
+def tree_name(path: str, parent: str | None) -> str:
+    """A node's name under its parent in the tree: the path below the parent (`layers.0` where the
+    bisection's tree skips the ModuleList), and a list index never alone (`layers.0`, not `0`)."""
+    if not path:
+        return "(root)"
+    parts = path.split(".")
+    below = len(parent.split(".")) if parent else 0
+    if not path.startswith(f"{parent}.") and parent:
+        below = 0  # not a dotted child: the whole path
+    start = below
+    while start > 0 and parts[start].isdigit():
+        start -= 1  # name the list the index is in
+    return ".".join(parts[start:])
+
+
 class ModulesScreen(SectionScreen):
     SECTION = "modules"
     SEARCHABLE = True
@@ -75,6 +90,7 @@ class ModulesScreen(SectionScreen):
         b = self.report.bisect
         self.trials = {t.module_path: t for t in b.trials} if b is not None else {}
         parents = self.parents()
+        self.tree_parents = parents
         children: dict[str, list[str]] = defaultdict(list)
         for path, parent in parents.items():
             if path and parent is not None:
@@ -131,8 +147,7 @@ class ModulesScreen(SectionScreen):
         symbol, style = mark(t)
         text = Text()
         text.append(f"{symbol} ", style=style)
-        name = path.rsplit(".", 1)[-1] if path else "(root)"
-        text.append(name, style="bold")
+        text.append(tree_name(path, self.tree_parents.get(path)), style="bold")
         if t is not None:
             text.append(f" {t.module_class}", style="dim")
         sites = self.index.sites_by_module.get(path, [])
