@@ -276,6 +276,45 @@ def test_recompiles_modules_suggestions_benchmark_and_compiles_show_the_report(s
     run(go())
 
 
+def test_at_80_by_24_every_tab_what_to_do_and_one_guard_count_show(showcase):
+    r = showcase
+
+    async def go():
+        app = app_for(r)
+        async with app.run_test(size=(80, 24)) as pilot:
+            tabs = [str(t.render()) for t in app.screen.query("NavTab")]
+            assert [t.split()[0] for t in tabs] == [str(i) for i in range(1, 8)] and sum(len(t) for t in tabs) <= 80
+            await pilot.press("5")
+            await pilot.pause()
+            table = app.screen.query_one(VirtualTable)
+            header, first = table.render_line(0).text, table.render_line(1).text
+            assert "what to do" in header  # not pushed off screen by the measured column
+            assert r.suggestions[0].title[:30] in first
+            await pilot.press("2")
+            await pilot.pause()
+            site = r.graph_breaks[0]
+            row = dict(zip([c.key for c in app.screen.query_one(VirtualTable).columns], app.screen.cells[site.id], strict=True))
+            assert row["reason"].count(site.gb_type) == 1  # torch's reason names the type already
+            await pilot.press("7")
+            await pilot.pause()
+            screen = app.screen
+            metric = r.compile_metrics[0]
+            table = screen.query_one(VirtualTable)
+            cells = dict(zip([c.key for c in table.columns], table.rows[screen.shown.index(metric.compile_id)], strict=True))
+            assert cells["guards"] == str(metric.guard_count)  # the count the detail shows, not the guard tree's lines
+
+    run(go())
+
+
+def test_a_module_list_entry_is_named_with_its_list_in_the_tree():
+    from ctc_doctor.tui.screens.modules_screen import tree_name
+
+    assert tree_name("backbone.layers.0", "backbone.layers") == "layers.0"
+    assert tree_name("backbone.layers.0", "backbone") == "layers.0"  # the bisection's tree skips the ModuleList
+    assert tree_name("backbone.layers.0.attn", "backbone.layers.0") == "attn"
+    assert tree_name("head", "") == "head" and tree_name("", None) == "(root)"
+
+
 def test_a_report_without_optional_sections_says_not_run():
     report = normalised(analyzed("clean"))
     assert report.bisect is None and report.benchmark is None and report.fix is None

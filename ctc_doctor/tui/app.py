@@ -34,6 +34,9 @@ from .screens.overview_screen import OverviewScreen
 from .screens.recompiles_screen import RecompilesScreen
 from .screens.suggestions_screen import SuggestionsScreen
 
+SHORT = {"breaks": "Breaks", "modules": "Modules", "suggestions": "Suggest", "benchmark": "Bench", "compiles": "Hints"}
+"""Tab names where the full ones do not fit (80 columns)."""
+
 SECTIONS: list[tuple[str, str, type]] = [
     ("overview", "Overview", OverviewScreen),
     ("breaks", "Graph breaks", BreaksScreen),
@@ -153,8 +156,9 @@ class DoctorApp(App[int]):
 
     # --- navigation ----------------------------------------------------------------------------
 
-    def nav_sections(self) -> list[tuple[str, str]]:
-        """(section, label with count) for the navigation bar."""
+    def nav_sections(self) -> list[tuple[str, tuple[str, ...]]]:
+        """(section, its tab labels from the longest to the shortest) for the navigation bar: the name
+        with its count, the short name with its count, the short name alone."""
         counts: dict[str, str] = {}
         if self.index is not None:
             r = self.index.report
@@ -165,7 +169,10 @@ class DoctorApp(App[int]):
                 "modules": "" if r.bisect is not None else " (no bisect)",
                 "benchmark": "" if r.benchmark is not None else " (not run)",
             }
-        return [(name, label + counts.get(name, "")) for name, label, _ in SECTIONS]
+        return [
+            (name, (label + counts.get(name, ""), SHORT.get(name, label) + counts.get(name, "") * (name != "modules" and name != "benchmark"), SHORT.get(name, label)))
+            for name, label, _ in SECTIONS
+        ]
 
     def action_section(self, name: str) -> None:
         if self.index is None or name not in self.MODES or self.current_mode == name:

@@ -122,7 +122,7 @@ class BreaksScreen(SectionScreen):
                 self.index.module_text(s.module_paths, 36),
                 ", ".join(s.registry_ids[:2]) or "—",
                 str(s.occurrences),
-                f"{s.gb_type}: {s.reason}"[:200],
+                (s.reason if s.reason.startswith(s.gb_type) else f"{s.gb_type}: {s.reason}")[:200],  # torch's reason often names the type
             )
             for s in self.report.graph_breaks
         }

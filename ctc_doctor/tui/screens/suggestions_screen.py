@@ -97,7 +97,15 @@ class SuggestionsScreen(SectionScreen):
         with Vertical(classes="main"):
             yield Static(id="suggestions-status", classes="status")
             yield VirtualTable(
-                [Column("id", "id", 5), Column("for", "for", 12), Column("kind", "kind", 14), Column("status", "status", 10), Column("measured", "measured", 44), Column("title", "what to do")],
+                # what to do first, after id, target and status: at 80 columns it is the column that must show
+                [
+                    Column("id", "id", 5),
+                    Column("for", "for", 12),
+                    Column("status", "status", 10),
+                    Column("title", "what to do", 52),
+                    Column("measured", "measured", 44),
+                    Column("kind", "kind"),
+                ],
                 id="suggestions-table",
                 classes="table",
             )
@@ -125,7 +133,7 @@ class SuggestionsScreen(SectionScreen):
         for s in self.shown:
             measured = verdict_label(s) or (s.verified.summary if s.verified and s.verified.summary else "")
             target = ",".join(s.applies_to[:3]) + ("…" if len(s.applies_to) > 3 else "")
-            rows.append((s.id, target or "model", s.kind, self.index.status(s), measured, s.title))
+            rows.append((s.id, target or "model", self.index.status(s), s.title, measured, s.kind))
         self.query_one(VirtualTable).set_rows(rows)
         status_line = Text()
         if not self.report.suggestions:

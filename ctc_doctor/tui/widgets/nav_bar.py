@@ -23,13 +23,27 @@ class NavTab(Static):
 
 
 class NavBar(Horizontal):
-    """Tabs for every section, the active one highlighted."""
+    """Tabs for every section, the active one highlighted; the longest labels that fit the width."""
 
-    def __init__(self, sections: list[tuple[str, str]], active: str) -> None:
+    def __init__(self, sections: list[tuple[str, tuple[str, ...]]], active: str) -> None:
         super().__init__(id="nav")
         self.sections = sections
         self.active = active
 
+    def labels(self, width: int) -> list[str]:
+        """The tab texts: the first set of labels whose tabs fit in `width` columns, else the shortest."""
+        tiers = len(self.sections[0][1]) if self.sections else 0
+        texts: list[str] = []
+        for tier in range(tiers):
+            texts = [f" {i} {labels[min(tier, len(labels) - 1)]} " for i, (_, labels) in enumerate(self.sections, 1)]
+            if sum(len(t) for t in texts) <= width:
+                break
+        return texts
+
     def compose(self) -> ComposeResult:
-        for i, (section, label) in enumerate(self.sections, 1):
-            yield NavTab(section, f" {i} {label} ", section == self.active)
+        for (section, _), text in zip(self.sections, self.labels(self.app.size.width), strict=True):
+            yield NavTab(section, text, section == self.active)
+
+    def on_resize(self) -> None:
+        for tab, text in zip(self.query(NavTab), self.labels(self.size.width), strict=True):
+            tab.update(text)
