@@ -254,6 +254,37 @@ def test_repeated_blocks_get_a_regional_arm_whose_saving_is_recorded_on_the_sugg
     assert len(regional.action.module_paths) == 64
 
 
+def test_cuda_graph_arms_mark_each_call_a_step_and_record_why_graphs_ran_without_them(monkeypatch):
+    """The harness logic of reduce-overhead, on CPU: torch's `cudagraphs` backend runs the same CUDA
+    graph trees (and on CPU skips them, saying why). Each call of every pass of a compiled arm, the
+    regional one included, begins with a step mark, and the arm records the skips and their reason."""
+    from ctc_doctor.analyzer.common import torch_internals as ti
+
+    marks = []
+    mark = ti.cudagraph_mark_step_begin  # torch's own mark still runs; its counter resets with dynamo
+
+    def counted() -> None:
+        marks.append(1)
+        mark()
+
+    monkeypatch.setattr(ti, "cudagraph_mark_step_begin", counted)
+    workload = zoo.repeated_blocks()
+    calls = len(workload.calls())
+    report = analyze(workload, AnalyzeOptions(explain=False, bench=BenchOptions(backend="cudagraphs", iters=2, warmup=1, max_iters=2)))
+    arms = {a.name: a for a in report.benchmark.arms}
+    assert arms["eager"].cudagraphs is None and set(arms) >= {"compiled", "regional"}
+    compiled = [a for a in report.benchmark.arms if a.cudagraphs is not None]
+    assert [a.name for a in compiled] == [a.name for a in report.benchmark.arms if a.name != "eager"]
+    # per arm: the cold pass, the warm-cache pass, 1 warm-up and 2 timed passes, each call one step
+    assert len(marks) == len(compiled) * 5 * calls
+    for arm in compiled:
+        g = arm.cudagraphs
+        assert arm.error is None and arm.numerics_ok, arm.error
+        assert g.step_marked and g.recordings == 0 and g.skip_count >= 1
+        assert list(g.skips) == ["skipping cudagraphs due to cpu device (arg0_1)."], g.skips
+    assert "compiled CUDA graphs, each call a step" in render_markdown(report)
+
+
 @pytest.mark.inductor
 def test_inductor_benchmark_uses_a_fresh_cache_per_arm_and_matches_eager():
     report = analyze(

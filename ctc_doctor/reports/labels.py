@@ -9,6 +9,7 @@ import os
 
 from .models import (
     Benchmark,
+    BenchmarkArm,
     Bisect,
     BisectTrial,
     CompiledObject,
@@ -115,6 +116,22 @@ def bisect_summary_line(b: Bisect) -> str:
         agree = ", strategies agree" if b.agreement else ", strategies DISAGREE"
     mode = ", isolated" if b.isolated else ""
     return f"{strategy}{agree}{mode}: {b.trial_count} trial(s) for {b.exhaustive_count} exercised module(s){share}, {b.duration_s:.1f} s"
+
+
+def cudagraph_text(arm: BenchmarkArm) -> str | None:
+    """One line on what CUDA graphs did in an arm: recordings, skips and re-recordings with torch's reasons."""
+    g = arm.cudagraphs
+    if g is None:
+        return None
+    parts = [f"{g.recordings} recorded"]
+    skipped = g.skip_count or sum(g.skips.values())
+    if skipped:
+        reasons = "; ".join(f"{reason} (logged {n}×)" for reason, n in g.skips.items())
+        parts.append(f"{skipped} graph(s) compiled without them" + (f": {reasons}" if reasons else " (torch logged no reason)"))
+    if g.rerecords:
+        parts.append(f"re-recorded {sum(g.rerecords.values())}×: " + "; ".join(f"{reason} ({n}×)" for reason, n in g.rerecords.items()))
+    marked = ", each call a step (cudagraph_mark_step_begin)" if g.step_marked else ""
+    return f"{arm.name} CUDA graphs{marked}: " + " · ".join(parts)
 
 
 def benchmark_headline(b: Benchmark) -> str | None:

@@ -20,6 +20,7 @@ from .labels import (
     cause_of,
     compile_time_text,
     compiled_line,
+    cudagraph_text,
     graphs_text,
     module_label,
     script_outcome,
@@ -168,6 +169,10 @@ def _benchmark(report: Report, add: Any) -> None:
             add("")
         for cause in a.recompile_causes:
             add(f"> {a.name} recompiles, {_cell(cause_headline(cause), 300)}")
+            add("")
+        graphs = cudagraph_text(a)
+        if graphs:
+            add(f"> {_cell(graphs, 600)}")
             add("")
     for note in b.notes:
         add(f"> {html.escape(note, quote=False)}")

@@ -727,6 +727,25 @@ class BenchmarkArm(_Model):
     settings: dict[str, Any] = Field(default_factory=dict)
     """AOT arms: export mode (strict or non-strict), dynamic dims, export time, package size, the
     packages of a regional arm (class, exported instance, instances that load it)."""
+    cudagraphs: CudaGraphStats | None = None
+    """Compiled arms under CUDA graphs (`--mode reduce-overhead`/`max-autotune`, backend `cudagraphs`):
+    step marking, recordings, skips and re-recordings with torch's reasons (schema 1.8)."""
+
+
+class CudaGraphStats(_Model):
+    """What CUDA graphs did in one benchmark arm, from torch's `cudagraphs` log and counters."""
+
+    step_marked: bool
+    """Each call began with `torch.compiler.cudagraph_mark_step_begin()` (outputs kept across calls are copies)."""
+    recordings: int = 0
+    """CUDA graphs recorded (a new input size, a new path through the tree, a re-recording)."""
+    skip_count: int = 0
+    """Graphs compiled without CUDA graphs, in the arm's last compile of the workload (torch's
+    `cudagraph_skips` counter: it also counts the skips torch does not log, e.g. of CPU graphs)."""
+    skips: dict[str, int] = Field(default_factory=dict)
+    """Skip reason -> times, as torch logged it (`skipping cudagraphs due to cpu device`, a mutated input, ...)."""
+    rerecords: dict[str, int] = Field(default_factory=dict)
+    """Re-recording reason -> times (`function=... reason=...`: an input's address or a static input changed)."""
 
 
 class Benchmark(_Model):

@@ -27,6 +27,7 @@ from .labels import (
     cause_of,
     compile_time_text,
     compiled_line,
+    cudagraph_text,
     failure_text,
     graphs_text,
     module_label,
@@ -316,6 +317,9 @@ def _bench_parts(b: Benchmark, compact: bool = False) -> list[object]:
             parts.append(Text(f"{a.name}: {a.error}", style="red" if a.latency_ms is None else "yellow"))
         for cause in a.recompile_causes:
             parts.append(Text(f"{a.name} recompiles, {cause_headline(cause)}", style="yellow"))
+        graphs = cudagraph_text(a)
+        if graphs:
+            parts.append(Text(graphs, style="yellow" if a.cudagraphs and (a.cudagraphs.skip_count or a.cudagraphs.skips or a.cudagraphs.rerecords) else "dim"))
     for note in b.notes:
         parts.append(Text(f"benchmark note: {note}", style="dim"))
     return parts

@@ -4,7 +4,7 @@ loss of a training call, and the model state a run must leave as it found it."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -46,11 +46,23 @@ def run_call(fn: Any, workload: Workload, call: Call, index: int, *, seed: int |
 
 
 def run_pass(
-    fn: Any, workload: Workload, calls: list[Call], *, seed: int | None, train: bool, model: Any = None, collect: bool = False
+    fn: Any,
+    workload: Workload,
+    calls: list[Call],
+    *,
+    seed: int | None,
+    train: bool,
+    model: Any = None,
+    collect: bool = False,
+    step: Callable[[], None] | None = None,
 ) -> list[list[torch.Tensor]]:
-    """Every call in order (one benchmark pass); with `collect`, each call's detached outputs."""
+    """Every call in order (one benchmark pass); with `collect`, each call's detached outputs (copies:
+    under CUDA graphs the next replay overwrites an output). `step` runs before each call (a CUDA
+    graph step mark: each call is one iteration)."""
     outputs = []
     for i, call in enumerate(calls):
+        if step is not None:
+            step()
         out = run_call(fn, workload, call, i, seed=seed, train=train, model=model)
         if collect:
             outputs.append(detached(out))

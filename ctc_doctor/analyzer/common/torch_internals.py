@@ -19,6 +19,7 @@ import contextlib
 import importlib
 import logging
 import os
+import re
 import sys
 import warnings
 from collections import Counter
@@ -666,6 +667,89 @@ def compiled_original(obj: Any) -> Any:
 def is_optimized_module(obj: Any) -> bool:
     optimized = getattr(getattr(torch._dynamo, "eval_frame", None), "OptimizedModule", None)
     return optimized is not None and isinstance(obj, optimized)
+
+
+# --- CUDA graphs (reduce-overhead): step marks, and what torch logs about recordings and skips ---------
+
+
+def cudagraph_mark_step_begin() -> None:
+    """A new iteration for CUDA graph trees: the outputs of the previous one may be overwritten."""
+    mark = getattr(torch.compiler, "cudagraph_mark_step_begin", None)
+    if mark is not None:
+        mark()
+
+
+@dataclass
+class CudaGraphLog:
+    """What torch's `cudagraphs` log and counters said in one block."""
+
+    recordings: int = 0
+    skip_count: int = 0
+    skips: Counter[str] = field(default_factory=Counter)
+    rerecords: Counter[str] = field(default_factory=Counter)
+
+
+_COMPILE_ID_PREFIX = re.compile(r"^\[[^\]]*\]\s*")
+_SKIP_PREFIX = "skipping cudagraphs due to "
+
+
+class _CudaGraphHandler(logging.Handler):
+    def __init__(self, sink: CudaGraphLog) -> None:
+        super().__init__(logging.DEBUG)
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = _COMPILE_ID_PREFIX.sub("", record.getMessage().strip())
+        except Exception:  # noqa: BLE001 - a badly formatted torch record must not kill the run
+            return
+        first = (text.splitlines() or [""])[0][:300]
+        if first.startswith("Recording function="):
+            self.sink.recordings += 1
+        elif first.startswith("Re-recording function="):
+            self.sink.rerecords[first.removeprefix("Re-recording ")] += 1
+        elif first.lower().startswith(("skipping cudagraph", "disabling cudagraphs")):
+            while first.startswith(_SKIP_PREFIX + _SKIP_PREFIX):  # torch's cudagraphs backend says it twice
+                first = first.removeprefix(_SKIP_PREFIX)
+            first = first.split(" Found from", 1)[0].strip()  # the op's stack trace follows, often empty
+            self.sink.skips[first] += 1
+
+
+@contextlib.contextmanager
+def cudagraph_log() -> Iterator[CudaGraphLog]:
+    """Collect CUDA graph recordings, skips and re-recordings (torch's `cudagraphs` artifact log, at
+    DEBUG for the block, kept off stderr unless the user asked for it) and the skip counter."""
+    result = CudaGraphLog()
+    for mod in ("torch._inductor.cudagraph_utils", "torch._inductor.cudagraph_trees"):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(mod)  # their loggers exist once imported
+    try:
+        from torch._logging._internal import log_registry
+
+        names = sorted(n for n in log_registry.get_artifact_log_qnames() if n.endswith(".__cudagraphs"))
+    except ImportError:
+        names = []
+    counters = getattr(torch._dynamo.utils, "counters", None)
+    skips_before = int(counters["inductor"]["cudagraph_skips"]) if counters is not None else 0
+    handler = _CudaGraphHandler(result)
+    saved: list[tuple[logging.Logger, int, bool]] = []
+    try:
+        for name in names:
+            log = logging.getLogger(name)
+            saved.append((log, log.level, log.propagate))
+            log.addHandler(handler)
+            log.setLevel(logging.DEBUG)
+            if not _artifact_enabled("cudagraphs"):
+                log.propagate = False
+        yield result
+    finally:
+        for log, level, propagate in saved:
+            log.removeHandler(handler)
+            log.setLevel(level)
+            log.propagate = propagate
+        if counters is not None:  # fresh_dynamo_state() in the block clears it: count from the last clear
+            now = int(counters["inductor"]["cudagraph_skips"])
+            result.skip_count = now - skips_before if now >= skips_before else now
 
 
 # --- ahead-of-time compilation: torch.export + AOTInductor, and portable cache artifacts -------------

@@ -150,12 +150,23 @@ class _Bench:
             torch.compile(lambda t: torch.relu(t) + 1, **self.compile_kwargs())(x)
         ti.fresh_dynamo_state()
 
+    def cudagraphs(self, arm: _Arm) -> bool:
+        """Whether the arm's compiled code runs under CUDA graph trees (reduce-overhead and
+        max-autotune in inductor, or the cudagraphs backend)."""
+        if not arm.compiled or arm.aot:
+            return False
+        return self.bench.backend == "cudagraphs" or (self.bench.backend == "inductor" and self.bench.mode in ("reduce-overhead", "max-autotune"))
+
+    def step(self, arm: _Arm) -> Callable[[], None] | None:
+        """The step mark each call of a CUDA-graph arm begins with, else None."""
+        return ti.cudagraph_mark_step_begin if self.cudagraphs(arm) else None
+
     def timed(self, fn: Callable[..., Any], arm: _Arm) -> rm.LatencyStats:
         label = f"bench {arm.name}: timing"
         total = self.bench.warmup + self.bench.iters
         for i in range(self.bench.warmup):
             self.progress(label, i, total)
-            run_pass(fn, self.workload, arm.calls, seed=None, train=self.train, model=arm.model)
+            run_pass(fn, self.workload, arm.calls, seed=None, train=self.train, model=arm.model, step=self.step(arm))
         dev.synchronize(self.device)
         times: list[float] = []
         limit = self.bench.max_iters or 3 * self.bench.iters
@@ -163,7 +174,7 @@ class _Bench:
         while len(times) < self.bench.iters or (len(times) < limit and _spread(times) > 0.05):
             self.progress(label, self.bench.warmup + min(len(times), self.bench.iters), total)
             t0 = time.perf_counter()
-            run_pass(fn, self.workload, arm.calls, seed=None, train=self.train, model=arm.model)
+            run_pass(fn, self.workload, arm.calls, seed=None, train=self.train, model=arm.model, step=self.step(arm))
             dev.synchronize(self.device)
             times.append(time.perf_counter() - t0)
         self.progress(label, total, total)
@@ -181,7 +192,7 @@ class _Bench:
             if not ti.load_cache_artifacts(blob):
                 return None
             with ti.count_compiles() as started:
-                run_pass(fn, self.workload, arm.calls, seed=None, train=self.train, model=arm.model)
+                run_pass(fn, self.workload, arm.calls, seed=None, train=self.train, model=arm.model, step=self.step(arm))
         ti.fresh_dynamo_state()
         return round(started.compile_time_s, 4)
 
@@ -192,49 +203,64 @@ class _Bench:
                 device=self.device, strict=self.bench.aot_strict, progress=self.progress,
             )  # fmt: skip
         out = rm.BenchmarkArm(name=arm.name, description=arm.description)
-        seed = self.seed
+        step = self.step(arm)
+        graphs = ti.CudaGraphLog()
         try:
             with preserved_state(arm.model), self.grad(), ti.fresh_inductor_cache(arm.compiled and self.bench.fresh_cache and self.bench.backend == "inductor"), ti.dynamo_config(arm.config):
                 ti.fresh_dynamo_state()
-                dev.reset_peak_memory(self.device)
-                if arm.variant is not None:
-                    arm.variant.run_warm_up(self.workload, seed)
-                with self._compiled(arm) as fn:
-                    self.progress(f"bench {arm.name}: {'compiling (cold)' if arm.compiled else 'first pass'}", 0, 0)
-                    with ti.count_compiles() as cold:
-                        t0 = time.perf_counter()
-                        outputs = run_pass(fn, self.workload, arm.calls, seed=seed, train=self.train, model=arm.model, collect=True)
-                        dev.synchronize(self.device)
-                        out.first_pass_s = round(time.perf_counter() - t0, 4)
-                    if arm.compiled:
-                        out.compile_time_s = round(cold.compile_time_s, 4)
-                        out.graph_count, out.graph_break_count, out.recompile_count = cold.graphs, cold.graph_breaks, cold.recompiles
-                        self.progress(f"bench {arm.name}: compiling (warm cache)", 0, 0)
-                        ti.fresh_dynamo_state()
-                        with ti.count_compiles() as warm:
-                            run_pass(fn, self.workload, arm.calls, seed=None, train=self.train, model=arm.model)
-                        out.warm_compile_time_s = round(warm.compile_time_s, 4)
-                    if not self.reference:
-                        self.reference = outputs
-                    else:
-                        check = compare_outputs(outputs, self.reference, loose=loose_backend(self.bench.backend))
-                        out.numerics_ok, out.max_abs_error, out.max_rel_error = check.ok, check.max_abs, check.max_rel
-                    with ti.count_compiles() as during:
-                        out.latency_ms = self.timed(fn, arm)
-                    if arm.compiled:
-                        extra = during.frames
-                        if extra:
-                            out.recompile_count = (out.recompile_count or 0) + extra
-                            out.error = f"{extra} compile(s) during the timed passes: latency includes them"
-                        out.recompile_causes = recompile_causes(arm_recompiles(cold.recompile_events + during.recompile_events))
-                        if self.bench.aot and self.bench.backend == "inductor" and arm.name == "compiled":
-                            out.warm_start_compile_s = self.warm_start(fn, arm)  # last: it clears the compiled code
+                with ti.cudagraph_log() if step is not None else contextlib.nullcontext(graphs) as graphs:
+                    self._run(arm, out, step)
                 out.peak_memory_mb = dev.peak_memory_mb(self.device)
         except Exception as exc:  # noqa: BLE001 - one failing arm is a row, not the benchmark
             out.error = f"{type(exc).__name__}: {describe_error(exc)}"[:500]
         finally:
             ti.fresh_dynamo_state()
+        if step is not None:
+            out.cudagraphs = rm.CudaGraphStats(
+                step_marked=True,
+                recordings=graphs.recordings,
+                skip_count=graphs.skip_count,
+                skips=dict(graphs.skips.most_common(10)),
+                rerecords=dict(graphs.rerecords.most_common(10)),
+            )
         return out
+
+    def _run(self, arm: _Arm, out: rm.BenchmarkArm, step: Callable[[], None] | None) -> None:
+        """The arm's cold pass, warm-cache pass, numerics check and timed passes, into `out`."""
+        seed = self.seed
+        dev.reset_peak_memory(self.device)
+        if arm.variant is not None:
+            arm.variant.run_warm_up(self.workload, seed)
+        with self._compiled(arm) as fn:
+            self.progress(f"bench {arm.name}: {'compiling (cold)' if arm.compiled else 'first pass'}", 0, 0)
+            with ti.count_compiles() as cold:
+                t0 = time.perf_counter()
+                outputs = run_pass(fn, self.workload, arm.calls, seed=seed, train=self.train, model=arm.model, collect=True, step=step)
+                dev.synchronize(self.device)
+                out.first_pass_s = round(time.perf_counter() - t0, 4)
+            if arm.compiled:
+                out.compile_time_s = round(cold.compile_time_s, 4)
+                out.graph_count, out.graph_break_count, out.recompile_count = cold.graphs, cold.graph_breaks, cold.recompiles
+                self.progress(f"bench {arm.name}: compiling (warm cache)", 0, 0)
+                ti.fresh_dynamo_state()
+                with ti.count_compiles() as warm:
+                    run_pass(fn, self.workload, arm.calls, seed=None, train=self.train, model=arm.model, step=step)
+                out.warm_compile_time_s = round(warm.compile_time_s, 4)
+            if not self.reference:
+                self.reference = outputs
+            else:
+                check = compare_outputs(outputs, self.reference, loose=loose_backend(self.bench.backend))
+                out.numerics_ok, out.max_abs_error, out.max_rel_error = check.ok, check.max_abs, check.max_rel
+            with ti.count_compiles() as during:
+                out.latency_ms = self.timed(fn, arm)
+            if arm.compiled:
+                extra = during.frames
+                if extra:
+                    out.recompile_count = (out.recompile_count or 0) + extra
+                    out.error = f"{extra} compile(s) during the timed passes: latency includes them"
+                out.recompile_causes = recompile_causes(arm_recompiles(cold.recompile_events + during.recompile_events))
+                if self.bench.aot and self.bench.backend == "inductor" and arm.name == "compiled":
+                    out.warm_start_compile_s = self.warm_start(fn, arm)  # last: it clears the compiled code
 
 
 def _arms(report: rm.Report, workload: Workload, calls: list[Call], facts: ModelFacts | None, bench: BenchOptions, variant: Variant | None) -> list[_Arm]:

@@ -10,6 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from ...reports.labels import cudagraph_text
 from ...reports.models import Benchmark
 from ..widgets.bar_chart import bar_chart
 from .section_screen import SectionScreen
@@ -84,6 +85,9 @@ def benchmark_view(b: Benchmark | None) -> list[RenderableType]:
             body.append(f"{a.description}\n", style="dim")
         if a.error:
             body.append(f"{a.name}: {a.error}\n", style="red" if a.latency_ms is None else "yellow")
+        graphs = cudagraph_text(a)
+        if graphs:
+            body.append(graphs + "\n", style="yellow")
     if body.plain:
         parts += [Text(""), body]
     settings = ", ".join(f"{k}={v}" for k, v in b.settings.items())
