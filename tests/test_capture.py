@@ -143,3 +143,21 @@ def test_the_report_names_the_capture_features_the_running_torch_lacks(monkeypat
     render_summary(report, Console(width=80, file=buf, force_terminal=False, color_system=None))
     assert f"not in torch {torch.__version__}: " in buf.getvalue() and "no v9 hooks" in buf.getvalue()
     assert "| not in this torch | " in render_markdown(report)
+
+
+def test_cuda_graph_skips_rerecords_and_warnings_are_read_from_torchs_own_log_calls(capfd):
+    """The GPU-only messages, produced by torch's own functions where they are callable on CPU (the
+    skip and the per-size warning) and by its format string where only a GPU replay logs it (the
+    re-recording, at DEBUG: the block turns it on)."""
+    from torch._inductor import cudagraph_trees, cudagraph_utils
+
+    with ti.cudagraph_log() as log:
+        cudagraph_utils.log_cudagraph_skip_and_bump_counter("skipping cudagraphs due to mutated inputs (1 instances). Found from : \n File x")
+        cudagraph_utils.maybe_warning_due_to_dynamic_shape({(i,): None for i in range(20)}, (99,))
+        cudagraph_trees.log.debug("[%s] Re-recording function=%s, mode=%s, reason=%s", "0/0", "forward", "INFERENCE", "static input data pointer changed")
+        cudagraph_trees.log.debug("[%s] Recording function=%s, mode=%s, cuda_graph_id=%d, inputs: %s", "0/0", "forward", "INFERENCE", 1, "")
+    assert log.skips == {"skipping cudagraphs due to mutated inputs (1 instances).": 1} and log.skip_count == 1
+    assert log.rerecords == {"function=forward, mode=INFERENCE, reason=static input data pointer changed": 1}
+    assert log.recordings == 1
+    assert [w.split(".")[0] for w in log.warnings] == ["CUDAGraph supports dynamic shapes by recording a new graph for each distinct input size"]
+    assert "CUDAGraph" not in capfd.readouterr().err  # kept off the terminal

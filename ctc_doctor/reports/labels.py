@@ -130,6 +130,7 @@ def cudagraph_text(arm: BenchmarkArm) -> str | None:
         parts.append(f"{skipped} graph(s) compiled without them" + (f": {reasons}" if reasons else " (torch logged no reason)"))
     if g.rerecords:
         parts.append(f"re-recorded {sum(g.rerecords.values())}×: " + "; ".join(f"{reason} ({n}×)" for reason, n in g.rerecords.items()))
+    parts += [f"torch warns: {text}" + (f" ({n}×)" if n > 1 else "") for text, n in g.warnings.items()]
     marked = ", each call a step (cudagraph_mark_step_begin)" if g.step_marked else ""
     return f"{arm.name} CUDA graphs{marked}: " + " · ".join(parts)
 

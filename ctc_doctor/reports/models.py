@@ -746,6 +746,8 @@ class CudaGraphStats(_Model):
     """Skip reason -> times, as torch logged it (`skipping cudagraphs due to cpu device`, a mutated input, ...)."""
     rerecords: dict[str, int] = Field(default_factory=dict)
     """Re-recording reason -> times (`function=... reason=...`: an input's address or a static input changed)."""
+    warnings: dict[str, int] = Field(default_factory=dict)
+    """Torch's other warnings on CUDA graphs -> times (a graph recorded per distinct input size, ...)."""
 
 
 class Benchmark(_Model):

@@ -687,6 +687,7 @@ class CudaGraphLog:
     skip_count: int = 0
     skips: Counter[str] = field(default_factory=Counter)
     rerecords: Counter[str] = field(default_factory=Counter)
+    warnings: Counter[str] = field(default_factory=Counter)
 
 
 _COMPILE_ID_PREFIX = re.compile(r"^\[[^\]]*\]\s*")
@@ -713,6 +714,8 @@ class _CudaGraphHandler(logging.Handler):
                 first = first.removeprefix(_SKIP_PREFIX)
             first = first.split(" Found from", 1)[0].strip()  # the op's stack trace follows, often empty
             self.sink.skips[first] += 1
+        elif record.levelno >= logging.WARNING:  # e.g. "CUDAGraph supports dynamic shapes by recording a new graph for each distinct input size"
+            self.sink.warnings[first] += 1
 
 
 @contextlib.contextmanager

@@ -222,6 +222,7 @@ class _Bench:
                 skip_count=graphs.skip_count,
                 skips=dict(graphs.skips.most_common(10)),
                 rerecords=dict(graphs.rerecords.most_common(10)),
+                warnings=dict(graphs.warnings.most_common(5)),
             )
         return out
 
