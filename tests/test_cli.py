@@ -237,6 +237,6 @@ def test_warnings_raised_during_the_run_go_to_the_notes_not_between_the_lines(cl
     result = cli(f"{target}:build", "--json", str(out), "--no-bench", "--no-bisect")
     assert result.returncode == 0, result.stderr
     assert "UserWarning: this layer is old-fashioned" not in result.stderr  # not interleaved
-    assert "warning(s) raised during the run (1 kind(s)); see the report's notes" in result.stderr
+    assert "Python warning(s) raised during the run (1 kind(s)); see the report's notes" in result.stderr
     notes = load_report(out).notes
     assert any(n.startswith("warning during the run (") and n.endswith("UserWarning: this layer is old-fashioned") for n in notes)

@@ -642,7 +642,7 @@ def render_summary(report: Report, console: Console, *, top: int = 10) -> None:
     for folded, what in ((warned, "Python warning(s) raised"), (logged, "torch log record(s) kept off the terminal")):
         if folded:  # one line: the records themselves are in the report's notes
             total = sum(int(m.group(1)) for m in (re.search(r"\((\d+)×\)", n) for n in folded) if m)
-            parts.append(Text(f"note: {total} {what} during the run; see the report's notes", style="dim"))
+            parts.append(Text(f"note: {total} {what} during the run ({len(folded)} kind(s)); see the report's notes", style="dim"))
     for err in report.errors:
         parts.append(Text(f"error [{err.phase}] {err.type}: {err.message}", style="red"))
     steps = next_steps(report)

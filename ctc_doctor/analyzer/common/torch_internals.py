@@ -146,31 +146,51 @@ class _TraceHandler(logging.Handler):
         self.sink.events.append(event)
 
 
+def _message(record: logging.LogRecord) -> str:
+    try:
+        return record.getMessage()
+    except Exception:  # noqa: BLE001 - a badly formatted torch log line must not kill the run
+        return str(record.msg)
+
+
 class _PerfHintHandler(logging.Handler):
     def __init__(self, sink: CaptureResult) -> None:
         super().__init__(logging.DEBUG)
         self.sink = sink
 
     def emit(self, record: logging.LogRecord) -> None:
-        try:
-            message = record.getMessage()
-        except Exception:  # noqa: BLE001 - a badly formatted torch log line must not kill the run
-            message = str(record.msg)
-        self.sink.perf_hints.append(PerfHintRecord(record.name, message, current_compile_id()))
+        self.sink.perf_hints.append(PerfHintRecord(record.name, _message(record), current_compile_id()))
 
 
-def _perf_hint_loggers(backend: str) -> list[logging.Logger]:
-    if backend == "inductor":
-        # inductor's perf_hints loggers are created when its modules are imported
-        for mod in ("torch._inductor.graph", "torch._inductor.compile_fx"):
-            with contextlib.suppress(ImportError):
-                __import__(mod)
+@contextlib.contextmanager
+def _artifact_handler(artifact: str, handler: logging.Handler, modules: tuple[str, ...] = ()) -> Iterator[None]:
+    """`handler` on every logger of a torch log artifact (`perf_hints`, `cudagraphs`), at DEBUG for the
+    block and kept off torch's stderr handlers unless the user asked for the artifact. `modules` are
+    imported first: an artifact's loggers exist once the modules that log it are."""
+    for mod in modules:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(mod)
     try:
         from torch._logging._internal import log_registry
+
+        names = sorted(n for n in log_registry.get_artifact_log_qnames() if n.endswith(f".__{artifact}"))
     except ImportError:
-        return []
-    names = sorted(n for n in log_registry.get_artifact_log_qnames() if n.endswith(".__perf_hints"))
-    return [logging.getLogger(n) for n in names]
+        names = []
+    saved: list[tuple[logging.Logger, int, bool]] = []
+    try:
+        for name in names:
+            log = logging.getLogger(name)
+            saved.append((log, log.level, log.propagate))
+            log.addHandler(handler)
+            log.setLevel(logging.DEBUG)
+            if not _artifact_enabled(artifact):
+                log.propagate = False
+        yield
+    finally:
+        for log, level, propagate in saved:
+            log.removeHandler(handler)
+            log.setLevel(level)
+            log.propagate = propagate
 
 
 class _QuietTorch(logging.Filter):
@@ -195,11 +215,7 @@ class _QuietTorch(logging.Filter):
 def _record_text(record: logging.LogRecord) -> str:
     """The record's first line, and the first line of the exception it carries: torch logs
     "Error while creating guard:" with the ConstraintViolationError that says why in its traceback."""
-    try:
-        text = record.getMessage()
-    except Exception:  # noqa: BLE001 - a badly formatted torch record must not kill the run
-        text = str(record.msg)
-    first = (text.strip().splitlines() or [""])[0]
+    first = (_message(record).strip().splitlines() or [""])[0]
     exc = record.exc_info[1] if record.exc_info else None
     if exc is not None:
         why = (str(exc).strip().splitlines() or [""])[0]
@@ -293,25 +309,16 @@ def _capture(*, backend: str, keep_guard_text: bool) -> Iterator[CaptureResult]:
             f"torch {torch.__version__} has no structured trace logger; break and recompile capture is unavailable."
         )
     handler = _TraceHandler(result, keep_guard_text)
-    hint_handler = _PerfHintHandler(result)
-    saved: list[tuple[logging.Logger, int, bool]] = []
+    # inductor's perf_hints loggers are created when its modules are imported
+    modules = ("torch._inductor.graph", "torch._inductor.compile_fx") if backend == "inductor" else ()
     try:
         if trace_log is not None:
             trace_log.addHandler(handler)
-        for log in _perf_hint_loggers(backend):
-            saved.append((log, log.level, log.propagate))
-            log.addHandler(hint_handler)
-            log.setLevel(logging.DEBUG)
-            if not _artifact_enabled("perf_hints"):
-                log.propagate = False  # keep torch's stderr handlers quiet unless the user asked
-        yield result
+        with _artifact_handler("perf_hints", _PerfHintHandler(result), modules):
+            yield result
     finally:
         if trace_log is not None:
             trace_log.removeHandler(handler)
-        for log, level, propagate in saved:
-            log.removeHandler(hint_handler)
-            log.setLevel(level)
-            log.propagate = propagate
         result.strings.update({k: v for k, v in _intern_table().items() if k not in result.strings})
 
 
@@ -700,10 +707,7 @@ class _CudaGraphHandler(logging.Handler):
         self.sink = sink
 
     def emit(self, record: logging.LogRecord) -> None:
-        try:
-            text = _COMPILE_ID_PREFIX.sub("", record.getMessage().strip())
-        except Exception:  # noqa: BLE001 - a badly formatted torch record must not kill the run
-            return
+        text = _COMPILE_ID_PREFIX.sub("", _message(record).strip())
         first = (text.splitlines() or [""])[0][:300]
         if first.startswith("Recording function="):
             self.sink.recordings += 1
@@ -723,33 +727,12 @@ def cudagraph_log() -> Iterator[CudaGraphLog]:
     """Collect CUDA graph recordings, skips and re-recordings (torch's `cudagraphs` artifact log, at
     DEBUG for the block, kept off stderr unless the user asked for it) and the skip counter."""
     result = CudaGraphLog()
-    for mod in ("torch._inductor.cudagraph_utils", "torch._inductor.cudagraph_trees"):
-        with contextlib.suppress(ImportError):
-            importlib.import_module(mod)  # their loggers exist once imported
-    try:
-        from torch._logging._internal import log_registry
-
-        names = sorted(n for n in log_registry.get_artifact_log_qnames() if n.endswith(".__cudagraphs"))
-    except ImportError:
-        names = []
     counters = getattr(torch._dynamo.utils, "counters", None)
     skips_before = int(counters["inductor"]["cudagraph_skips"]) if counters is not None else 0
-    handler = _CudaGraphHandler(result)
-    saved: list[tuple[logging.Logger, int, bool]] = []
     try:
-        for name in names:
-            log = logging.getLogger(name)
-            saved.append((log, log.level, log.propagate))
-            log.addHandler(handler)
-            log.setLevel(logging.DEBUG)
-            if not _artifact_enabled("cudagraphs"):
-                log.propagate = False
-        yield result
+        with _artifact_handler("cudagraphs", _CudaGraphHandler(result), ("torch._inductor.cudagraph_utils", "torch._inductor.cudagraph_trees")):
+            yield result
     finally:
-        for log, level, propagate in saved:
-            log.removeHandler(handler)
-            log.setLevel(level)
-            log.propagate = propagate
         if counters is not None:  # fresh_dynamo_state() in the block clears it: count from the last clear
             now = int(counters["inductor"]["cudagraph_skips"])
             result.skip_count = now - skips_before if now >= skips_before else now
