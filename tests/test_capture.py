@@ -161,3 +161,30 @@ def test_cuda_graph_skips_rerecords_and_warnings_are_read_from_torchs_own_log_ca
     assert log.recordings == 1
     assert [w.split(".")[0] for w in log.warnings] == ["CUDAGraph supports dynamic shapes by recording a new graph for each distinct input size"]
     assert "CUDAGraph" not in capfd.readouterr().err  # kept off the terminal
+
+
+def _shown(name: str, message: str) -> bool:
+    """Whether torch's own stderr handler would print this record (its filters are what the blocks change)."""
+    from torch._logging._internal import _is_torch_handler
+
+    handler = next(h for h in logging.getLogger("torch").handlers if _is_torch_handler(h))
+    logger = logging.getLogger(name)
+    record = logger.makeRecord(name, logging.WARNING, __file__, 0, message, (), None)
+    return bool(handler.filter(record))
+
+
+def test_quiet_blocks_ending_out_of_order_keep_torch_quiet_until_the_last_one_ends():
+    outer, inner = ti.quiet_torch_stderr(True), ti.quiet_torch_stderr(True)
+    seen_outer, seen_inner = outer.__enter__(), inner.__enter__()
+    outer.__exit__(None, None, None)  # the outer block ends first (a thread, a generator)
+    assert not _shown("torch._dynamo", "still quiet")
+    inner.__exit__(None, None, None)
+    assert seen_inner[("WARNING", "torch._dynamo", "still quiet")] == 1 and not seen_outer
+    assert _shown("torch._dynamo", "heard again")  # no filter left behind on torch's handlers
+
+
+def test_a_scripts_run_keeps_only_torch_compiles_records_off_the_terminal():
+    with ti.quiet_torch_stderr(True, only=ti.COMPILER_LOGGERS) as seen:
+        assert not _shown("torch._dynamo.guards", "a compiler record")
+        assert _shown("torch.distributed.elastic", "a rank record")
+    assert list(seen) == [("WARNING", "torch._dynamo.guards", "a compiler record")]

@@ -280,8 +280,10 @@ def test_cuda_graph_arms_mark_each_call_a_step_and_record_why_graphs_ran_without
     for arm in compiled:
         g = arm.cudagraphs
         assert arm.error is None and arm.numerics_ok, arm.error
-        assert g.step_marked and g.recordings == 0 and g.skip_count >= 1
+        assert g.step_marked and g.recordings == 0
         assert list(g.skips) == ["skipping cudagraphs due to cpu device (arg0_1)."], g.skips
+        # the counter, read across the cold and warm-cache compiles, agrees with the log
+        assert g.skip_count == sum(g.skips.values()) >= 2
     assert "compiled CUDA graphs, each call a step" in render_markdown(report)
 
 

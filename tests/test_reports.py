@@ -189,3 +189,16 @@ def test_the_summary_is_whole_at_80_and_120_columns_in_a_ci_log(full_showcase, w
     for site in report.graph_breaks:
         assert site.id in text and str((site.own_frame or site.user_frame).line) in text
     assert report.recompile_causes[0].summary in flat
+
+
+def test_the_folded_note_line_counts_the_records_and_kinds_past_the_listed_ones():
+    from collections import Counter
+
+    from ctc_doctor.analyzer.common.chatter import warning_notes
+    from ctc_doctor.analyzer.common.torch_internals import torch_log_notes
+    from ctc_doctor.reports.render import _folded_counts
+
+    logged = torch_log_notes(Counter({("WARNING", "torch._dynamo", f"text {i}"): 10 for i in range(7)}), "during the run")
+    assert len(logged) == 6 and _folded_counts(logged) == (70, 7)  # 5 listed, then "2 more kind(s), 20 in all"
+    warned = warning_notes(Counter({("UserWarning", f"w{i}"): 3 for i in range(12)}))
+    assert _folded_counts(warned) == (36, 12)

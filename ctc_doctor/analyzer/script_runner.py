@@ -113,7 +113,7 @@ def main(argv: list[str]) -> int:
         signal.signal(signal.SIGALRM, terminate)
         signal.setitimer(signal.ITIMER_REAL, max(0.1, float(deadline) - time.time() + 2.0))
     with ti.capture(
-        backend="eager", keep_guard_text=config.get("keep_guard_text", False), quiet=True, keep_caches=True
+        backend="eager", keep_guard_text=config.get("keep_guard_text", False), quiet=True, quiet_only=ti.COMPILER_LOGGERS, keep_caches=True
     ) as cap:
         run = ScriptRun(cap)
         recorder = CompileRecorder(

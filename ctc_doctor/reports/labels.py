@@ -126,8 +126,8 @@ def cudagraph_text(arm: BenchmarkArm) -> str | None:
     parts = [f"{g.recordings} recorded"]
     skipped = g.skip_count or sum(g.skips.values())
     if skipped:
-        reasons = "; ".join(f"{reason} (logged {n}×)" for reason, n in g.skips.items())
-        parts.append(f"{skipped} graph(s) compiled without them" + (f": {reasons}" if reasons else " (torch logged no reason)"))
+        reasons = "; ".join(f"{reason}" + (f" ({n}×)" if n > 1 else "") for reason, n in g.skips.items())
+        parts.append(f"{skipped} graph compile(s) without them" + (f": {reasons}" if reasons else " (torch logged no reason)"))
     if g.rerecords:
         parts.append(f"re-recorded {sum(g.rerecords.values())}×: " + "; ".join(f"{reason} ({n}×)" for reason, n in g.rerecords.items()))
     parts += [f"torch warns: {text}" + (f" ({n}×)" if n > 1 else "") for text, n in g.warnings.items()]

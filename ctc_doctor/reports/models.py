@@ -740,8 +740,8 @@ class CudaGraphStats(_Model):
     recordings: int = 0
     """CUDA graphs recorded (a new input size, a new path through the tree, a re-recording)."""
     skip_count: int = 0
-    """Graphs compiled without CUDA graphs, in the arm's last compile of the workload (torch's
-    `cudagraph_skips` counter: it also counts the skips torch does not log, e.g. of CPU graphs)."""
+    """Graph compiles without CUDA graphs over the arm's compiles (cold and warm-cache: a graph counts
+    once per compile; torch's `cudagraph_skips` counter, which also counts skips torch does not log)."""
     skips: dict[str, int] = Field(default_factory=dict)
     """Skip reason -> times, as torch logged it (`skipping cudagraphs due to cpu device`, a mutated input, ...)."""
     rerecords: dict[str, int] = Field(default_factory=dict)

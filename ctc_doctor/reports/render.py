@@ -306,6 +306,19 @@ def bench_table(b: Benchmark) -> Table:
     return table
 
 
+def _folded_counts(notes: list[str]) -> tuple[int, int]:
+    """(records, kinds) of counted notes: one kind per `(n×)` note, and the `k more kind(s), r in all` note's own."""
+    total = kinds = 0
+    for note in notes:
+        more = re.search(r"(\d+) more kind\(s\), (\d+) in all", note)
+        one = re.search(r"\((\d+)×\)", note)
+        if more:
+            kinds, total = kinds + int(more.group(1)), total + int(more.group(2))
+        elif one:
+            kinds, total = kinds + 1, total + int(one.group(1))
+    return total, kinds
+
+
 def _bench_parts(b: Benchmark, compact: bool = False) -> list[object]:
     parts: list[object] = [_bench_rows(b) if compact else bench_table(b)]
     if b.best_arm_reason:
@@ -641,8 +654,8 @@ def render_summary(report: Report, console: Console, *, top: int = 10) -> None:
             parts.append(Text(f"note: {note}", style="dim"))
     for folded, what in ((warned, "Python warning(s) raised"), (logged, "torch log record(s) kept off the terminal")):
         if folded:  # one line: the records themselves are in the report's notes
-            total = sum(int(m.group(1)) for m in (re.search(r"\((\d+)×\)", n) for n in folded) if m)
-            parts.append(Text(f"note: {total} {what} during the run ({len(folded)} kind(s)); see the report's notes", style="dim"))
+            total, kinds = _folded_counts(folded)
+            parts.append(Text(f"note: {total} {what} during the run ({kinds} kind(s)); see the report's notes", style="dim"))
     for err in report.errors:
         parts.append(Text(f"error [{err.phase}] {err.type}: {err.message}", style="red"))
     steps = next_steps(report)

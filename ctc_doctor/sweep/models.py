@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..reports.models import Environment, GuardKind
 
-SWEEP_SCHEMA_VERSION = "1.0"
+SWEEP_SCHEMA_VERSION = "1.1"
 
 Status = Literal[
     "clean", "recompiles", "graph_breaks", "graph_breaks_and_recompiles", "failed", "error", "timeout", "skipped"

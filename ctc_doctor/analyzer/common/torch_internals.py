@@ -21,6 +21,7 @@ import logging
 import os
 import re
 import sys
+import threading
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -193,23 +194,70 @@ def _artifact_handler(artifact: str, handler: logging.Handler, modules: tuple[st
             log.propagate = propagate
 
 
+COMPILER_LOGGERS = (
+    "torch._dynamo",
+    "torch._guards",
+    "torch._inductor",
+    "torch._functorch",
+    "torch._subclasses",
+    "torch._higher_order_ops",
+    "torch._export",
+    "torch.export",
+    "torch.fx",
+)
+"""torch.compile's own loggers: what a script's run keeps off the terminal (torch.distributed,
+DataLoader and the rest of the script's torch output stay where the script sent them)."""
+
+
+@dataclass
+class _QuietBlock:
+    seen: Counter[tuple[str, str, str]]
+    only: tuple[str, ...] | None
+
+    def covers(self, name: str) -> bool:
+        return self.only is None or any(name == p or name.startswith(p + ".") for p in self.only)
+
+
 class _QuietTorch(logging.Filter):
     """Keeps torch's own log records off its stderr handlers: Dynamo's graph-break warnings (the report
     carries them in full) and the warnings and errors torch logs around a failing compile or a guard it
-    cannot build (counted by (level, logger, text) into every block in force, for the notes)."""
+    cannot build, counted by (level, logger, text) into every block in force that covers the logger."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.counters: list[Counter[tuple[str, str, str]]] = []
+        self.blocks: list[_QuietBlock] = []
+        self.users: dict[logging.Handler, int] = {}
+        """Handler -> blocks using the filter on it: the filter leaves a handler with its last block."""
+        self.lock = threading.Lock()
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not record.name.startswith("torch"):
             return True
+        blocks = [b for b in list(self.blocks) if b.covers(record.name)]
+        if not blocks:
+            return True
         if record.levelno >= logging.WARNING:
             key = (record.levelname, record.name, _record_text(record))
-            for seen in self.counters:
-                seen[key] += 1
+            for block in blocks:
+                block.seen[key] += 1
         return False
+
+    def attach(self, handlers: list[logging.Handler], block: _QuietBlock) -> None:
+        with self.lock:
+            for handler in handlers:
+                if self.users.get(handler, 0) == 0:
+                    handler.addFilter(self)
+                self.users[handler] = self.users.get(handler, 0) + 1
+            self.blocks.append(block)
+
+    def detach(self, handlers: list[logging.Handler], block: _QuietBlock) -> None:
+        with self.lock:
+            for handler in handlers:  # first the filters: an interrupt after this leaves torch's handlers as they were
+                self.users[handler] -= 1
+                if self.users[handler] == 0:
+                    del self.users[handler]
+                    handler.removeFilter(self)
+            self.blocks = [b for b in self.blocks if b is not block]
 
 
 def _record_text(record: logging.LogRecord) -> str:
@@ -218,13 +266,16 @@ def _record_text(record: logging.LogRecord) -> str:
     first = (_message(record).strip().splitlines() or [""])[0]
     exc = record.exc_info[1] if record.exc_info else None
     if exc is not None:
-        why = (str(exc).strip().splitlines() or [""])[0]
+        try:
+            why = (str(exc).strip().splitlines() or [""])[0]
+        except Exception:  # noqa: BLE001 - an exception that cannot print itself must not kill the log call
+            why = "(unprintable)"
         first = f"{first} {type(exc).__name__}: {why}".strip()
     return first[:240]
 
 
 _QUIET = _QuietTorch()
-"""One filter on torch's handlers however deeply the blocks nest; each block adds its counter."""
+"""One filter on torch's handlers however the blocks nest or interleave; each block adds its counter."""
 
 
 def torch_log_notes(seen: Counter[tuple[str, str, str]], during: str, limit: int = 5) -> list[str]:
@@ -237,9 +288,10 @@ def torch_log_notes(seen: Counter[tuple[str, str, str]], during: str, limit: int
 
 
 @contextlib.contextmanager
-def quiet_torch_stderr(enabled: bool) -> Iterator[Counter[tuple[str, str, str]]]:
-    """Torch's log records stay off stderr in the block (unless the user set TORCH_LOGS); yields their counts.
-    Blocks nest: a record counts in each block in force."""
+def quiet_torch_stderr(enabled: bool, only: tuple[str, ...] | None = None) -> Iterator[Counter[tuple[str, str, str]]]:
+    """Torch's log records (of the loggers under `only`, default all) stay off stderr in the block,
+    unless the user set TORCH_LOGS; yields their counts. Blocks nest: a record counts in each block
+    in force that covers its logger."""
     seen: Counter[tuple[str, str, str]] = Counter()
     if not enabled or os.environ.get("TORCH_LOGS"):
         yield seen  # the user asked for torch's logs: leave them alone
@@ -249,33 +301,34 @@ def quiet_torch_stderr(enabled: bool) -> Iterator[Counter[tuple[str, str, str]]]
     except ImportError:
         yield seen
         return
-    touched = []
+    handlers: list[logging.Handler] = []
     for qname in log_registry.get_log_qnames():
         for handler in logging.getLogger(qname).handlers:
-            if _is_torch_handler(handler) and handler not in touched and _QUIET not in handler.filters:
-                handler.addFilter(_QUIET)
-                touched.append(handler)
-    _QUIET.counters.append(seen)
+            if _is_torch_handler(handler) and handler not in handlers:
+                handlers.append(handler)
+    block = _QuietBlock(seen, only)
+    _QUIET.attach(handlers, block)
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r"Dynamo does not know how to trace")
             yield seen
     finally:
-        del _QUIET.counters[next(i for i, c in enumerate(_QUIET.counters) if c is seen)]  # Counters compare by value
-        for handler in touched:
-            handler.removeFilter(_QUIET)
+        _QUIET.detach(handlers, block)
 
 
 @contextlib.contextmanager
-def capture(*, backend: str = "eager", keep_guard_text: bool = False, quiet: bool = True, keep_caches: bool = False) -> Iterator[CaptureResult]:
+def capture(
+    *, backend: str = "eager", keep_guard_text: bool = False, quiet: bool = True, quiet_only: tuple[str, ...] | None = None, keep_caches: bool = False
+) -> Iterator[CaptureResult]:
     """Collect the structured trace and perf hints for the duration of the block; restore on exit.
 
     With `quiet`, torch's own log records stay off stderr during the block (unless the user set
     TORCH_LOGS): Dynamo's graph-break warnings, since the report carries them in full, and whatever
-    torch logs around a failing compile, counted in `torch_logs`. Inductor's FX and AOT caches are
-    off in the block unless `keep_caches` (a script's own run keeps its settings).
+    torch logs around a failing compile, counted in `torch_logs`; `quiet_only` limits that to these
+    loggers. Inductor's FX and AOT caches are off in the block unless `keep_caches` (a script's own
+    run keeps its settings).
     """
-    with quiet_torch_stderr(quiet) as seen, _no_compile_caches("eager" if keep_caches else backend):
+    with quiet_torch_stderr(quiet, quiet_only) as seen, _no_compile_caches("eager" if keep_caches else backend):
         with _capture(backend=backend, keep_guard_text=keep_guard_text) as result:
             result.torch_logs = seen
             yield result
@@ -336,6 +389,8 @@ def fresh_dynamo_state() -> None:
     utils = torch._dynamo.utils
     counters = getattr(utils, "counters", None)
     if counters is not None:
+        for log in _CUDAGRAPH_LOGS:
+            log.fold_skips()  # before the counter goes
         counters.clear()
     clear = getattr(utils, "clear_compilation_metrics", None)
     if clear is not None:
@@ -688,13 +743,25 @@ def cudagraph_mark_step_begin() -> None:
 
 @dataclass
 class CudaGraphLog:
-    """What torch's `cudagraphs` log and counters said in one block."""
+    """What torch's `cudagraphs` log and counters said in one block, every compile in it counted."""
 
     recordings: int = 0
     skip_count: int = 0
     skips: Counter[str] = field(default_factory=Counter)
     rerecords: Counter[str] = field(default_factory=Counter)
     warnings: Counter[str] = field(default_factory=Counter)
+    _counted: int = 0
+    """torch's `cudagraph_skips` counter when last read (fresh_dynamo_state() clears it: read first)."""
+
+    def fold_skips(self) -> None:
+        counters = getattr(torch._dynamo.utils, "counters", None)
+        now = int(counters["inductor"]["cudagraph_skips"]) if counters is not None else 0
+        self.skip_count += max(0, now - self._counted)
+        self._counted = 0  # the counter starts again from zero
+
+
+_CUDAGRAPH_LOGS: list[CudaGraphLog] = []
+"""The cudagraph_log() blocks in force, whose skip counts fresh_dynamo_state() folds in before clearing."""
 
 
 _COMPILE_ID_PREFIX = re.compile(r"^\[[^\]]*\]\s*")
@@ -728,14 +795,14 @@ def cudagraph_log() -> Iterator[CudaGraphLog]:
     DEBUG for the block, kept off stderr unless the user asked for it) and the skip counter."""
     result = CudaGraphLog()
     counters = getattr(torch._dynamo.utils, "counters", None)
-    skips_before = int(counters["inductor"]["cudagraph_skips"]) if counters is not None else 0
+    result._counted = int(counters["inductor"]["cudagraph_skips"]) if counters is not None else 0
+    _CUDAGRAPH_LOGS.append(result)
     try:
         with _artifact_handler("cudagraphs", _CudaGraphHandler(result), ("torch._inductor.cudagraph_utils", "torch._inductor.cudagraph_trees")):
             yield result
     finally:
-        if counters is not None:  # fresh_dynamo_state() in the block clears it: count from the last clear
-            now = int(counters["inductor"]["cudagraph_skips"])
-            result.skip_count = now - skips_before if now >= skips_before else now
+        _CUDAGRAPH_LOGS[:] = [g for g in _CUDAGRAPH_LOGS if g is not result]
+        result.fold_skips()
 
 
 # --- ahead-of-time compilation: torch.export + AOTInductor, and portable cache artifacts -------------

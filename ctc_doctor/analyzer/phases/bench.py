@@ -204,18 +204,18 @@ class _Bench:
             )  # fmt: skip
         out = rm.BenchmarkArm(name=arm.name, description=arm.description)
         step = self.step(arm)
-        graphs = ti.CudaGraphLog()
+        graphs: ti.CudaGraphLog | None = None  # set once the arm's passes start under CUDA graphs
         try:
             with preserved_state(arm.model), self.grad(), ti.fresh_inductor_cache(arm.compiled and self.bench.fresh_cache and self.bench.backend == "inductor"), ti.dynamo_config(arm.config):
                 ti.fresh_dynamo_state()
-                with ti.cudagraph_log() if step is not None else contextlib.nullcontext(graphs) as graphs:
+                with ti.cudagraph_log() if step is not None else contextlib.nullcontext(None) as graphs:
                     self._run(arm, out, step)
                 out.peak_memory_mb = dev.peak_memory_mb(self.device)
         except Exception as exc:  # noqa: BLE001 - one failing arm is a row, not the benchmark
             out.error = f"{type(exc).__name__}: {describe_error(exc)}"[:500]
         finally:
             ti.fresh_dynamo_state()
-        if step is not None:
+        if graphs is not None:
             out.cudagraphs = rm.CudaGraphStats(
                 step_marked=True,
                 recordings=graphs.recordings,
