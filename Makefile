@@ -11,7 +11,7 @@ COMPAT_TORCH ?= 2.14.1
 COMPAT       := .venv-compat
 COMPAT_STAMP := $(COMPAT)/.installed-$(COMPAT_TORCH)
 
-.PHONY: demo test compat compat-torch-set check lint schema bench clean
+.PHONY: demo test compat check lint schema bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,7 @@ ifneq ($(COMPAT_TORCH),)
 endif
 
 $(COMPAT_STAMP): pyproject.toml constraints.txt
+	@test -n "$(COMPAT_TORCH)" || { echo "make compat: COMPAT_TORCH is empty (e.g. COMPAT_TORCH=2.14.1)"; exit 2; }
 	test -x $(COMPAT)/bin/python || $(PYTHON) -m venv $(COMPAT)
 	grep -v '^torch==' constraints.txt > $(COMPAT)/constraints.txt
 	echo 'torch==$(COMPAT_TORCH)' >> $(COMPAT)/constraints.txt
@@ -39,9 +40,6 @@ $(COMPAT_STAMP): pyproject.toml constraints.txt
 
 # the zoo's analysis and the report contract on torch $(COMPAT_TORCH) (tests marked `compat`)
 compat: $(COMPAT_STAMP)
-$(COMPAT_STAMP): | compat-torch-set
-compat-torch-set:
-	@test -n "$(COMPAT_TORCH)" || { echo "make compat: COMPAT_TORCH is empty (e.g. COMPAT_TORCH=2.14.1)"; exit 2; }
 	$(COMPAT)/bin/python -m pytest -n 2 --dist loadfile -q -m compat -p no:cacheprovider \
 		tests/test_fixtures_zoo.py tests/test_reports.py tests/test_capture.py
 
