@@ -158,21 +158,18 @@ class DoctorApp(App[int]):
 
     def nav_sections(self) -> list[tuple[str, tuple[str, ...]]]:
         """(section, its tab labels from the longest to the shortest) for the navigation bar: the name
-        with its count, the short name with its count, the short name alone."""
+        with its count or state, the short name with its count, the short name alone."""
         counts: dict[str, str] = {}
+        states: dict[str, str] = {}
         if self.index is not None:
             r = self.index.report
-            counts = {
-                "breaks": f" ({len(r.graph_breaks)})",
-                "recompiles": f" ({len(r.recompiles)})",
-                "suggestions": f" ({len(r.suggestions)})",
-                "modules": "" if r.bisect is not None else " (no bisect)",
-                "benchmark": "" if r.benchmark is not None else " (not run)",
-            }
-        return [
-            (name, (label + counts.get(name, ""), SHORT.get(name, label) + counts.get(name, "") * (name != "modules" and name != "benchmark"), SHORT.get(name, label)))
-            for name, label, _ in SECTIONS
-        ]
+            counts = {"breaks": f" ({len(r.graph_breaks)})", "recompiles": f" ({len(r.recompiles)})", "suggestions": f" ({len(r.suggestions)})"}
+            states = {"modules": "" if r.bisect is not None else " (no bisect)", "benchmark": "" if r.benchmark is not None else " (not run)"}
+        tabs = []
+        for name, label, _ in SECTIONS:
+            count, short = counts.get(name, ""), SHORT.get(name, label)
+            tabs.append((name, (label + count + states.get(name, ""), short + count, short)))
+        return tabs
 
     def action_section(self, name: str) -> None:
         if self.index is None or name not in self.MODES or self.current_mode == name:
