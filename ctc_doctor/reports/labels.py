@@ -123,14 +123,17 @@ def cudagraph_text(arm: BenchmarkArm) -> str | None:
     g = arm.cudagraphs
     if g is None:
         return None
+    def times(text: str, n: int) -> str:
+        return text + (f" ({n}×)" if n > 1 else "")
+
     parts = [f"{g.recordings} recorded"]
     skipped = g.skip_count or sum(g.skips.values())
     if skipped:
-        reasons = "; ".join(f"{reason}" + (f" ({n}×)" if n > 1 else "") for reason, n in g.skips.items())
+        reasons = "; ".join(times(reason, n) for reason, n in g.skips.items())
         parts.append(f"{skipped} graph compile(s) without them" + (f": {reasons}" if reasons else " (torch logged no reason)"))
     if g.rerecords:
         parts.append(f"re-recorded {sum(g.rerecords.values())}×: " + "; ".join(f"{reason} ({n}×)" for reason, n in g.rerecords.items()))
-    parts += [f"torch warns: {text}" + (f" ({n}×)" if n > 1 else "") for text, n in g.warnings.items()]
+    parts += [times(f"torch warns: {text}", n) for text, n in g.warnings.items()]
     marked = ", each call a step (cudagraph_mark_step_begin)" if g.step_marked else ""
     return f"{arm.name} CUDA graphs{marked}: " + " · ".join(parts)
 

@@ -37,12 +37,16 @@ from ..common.text import describe_error
 Timer = Callable[[Callable[..., Any]], rm.LatencyStats]
 
 
+def _named(call: Call) -> dict[str, Any]:
+    """A call's arguments by name: `args[i]` for positional ones, keywords as they are."""
+    return {**{f"args[{i}]": a for i, a in enumerate(call.args)}, **dict(call.kwargs)}
+
+
 def varying_dims(calls: list[Call]) -> dict[str, set[int]]:
     """Per argument (name, or `args[i]`), the dims whose size differs between the calls."""
     sizes: dict[str, list[tuple[int, ...]]] = {}
     for call in calls:
-        named = [(f"args[{i}]", a) for i, a in enumerate(call.args)] + list(call.kwargs.items())
-        for key, value in named:
+        for key, value in _named(call).items():
             if isinstance(value, torch.Tensor):
                 sizes.setdefault(key, []).append(tuple(value.shape))
     out: dict[str, set[int]] = {}
@@ -59,7 +63,7 @@ def export_call(calls: list[Call], varying: dict[str, set[int]]) -> Call:
     size 0 or 1 to that size, and the package would then refuse the other calls)."""
 
     def sized(call: Call) -> bool:
-        named = {**{f"args[{i}]": a for i, a in enumerate(call.args)}, **dict(call.kwargs)}
+        named = _named(call)
         return all(named[k].shape[d] >= 2 for k, dims in varying.items() if isinstance(named.get(k), torch.Tensor) for d in dims)
 
     return next((c for c in calls if sized(c)), calls[0])
