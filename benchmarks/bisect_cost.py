@@ -131,8 +131,8 @@ def _isolation_cost(name: str, limit: int) -> None:
     import statistics
     import tempfile
 
+    from ctc_doctor.analyzer import torch_internals as ti
     from ctc_doctor.analyzer.capture.inputs import ModuleInputs
-    from ctc_doctor.analyzer.common import torch_internals as ti
     from ctc_doctor.analyzer.phases.bisect.trials import TrialWorker, run_trial
 
     spec = all_fixtures()[name]

@@ -343,7 +343,7 @@ def _run_live(kw: dict[str, Any]) -> None:
     if kw.get("json_out") == "-":
         _fail("--tui draws on the terminal: write the report to a file with --json PATH", ExitCode.USAGE)
     from .tui.app import DoctorApp
-    from .tui.live import LiveRun
+    from .tui.live_run import LiveRun
 
     run = LiveRun(sys.argv[1:])
     app = DoctorApp(live=run)
@@ -820,12 +820,12 @@ def _check_device_and_backends(kw: dict[str, Any], spec: str) -> None:
     if not device and not backends:
         return
     if device:
-        from .analyzer.common.device import device_problem
+        from .analyzer.running.device import device_problem
 
         problem = device_problem(device)
         if problem:
             _fail(problem, ExitCode.USAGE)
-    from .analyzer.common.torch_internals import backend_names
+    from .analyzer.torch_internals import backend_names
 
     known = backend_names()
     if known is not None and not set(backends) <= set(known):

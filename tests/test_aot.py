@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ctc_doctor.analyzer.common import torch_internals as ti
+from ctc_doctor.analyzer import torch_internals as ti
 from ctc_doctor.analyzer.phases.bench_aot import varying_dims
 from ctc_doctor.workload import Call
 

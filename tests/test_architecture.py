@@ -29,17 +29,17 @@ def test_the_import_contracts_of_the_project_are_kept(tmp_path):
 
 
 def test_an_import_that_crosses_a_contract_is_reported(tmp_path):
-    # the fix phase does import the shared floor: a contract forbidding it must break
+    # the fix phase does import the variants: a contract forbidding it must break
     config = tmp_path / "contracts.toml"
     config.write_text(
         "[tool.importlinter]\n"
         'root_package = "ctc_doctor"\n'
         "[[tool.importlinter.contracts]]\n"
-        'name = "fix without the floor"\n'
+        'name = "fix without the variants"\n'
         'type = "forbidden"\n'
         'source_modules = ["ctc_doctor.analyzer.phases.fix"]\n'
-        'forbidden_modules = ["ctc_doctor.analyzer.common.variants"]\n'
+        'forbidden_modules = ["ctc_doctor.analyzer.fixes.variants"]\n'
     )
     result = _lint(config, tmp_path)
     assert result.returncode == 1
-    assert "ctc_doctor.analyzer.phases.fix -> ctc_doctor.analyzer.common.variants" in result.stdout
+    assert "ctc_doctor.analyzer.phases.fix -> ctc_doctor.analyzer.fixes.variants" in result.stdout

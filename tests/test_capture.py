@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from ctc_doctor import AnalyzeOptions, Call, Workload, analyze
-from ctc_doctor.analyzer.capture.gb_registry import graph_break_registry
-from ctc_doctor.analyzer.common import torch_internals as ti
+from ctc_doctor.analyzer import torch_internals as ti
+from ctc_doctor.analyzer.readers.gb_registry import graph_break_registry
 
 
 def _logging_state():
@@ -105,7 +105,7 @@ def test_torch_logs_around_a_failing_compile_stay_off_stderr_and_become_a_note(c
 
 def test_watching_break_lines_puts_back_the_trace_function_that_was_in_place():
     from ctc_doctor.analyzer.capture.live import eager_pass
-    from ctc_doctor.analyzer.common.settings import RunSettings
+    from ctc_doctor.analyzer.running.settings import RunSettings
 
     def tracer(frame, event, arg):  # a debugger's or coverage's, say
         return None

@@ -161,7 +161,7 @@ def test_the_tui_layer_loads_textual_but_never_torch():
     import subprocess
     import sys
 
-    code = "import sys, ctc_doctor.tui.app, ctc_doctor.tui.live; print(sorted(m for m in ('torch', 'textual') if m in sys.modules))"
+    code = "import sys, ctc_doctor.tui.app, ctc_doctor.tui.live_run; print(sorted(m for m in ('torch', 'textual') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert out.stdout.strip() == "['textual']", out.stderr
 

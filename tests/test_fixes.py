@@ -9,8 +9,8 @@ import torch
 from markdown_it import MarkdownIt
 
 from ctc_doctor import AnalyzeOptions, BenchOptions, FixOptions, Workload, analyze
-from ctc_doctor.analyzer.common.rewrite import RewriteError, plan_rewrite
-from ctc_doctor.analyzer.common.variants import make_variant
+from ctc_doctor.analyzer.fixes.rewrite import RewriteError, plan_rewrite
+from ctc_doctor.analyzer.fixes.variants import make_variant
 from ctc_doctor.analyzer.target import load_workload
 from ctc_doctor.fixtures import zoo
 from ctc_doctor.fixtures.registry import all_fixtures, marker_line
@@ -258,7 +258,7 @@ def test_cuda_graph_arms_mark_each_call_a_step_and_record_why_graphs_ran_without
     """The harness logic of reduce-overhead, on CPU: torch's `cudagraphs` backend runs the same CUDA
     graph trees (and on CPU skips them, saying why). Each call of every pass of a compiled arm, the
     regional one included, begins with a step mark, and the arm records the skips and their reason."""
-    from ctc_doctor.analyzer.common import torch_internals as ti
+    from ctc_doctor.analyzer import torch_internals as ti
 
     marks = []
     mark = ti.cudagraph_mark_step_begin  # torch's own mark still runs; its counter resets with dynamo

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from ctc_doctor import AnalyzeOptions, analyze
-from ctc_doctor.analyzer.common import torch_internals as ti
+from ctc_doctor.analyzer import torch_internals as ti
 from ctc_doctor.fixtures.registry import all_fixtures, break_location, marker_line
 
 from .conftest import analyzed

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ctc_doctor.analyzer.capture.logfiles import MAX_PAYLOAD_CHARS
 from ctc_doctor.analyzer.offline import ingest
+from ctc_doctor.analyzer.readers.logfiles import MAX_PAYLOAD_CHARS
 from ctc_doctor.fixtures.registry import all_fixtures
 from ctc_doctor.reports import Report, load_report
 from ctc_doctor.reports.diff import diff_reports

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ctc_doctor.analyzer.capture.parsing import classify_guard, parse_break_text, split_recompile_reasons
+from ctc_doctor.analyzer.readers.parsing import classify_guard, parse_break_text, split_recompile_reasons
 
 DATA = Path(__file__).parent / "data"
 

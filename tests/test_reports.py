@@ -194,8 +194,8 @@ def test_the_summary_is_whole_at_80_and_120_columns_in_a_ci_log(full_showcase, w
 def test_the_folded_note_line_counts_the_records_and_kinds_past_the_listed_ones():
     from collections import Counter
 
-    from ctc_doctor.analyzer.common.chatter import warning_notes
-    from ctc_doctor.analyzer.common.torch_internals import torch_log_notes
+    from ctc_doctor.analyzer.running.warning_notes import warning_notes
+    from ctc_doctor.analyzer.torch_internals import torch_log_notes
     from ctc_doctor.reports.render import _folded_counts
 
     logged = torch_log_notes(Counter({("WARNING", "torch._dynamo", f"text {i}"): 10 for i in range(7)}), "during the run")

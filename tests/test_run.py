@@ -21,7 +21,7 @@ from ctc_doctor.analyzer.capture.compiles import CompileRecorder, StopScript
 from ctc_doctor.errors import ExitCode
 from ctc_doctor.reports import load_report
 from ctc_doctor.reports.models import Report
-from ctc_doctor.tui.live import LiveRun
+from ctc_doctor.tui.live_run import LiveRun
 
 from .conftest import REPO, TARGETS
 

@@ -28,7 +28,7 @@ from ctc_doctor.reports.models import Report
 from ctc_doctor.reports.redact import redact
 from ctc_doctor.reports.verdicts import best_arm, judge_one
 from ctc_doctor.tui.app import NAMES, DoctorApp
-from ctc_doctor.tui.live import LiveRun
+from ctc_doctor.tui.live_run import LiveRun
 from ctc_doctor.tui.screens.breaks_screen import BreaksScreen
 from ctc_doctor.tui.screens.help_screen import HelpScreen
 from ctc_doctor.tui.screens.message_screen import MessageScreen

@@ -1,13 +1,16 @@
 """Everything that runs torch (and the torch-free readers of what torch wrote). Returns Report objects.
 
 Layers, each importing only those below it (import-linter contracts in pyproject.toml check this):
-- entry points: `pipeline` (`analyze()`: phase order, options, deadlines, progress; it alone writes the
-  report), `offline` (`ctc-doctor logs`), `trial_worker` (the child process that serves isolated bisection trials), then `target`
-  (TARGET -> Workload);
+- entry points: `launch`, `script_runner`, `torchrun` (`ctc-doctor run`), `script_report`, then
+  `pipeline` (`analyze()`: phase order, options, deadlines, progress), `offline` (`ctc-doctor logs`),
+  `trial_worker` (the child process that serves isolated bisection trials), then `target` (TARGET -> Workload);
 - `phases`: analysis, bisect, suggest, fix, probe, bench, each `run_<phase>(context[, options]) -> section`;
   they do not import one another;
 - `capture`: what watches torch (the live eager/compiled passes and their findings, attribution, module
-  inputs) and reads what it wrote (parsing, the graph-break registry, log files);
-- `common`: the shared floor every layer above may use, including `torch_internals`, the one module
-  that touches torch's private APIs.
+  inputs, what a script compiles);
+- `fixes`: a copy of the model with fix actions applied, and the facts the rules read;
+- `running` (calling the user's code) beside `torch_internals` (the one place that touches torch's
+  private APIs);
+- `readers`: torch-free readers of what torch wrote (parsing, findings, causes, log files), which
+  `offline` and the suggestion rules share without importing torch.
 """

@@ -187,7 +187,7 @@ def _run(
     from ..reports import models as rm  # here, not at the top: pydantic loads while the script runs
     from ..reports.io import load_report
     from ..reports.ranks import merge_ranks
-    from .capture.causes import attach_causes
+    from .readers.causes import attach_causes
 
     reports = {}
     for path in sorted(glob.glob(os.path.join(out, "rank*.json"))):

@@ -25,8 +25,8 @@ from ..reports.compile_id import CompileId
 from ..reports.ranks import divergence as rank_divergence
 from ..reports.ranks import root_cause
 from ..version import __version__
-from .capture.causes import attach_causes
-from .capture.findings import (
+from .readers.causes import attach_causes
+from .readers.findings import (
     BreakRecord,
     break_record,
     compile_metric,
@@ -34,7 +34,7 @@ from .capture.findings import (
     guard_set,
     is_skipped_frame,
 )
-from .capture.logfiles import (
+from .readers.logfiles import (
     ParseCounter,
     TextMessage,
     TraceRecord,
@@ -42,8 +42,8 @@ from .capture.logfiles import (
     read_text_log,
     read_trace,
 )
-from .capture.parsing import classify_guard, split_recompile_reasons
-from .common.sources import function_name
+from .readers.parsing import classify_guard, split_recompile_reasons
+from .readers.sources import function_name
 
 # Frame failures that are Dynamo giving up on a frame (it ran eager), not a crash of the job.
 _SKIP_FAILS = frozenset({"Unsupported", "SkipFrame", "SkipCodeRecursiveException", "RecompileLimitExceeded"})

@@ -25,17 +25,9 @@ from ..reports import models as rm
 from ..reports.verdicts import judge_one
 from ..version import __version__
 from ..workload import Call, Workload
-from .capture.causes import attach_causes
-from .capture.gb_registry import graph_break_registry
-from .common import torch_internals as ti
-from .common.calls import to_device
-from .common.chatter import collected_warnings, warning_notes
-from .common.copying import CopyError, copy_model
-from .common.deadline import DeadlineExceeded, deadline
-from .common.facts import ModelFacts, model_facts
-from .common.modules import describe_inputs, forward_arg_names
-from .common.settings import ProgressFn, RunSettings, no_progress
-from .common.text import describe_error
+from . import torch_internals as ti
+from .fixes.facts import ModelFacts
+from .fixes.model_facts import model_facts
 from .phases.analysis import AnalysisOptions, AnalysisResult, run_analysis
 from .phases.bench import BenchOptions, BenchSection, run_bench
 from .phases.bisect import BisectOptions, run_bisect, worker_setup
@@ -44,6 +36,15 @@ from .phases.context import PhaseContext
 from .phases.fix import FixOptions, FixSection, run_fix
 from .phases.probe import run_probe
 from .phases.suggest import compile_cache_suggestion, renumber, run_suggest
+from .readers.causes import attach_causes
+from .readers.gb_registry import graph_break_registry
+from .readers.text import describe_error
+from .running.calls import to_device
+from .running.copying import CopyError, copy_model
+from .running.deadline import DeadlineExceeded, deadline
+from .running.modules import describe_inputs, forward_arg_names
+from .running.settings import ProgressFn, RunSettings, no_progress
+from .running.warning_notes import collected_warnings, warning_notes
 
 
 @dataclass(frozen=True)

@@ -23,20 +23,20 @@ import torch
 from ..reports import models as rm
 from ..version import __version__
 from ..workload import Call, Workload
+from . import torch_internals as ti
 from .capture.attribution import ModuleIndex
-from .capture.causes import attach_causes
 from .capture.compiles import CompiledObject, CompileRecorder, RecordedCall, StopScript
 from .capture.inputs import ModuleInputs
 from .capture.live import ScriptRun, eager_pass, findings_of, first_call_break_lines
-from .common import torch_internals as ti
-from .common.calls import preserved_state
-from .common.deadline import DeadlineExceeded, deadline
-from .common.settings import RunSettings
 from .phases.bisect import BisectOptions
 from .phases.context import PhaseContext
 from .phases.fix import FixOptions
 from .phases.suggest import suggest
 from .pipeline import AnalyzeOptions, Clock, after_analysis, bisect_into, environment
+from .readers.causes import attach_causes
+from .running.calls import preserved_state
+from .running.deadline import DeadlineExceeded, deadline
+from .running.settings import RunSettings
 
 ATTRIBUTION_TIMEOUT_S = 120.0
 """The eager call that records module call sites: a model that needs its peers (collectives) would hang."""

@@ -39,7 +39,7 @@ class Outcome:
 def _run_script(command: list[str]) -> Outcome:
     """Run the command as `python COMMAND` would, in this process."""
     from .capture.compiles import StopScript
-    from .common.text import describe_error
+    from .readers.text import describe_error
 
     try:
         if command[0] == "-m":
@@ -98,9 +98,9 @@ def main(argv: list[str]) -> int:
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
 
+    from . import torch_internals as ti
     from .capture.compiles import CompileRecorder, StopScript
     from .capture.live import ScriptRun
-    from .common import torch_internals as ti
 
     def terminate(signum: int, frame: Any) -> None:
         raise StopScript("terminated")

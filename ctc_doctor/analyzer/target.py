@@ -18,8 +18,8 @@ import torch
 
 from ..errors import BuilderFailed, TargetInvalid, TargetNotFound
 from ..workload import Workload
-from .common.sources import innermost_own_frame
-from .common.text import first_line
+from .readers.sources import innermost_own_frame
+from .readers.text import first_line
 
 DEFAULT_ATTR = "build"
 

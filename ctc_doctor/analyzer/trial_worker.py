@@ -42,7 +42,7 @@ class _Worker:
         if self.recorded is None:
             from ..workload import Call
             from .capture.inputs import ModuleInputs
-            from .common.calls import preserved_state, run_call, to_device
+            from .running.calls import preserved_state, run_call, to_device
 
             model, first = self.workload.model, self.workload.calls()[0]
             self.recorded = ModuleInputs(model)
@@ -55,8 +55,8 @@ class _Worker:
         import torch
 
         from .capture.inputs import CapturedCall
-        from .common.calls import preserved_state
         from .phases.bisect.trials import TrialOutcome, run_trial
+        from .running.calls import preserved_state
 
         model, path = self.workload.model, request["module_path"]
         try:

@@ -21,7 +21,7 @@ from textual.worker import Worker, WorkerState
 
 from ..errors import CtcDoctorError
 from ..reports.models import Report
-from .live import LiveRun
+from .live_run import LiveRun
 from .messages import ShowSection
 from .report_index import ReportIndex
 from .screens.benchmark_screen import BenchmarkScreen

@@ -1,4 +1,4 @@
-"""Watching torch: the live capture core (`live`: the eager and compiled passes, findings), module
-attribution (`attribution`: call sites, code ownership), module inputs for bisection (`inputs`),
-and reading what torch wrote (`parsing`, `findings`, `gb_registry`, and `logfiles` for runs on disk).
-`parsing`, `findings`, `gb_registry` and `logfiles` are torch-free: offline ingestion uses them."""
+"""Watching torch while the user's code runs: the live capture core (`live`: the eager and compiled
+passes, findings), module attribution (`attribution`: call sites, code ownership), module inputs for
+bisection (`inputs`), and what an unmodified script compiles (`compiles`). Reading what torch wrote
+is the torch-free `readers`' job."""

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ..common.modules import forward_pre_hooks, path_key
+from ..running.modules import forward_pre_hooks, path_key
 
 _MODULE_PY = torch.nn.modules.module.__file__
 _SKIP_CLASSES = {torch.nn.Module, object}

@@ -21,10 +21,10 @@ from typing import Any
 
 import torch
 
-from ..common import torch_internals as ti
-from ..common.copying import CopyError, copy_model, fresh_copy
-from ..common.modules import describe_inputs, forward_arg_names
-from ..common.tensors import iter_tensors
+from .. import torch_internals as ti
+from ..running.copying import CopyError, copy_model, fresh_copy
+from ..running.modules import describe_inputs, forward_arg_names
+from ..running.tensors import iter_tensors
 from .inputs import signature
 
 MAX_RECORDED_CALLS = 8

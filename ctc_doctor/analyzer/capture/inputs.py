@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from ..common.copying import fresh_copy
-from ..common.modules import forward_pre_hooks
+from ..running.copying import fresh_copy
+from ..running.modules import forward_pre_hooks
 
 
 def signature(value: Any) -> str:

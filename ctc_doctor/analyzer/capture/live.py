@@ -27,17 +27,17 @@ import torch
 
 from ...reports import models as rm
 from ...workload import Call, Workload
-from ..common import torch_internals as ti
-from ..common.calls import run_call
-from ..common.modules import path_key
-from ..common.settings import ProgressFn, RunSettings, no_progress
-from ..common.sources import RawFrame, function_name, is_dynamo_file
-from ..common.tensors import detached
-from ..common.text import describe_error
+from .. import torch_internals as ti
+from ..readers.findings import break_record, compile_metric, group_break_sites, guard_set, is_skipped_frame
+from ..readers.parsing import classify_guard, split_recompile_reasons
+from ..readers.sources import RawFrame, function_name, is_dynamo_file
+from ..readers.text import describe_error
+from ..running.calls import run_call
+from ..running.modules import path_key
+from ..running.settings import ProgressFn, RunSettings, no_progress
+from ..running.tensors import detached
 from .attribution import ModuleIndex
-from .findings import break_record, compile_metric, group_break_sites, guard_set, is_skipped_frame
 from .inputs import ModuleInputs
-from .parsing import classify_guard, split_recompile_reasons
 
 # ---------------------------------------------------------------------------------------------
 # the compiled run under capture

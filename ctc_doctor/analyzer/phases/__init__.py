@@ -9,5 +9,5 @@
 
 A phase reads the context (the workload, the run settings, the report so far) and returns its
 section; the pipeline merges sections into the report. Phases do not import one another (an
-import-linter contract says so): what they share is on the floor below them (`common`, `capture`).
+import-linter contract says so): what they share is in the rooms below them (`capture`, `fixes`, `running`, `readers`).
 """

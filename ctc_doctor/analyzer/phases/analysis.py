@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import torch
 
 from ...reports import models as rm
+from .. import torch_internals as ti
 from ..capture.attribution import ModuleIndex
-from ..capture.gb_registry import graph_break_registry
 from ..capture.inputs import ModuleInputs
 from ..capture.live import (
     CompiledRun,
@@ -30,10 +30,10 @@ from ..capture.live import (
     findings_of,
     first_call_break_lines,
 )
-from ..common import torch_internals as ti
-from ..common.calls import preserved_state
-from ..common.deadline import DeadlineExceeded, deadline
-from ..common.text import first_line
+from ..readers.gb_registry import graph_break_registry
+from ..readers.text import first_line
+from ..running.calls import preserved_state
+from ..running.deadline import DeadlineExceeded, deadline
 from .context import PhaseContext
 
 

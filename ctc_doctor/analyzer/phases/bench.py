@@ -25,15 +25,15 @@ import torch
 from ...reports import models as rm
 from ...reports.verdicts import best_arm, cold_start, regional_recompile_reason
 from ...workload import Call, Workload
-from ..capture.causes import arm_recompiles, recompile_causes
-from ..common import device as dev
-from ..common import torch_internals as ti
-from ..common.calls import preserved_state, run_pass
-from ..common.copying import copy_model
-from ..common.facts import ModelFacts
-from ..common.numerics import compare_outputs, loose_backend
-from ..common.text import describe_error
-from ..common.variants import Variant, make_variant
+from .. import torch_internals as ti
+from ..fixes.facts import ModelFacts
+from ..fixes.variants import Variant, make_variant
+from ..readers.causes import arm_recompiles, recompile_causes
+from ..readers.text import describe_error
+from ..running import device as dev
+from ..running.calls import preserved_state, run_pass
+from ..running.copying import copy_model
+from ..running.numerics import compare_outputs, loose_backend
 from .bench_aot import run_aot_arm
 from .context import PhaseContext
 

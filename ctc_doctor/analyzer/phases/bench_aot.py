@@ -27,12 +27,12 @@ import torch
 
 from ...reports import models as rm
 from ...workload import Call, Workload
-from ..common import device as dev
-from ..common import torch_internals as ti
-from ..common.calls import preserved_state, run_call, run_pass
-from ..common.numerics import compare_outputs
-from ..common.sources import innermost_own_frame
-from ..common.text import describe_error
+from .. import torch_internals as ti
+from ..readers.sources import innermost_own_frame
+from ..readers.text import describe_error
+from ..running import device as dev
+from ..running.calls import preserved_state, run_call, run_pass
+from ..running.numerics import compare_outputs
 
 Timer = Callable[[Callable[..., Any]], rm.LatencyStats]
 

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...reports import models as rm
 from ...workload import Call, Workload
-from ..common.facts import ModelFacts
-from ..common.settings import ProgressFn, RunSettings, no_progress
+from ..fixes.facts import ModelFacts
+from ..running.settings import ProgressFn, RunSettings, no_progress
 
 if TYPE_CHECKING:  # torch-free at run time: the suggest phase also runs offline
     from ..capture.attribution import ModuleIndex

@@ -1,6 +1,6 @@
 """The fix phase: apply the auto-applicable suggestions to a copy of the model, re-check, compare.
 
-Each auto-applicable suggestion is first tried alone on its own copy (`common.variants`), made from a
+Each auto-applicable suggestion is first tried alone on its own copy (`fixes.variants`), made from a
 snapshot of the model taken before the analysis ran it: the copy is compiled through the live capture
 and then run eagerly, like the original (same calls, seeds, backend, order), with the suggestion's
 `FixAction` applied. Its outputs are compared with the original model's eager
@@ -22,13 +22,13 @@ from typing import Any
 import torch
 
 from ...reports import models as rm
+from .. import torch_internals as ti
 from ..capture.live import CompiledRun, Findings, eager_pass, findings_of
-from ..common import torch_internals as ti
-from ..common.calls import preserved_state, run_pass
-from ..common.copying import copy_model
-from ..common.numerics import compare_outputs, loose_backend, tolerance
-from ..common.text import describe_error
-from ..common.variants import Variant, VariantError, make_variant
+from ..fixes.variants import Variant, VariantError, make_variant
+from ..readers.text import describe_error
+from ..running.calls import preserved_state, run_pass
+from ..running.copying import copy_model
+from ..running.numerics import compare_outputs, loose_backend, tolerance
 from .context import PhaseContext
 
 

@@ -18,8 +18,8 @@ import torch
 
 from ...reports import models as rm
 from ...workload import Call
-from ..common import torch_internals as ti
-from ..common.tensors import clone_inputs
+from .. import torch_internals as ti
+from ..running.tensors import clone_inputs
 from .context import PhaseContext
 
 _Slot = tuple[str, Any]  # ("pos", index) or ("kw", name)

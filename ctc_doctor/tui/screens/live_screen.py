@@ -14,7 +14,7 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Log, ProgressBar, Static
 
-from ..live import LiveRun
+from ..live_run import LiveRun
 from ..messages import OutputReceived, ProgressReported, RunFinished
 
 if TYPE_CHECKING:

@@ -20,12 +20,12 @@ import networkx as nx
 
 from ....reports import models as rm
 from ...capture.attribution import ModuleIndex
-from ...capture.findings import frame as _frame
 from ...capture.inputs import CapturedCall
-from ...common.calls import preserved_state
-from ...common.deadline import enforceable
-from ...common.modules import describe_inputs, path_key
-from ...common.sources import classify_file
+from ...readers.findings import frame as _frame
+from ...readers.sources import classify_file
+from ...running.calls import preserved_state
+from ...running.deadline import enforceable
+from ...running.modules import describe_inputs, path_key
 from ..context import PhaseContext
 from .repro import write_repros
 from .search import Search, bisect_parent, bottom_up, build_tree, top_down

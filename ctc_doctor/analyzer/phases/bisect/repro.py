@@ -17,9 +17,9 @@ import torch
 
 from ....reports import models as rm
 from ....version import __version__
+from ... import torch_internals as ti
 from ...capture.inputs import CapturedCall
-from ...common import torch_internals as ti
-from ...common.sources import repro_slug
+from ...readers.sources import repro_slug
 from ..context import PhaseContext
 from .search import PROBLEM
 from .trials import saveable

@@ -19,7 +19,7 @@ import torch
 
 from ...capture.attribution import ModuleIndex
 from ...capture.inputs import ModuleInputs
-from ...common.modules import forward_arg_names
+from ...running.modules import forward_arg_names
 from ..context import ProgressFn
 from .trials import TrialOutcome
 

@@ -21,14 +21,14 @@ from typing import Any
 
 import torch
 
-from ...capture.gb_registry import registry_ids_for
+from ... import torch_internals as ti
 from ...capture.inputs import CapturedCall
-from ...capture.parsing import first_sentence, parse_traceback_frames, split_unsupported
-from ...common import torch_internals as ti
-from ...common.calls import loss_of
-from ...common.deadline import DeadlineExceeded, deadline
-from ...common.sources import RawFrame
-from ...common.text import describe_error, one_line
+from ...readers.gb_registry import registry_ids_for
+from ...readers.parsing import first_sentence, parse_traceback_frames, split_unsupported
+from ...readers.sources import RawFrame
+from ...readers.text import describe_error, one_line
+from ...running.calls import loss_of
+from ...running.deadline import DeadlineExceeded, deadline
 
 _WORKER_STARTUP_S = 120.0  # a child imports torch and rebuilds the model before it serves trials
 _HANG_GRACE_S = 30.0  # past the trial's own limit, a child that has not answered is hung: killed

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ....reports import models as rm
-from ...common.facts import ModelFacts
+from ...fixes.facts import ModelFacts
 from ..context import PhaseContext
 from .base import RuleContext
 from .breaks import break_suggestions

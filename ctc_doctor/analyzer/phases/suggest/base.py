@@ -8,8 +8,8 @@ from typing import Any
 
 from ....reports import models as rm
 from ....reports.links import DOCS, gb_pages
-from ...common.facts import ModelFacts
-from ...common.rewrite import RewriteError, plan_rewrite
+from ...fixes.facts import ModelFacts
+from ...fixes.rewrite import RewriteError, plan_rewrite
 
 
 @dataclass

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ....reports import models as rm
 from ....reports.advice import GUARD_ADVICE
 from ....reports.links import DOCS
-from ...common.facts import ModelFacts
+from ...fixes.facts import ModelFacts
 from .base import RuleContext
 
 

@@ -20,12 +20,12 @@ import torch
 
 from ...reports import models as rm
 from ...workload import Call, Workload
-from . import torch_internals as ti
-from .calls import run_call
-from .copying import CopyError, copy_model
-from .modules import forward_arg_names
+from .. import torch_internals as ti
+from ..running.calls import run_call
+from ..running.copying import CopyError, copy_model
+from ..running.modules import forward_arg_names
+from ..running.tensors import clone_inputs
 from .rewrite import RewriteError, build_function, parse_edits, plan_rewrite
-from .tensors import clone_inputs
 
 
 class VariantError(Exception):

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...reports import models as rm
-from ..common.sources import RawFrame, classify_file, function_name, is_tool_frame, source_line
-from ..common.text import guard_line_count
 from .gb_registry import registry_hints, registry_ids_for
 from .parsing import ParsedBreak, parse_break_text
+from .sources import RawFrame, classify_file, function_name, is_tool_frame, source_line
+from .text import guard_line_count
 
 UNKNOWN_FUNCTION = "?"
 """Function name of a frame known only by file:line (a TORCH_LOGS break whose stack torch suppressed)."""

@@ -1,57 +1,19 @@
-"""What the suggestion rules, `fix`, the probe and the benchmark need to know about the model
-beyond the report: forward's arguments and their kinds, groups of identical blocks, and which of
-the Dynamo options the rules name exist in this torch. Offline reports have no facts (None).
-
-Importing this module does not import torch (the rules, which run offline too, use its types);
-gathering the facts does."""
+"""Gathering the facts (`facts.ModelFacts`) of a live model: forward's arguments and their kinds,
+groups of identical blocks, the Dynamo options of this torch."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    import torch
+import torch
 
-    from ...workload import Call
-
-CONFIG_OPTIONS_USED = (
-    "reorderable_logging_functions",
-    "ignore_logger_methods",
-    "ignore_logging_functions",
-    "capture_scalar_outputs",
-    "capture_dynamic_output_shape_ops",
-    "recompile_limit",
-)
-"""`torch._dynamo.config` options the suggestion rules name (the facts say which exist)."""
-
-
-@dataclass
-class RepeatedGroup:
-    """Sibling modules of one class and structure in a container (`layers.0` ... `layers.N`)."""
-
-    container: str
-    class_name: str
-    paths: list[str]
-
-
-@dataclass
-class ModelFacts:
-    """What the live analyzer knows about the model beyond the report."""
-
-    arg_names: list[str] = field(default_factory=list)
-    """forward's parameter names, in order."""
-    arg_kinds: dict[str, str] = field(default_factory=dict)
-    """Kind of each argument in the first call: tensor, float, int, bool, other."""
-    repeated: list[RepeatedGroup] = field(default_factory=list)
-    """Groups of identical blocks."""
-    config_options: frozenset[str] = frozenset()
-    """Those of CONFIG_OPTIONS_USED this torch has (to check torch's own hints against)."""
+from ...workload import Call
+from .. import torch_internals as ti
+from ..running.modules import forward_arg_names
+from .facts import CONFIG_OPTIONS_USED, ModelFacts, RepeatedGroup
 
 
 def _kind(value: Any) -> str:
-    import torch
-
     if isinstance(value, torch.Tensor):
         return "tensor"
     if isinstance(value, bool):
@@ -88,9 +50,6 @@ def repeated_groups(model: torch.nn.Module, minimum: int = 2) -> list[RepeatedGr
 
 
 def model_facts(model: torch.nn.Module, first: Call) -> ModelFacts:
-    from . import torch_internals as ti
-    from .modules import forward_arg_names
-
     names = forward_arg_names(model) or []
     kinds = {names[i] if i < len(names) else f"arg{i}": _kind(v) for i, v in enumerate(first.args)}
     kinds.update({k: _kind(v) for k, v in first.kwargs.items()})

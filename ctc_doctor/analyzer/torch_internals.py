@@ -31,10 +31,10 @@ from typing import Any
 import torch
 import torch._dynamo
 
-from ...reports.compile_id import CompileId
-from ...reports.labels import TORCH_LOG_NOTE
-from .sources import RawFrame
-from .text import guard_line_count
+from ..reports.compile_id import CompileId
+from ..reports.labels import TORCH_LOG_NOTE
+from .readers.sources import RawFrame
+from .readers.text import guard_line_count
 
 # Trace event kinds worth keeping; everything else (chromium_event, describe_*, bytecode dumps) is
 # dropped in the handler so memory stays small on big models.

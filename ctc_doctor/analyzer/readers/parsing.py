@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from ..common.sources import RawFrame
+from .sources import RawFrame
 
 _HEADER = re.compile(r"^Graph break(?: \(.*?\))? in user code at (?P<file>.+):(?P<line>\d+)\s*$", re.M)
 _GB_LINK = re.compile(r"gb(\d{4})\.html")

@@ -19,8 +19,8 @@ import re
 from collections.abc import Iterable
 
 from ...reports import models as rm
-from ..common.sources import function_name
 from .parsing import classify_guard, split_recompile_reasons
+from .sources import function_name
 
 _INDEX = re.compile(r"\[(\d+|'\d+')\]")
 _DOTTED_INDEX = re.compile(r"\.(\d+)(?=\.|\[|$)")

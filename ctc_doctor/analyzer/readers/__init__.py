@@ -1,0 +1,11 @@
+"""Torch-free readers of what torch.compile wrote, shared by the live capture and `ctc-doctor logs`.
+
+- parsing: graph-break messages and guard-failure reasons (text); gb_registry: torch's graph-break
+  registry, read from the installed package without importing torch
+- findings: report entries from raw compile events; causes: recompile events folded into causes
+- logfiles: streaming readers of TORCH_TRACE files and TORCH_LOGS text
+- sources: where a file lives (own code, a library, torch); text: one-line errors, guard counts
+
+An import-linter contract forbids torch here (and in `offline` and the suggestion rules), so
+`ctc-doctor logs` never imports torch.
+"""
