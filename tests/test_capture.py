@@ -152,14 +152,20 @@ def test_cuda_graph_skips_rerecords_and_warnings_are_read_from_torchs_own_log_ca
     from torch._inductor import cudagraph_trees, cudagraph_utils
 
     with ti.cudagraph_log() as log:
-        cudagraph_utils.log_cudagraph_skip_and_bump_counter("skipping cudagraphs due to mutated inputs (1 instances). Found from : \n File x")
+        cudagraph_utils.log_cudagraph_skip_and_bump_counter(
+            "skipping cudagraphs due to mutated inputs (1 instances). Found from : \n File x"
+        )
         cudagraph_utils.maybe_warning_due_to_dynamic_shape({(i,): None for i in range(20)}, (99,))
-        cudagraph_trees.log.debug("[%s] Re-recording function=%s, mode=%s, reason=%s", "0/0", "forward", "INFERENCE", "static input data pointer changed")
+        cudagraph_trees.log.debug(
+            "[%s] Re-recording function=%s, mode=%s, reason=%s", "0/0", "forward", "INFERENCE", "static input data pointer changed"
+        )
         cudagraph_trees.log.debug("[%s] Recording function=%s, mode=%s, cuda_graph_id=%d, inputs: %s", "0/0", "forward", "INFERENCE", 1, "")
     assert log.skips == {"skipping cudagraphs due to mutated inputs (1 instances).": 1} and log.skip_count == 1
     assert log.rerecords == {"function=forward, mode=INFERENCE, reason=static input data pointer changed": 1}
     assert log.recordings == 1
-    assert [w.split(".")[0] for w in log.warnings] == ["CUDAGraph supports dynamic shapes by recording a new graph for each distinct input size"]
+    assert [w.split(".")[0] for w in log.warnings] == [
+        "CUDAGraph supports dynamic shapes by recording a new graph for each distinct input size"
+    ]
     assert "CUDAGraph" not in capfd.readouterr().err  # kept off the terminal
 
 
@@ -188,3 +194,45 @@ def test_a_scripts_run_keeps_only_torch_compiles_records_off_the_terminal():
         assert not _shown("torch._dynamo.guards", "a compiler record")
         assert _shown("torch.distributed.elastic", "a rank record")
     assert list(seen) == [("WARNING", "torch._dynamo.guards", "a compiler record")]
+
+
+def _shared_wrapper(fn):
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)  # the frame a break in fn's callees shows for every decorated class
+
+    return wrapper
+
+
+class _Inner(nn.Module):
+    @_shared_wrapper
+    def forward(self, x):
+        return x + 1
+
+
+class _Outer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = _Inner()
+
+    @_shared_wrapper
+    def forward(self, x):
+        return self.inner(x) * 2
+
+
+def test_a_decorator_wrapper_shared_by_several_module_classes_names_none_of_them():
+    # transformers 5.24 wraps every forward in one `deprecate_kwarg` wrapper: a break whose stack ends
+    # in that wrapper is the root's, not every decorated module's
+    from ctc_doctor.analyzer.capture.attribution import ModuleIndex
+
+    model = _Outer()
+    index = ModuleIndex(model)
+    with index.record():
+        model(torch.ones(2))
+    wrapper_line = _shared_wrapper.__code__.co_firstlineno + 4
+    assert index.owners_of_line(__file__, wrapper_line) == []
+    assert index.attribute([(__file__, wrapper_line)]) == [""]
+    inner_line = _Inner.forward.__wrapped__.__code__.co_firstlineno + 1
+    assert index.attribute([(__file__, wrapper_line), (__file__, inner_line)]) == ["inner"]

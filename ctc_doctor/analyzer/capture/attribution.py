@@ -5,7 +5,8 @@ Two kinds of evidence, both gathered from the user's real model:
   the frame that called it (`x = self.b2(x)` -> `b2`). Walking a break's full stack through these
   call sites narrows the candidates from the root down.
 - code ownership: the line ranges of every method of every module class. The innermost frame inside
-  a module method names the class; every exercised instance of it runs that code.
+  a module method names the class; every exercised instance of it runs that code. A decorator's
+  wrapper that several classes share (transformers' `deprecate_kwarg` on every forward) names none.
 Where the stack cannot tell instances apart (a loop over blocks), every instance that runs the code is
 listed, which is the honest answer.
 """
@@ -16,6 +17,7 @@ import contextlib
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
+from types import FrameType
 from typing import Any
 
 import torch
@@ -74,7 +76,7 @@ class ModuleIndex:
     def _hook_for(self, path: str) -> Any:
         def hook(module: Any, args: Any) -> None:
             self.exercised[path] = self.exercised.get(path, 0) + 1
-            frame = sys._getframe(1)
+            frame: FrameType | None = sys._getframe(1)
             while frame is not None and frame.f_code.co_filename == _MODULE_PY:
                 frame = frame.f_back  # skip _call_impl / _wrapped_call_impl
             if frame is not None:
@@ -89,7 +91,8 @@ class ModuleIndex:
 
     def _code_ranges(self) -> dict[str, list[tuple[int, int, type]]]:
         if self._ranges is None:
-            ranges: dict[str, list[tuple[int, int, type]]] = defaultdict(list)
+            owned: dict[Any, set[type]] = defaultdict(set)
+            wrappers: set[Any] = set()
             seen: set[type] = set()
             for module in self.modules.values():
                 for klass in type(module).__mro__:
@@ -97,9 +100,16 @@ class ModuleIndex:
                         continue
                     seen.add(klass)
                     for value in vars(klass).values():
-                        for code in _codes_of(value):
-                            first, last = _line_range(code)
-                            ranges[code.co_filename].append((first, last, klass))
+                        codes = _codes_of(value)
+                        wrappers.update(codes[:-1])  # all but the wrapped function itself
+                        for code in codes:
+                            owned[code].add(klass)
+            ranges: dict[str, list[tuple[int, int, type]]] = defaultdict(list)
+            for code, classes in owned.items():
+                if code in wrappers and len(classes) > 1:
+                    continue  # a decorator's wrapper shared by several classes: its frame names no class
+                first, last = _line_range(code)
+                ranges[code.co_filename].extend((first, last, klass) for klass in classes)
             self._ranges = ranges
         return self._ranges
 
@@ -113,9 +123,7 @@ class ModuleIndex:
             return []
         width = min(w for w, _ in best)
         classes = {k for w, k in best if w == width}
-        return [
-            p for p, m in self.modules.items() if isinstance(m, tuple(classes)) and self._ran(p)
-        ]
+        return [p for p, m in self.modules.items() if isinstance(m, tuple(classes)) and self._ran(p)]
 
     def _ran(self, path: str) -> bool:
         return not self.exercised or path in self.exercised
