@@ -43,8 +43,11 @@ compat: $(COMPAT_STAMP)
 	$(COMPAT)/bin/python -m pytest -n 2 --dist loadfile -q -m compat -p no:cacheprovider \
 		tests/test_fixtures_zoo.py tests/test_reports.py tests/test_capture.py
 
+# ruff (style, and formatting at the configured line length), mypy on the package, the import contracts
 lint: $(STAMP)
 	$(BIN)/python -m ruff check ctc_doctor tests benchmarks
+	$(BIN)/python -m ruff format --check ctc_doctor tests benchmarks
+	$(BIN)/python -m mypy ctc_doctor
 	$(BIN)/lint-imports
 
 check: lint test

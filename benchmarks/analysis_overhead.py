@@ -53,7 +53,11 @@ def main() -> None:
     from ctc_doctor.fixtures.registry import all_fixtures
 
     fixtures = all_fixtures()
-    names = args.only if args.only is not None else [n for n, s in fixtures.items() if not (args.skip_transformers and "transformers" in s.tags)]
+    names = (
+        args.only
+        if args.only is not None
+        else [n for n, s in fixtures.items() if not (args.skip_transformers and "transformers" in s.tags)]
+    )
     names = [*names, *args.target]
     python = sys.executable
     doctor = str(Path(python).parent / "ctc-doctor")
@@ -75,8 +79,7 @@ def main() -> None:
         print(f"{name:36s} {p:8.2f} {o:8.2f} {o / p:6.2f}", flush=True)
     worst = max(ratios, key=ratios.__getitem__)
     print(
-        f"analysis / plain compile: {statistics.median(ratios.values()):.2f}x median, "
-        f"{ratios[worst]:.2f}x worst ({worst}); target <= 1.10x"
+        f"analysis / plain compile: {statistics.median(ratios.values()):.2f}x median, {ratios[worst]:.2f}x worst ({worst}); target <= 1.10x"
     )
 
 

@@ -39,9 +39,7 @@ STRATEGIES = ("top-down", "bottom-up", "both")
 def _gpt2(layers: int, nan_hooks: bool) -> Workload:
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    config = GPT2Config(
-        n_layer=layers, n_head=2, n_embd=32, vocab_size=128, n_positions=64, bos_token_id=0, eos_token_id=0
-    )
+    config = GPT2Config(n_layer=layers, n_head=2, n_embd=32, vocab_size=128, n_positions=64, bos_token_id=0, eos_token_id=0)
     model = GPT2LMHeadModel(config).eval()
     if nan_hooks:
 
@@ -57,9 +55,7 @@ def _gpt2(layers: int, nan_hooks: bool) -> Workload:
 def _cases(names: list[str] | None, transformers: bool) -> list[tuple[str, Callable[[], Workload]]]:
     fixtures = all_fixtures()
     cases: list[tuple[str, Callable[[], Workload]]] = [
-        (name, spec.builder())
-        for name, spec in fixtures.items()
-        if spec.expected.breaks and (not names or name in names)
+        (name, spec.builder()) for name, spec in fixtures.items() if spec.expected.breaks and (not names or name in names)
     ]
     if transformers and not names:
         cases.append(("gpt2-4L (clean)", lambda: _gpt2(4, nan_hooks=False)))
@@ -85,7 +81,9 @@ def main() -> None:
             torch.manual_seed(0)
             workload = build()
             options = AnalyzeOptions(
-                explain=False, compile=False, bisect=BisectOptions(strategy=strategy, memoize=memo)  # type: ignore[arg-type]
+                explain=False,
+                compile=False,
+                bisect=BisectOptions(strategy=strategy, memoize=memo),  # type: ignore[arg-type]
             )
             t0 = time.perf_counter()
             report = analyze(workload, options)
@@ -119,7 +117,12 @@ def _full_run(name: str) -> None:
         for _ in range(2):
             for flag in walls:
                 t0 = time.perf_counter()
-                subprocess.run([doctor, "demo", "--fixture", name, flag, "-q", "--json", os.path.join(out, "r.json")], env=env, check=True, capture_output=True)
+                subprocess.run(
+                    [doctor, "demo", "--fixture", name, flag, "-q", "--json", os.path.join(out, "r.json")],
+                    env=env,
+                    check=True,
+                    capture_output=True,
+                )
                 walls[flag].append(time.perf_counter() - t0)
     base, iso = min(walls["--no-isolate"]), min(walls["--isolate"])
     print(f"\nwhole default run of {name} (best of 2): in-process {base:.1f} s, isolated {iso:.1f} s ({iso / base - 1:+.0%})")
@@ -177,7 +180,10 @@ def _isolation_cost(name: str, limit: int) -> None:
     print(f"\nisolation cost per trial, {name}, {len(paths)} modules (median wall; cpus {os.cpu_count()}):")
     print(f"  in-process                        {med(in_process) * 1000:8.0f} ms")
     print(f"  isolated, a child per trial (old) {med(old) * 1000:8.0f} ms")
-    print(f"  isolated, one child (now)         {med(new) * 1000:8.0f} ms  (+ {first_trial:.1f} s for the child's start and first trial; {starts} child)")
+    print(
+        f"  isolated, one child (now)         {med(new) * 1000:8.0f} ms  "
+        f"(+ {first_trial:.1f} s for the child's start and first trial; {starts} child)"
+    )
     print(f"  now vs in-process: +{(med(new) - med(in_process)) * 1000:.0f} ms per trial; old vs now: {med(old) / med(new):.0f}x")
 
 

@@ -68,7 +68,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; the best is kept [3]")
     args = parser.parse_args()
 
-    tlparse = shutil.which("tlparse") or (str(Path(sys.executable).parent / "tlparse") if (Path(sys.executable).parent / "tlparse").exists() else None)
+    tlparse = shutil.which("tlparse") or (
+        str(Path(sys.executable).parent / "tlparse") if (Path(sys.executable).parent / "tlparse").exists() else None
+    )
     doctor = [sys.executable, "-m", "ctc_doctor", "logs"]
     gz = next(CAPTURE.glob("*.log.gz"))
     source = gzip.decompress(gz.read_bytes()).decode("utf-8")
@@ -78,7 +80,10 @@ def main() -> None:
         large = Path(tmp) / "dedicated_log_torch_trace_large.log"
         t = time.perf_counter()
         synthetic(source, args.copies, large)
-        print(f"synthetic trace: {args.copies} copies of the capture, {large.stat().st_size / 2**20:.0f} MB, written in {time.perf_counter() - t:.1f} s")
+        print(
+            f"synthetic trace: {args.copies} copies of the capture, {large.stat().st_size / 2**20:.0f} MB, "
+            f"written in {time.perf_counter() - t:.1f} s"
+        )
         out_dir = Path(tmp) / "tl_out"
 
         def clear() -> None:
@@ -104,9 +109,14 @@ def main() -> None:
             report = ingest([str(path)])
             dt = time.perf_counter() - t
             mb = path.stat().st_size / 2**20
-            print(f"in-process ingest of {name}: {dt:.2f} s ({mb / dt:.0f} MB/s), {report.summary.unique_break_sites} site(s), "
-                  f"{report.summary.graph_break_count} break event(s), {len(report.compile_metrics)} compiles")
-        print(f"this process's peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB (python {sys.version.split()[0]}, {os.cpu_count()} CPUs)")
+            print(
+                f"in-process ingest of {name}: {dt:.2f} s ({mb / dt:.0f} MB/s), {report.summary.unique_break_sites} site(s), "
+                f"{report.summary.graph_break_count} break event(s), {len(report.compile_metrics)} compiles"
+            )
+        print(
+            f"this process's peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB "
+            f"(python {sys.version.split()[0]}, {os.cpu_count()} CPUs)"
+        )
 
 
 if __name__ == "__main__":

@@ -65,20 +65,29 @@ def _show(title: str, workload: Workload, options: AnalyzeOptions) -> None:
         second = a.warm_compile_time_s if a.load_time_s is None else a.load_time_s
         warm = f"{second:.3f}" if second is not None else "-"
         ok = "" if a.numerics_ok is None else ("ok" if a.numerics_ok else f"DIFFERS ({a.max_abs_error:.1e})")
-        print(f"{a.name:16s} {cold:>8s} {warm:>11s} {lat:>11s} {a.graph_count if a.graph_count is not None else '-':>6}  {ok} {a.error or ''}")
+        print(
+            f"{a.name:16s} {cold:>8s} {warm:>11s} {lat:>11s} {a.graph_count if a.graph_count is not None else '-':>6}  {ok} {a.error or ''}"
+        )
     arms = {a.name: a for a in b.arms}
     whole = arms.get("compiled_fixed") or arms.get("compiled")
     regional = arms.get("regional_fixed") or arms.get("regional")
     if whole and regional and whole.compile_time_s and regional.compile_time_s:
-        print(f"cold compile: {whole.name} {whole.compile_time_s:.1f} s vs {regional.name} {regional.compile_time_s:.1f} s "
-              f"-> ratio {whole.compile_time_s / regional.compile_time_s:.1f}x")
+        print(
+            f"cold compile: {whole.name} {whole.compile_time_s:.1f} s vs {regional.name} {regional.compile_time_s:.1f} s "
+            f"-> ratio {whole.compile_time_s / regional.compile_time_s:.1f}x"
+        )
     if whole and regional and whole.latency_ms and regional.latency_ms:
-        print(f"latency: {whole.name} {whole.latency_ms.median:.3f} ms vs {regional.name} {regional.latency_ms.median:.3f} ms "
-              f"-> regional/whole {regional.latency_ms.median / whole.latency_ms.median:.2f}")
+        print(
+            f"latency: {whole.name} {whole.latency_ms.median:.3f} ms vs {regional.name} {regional.latency_ms.median:.3f} ms "
+            f"-> regional/whole {regional.latency_ms.median / whole.latency_ms.median:.2f}"
+        )
     aot, aot_regional = arms.get("aot"), arms.get("aot_regional")
     if aot and aot_regional and aot.compile_time_s and aot_regional.compile_time_s:
-        print(f"AOT compile (export + AOTInductor + package): aot {aot.compile_time_s:.1f} s vs aot_regional {aot_regional.compile_time_s:.1f} s "
-              f"-> ratio {aot.compile_time_s / aot_regional.compile_time_s:.1f}x (the recipe's 64-layer GPU run: 10.65 vs 4.64 s, 2.3x)")
+        print(
+            f"AOT compile (export + AOTInductor + package): aot {aot.compile_time_s:.1f} s "
+            f"vs aot_regional {aot_regional.compile_time_s:.1f} s "
+            f"-> ratio {aot.compile_time_s / aot_regional.compile_time_s:.1f}x (the recipe's 64-layer GPU run: 10.65 vs 4.64 s, 2.3x)"
+        )
     if b.cold_start:
         print(f"cold start: {b.cold_start}")
 
@@ -96,7 +105,11 @@ def main() -> None:
     _show(f"{args.depth} clean blocks", clean, AnalyzeOptions(explain=False, bench=bench))
     if not args.skip_fixed:
         torch.manual_seed(0)
-        _show("zoo repeated_blocks (NaN check) with its verified fix", zoo.repeated_blocks(), AnalyzeOptions(explain=False, fix=FixOptions(), bench=bench))
+        _show(
+            "zoo repeated_blocks (NaN check) with its verified fix",
+            zoo.repeated_blocks(),
+            AnalyzeOptions(explain=False, fix=FixOptions(), bench=bench),
+        )
 
 
 if __name__ == "__main__":

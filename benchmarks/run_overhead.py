@@ -51,7 +51,11 @@ def main() -> None:
     for name, (ranks, script) in CASES.items():
         if args.only and not any(name.startswith(o) for o in args.only):
             continue
-        plain_cmd = [python, *script] if ranks == 1 else [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}", *script]
+        plain_cmd = (
+            [python, *script]
+            if ranks == 1
+            else [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}", *script]
+        )
         ours = [doctor, "run", "--nproc", str(ranks), "--json", out]
         arms = {"plain": plain_cmd, "capture": [*ours, "--no-bisect", "--no-fix", "--", *script]}
         if not args.no_full:

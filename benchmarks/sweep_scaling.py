@@ -22,7 +22,16 @@ from pathlib import Path
 
 from analysis_overhead import _wall  # the sibling script: one way to time a whole process
 
-DEFAULT = ["clean", "print_in_forward", "data_dependent_if", "shape_change_dim0", "dtype_change", "deep_break", "two_causes", "logging_call"]
+DEFAULT = [
+    "clean",
+    "print_in_forward",
+    "data_dependent_if",
+    "shape_change_dim0",
+    "dtype_change",
+    "deep_break",
+    "two_causes",
+    "logging_call",
+]
 
 
 def main() -> None:
@@ -43,15 +52,23 @@ def main() -> None:
         manifest.write_text("\n".join(targets) + "\n")
         walls: dict[str, list[float]] = {"loop": [], **{f"jobs {k}": [] for k in jobs}}
         for _ in range(args.repeat):  # interleaved: drift in the machine hits every arm alike
-            walls["loop"].append(sum(_wall([*cli, t, "--no-bisect", "--no-fix", "--no-bench", "-q", "--json", os.path.join(tmp, "r.json")]) for t in targets))
+            walls["loop"].append(
+                sum(_wall([*cli, t, "--no-bisect", "--no-fix", "--no-bench", "-q", "--json", os.path.join(tmp, "r.json")]) for t in targets)
+            )
             for k in jobs:
-                walls[f"jobs {k}"].append(_wall([*cli, "sweep", str(manifest), "--jobs", str(k), "--out", os.path.join(tmp, f"out{k}"), "-q"]))
+                walls[f"jobs {k}"].append(
+                    _wall([*cli, "sweep", str(manifest), "--jobs", str(k), "--out", os.path.join(tmp, f"out{k}"), "-q"])
+                )
     med = {name: statistics.median(values) for name, values in walls.items()}
     print(f"{len(targets)} targets, {args.repeat} repeat(s), {os.cpu_count()} core(s); median wall:")
     print(f"  sequential loop of ctc-doctor TARGET   {med['loop']:7.1f} s  ({med['loop'] / len(targets):.1f} s per target)")
     for k in jobs:
         wall = med[f"jobs {k}"]
-        print(f"  sweep --jobs {k:<3}                      {wall:7.1f} s  speed-up {med['jobs 1'] / wall:.2f}x" if "jobs 1" in med else f"  sweep --jobs {k}  {wall:7.1f} s")
+        print(
+            f"  sweep --jobs {k:<3}                      {wall:7.1f} s  speed-up {med['jobs 1'] / wall:.2f}x"
+            if "jobs 1" in med
+            else f"  sweep --jobs {k}  {wall:7.1f} s"
+        )
     if "jobs 1" in med:
         print(f"overhead of the sweep, --jobs 1 / loop: {med['jobs 1'] / med['loop']:.2f}x")
 

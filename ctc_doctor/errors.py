@@ -21,7 +21,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """Process exit codes of the `ctc-doctor` command (documented in the README)."""
+    """Process exit codes of the `ctc-doctor` command (documented in docs/exit-codes.md)."""
 
     OK = 0
     """The command did its job. For an analysis: it ran to the end, whatever the verdict."""

@@ -46,7 +46,11 @@ def bisected(name: str, strategy: str = "both", train: bool = False) -> Report:
     torch.manual_seed(0)
     workload = spec.builder()()
     options = AnalyzeOptions(
-        spec=spec.target, train=train, explain=False, compile=False, bisect=BisectOptions(strategy=strategy)  # type: ignore[arg-type]
+        spec=spec.target,
+        train=train,
+        explain=False,
+        compile=False,
+        bisect=BisectOptions(strategy=strategy),  # type: ignore[arg-type]
     )
     return analyze(workload, options)
 

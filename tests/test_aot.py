@@ -20,7 +20,9 @@ pytestmark = pytest.mark.skipif(ti.aoti_missing() is not None, reason="no AOTInd
 
 def bench(tmp_path: Path, target: str, *extra: str) -> dict:
     out = tmp_path / "r.json"
-    done = run_cli("bench", target, "--aot", "--iters", "2", "--warmup", "0", "--no-regional", "--json", str(out), "-q", *extra, timeout=600)
+    done = run_cli(
+        "bench", target, "--aot", "--iters", "2", "--warmup", "0", "--no-regional", "--json", str(out), "-q", *extra, timeout=600
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(out.read_text())
 
@@ -28,7 +30,11 @@ def bench(tmp_path: Path, target: str, *extra: str) -> dict:
 def test_varying_dims_are_the_ones_that_change_between_calls() -> None:
     import torch
 
-    calls = [Call((torch.ones(2, 8),), {"mask": torch.ones(2, 8)}), Call((torch.ones(2, 12),), {"mask": torch.ones(2, 12)}), Call((torch.ones(3, 12),), {"mask": torch.ones(3, 12)})]
+    calls = [
+        Call((torch.ones(2, 8),), {"mask": torch.ones(2, 8)}),
+        Call((torch.ones(2, 12),), {"mask": torch.ones(2, 12)}),
+        Call((torch.ones(3, 12),), {"mask": torch.ones(3, 12)}),
+    ]
     assert varying_dims(calls) == {"args[0]": {0, 1}, "mask": {0, 1}}
     assert varying_dims(calls[:1]) == {}
 

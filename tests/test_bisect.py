@@ -59,7 +59,9 @@ def test_both_strategies_return_the_documented_smallest_failing_modules(name):
 
 def test_bisection_says_it_does_not_chase_a_break_of_a_fresh_models_first_call():
     torch.manual_seed(0)
-    report = analyze(FIXTURES["lazy_setup_under_lock"].builder()(), AnalyzeOptions(explain=False, bisect=BisectOptions(strategy="top-down")))
+    report = analyze(
+        FIXTURES["lazy_setup_under_lock"].builder()(), AnalyzeOptions(explain=False, bisect=BisectOptions(strategy="top-down"))
+    )
     assert [s.first_call_only for s in report.graph_breaks] == [True]
     assert report.bisect.smallest_failing == []
     assert any("B1 break only on a fresh model's first call" in n for n in report.bisect.notes)
@@ -135,7 +137,10 @@ def test_without_memoization_every_needed_module_is_tried():
 def test_a_hung_trace_becomes_a_timeout_row_and_the_bisection_finishes():
     workload = load_workload(f"{TARGETS / 'user_targets.py'}:hangs_while_tracing")
     report = analyze(
-        workload, AnalyzeOptions(explain=False, compile=False, bisect=BisectOptions(strategy="both", trial_timeout_s=4.0))  # room for a loaded CI box
+        workload,
+        AnalyzeOptions(
+            explain=False, compile=False, bisect=BisectOptions(strategy="both", trial_timeout_s=4.0)
+        ),  # room for a loaded CI box
     )
     rows = _rows(report)
     assert rows[""].status == "timeout" and rows["slow"].status == "timeout"
@@ -284,7 +289,10 @@ def test_bisect_command_writes_the_report_and_a_repro_beside_it(cli, tmp_path):
     # another model's repros in the same directory do not overwrite these: the names carry the target
     other = cli("bisect", "tests/targets/user_targets.py:printing_model", "--json", str(tmp_path / "other.json"))
     assert other.returncode == 0, other.stderr
-    assert sorted(p.name for p in tmp_path.glob("ctc_repro_*.py")) == ["ctc_repro_user_targets_printing_model_root.py", "ctc_repro_zoo_parent_break_body.py"]
+    assert sorted(p.name for p in tmp_path.glob("ctc_repro_*.py")) == [
+        "ctc_repro_user_targets_printing_model_root.py",
+        "ctc_repro_zoo_parent_break_body.py",
+    ]
     assert "← smallest failing" in result.stderr
 
 
@@ -314,7 +322,9 @@ def test_isolated_trials_turn_a_segfaulting_compile_into_a_crashed_row(cli, tmp_
 
 def test_each_segfault_costs_one_row_and_the_next_trial_gets_a_new_child(cli, tmp_path):
     out = tmp_path / "r.json"
-    result = cli("bisect", "user_targets:small", "--isolate", "--strategy", "top-down", "--backend", "ctc_test_segfault", "--json", str(out), "-q")
+    result = cli(
+        "bisect", "user_targets:small", "--isolate", "--strategy", "top-down", "--backend", "ctc_test_segfault", "--json", str(out), "-q"
+    )
     assert result.returncode == 0, result.stderr
     b = load_report(out).bisect
     assert [t.status for t in b.trials] == ["crashed"] * 3 and all("SIGSEGV" in t.reason for t in b.trials)
@@ -364,7 +374,16 @@ def test_a_full_run_with_the_benchmark_isolates_by_default_with_a_child_started_
 def test_a_hang_in_an_isolated_trial_is_cut_by_the_childs_own_limit_and_the_child_goes_on(cli, tmp_path):
     out = tmp_path / "r.json"
     result = cli(
-        "bisect", "user_targets:hangs_while_tracing", "--isolate", "--strategy", "top-down", "--trial-timeout", "3", "--json", str(out), "-q"
+        "bisect",
+        "user_targets:hangs_while_tracing",
+        "--isolate",
+        "--strategy",
+        "top-down",
+        "--trial-timeout",
+        "3",
+        "--json",
+        str(out),
+        "-q",
     )
     assert result.returncode == 0, result.stderr
     b = load_report(out).bisect

@@ -172,7 +172,9 @@ def test_tui_on_a_bad_report_exits_9_before_drawing(cli, tmp_path, args):
     path.write_text('{"schema_version": "1.2"')
     result = cli(*[a.format(path=path) for a in args])
     assert result.returncode == ExitCode.REPORT_INVALID
-    assert result.stderr.strip().splitlines() == [f"ctc-doctor: error: {path} is not valid JSON (line 1, column 25): Expecting ',' delimiter"]
+    assert result.stderr.strip().splitlines() == [
+        f"ctc-doctor: error: {path} is not valid JSON (line 1, column 25): Expecting ',' delimiter"
+    ]
 
 
 def test_tui_with_json_on_stdout_is_a_usage_error(cli):

@@ -84,9 +84,7 @@ def relative_links(path: Path) -> list[tuple[str, Path, str]]:
 
 
 def broken_file_links(path: Path, root: Path = REPO) -> list[str]:
-    return [
-        f"{path.relative_to(root)}: {href}" for href, target, _ in relative_links(path) if not target.exists()
-    ]
+    return [f"{path.relative_to(root)}: {href}" for href, target, _ in relative_links(path) if not target.exists()]
 
 
 def broken_anchors(path: Path, root: Path = REPO) -> list[str]:
@@ -118,9 +116,7 @@ def test_every_anchor_in_the_docs_names_a_heading():
 
 def test_every_docs_page_is_reachable_from_the_table_of_contents():
     listed = {target for _, target, _ in relative_links(REPO / "docs" / "index.md")}
-    pages = {path.resolve() for path in (REPO / "docs").glob("*.md")} - {
-        (REPO / "docs" / "index.md").resolve()
-    }
+    pages = {path.resolve() for path in (REPO / "docs").glob("*.md")} - {(REPO / "docs" / "index.md").resolve()}
     assert not pages - listed, sorted(str(p.relative_to(REPO)) for p in pages - listed)
 
 

@@ -306,7 +306,19 @@ def test_fix_and_bench_commands_write_the_sections_and_markdown_shows_them(cli, 
     assert result.returncode == 0, result.stderr
     report = load_report(out)
     assert report.fix.applied and report.benchmark is None
-    result = cli("bench", "ctc_doctor.fixtures.zoo:item_control_flow", "--bench-backend", "eager", "--iters", "2", "--warmup", "0", "--json", str(out), "--no-explain")
+    result = cli(
+        "bench",
+        "ctc_doctor.fixtures.zoo:item_control_flow",
+        "--bench-backend",
+        "eager",
+        "--iters",
+        "2",
+        "--warmup",
+        "0",
+        "--json",
+        str(out),
+        "--no-explain",
+    )
     assert result.returncode == 0, result.stderr
     assert "benchmark: eager" in result.stderr and "compiled_fixed" in result.stderr
     report = load_report(out)

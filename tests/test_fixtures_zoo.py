@@ -44,11 +44,11 @@ def test_each_expected_break_is_reported_at_its_exact_line_type_id_and_module_pa
         matches = [
             s
             for s in report.graph_breaks
-            if s.gb_type == expected.gb_type
-            and (s.own_frame or s.user_frame).file == source
-            and (s.own_frame or s.user_frame).line == line
+            if s.gb_type == expected.gb_type and (s.own_frame or s.user_frame).file == source and (s.own_frame or s.user_frame).line == line
         ]
-        assert matches, f"no {expected.gb_type!r} break at {source}:{line}; got {[(s.gb_type, s.user_frame.line) for s in report.graph_breaks]}"
+        assert matches, (
+            f"no {expected.gb_type!r} break at {source}:{line}; got {[(s.gb_type, s.user_frame.line) for s in report.graph_breaks]}"
+        )
         site = matches[0]
         assert site.module_paths == list(expected.module_paths)
         assert expected.registry_id in site.registry_ids
@@ -247,9 +247,7 @@ def test_train_mode_runs_backward_with_aot_eager_and_still_finds_the_break():
     report = analyzed("item_control_flow", train=True)
     assert report.environment.backend == "aot_eager" and report.target.train
     assert report.errors == []
-    assert [s.gb_type for s in report.graph_breaks] == [
-        "Unsupported Tensor.item() call with capture_scalar_outputs=False"
-    ]
+    assert [s.gb_type for s in report.graph_breaks] == ["Unsupported Tensor.item() call with capture_scalar_outputs=False"]
 
 
 def test_user_stacks_start_at_the_model_not_at_the_harness_that_called_it():

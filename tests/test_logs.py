@@ -92,7 +92,10 @@ def test_text_logs_with_and_without_glog_prefixes_agree_with_the_trace_of_the_sa
 
 def test_perf_hints_come_from_text_logs_alone_or_beside_a_trace():
     hints = ingested(LOGS / "print_in_forward_inductor_torch_logs.log").perf_hints
-    assert [(h.compile_id, h.message) for h in hints] == [("0/0", "Skip comprehensive padding on CPU"), ("2/0", "Skip comprehensive padding on CPU")]
+    assert [(h.compile_id, h.message) for h in hints] == [
+        ("0/0", "Skip comprehensive padding on CPU"),
+        ("2/0", "Skip comprehensive padding on CPU"),
+    ]
     assert all(h.logger == "torch._inductor.compile_fx.__perf_hints" for h in hints)
     both = ingested(SHOWCASE_TRACE, LOGS / "print_in_forward_inductor_torch_logs.log")
     assert both.perf_hints == hints and sites(both) == sites(ingested(SHOWCASE_TRACE))  # the text adds hints only
@@ -229,9 +232,11 @@ def test_causes_from_text_logs_keep_the_guard_user_stack(tmp_path):
     assert [(c.kind, c.source, c.summary) for c in offline.recompile_causes] == [
         (c.kind, c.source, c.summary) for c in live.recompile_causes
     ]
-    assert [(f.line, f.code) for f in offline.recompile_causes[0].user_stack] == [
-        (f.line, f.code) for f in live.recompile_causes[0].user_stack
-    ] != []
+    assert (
+        [(f.line, f.code) for f in offline.recompile_causes[0].user_stack]
+        == [(f.line, f.code) for f in live.recompile_causes[0].user_stack]
+        != []
+    )
     (rc,) = offline.recompiles
     assert len(rc.failed_guards) == 1  # the user stack lines are part of the guard, not guards of their own
 

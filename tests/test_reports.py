@@ -29,18 +29,48 @@ def test_the_committed_json_schema_matches_the_models():
 def test_the_fixed_field_names_other_tools_read_are_in_the_schema():
     defs = json.loads(SCHEMA_FILE.read_text())["$defs"]
     assert set(defs["GraphBreakSite"]["properties"]) >= {
-        "id", "gb_type", "registry_ids", "reason", "explanation", "hints", "user_frame", "user_stack",
-        "module_paths", "module_class", "occurrences", "compile_ids", "own_code", "library",
+        "id",
+        "gb_type",
+        "registry_ids",
+        "reason",
+        "explanation",
+        "hints",
+        "user_frame",
+        "user_stack",
+        "module_paths",
+        "module_class",
+        "occurrences",
+        "compile_ids",
+        "own_code",
+        "library",
     }
     assert set(defs["Recompile"]["properties"]) >= {"id", "function", "file", "line", "compile_id", "module_paths", "failed_guards"}
     assert set(defs["FailedGuard"]["properties"]) >= {"reason", "kind", "source", "expected", "actual"}
     assert set(defs["Summary"]["properties"]) >= {
-        "graph_count", "graph_break_count", "unique_break_sites", "recompile_count", "compile_time_s", "verdict",
+        "graph_count",
+        "graph_break_count",
+        "unique_break_sites",
+        "recompile_count",
+        "compile_time_s",
+        "verdict",
     }
     top = json.loads(SCHEMA_FILE.read_text())["properties"]
     assert set(top) >= {
-        "schema_version", "graph_breaks", "recompiles", "graphs", "perf_hints", "compile_metrics", "guards",
-        "summary", "target", "environment", "run", "errors", "bisect", "suggestions", "benchmark",
+        "schema_version",
+        "graph_breaks",
+        "recompiles",
+        "graphs",
+        "perf_hints",
+        "compile_metrics",
+        "guards",
+        "summary",
+        "target",
+        "environment",
+        "run",
+        "errors",
+        "bisect",
+        "suggestions",
+        "benchmark",
     }
 
 
@@ -52,7 +82,9 @@ def test_every_field_has_a_description():
 
 
 def test_importing_the_reports_layer_loads_neither_torch_nor_textual():
-    code = "import sys, ctc_doctor.reports, ctc_doctor.reports.render, ctc_doctor.reports.markdown, ctc_doctor.reports.diff, ctc_doctor.reports.redact, ctc_doctor.reports.policy, ctc_doctor.pytest_plugin; print(sorted(m for m in ('torch', 'textual') if m in sys.modules))"
+    modules = ["reports", "reports.render", "reports.markdown", "reports.diff", "reports.redact", "reports.policy", "pytest_plugin"]
+    imports = ", ".join(f"ctc_doctor.{m}" for m in modules)
+    code = f"import sys, {imports}; print(sorted(m for m in ('torch', 'textual') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert out.stdout.strip() == "[]", out.stderr
 

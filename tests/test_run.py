@@ -86,9 +86,7 @@ def test_run_diagnoses_an_unmodified_training_script(cli, tmp_path):
         "4",
     ]
     assert report.run.exit_code == 0 and report.run.stopped is None
-    assert [(c.name, c.kind, c.calls, c.options.get("backend")) for c in report.compiled] == [
-        ("Net", "module", 4, "eager")
-    ]
+    assert [(c.name, c.kind, c.calls, c.options.get("backend")) for c in report.compiled] == [("Net", "module", 4, "eager")]
     # the break: exact file and line, in the nested module
     site = next(s for s in report.graph_breaks if s.gb_type == "Data-dependent branching")
     frame = site.own_frame or site.user_frame
@@ -113,9 +111,7 @@ def test_run_json_dash_keeps_stdout_for_the_report_and_accepts_python_and_m(cli)
     )  # fmt: skip
     assert result.returncode == ExitCode.OK, result.stderr
     report = Report.model_validate(json.loads(result.stdout))  # nothing else on stdout
-    assert (
-        "step 1 batch 8" in result.stderr and "step 2" not in result.stderr
-    )  # the script's stdout moved to stderr
+    assert "step 1 batch 8" in result.stderr and "step 2" not in result.stderr  # the script's stdout moved to stderr
     assert report.target.command[:2] == ["-m", "ctc_doctor.fixtures.scripts.train"]
     assert report.run.stopped == "max_steps" and report.compiled[0].calls == 2
     assert any("stopped after 2 call(s) of" in n for n in report.notes), report.notes
@@ -152,9 +148,7 @@ def test_exit_codes_of_scripts_that_compile_nothing_or_exit_nonzero(cli, tmp_pat
     assert "eager only 2.0" in result.stdout
     assert "never called torch.compile" in result.stderr and "verdict" not in result.stderr
     exits = tmp_path / "exits.py"
-    exits.write_text(
-        "import sys, torch\ntorch.compile(lambda x: x + 1, backend='eager')(torch.ones(2))\nsys.exit(3)\n"
-    )
+    exits.write_text("import sys, torch\ntorch.compile(lambda x: x + 1, backend='eager')(torch.ones(2))\nsys.exit(3)\n")
     out = tmp_path / "r.json"
     result = cli("run", "--json", str(out), "--", str(exits))
     assert result.returncode == ExitCode.SCRIPT_FAILED, result.stderr
@@ -170,9 +164,7 @@ def test_the_parent_process_imports_no_torch():
 def test_usage_errors_are_one_line(cli, tmp_path):
     missing = cli("run", "--", str(tmp_path / "nope.py"))
     assert missing.returncode == ExitCode.TARGET_NOT_FOUND
-    assert missing.stderr.strip().splitlines() == [
-        f"ctc-doctor: error: no such script: {tmp_path / 'nope.py'}"
-    ]
+    assert missing.stderr.strip().splitlines() == [f"ctc-doctor: error: no such script: {tmp_path / 'nope.py'}"]
     assert cli("run").returncode == ExitCode.USAGE
     assert cli("run", "--", "python", "-c", "print(1)").returncode == ExitCode.TARGET_NOT_FOUND
     bad = tmp_path / "bad.py"
@@ -298,9 +290,7 @@ def test_two_ranks_report_each_rank_and_the_divergence_root_cause(cli, tmp_path)
 def test_timeout_stops_every_rank_of_a_hanging_script(cli, tmp_path):
     out = tmp_path / "r.json"
     started = time.monotonic()
-    result = cli(
-        "run", "--nproc", "2", "--timeout", "15", "--json", str(out), "--", str(hangs(tmp_path)), timeout=120
-    )
+    result = cli("run", "--nproc", "2", "--timeout", "15", "--json", str(out), "--", str(hangs(tmp_path)), timeout=120)
     assert result.returncode == ExitCode.TIMEOUT, result.stderr
     assert time.monotonic() - started < 60
     pids = [int(line.split()[1]) for line in result.stdout.splitlines() if line.startswith("pid ")]
@@ -349,9 +339,7 @@ def test_compile_recorder_sees_every_form_of_torch_compile():
 
 
 def test_live_run_keeps_the_scripts_arguments_after_the_separator():
-    live = LiveRun(
-        ["run", "--tui", "--json", "r.json", "--", "train.py", "--json", "theirs.json"], report_path=None
-    )
+    live = LiveRun(["run", "--tui", "--json", "r.json", "--", "train.py", "--json", "theirs.json"], report_path=None)
     command = live.command
     separator = command.index("--")
     assert command[separator:] == ["--", "train.py", "--json", "theirs.json"]

@@ -55,7 +55,22 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     # the two shards at once, one job each, as two CI matrix jobs would
     shards = [
         subprocess.Popen(
-            [sys.executable, "-m", "ctc_doctor", "sweep", str(manifest), "--shard", f"{i}/2", "--out", str(dirs[f"s{i}"]), "-q", "--timeout", TIMEOUT, "--jobs", "1"],
+            [
+                sys.executable,
+                "-m",
+                "ctc_doctor",
+                "sweep",
+                str(manifest),
+                "--shard",
+                f"{i}/2",
+                "--out",
+                str(dirs[f"s{i}"]),
+                "-q",
+                "--timeout",
+                TIMEOUT,
+                "--jobs",
+                "1",
+            ],
             cwd=REPO,
             env={**os.environ, "PYTHONPATH": str(TARGETS)},
             stderr=subprocess.PIPE,
@@ -175,7 +190,16 @@ def test_sweep_diff_matches_a_site_whose_line_moved() -> None:
     def summary(line: int, status: str = "graph_breaks") -> SweepSummary:
         site = SweepSite(gb_type="Unsupported", file="pkg/model.py", line=line, function="forward", module_paths=["a"])
         row = SweepTarget(target="pkg:build", index=0, status=status, break_sites=[site])  # type: ignore[arg-type]
-        return SweepSummary(manifest="m", manifest_digest="d", manifest_size=1, started_at="", wall_s=0, tool_version="", targets=[row], totals=Totals(targets=1))
+        return SweepSummary(
+            manifest="m",
+            manifest_digest="d",
+            manifest_size=1,
+            started_at="",
+            wall_s=0,
+            tool_version="",
+            targets=[row],
+            totals=Totals(targets=1),
+        )
 
     moved = diff_sweeps(summary(10), summary(14))
     assert moved.regressions == [] and moved.changes == []

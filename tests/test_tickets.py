@@ -176,8 +176,18 @@ def test_check_exits_1_with_the_violations_on_a_breaking_model_and_0_on_a_clean_
     result = cli("check", "ctc_doctor.fixtures.zoo:clean", "-q", "--no-explain")
     assert result.returncode == 0 and "passed" in result.stderr
     result = cli(
-        "check", "ctc_doctor.fixtures.zoo:showcase", "-q", "--no-explain", "--allow", "GB0059",
-        "--allow-module", "block0", "--allow-module", "block1", "--max-recompiles", "50",
+        "check",
+        "ctc_doctor.fixtures.zoo:showcase",
+        "-q",
+        "--no-explain",
+        "--allow",
+        "GB0059",
+        "--allow-module",
+        "block0",
+        "--allow-module",
+        "block1",
+        "--max-recompiles",
+        "50",
     )
     assert result.returncode == 0, result.stderr
 
@@ -219,4 +229,6 @@ def test_the_pytest_plugin_fails_a_breaking_model_and_leaves_dynamo_config_alone
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(["*torch.compile is not clean (ctc-doctor)*", "*1 graph-break site(s), more than the 0 allowed*", "*GB0059*"])
+    result.stdout.fnmatch_lines(
+        ["*torch.compile is not clean (ctc-doctor)*", "*1 graph-break site(s), more than the 0 allowed*", "*GB0059*"]
+    )

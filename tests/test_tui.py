@@ -476,7 +476,9 @@ def test_live_run_streams_phases_then_opens_the_report(tmp_path):
 
 def test_live_run_of_a_script_streams_its_output_and_phases(tmp_path):
     script = REPO / "ctc_doctor" / "fixtures" / "scripts" / "train.py"
-    live = _live("run", "--no-bisect", "--no-fix", "--json", str(tmp_path / "r.json"), "--", str(script), "--backend", "eager", "--steps", "2")
+    live = _live(
+        "run", "--no-bisect", "--no-fix", "--json", str(tmp_path / "r.json"), "--", str(script), "--backend", "eager", "--steps", "2"
+    )
 
     async def go():
         app = DoctorApp(live=live)

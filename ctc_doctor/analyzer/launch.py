@@ -5,8 +5,10 @@ This is the parent side, and it imports no torch. It starts the script through
 the real launcher, one runner per rank), with TORCH_TRACE pointed at a private directory. The
 script's stdin, stdout and stderr are the terminal's; it runs in its own process group, so that
 `--timeout` and Ctrl-C reach every rank: a SIGTERM (or SIGINT) first, so each rank can write what it
-found, then a SIGKILL after a grace period. Each rank writes its report; several are merged (ranks,
-divergence and its root cause). A rank that wrote nothing is read from its trace instead.
+found, then a SIGKILL after a grace period (`processes.signal_group`). Each rank writes its report;
+several are merged (`reports.ranks.merge_ranks`: ranks, divergence and its root cause). When no rank
+wrote one, the report is read from the traces (`offline.ingest`), or, with no trace either, an empty
+one is assembled (`reports.models.assemble_report`).
 """
 
 from __future__ import annotations
@@ -28,12 +30,12 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, Literal
 
 from ..errors import LogsInvalid, TargetInvalid, TargetNotFound
-from ..version import __version__
+from ..processes import signal_group
+from ..progress import ProgressEvent, ProgressFn
 
 if TYPE_CHECKING:
     from ..reports import models as rm
 
-ProgressFn = Callable[[str, int, int], None]
 Status = Literal["finished", "failed", "timeout", "interrupted"]
 _PYTHONS = ("python", "python3", os.path.basename(sys.executable))
 
@@ -76,14 +78,10 @@ def script_command(argv: list[str]) -> list[str]:
     a module, or a Python option such as `-c` in the script's place.
     """
     command = list(argv)
-    if command and (
-        command[0] in _PYTHONS or os.path.realpath(command[0]) == os.path.realpath(sys.executable)
-    ):
+    if command and (command[0] in _PYTHONS or os.path.realpath(command[0]) == os.path.realpath(sys.executable)):
         command = command[1:]
     if not command:
-        raise TargetNotFound(
-            "no script to run", hint="ctc-doctor run -- train.py ARGS, or run -- -m pkg.module ARGS"
-        )
+        raise TargetNotFound("no script to run", hint="ctc-doctor run -- train.py ARGS, or run -- -m pkg.module ARGS")
     if command[0] == "-m":
         if len(command) < 2:
             raise TargetNotFound("-m needs a module name", hint="ctc-doctor run -- -m pkg.module ARGS")
@@ -94,9 +92,7 @@ def script_command(argv: list[str]) -> list[str]:
             raise TargetNotFound(f"no module named {top!r}", hint="run from the directory that holds it, or install it")
         return command
     if command[0].startswith("-"):
-        raise TargetNotFound(
-            f"python option {command[0]!r} is not supported", hint="give the script or -m MODULE first"
-        )
+        raise TargetNotFound(f"python option {command[0]!r} is not supported", hint="give the script or -m MODULE first")
     if not os.path.isfile(command[0]):
         raise TargetNotFound(f"no such script: {command[0]}")
     try:
@@ -161,9 +157,7 @@ def _run(
     env = {**os.environ, "TORCH_TRACE": trace_dir}
     notes = []
     if os.environ.get("TORCH_TRACE"):
-        notes.append(
-            f"TORCH_TRACE={os.environ['TORCH_TRACE']} was replaced by ctc-doctor's own directory for this run."
-        )
+        notes.append(f"TORCH_TRACE={os.environ['TORCH_TRACE']} was replaced by ctc-doctor's own directory for this run.")
     runner = [sys.executable, "-m", "ctc_doctor.analyzer.script_runner", config_path, *command]
     if options.nproc > 1:
         runner = [
@@ -172,11 +166,7 @@ def _run(
             "-m", "ctc_doctor.analyzer.script_runner", config_path, *command,
         ]  # fmt: skip
     shown = shlex.join(command)
-    say(
-        f"running {shown} under capture"
-        + (f" on {options.nproc} ranks" if options.nproc > 1 else "")
-        + "; its output follows"
-    )
+    say(f"running {shown} under capture" + (f" on {options.nproc} ranks" if options.nproc > 1 else "") + "; its output follows")
     t0 = time.perf_counter()
     progress("script", 0, 0)
     proc = subprocess.Popen(runner, env=env, stdout=stdout, start_new_session=True)
@@ -205,9 +195,7 @@ def _run(
         report = merge_ranks(reports)
         attach_causes(report)  # recompiles of every rank, each rank's causes apart
     if missing and reports:
-        notes.append(
-            f"rank(s) {', '.join(map(str, missing))} wrote no report (killed, or failed before): not in this one."
-        )
+        notes.append(f"rank(s) {', '.join(map(str, missing))} wrote no report (killed, or failed before): not in this one.")
     report.notes[:0] = notes
     report.run.ranks = options.nproc
     if status == "timeout":
@@ -254,39 +242,29 @@ class _Progress:
             if not line.endswith("\n"):
                 break  # being written: read it next time
             self.offset += len(line.encode("utf-8"))
-            try:
-                event = json.loads(line)
-                self.progress(str(event["phase"]), int(event.get("done", 0)), int(event.get("total", 0)))
-            except (ValueError, KeyError, TypeError):
-                continue
+            event = ProgressEvent.parse(line)
+            if event is not None:
+                self.progress(event.phase, event.done, event.total)
 
 
 class _Terminated(Exception):
     """SIGTERM reached `ctc-doctor run` (the TUI's cancel, a CI runner): stop the script like Ctrl-C."""
 
 
-def _wait(
-    proc: subprocess.Popen[bytes], options: RunOptions, say: Callable[[str], None], follow: _Progress
-) -> tuple[Status, int]:
+def _wait(proc: subprocess.Popen[bytes], options: RunOptions, say: Callable[[str], None], follow: _Progress) -> tuple[Status, int]:
     """Wait for the script; stop its whole process group at --timeout, Ctrl-C or SIGTERM (TERM/INT, then KILL)."""
     deadline = time.monotonic() + options.timeout_s if options.timeout_s else None
 
     def terminated(signum: int, frame: Any) -> None:
         raise _Terminated
 
-    previous = (
-        signal.signal(signal.SIGTERM, terminated)
-        if threading.current_thread() is threading.main_thread()
-        else None
-    )
+    previous = signal.signal(signal.SIGTERM, terminated) if threading.current_thread() is threading.main_thread() else None
     try:
         while True:
             follow.poll()
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
-                say(
-                    f"--timeout {options.timeout_s:g} s: stopping the script (every rank); they write what they found"
-                )
+                say(f"--timeout {options.timeout_s:g} s: stopping the script (every rank); they write what they found")
                 return "timeout", _stop(proc, signal.SIGTERM, options.grace_s, follow)
             try:
                 code = proc.wait(timeout=min(0.25, left) if left is not None else 0.25)
@@ -295,10 +273,7 @@ def _wait(
             except subprocess.TimeoutExpired:
                 continue
     except (KeyboardInterrupt, _Terminated) as exc:
-        say(
-            "interrupted: stopping the script"
-            + ("; press Ctrl-C again to kill it at once" if isinstance(exc, KeyboardInterrupt) else "")
-        )
+        say("interrupted: stopping the script" + ("; press Ctrl-C again to kill it at once" if isinstance(exc, KeyboardInterrupt) else ""))
         try:
             return "interrupted", _stop(
                 proc,
@@ -307,29 +282,22 @@ def _wait(
                 follow,
             )
         except (KeyboardInterrupt, _Terminated):
-            _signal_group(proc, signal.SIGKILL)
+            signal_group(proc, signal.SIGKILL)
             return "interrupted", proc.wait()
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
 
 
-def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def _stop(proc: subprocess.Popen[bytes], sig: int, grace_s: float, follow: _Progress) -> int:
-    _signal_group(proc, sig)
+    signal_group(proc, sig)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
         try:
             return proc.wait(timeout=0.25)
         except subprocess.TimeoutExpired:
             follow.poll()
-    _signal_group(proc, signal.SIGKILL)  # a rank stuck where signals cannot reach (a collective)
+    signal_group(proc, signal.SIGKILL)  # a rank stuck where signals cannot reach (a collective)
     return proc.wait()
 
 
@@ -340,29 +308,13 @@ def _from_trace(trace_dir: str, command: list[str], notes: list[str]) -> rm.Repo
 
     try:
         report = ingest([trace_dir])
-        notes.append(
-            "No rank wrote its report (killed, or the runner failed): this is what their traces say."
-        )
+        notes.append("No rank wrote its report (killed, or the runner failed): this is what their traces say.")
     except LogsInvalid:
-        notes.append(
-            "No rank wrote a report and there is no trace: the script compiled nothing before it ended."
-        )
-        report = rm.Report(
-            target=rm.Target(
-                spec=" ".join(command), name=command[0], model_class="none", parameters=0, modules=0, calls=0
-            ),
-            environment=rm.Environment(
-                python="unknown", torch="unknown", platform="unknown", device="unknown", backend="unknown"
-            ),
-            run=rm.RunInfo(command="", started_at="", duration_s=0.0, tool_version=__version__),
-            summary=rm.Summary(
-                graph_count=0,
-                graph_break_count=0,
-                unique_break_sites=0,
-                recompile_count=0,
-                compile_time_s=0.0,
-                verdict="clean",
-            ),
+        notes.append("No rank wrote a report and there is no trace: the script compiled nothing before it ended.")
+        report = rm.assemble_report(  # nothing found, nothing timed
+            target=rm.Target(spec=" ".join(command), name=command[0], model_class="none", parameters=0, modules=0, calls=0),
+            environment=rm.unknown_environment(),
+            summary=rm.summarize(graph_count=0, failed=False),
         )
     report.target.kind = "script"
     report.target.spec = " ".join(command)

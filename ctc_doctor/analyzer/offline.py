@@ -6,11 +6,12 @@ deduplicated and ranked by `findings` exactly as in a live analysis; recompiles 
 failed guards; compile metrics and guard counts come per compile id. Module paths are filled only
 from what the logs say: torch 2.13's logs name no nn.Module paths, so they stay empty (a note says
 so) rather than being guessed. Multi-rank logs get per-rank counts and a list of diverging ranks.
+The report is assembled from these sections, and its summary counted, by `reports.models`
+(`assemble_report`, `summarize`).
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import re
 import time
@@ -21,10 +22,9 @@ from typing import Any
 
 from ..errors import LogsInvalid
 from ..reports import models as rm
-from ..reports.compile_id import CompileId
+from ..reports.compile_id import qualified
 from ..reports.ranks import divergence as rank_divergence
 from ..reports.ranks import root_cause
-from ..version import __version__
 from .readers.causes import attach_causes
 from .readers.findings import (
     BreakRecord,
@@ -89,17 +89,9 @@ class _Ingest:
     limit_warnings: int = 0
 
 
-def _qualified(compile_id: str | None, rank: int | None) -> str | None:
-    """Compile ids repeat on every rank: `rank1:0/0` keeps them apart (plain `0/0` without ranks)."""
-    cid = CompileId.parse(compile_id)
-    if cid is None or rank is None:
-        return compile_id
-    return str(cid.with_rank(rank))
-
-
 def ingest(paths: list[str], *, keep_guard_text: bool = False, command: str = "") -> rm.Report:
     """Read the logs and build the report. Raises `LogsInvalid` when nothing in them is a torch log."""
-    started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    started_at = rm.started_now()
     t0 = time.perf_counter()
     inputs = classify_paths(paths)
     state = _Ingest()
@@ -133,7 +125,7 @@ def ingest(paths: list[str], *, keep_guard_text: bool = False, command: str = ""
 
 def _trace_record(state: _Ingest, rec: TraceRecord) -> BreakRecord | None:
     rank = rec.rank
-    cid = _qualified(rec.compile_id, rank)
+    cid = qualified(rec.compile_id, rank)
     rs = state.ranks[rank]
     rs.files.add(rec.file)
     if rec.kind == "artifact:dynamo_graph_break_reason" and rec.payload:
@@ -168,15 +160,15 @@ def _trace_record(state: _Ingest, rec: TraceRecord) -> BreakRecord | None:
     elif rec.kind == "dynamo_cpp_guards_str" and cid is not None:
         state.guards.append(guard_set(cid, rec.payload))
     elif rec.kind == "artifact:torch_version" and rec.payload:
-        m = re.search(r'"pytorch_version":\s*"([^"]+)"', rec.payload)
-        state.torch_version = state.torch_version or (m.group(1) if m else None)
+        version = re.search(r'"pytorch_version":\s*"([^"]+)"', rec.payload)
+        state.torch_version = state.torch_version or (version.group(1) if version else None)
     return None
 
 
 def _text_message(state: _Ingest, msg: TextMessage, *, hints_only: bool) -> BreakRecord | None:
     counter = state.counter
     rank = msg.rank
-    cid = _qualified(msg.compile_id, rank)
+    cid = qualified(msg.compile_id, rank)
     artifact = msg.artifact
     if artifact == "perf_hints":
         counter.used += 1
@@ -310,20 +302,8 @@ def _report(
     if divergence:
         notes.append(f"{len(divergence)} divergence(s) between ranks: ranks that compile differently can hang collectives.")
 
-    first_graphs = max((rs.first_graphs for rs in state.ranks.values()), default=0)
-    failed = bool(errors)
-    summary = rm.Summary(
-        graph_count=first_graphs,
-        graphs_compiled=len(graphs),
-        graph_break_count=sum(s.occurrences for s in sites),
-        unique_break_sites=len(sites),
-        recompile_count=len(recompiles),
-        frames_skipped=len(state.skipped),
-        compile_time_s=round(sum(m.duration_s or 0.0 for m in compile_metrics), 4),
-        verdict=rm.compute_verdict(len(sites), len(recompiles), failed),
-    )
     label = os.path.basename(os.path.normpath(paths[0])) if paths else "logs"
-    report = rm.Report(
+    report = rm.assemble_report(
         target=rm.Target(
             kind="logs",
             spec=" ".join(paths),
@@ -333,15 +313,24 @@ def _report(
             modules=0,
             calls=0,
         ),
-        environment=rm.Environment(
-            python=state.python_version or "unknown",
-            torch=state.torch_version or "unknown",
-            platform="unknown",
-            device="cuda" if state.cuda else "unknown",
-            backend="inductor" if state.inductor else "unknown",
+        environment=rm.unknown_environment(
+            python=state.python_version,
+            torch=state.torch_version,
+            device="cuda" if state.cuda else None,
+            backend="inductor" if state.inductor else None,
         ),
-        run=rm.RunInfo(command=command, started_at=started_at, duration_s=round(time.perf_counter() - t0, 3), tool_version=__version__),
-        summary=summary,
+        summary=rm.summarize(
+            graph_breaks=sites,
+            recompiles=recompiles,
+            graphs=graphs,
+            compile_metrics=compile_metrics,
+            graph_count=max((rs.first_graphs for rs in state.ranks.values()), default=0),  # x/0 compiles
+            frames_skipped=len(state.skipped),
+            failed=bool(errors),
+        ),
+        command=command,
+        started_at=started_at,
+        t0=t0,
         graph_breaks=sites,
         recompiles=recompiles,
         graphs=graphs,

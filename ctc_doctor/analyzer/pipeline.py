@@ -1,16 +1,17 @@
 """`analyze(workload, options) -> Report`: the order of the phases, their deadlines and progress.
 
 analysis (the compiled run under capture, then the eager pass) -> bisect (when it broke) -> suggest ->
-fix -> probe -> bench. Each phase returns its section; this module is the only one that writes the
-report, merging sections in. A phase that fails becomes an error row and the phases after it run; a
-phase that runs out of --timeout ends the run there. What was found before is always reported.
+fix -> probe -> bench. Each phase returns its section. The analysis phase's sections are assembled
+into the report by `reports.models.assemble_report` (as every producer's are); this module merges
+the later phases' sections into it (`ctc-doctor run`'s first rank through `after_analysis` too). A
+phase that fails becomes an error row and the phases after it run; a phase that runs out of --timeout
+ends the run there. What was found before is always reported.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime as _dt
 import importlib.metadata
 import os
 import platform
@@ -23,7 +24,6 @@ import torch
 
 from ..reports import models as rm
 from ..reports.verdicts import judge_one
-from ..version import __version__
 from ..workload import Call, Workload
 from . import torch_internals as ti
 from .fixes.facts import ModelFacts
@@ -96,7 +96,7 @@ class Clock:
         self.t0 = time.perf_counter()
 
     def elapsed(self) -> float:
-        return round(time.perf_counter() - self.t0, 3)
+        return rm.elapsed_s(self.t0)
 
     def remaining(self) -> float | None:
         if not self.timeout_s:
@@ -107,7 +107,7 @@ class Clock:
 def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Report:
     """Analyze a workload and return the report. Resets torch._dynamo state (compiled caches)."""
     options = options or AnalyzeOptions()
-    started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    started_at = rm.started_now()
     clock = Clock(options.timeout_s)
     settings = RunSettings(backend=options.resolved_backend(), train=options.train, seed=options.seed, device=options.device)
     if options.device is not None and isinstance(workload.model, torch.nn.Module):
@@ -192,12 +192,14 @@ def _pristine_copy(workload: Workload, options: AnalyzeOptions) -> tuple[Any, st
 # ---------------------------------------------------------------------------------------------
 
 
-def _report(workload: Workload, calls: list[Call], options: AnalyzeOptions, analysis: AnalysisResult, started_at: str, clock: Clock) -> rm.Report:
+def _report(
+    workload: Workload, calls: list[Call], options: AnalyzeOptions, analysis: AnalysisResult, started_at: str, clock: Clock
+) -> rm.Report:
     model = workload.model
     is_module = isinstance(model, torch.nn.Module)
     arg_names = forward_arg_names(model)
     found = analysis.findings
-    return rm.Report(
+    return rm.assemble_report(
         target=rm.Target(
             spec=options.spec,
             name=workload.name or type(model).__name__,
@@ -209,14 +211,11 @@ def _report(workload: Workload, calls: list[Call], options: AnalyzeOptions, anal
             inputs=[describe_inputs(c.args, dict(c.kwargs), arg_names) for c in calls],
         ),
         environment=environment(options),
-        run=rm.RunInfo(
-            command=options.command,
-            started_at=started_at,
-            duration_s=clock.elapsed(),
-            tool_version=__version__,
-            seed=options.seed,
-        ),
         summary=analysis.summary,
+        command=options.command,
+        started_at=started_at,
+        t0=clock.t0,
+        seed=options.seed,
         **found.sections(),
         explain=analysis.explain,
         notes=analysis.notes,
@@ -267,8 +266,7 @@ def bisect_into(report: rm.Report, ctx: PhaseContext, options: BisectOptions, cl
             report.summary.verdict = "failed" if statuses & {"timeout", "crashed"} else "clean"
         report.notes.insert(
             0,
-            "Bisection only: the break, recompile and graph counts were not measured "
-            "(run `ctc-doctor TARGET` for the full analysis).",
+            "Bisection only: the break, recompile and graph counts were not measured (run `ctc-doctor TARGET` for the full analysis).",
         )
 
 
@@ -351,8 +349,7 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions
         except Exception as exc:  # noqa: BLE001 - the phases before it still stand
             report.errors.append(rm.ErrorRecord(phase=phase, type=type(exc).__name__, message=describe_error(exc)[:500]))
         finally:
-            with contextlib.suppress(Exception):
-                ti.fresh_dynamo_state()
+            ti.reset_dynamo_quietly()
     _merge_verdicts(report)
 
 

@@ -7,21 +7,20 @@ call's break lines (first_call_only) and, on the first rank, records each submod
 bisection. The first rank then runs the pipeline's later phases on that module and its recorded
 calls: suggestions, bisection, and fixes verified on copies of the module as it was when compiled
 (counts measured on the recorded calls, with and without each fix). Checks compile with the analysis
-backend (`--backend`, else eager), not the script's.
+backend (`--backend`, else eager), not the script's. The report is assembled from the script's
+findings by `reports.models.assemble_report`; the later phases merge into it as in `pipeline`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import time
 from typing import Any
 
 import torch
 
+from ..progress import file_writer, no_progress
 from ..reports import models as rm
-from ..version import __version__
 from ..workload import Call, Workload
 from . import torch_internals as ti
 from .capture.attribution import ModuleIndex
@@ -40,21 +39,6 @@ from .running.settings import RunSettings
 
 ATTRIBUTION_TIMEOUT_S = 120.0
 """The eager call that records module call sites: a model that needs its peers (collectives) would hang."""
-
-
-def _progress(path: str | None) -> Any:
-    """The first rank's phases, as JSON lines the parent follows (`launch._Progress`)."""
-
-    def report(step: str, done: int, total: int) -> None:
-        if path is None:
-            return
-        try:
-            with open(path, "a", encoding="utf-8") as fh:
-                fh.write(json.dumps({"phase": step, "done": done, "total": total}) + "\n")
-        except OSError:
-            pass  # progress is a courtesy; the report is what matters
-
-    return report
 
 
 def _analyzed_module(obj: CompiledObject | None) -> torch.nn.Module | None:
@@ -107,7 +91,9 @@ def _rank_report(
     """This rank's report. `budget_s`: the seconds left for the analysis (None: no limit); a stop
     signal during it (StopScript, KeyboardInterrupt) leaves the sections done so far."""
     clock = Clock(budget_s)
-    progress = _progress(config.get("progress_path") if rank == 0 else None)
+    # the first rank's phases, as lines the parent follows (`launch._Progress`)
+    progress_path = config.get("progress_path") if rank == 0 else None
+    progress = file_writer(progress_path) if progress_path else no_progress
     primary = recorder.primary
     if primary is not None:
         progress("report", 0, 0)
@@ -132,20 +118,17 @@ def _rank_report(
                 preserved_state(model),
                 torch.set_grad_enabled(bool(first and first.grad_enabled)),
             ):
-                eager = eager_pass(
-                    Workload(model), calls[:1], settings, index=index, inputs=inputs, watch=watch
-                )
+                eager = eager_pass(Workload(model), calls[:1], settings, index=index, inputs=inputs, watch=watch)
             if eager.error is not None:
                 notes.append(
-                    f"one eager call of {primary.name if primary else 'the model'} on its first inputs failed ({eager.error.message}): module paths may be missing."
+                    f"one eager call of {primary.name if primary else 'the model'} on its first inputs failed "
+                    f"({eager.error.message}): module paths may be missing."
                 )
                 inputs = None
             elif watch:
                 lines_run = eager.lines_run
         except (DeadlineExceeded, StopScript, KeyboardInterrupt):
-            notes.append(
-                f"one eager call of the model on its first inputs did not finish (in {limit:.0f} s, or stopped): no module paths."
-            )
+            notes.append(f"one eager call of the model on its first inputs did not finish (in {limit:.0f} s, or stopped): no module paths.")
             inputs = None
     findings = findings_of(run, index if index.exercised else None, lines_run)
 
@@ -162,11 +145,12 @@ def _rank_report(
         notes.insert(0, "The script never called torch.compile: there is nothing to analyze.")
     elif outcome.stopped == "max_steps":
         notes.append(
-            f"--max-steps {config.get('max_steps')}: the script was stopped after {recorder.stopped_after} call(s) of {primary.name}, before the next."
+            f"--max-steps {config.get('max_steps')}: the script was stopped after {recorder.stopped_after} call(s) "
+            f"of {primary.name}, before the next."
         )
     notes.extend(ti.torch_log_notes(run.capture.torch_logs, "while the script ran"))
     name = command[1] if command[0] == "-m" else os.path.basename(command[0])
-    report = rm.Report(
+    report = rm.assemble_report(
         target=rm.Target(
             kind="script",
             spec=" ".join(command),
@@ -179,17 +163,12 @@ def _rank_report(
             inputs=[r.description for r in primary.recorded] if primary else [],
         ),
         environment=environment(AnalyzeOptions(backend=backend, device=device)),
-        run=rm.RunInfo(
-            command="",
-            started_at=started_at,
-            duration_s=round(time.perf_counter() - t0, 3),
-            tool_version=__version__,
-            seed=None,
-            exit_code=outcome.exit_code,
-            script_error=outcome.error,
-            stopped=outcome.stopped,
-        ),
         summary=findings.summary(failed=False),
+        started_at=started_at,
+        t0=t0,
+        exit_code=outcome.exit_code,
+        script_error=outcome.error,
+        stopped=outcome.stopped,
         **findings.sections(),
         notes=notes,
         errors=errors,
@@ -208,11 +187,9 @@ def _rank_report(
                 )
             )
     elif outcome.stopped in ("terminated", "interrupted"):
-        report.notes.append(
-            "The script was stopped: no bisection or fixes (run again without --timeout, or with a larger one, for them)."
-        )
+        report.notes.append("The script was stopped: no bisection or fixes (run again without --timeout, or with a larger one, for them).")
     attach_causes(report)
-    report.run.duration_s = round(time.perf_counter() - t0, 3)
+    report.run.duration_s = rm.elapsed_s(t0)
     return report
 
 
@@ -265,6 +242,4 @@ def _later_phases(
         options = BisectOptions(strategy="top-down", trial_timeout_s=config.get("trial_timeout_s") or 60.0)
         bisect_into(report, ctx, options, clock, bisect_only=False)
     fix = FixOptions(measure_baseline=True) if config.get("fix") else None
-    after_analysis(
-        report, ctx, AnalyzeOptions(backend=settings.backend, fix=fix, timeout_s=clock.timeout_s), clock
-    )
+    after_analysis(report, ctx, AnalyzeOptions(backend=settings.backend, fix=fix, timeout_s=clock.timeout_s), clock)

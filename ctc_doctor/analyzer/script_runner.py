@@ -12,7 +12,6 @@ fixes verified on copies of the module as it was when compiled. Then it exits as
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
 import runpy
@@ -95,7 +94,9 @@ def main(argv: list[str]) -> int:
         config = json.load(fh)
     command = argv[2:]
     rank = int(os.environ.get("RANK", "0"))
-    started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    from ..reports.models import started_now
+
+    started_at = started_now()
     t0 = time.perf_counter()
 
     from . import torch_internals as ti

@@ -58,9 +58,7 @@ def _import_file(path: str) -> Any:
         spec.loader.exec_module(module)
     except Exception as exc:
         sys.modules.pop(name, None)
-        raise BuilderFailed(
-            f"importing {path} raised {type(exc).__name__}: {first_line(exc)}{_user_frame(exc, path)}"
-        ) from exc
+        raise BuilderFailed(f"importing {path} raised {type(exc).__name__}: {first_line(exc)}{_user_frame(exc, path)}") from exc
     return module
 
 
@@ -72,14 +70,10 @@ def _import_module(name: str) -> Any:
     except ModuleNotFoundError as exc:
         missing = exc.name or ""
         if missing and (name == missing or name.startswith(missing + ".")):
-            raise TargetNotFound(
-                f"no module named {missing!r}", hint="is it installed, or run from its directory?"
-            ) from exc
+            raise TargetNotFound(f"no module named {missing!r}", hint="is it installed, or run from its directory?") from exc
         raise BuilderFailed(f"importing {name} failed: {first_line(exc)}{_user_frame(exc)}") from exc
     except Exception as exc:
-        raise BuilderFailed(
-            f"importing {name} raised {type(exc).__name__}: {first_line(exc)}{_user_frame(exc)}"
-        ) from exc
+        raise BuilderFailed(f"importing {name} raised {type(exc).__name__}: {first_line(exc)}{_user_frame(exc)}") from exc
 
 
 def resolve_builder(spec: str) -> Any:

@@ -97,7 +97,9 @@ def _suggestion_steps(report: Report, limit: int = 5) -> list[str]:
         # measured: by verdict (recommended, then trade-offs), fix before workaround, then benefit on the objective
         ranked = sorted(report.suggestions, key=lambda s: rank_key(s, objective))
     else:
-        ranked = sorted(report.suggestions, key=lambda s: ({"applied": 0, "works": 1, "measured": 1}.get(suggestion_status(s, report.fix), 2)))
+        ranked = sorted(
+            report.suggestions, key=lambda s: {"applied": 0, "works": 1, "measured": 1}.get(suggestion_status(s, report.fix), 2)
+        )
     for s in ranked:
         status = suggestion_status(s, report.fix)
         if status in ("unsafe", "failed", "no effect", "redundant", "no gain") or s.verdict in ("worse", "failed", "no_effect"):

@@ -14,9 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-_PATTERN = re.compile(
-    r"^(?:rank(?P<rank>\d+):)?\[?(?:!(?P<ca>\d+))?(?:/?(?P<frame>\d+)/(?P<attempt>\d+))?(?:_(?P<restart>\d+))?\]?$"
-)
+_PATTERN = re.compile(r"^(?:rank(?P<rank>\d+):)?\[?(?:!(?P<ca>\d+))?(?:/?(?P<frame>\d+)/(?P<attempt>\d+))?(?:_(?P<restart>\d+))?\]?$")
 
 
 @dataclass(frozen=True)
@@ -61,6 +59,15 @@ class CompileId:
         if m is None or (m.group("ca") is None and m.group("frame") is None):
             return None
         return cls(_int(m.group("frame")), _int(m.group("attempt")), _int(m.group("ca")), _int(m.group("rank")))
+
+
+def qualified(compile_id: str | None, rank: int | None) -> str | None:
+    """The id as one rank's (`0/0` of rank 1 -> `rank1:0/0`): ids repeat on every rank. Without a rank,
+    or for text that is no id, the text as it is."""
+    cid = CompileId.parse(compile_id)
+    if cid is None or rank is None:
+        return compile_id
+    return str(cid.with_rank(rank))
 
 
 def _int(value: Any) -> int | None:

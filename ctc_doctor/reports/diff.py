@@ -1,8 +1,9 @@
 """Compare two reports: which break sites were fixed, which are new, what changed in the counts.
 
-Break sites match on (gb_type, file, line) plus module paths; a site whose line moved (the fix edited
-the file above it) matches on (gb_type, file, function, module paths) in a second pass. Files compare
-by their last two path components, so reports from two checkouts or machines still match.
+Break sites match as the same site across runs (`GraphBreakSite.key`): on (gb_type, file, line) of
+the user's frame plus module paths; a site whose line moved (the fix edited the file above it)
+matches on (gb_type, file, function, module paths) in a second pass. Files compare by their last two
+path components, so reports from two checkouts or machines still match.
 Recompiles match on (function, file, failed-guard kinds, module paths); recompile causes on (guard kind,
 source, dim), when both reports have them (schema 1.6+). Benchmark arms of the same name
 are compared (compile time, latency, speedup) but never count as regressions. No torch import.
@@ -16,19 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..errors import ReportError
-from .models import GraphBreakSite, Recompile, RecompileCause, Report
+from .models import GraphBreakSite, Recompile, RecompileCause, Report, file_key
 
 _VERDICT_RANK = {"clean": 0, "recompiles": 1, "graph_breaks": 2, "graph_breaks_and_recompiles": 3, "failed": 4}
 _COUNTS = ("graph_count", "graph_break_count", "unique_break_sites", "recompile_count", "frames_skipped")
 
 
 T = TypeVar("T")
-
-
-def file_key(path: str) -> str:
-    """The last two components of a path: the same file in two checkouts or machines."""
-    parts = path.replace("\\", "/").split("/")
-    return "/".join(parts[-2:])
 
 
 def pair_up(
@@ -55,20 +50,6 @@ def pair_up(
             remaining.remove(match)
             pairs.append((site, match))
     return pairs, gone, remaining
-
-
-def _site_frame(site: GraphBreakSite) -> Any:
-    return site.own_frame or site.user_frame
-
-
-def _exact(site: GraphBreakSite, paths: bool = True) -> tuple[Any, ...]:
-    f = _site_frame(site)
-    return (site.gb_type, file_key(f.file), f.line, tuple(site.module_paths) if paths else ())
-
-
-def _loose(site: GraphBreakSite, paths: bool = True) -> tuple[Any, ...]:
-    f = _site_frame(site)
-    return (site.gb_type, file_key(f.file), f.function, tuple(site.module_paths) if paths else ())
 
 
 def _recompile_key(rc: Recompile, paths: bool = True) -> tuple[Any, ...]:
@@ -117,7 +98,9 @@ def diff_reports(before: Report, after: Report) -> ReportDiff:
         )
     out = ReportDiff()
     if before.schema_version != after.schema_version:
-        out.notes.append(f"schema versions differ ({before.schema_version} vs {after.schema_version}); fields new in the later one are ignored")
+        out.notes.append(
+            f"schema versions differ ({before.schema_version} vs {after.schema_version}); fields new in the later one are ignored"
+        )
     if before.target.name != after.target.name:
         out.notes.append(f"different workloads: {before.target.name} vs {after.target.name}")
     if (before.environment.torch, before.environment.backend) != (after.environment.torch, after.environment.backend):
@@ -131,7 +114,10 @@ def diff_reports(before: Report, after: Report) -> ReportDiff:
     if before.source is not None or after.source is not None:
         out.notes.append("a report read from logs has no module paths: sites and recompiles match on source location only")
     out.unchanged, out.fixed, out.new = pair_up(
-        before.graph_breaks, after.graph_breaks, lambda s: _exact(s, paths), lambda s: _loose(s, paths)
+        before.graph_breaks,
+        after.graph_breaks,
+        lambda s: s.key(across_runs=True, module_paths=paths),
+        lambda s: s.key(across_runs=True, line_moved=True, module_paths=paths),
     )
 
     rb = Counter(_recompile_key(r, paths) for r in before.recompiles)
@@ -161,20 +147,23 @@ def diff_reports(before: Report, after: Report) -> ReportDiff:
     if before.benchmark is not None and after.benchmark is not None:
         arms_after = {a.name: a for a in after.benchmark.arms}
         for arm in before.benchmark.arms:
-            other = arms_after.get(arm.name)
-            if other is None:
+            other_arm = arms_after.get(arm.name)
+            if other_arm is None:
                 continue
             out.benchmark[arm.name] = {
-                "compile_time_s": (arm.compile_time_s, other.compile_time_s),
-                "latency_ms": (arm.latency_ms.median if arm.latency_ms else None, other.latency_ms.median if other.latency_ms else None),
-                "speedup_vs_eager": (arm.speedup_vs_eager, other.speedup_vs_eager),
+                "compile_time_s": (arm.compile_time_s, other_arm.compile_time_s),
+                "latency_ms": (
+                    arm.latency_ms.median if arm.latency_ms else None,
+                    other_arm.latency_ms.median if other_arm.latency_ms else None,
+                ),
+                "speedup_vs_eager": (arm.speedup_vs_eager, other_arm.speedup_vs_eager),
             }
 
     if not (before.summary.analysis_run and after.summary.analysis_run):
         out.notes.append("one report is bisection only: its counts were not measured and are not compared")
     else:
         for site in out.new:
-            f = _site_frame(site)
+            f = site.place()
             out.regressions.append(f"new break site {site.gb_type} at {file_key(f.file)}:{f.line}")
         for name in _COUNTS:
             b, a = out.counts[name]
@@ -205,13 +194,13 @@ def render_diff_text(d: ReportDiff) -> str:
             lines.append(f"  {name}: {b} -> {a}" + (f" ({delta:+})" if delta else ""))
     lines.append(f"break sites: {len(d.fixed)} fixed, {len(d.new)} new, {len(d.unchanged)} unchanged")
     for site in d.fixed:
-        f = _site_frame(site)
+        f = site.place()
         lines.append(f"  fixed  {site.gb_type} at {file_key(f.file)}:{f.line} ({', '.join(site.module_paths) or '—'})")
     for site in d.new:
-        f = _site_frame(site)
+        f = site.place()
         lines.append(f"  new    {site.gb_type} at {file_key(f.file)}:{f.line} ({', '.join(site.module_paths) or '—'})")
     for before, after in d.unchanged:
-        f = _site_frame(after)
+        f = after.place()
         extra = f" (occurrences {before.occurrences} -> {after.occurrences})" if before.occurrences != after.occurrences else ""
         lines.append(f"  same   {after.gb_type} at {file_key(f.file)}:{f.line}{extra}")
     if d.causes_fixed or d.causes_new or d.causes_changed:
@@ -227,9 +216,9 @@ def render_diff_text(d: ReportDiff) -> str:
     for arm, values in d.benchmark.items():
         parts = []
         for name, unit in (("compile_time_s", " s"), ("latency_ms", " ms"), ("speedup_vs_eager", "x")):
-            b, a = values[name]
-            if b is not None or a is not None:
-                parts.append(f"{name} {'—' if b is None else f'{b:.3g}'} -> {'—' if a is None else f'{a:.3g}'}{unit}")
+            was, now = values[name]
+            if was is not None or now is not None:
+                parts.append(f"{name} {'—' if was is None else f'{was:.3g}'} -> {'—' if now is None else f'{now:.3g}'}{unit}")
         if parts:
             lines.append(f"benchmark {arm}: " + ", ".join(parts))
     if d.bisect is not None:

@@ -54,14 +54,10 @@ def load_report(path: str | Path) -> Report:
         raise ReportError(f"{p} is not a ctc-doctor report (no schema_version)")
     major = str(version).split(".")[0]
     if major != SCHEMA_VERSION.split(".")[0]:
-        raise ReportError(
-            f"{p} has schema_version {version}; this ctc-doctor reads {SCHEMA_VERSION.split('.')[0]}.x"
-        )
+        raise ReportError(f"{p} has schema_version {version}; this ctc-doctor reads {SCHEMA_VERSION.split('.')[0]}.x")
     try:
         return Report.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first.get("loc", ()))
-        raise ReportError(
-            f"{p} is not a valid report: {where}: {first.get('msg')} ({exc.error_count()} problem(s))"
-        ) from exc
+        raise ReportError(f"{p} is not a valid report: {where}: {first.get('msg')} ({exc.error_count()} problem(s))") from exc

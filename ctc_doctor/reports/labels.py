@@ -20,6 +20,20 @@ from .models import (
     Suggestion,
 )
 
+STATUS_STYLE = {
+    "applied": "green",
+    "works": "green",
+    "measured": "green",
+    "unsafe": "red",
+    "failed": "red",
+    "no effect": "yellow",
+    "no gain": "yellow",
+    "redundant": "dim",
+    "auto": "",
+    "advice": "dim",
+}
+"""The rich style of a suggestion's status (the terminal summary, the TUI)."""
+
 WARNING_NOTE = "warning during the run"
 """How the notes on Python warnings raised during a run start."""
 TORCH_LOG_NOTE = "torch log"
@@ -123,6 +137,7 @@ def cudagraph_text(arm: BenchmarkArm) -> str | None:
     g = arm.cudagraphs
     if g is None:
         return None
+
     def times(text: str, n: int) -> str:
         return text + (f" ({n}×)" if n > 1 else "")
 

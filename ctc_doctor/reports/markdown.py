@@ -122,7 +122,14 @@ def _suggestions(report: Report, add: Any) -> None:
             add("")
     probe = report.shape_probe
     if probe is not None:
-        add("**Shape probe:** " + ("; ".join(f"`{d.argument}[{d.dim}]` {d.size}→{d.probed_size} {d.outcome.replace('_', ' ')}" for d in probe.dims) or "no tensor inputs") + ".")
+        add(
+            "**Shape probe:** "
+            + (
+                "; ".join(f"`{d.argument}[{d.dim}]` {d.size}→{d.probed_size} {d.outcome.replace('_', ' ')}" for d in probe.dims)
+                or "no tensor inputs"
+            )
+            + "."
+        )
         if probe.recommended:
             verified = "" if probe.verified is None else (" (verified: no recompiles)" if probe.verified else " (still recompiles)")
             add("")
@@ -145,7 +152,10 @@ def _benchmark(report: Report, add: Any) -> None:
     settings = ", ".join(f"{k}={v}" for k, v in b.settings.items())
     add(f"Settings: {_cell(settings, 400)}.")
     add("")
-    add("| arm | cold compile s | warm compile s | latency ms (median ± IQR, n) | speedup | graphs | breaks | recompiles | peak MB | max abs err |")
+    add(
+        "| arm | cold compile s | warm compile s | latency ms (median ± IQR, n) | speedup | graphs | breaks | recompiles "
+        "| peak MB | max abs err |"
+    )
     add("|---|---|---|---|---|---|---|---|---|---|")
 
     def num(value: float | int | None, fmt: str) -> str:
@@ -154,8 +164,9 @@ def _benchmark(report: Report, add: Any) -> None:
     for a in b.arms:
         lat = f"{a.latency_ms.median:.3f} ± {a.latency_ms.iqr:.3f} ({a.latency_ms.n})" if a.latency_ms else "—"
         err = num(a.max_abs_error, ".1e") + (" ✗" if a.numerics_ok is False else "")
+        warm = num(a.warm_compile_time_s, ".2f") if a.load_time_s is None else f"load {a.load_time_s:.2f}"
         add(
-            f"| {a.name}{' ★' if a.name == b.best_arm else ''} | {num(a.compile_time_s, '.2f')} | {num(a.warm_compile_time_s, '.2f') if a.load_time_s is None else f'load {a.load_time_s:.2f}'} | {lat} | "
+            f"| {a.name}{' ★' if a.name == b.best_arm else ''} | {num(a.compile_time_s, '.2f')} | {warm} | {lat} | "
             f"{num(a.speedup_vs_eager, '.2f')} | {num(a.graph_count, 'd')} | {num(a.graph_break_count, 'd')} | "
             f"{num(a.recompile_count, 'd')} | {num(a.peak_memory_mb, '.0f')} | {err} |"
         )
@@ -226,6 +237,7 @@ def render_markdown(report: Report) -> str:
         if lines:
             out.extend(lines)
             add("")
+
     src = report.source
     add(f"## torch.compile report: `{t.name}` ({'from logs' if src else _cell(t.model_class)})")
     add("")
@@ -298,9 +310,7 @@ def render_markdown(report: Report) -> str:
                 add(site.explanation)
                 add("")
             paragraph([f"- hint: {hint}" for hint in site.hints])
-            paragraph(
-                [f"- [{gb}]({gb_page(gb)})" for gb in site.registry_ids]
-            )
+            paragraph([f"- [{gb}]({gb_page(gb)})" for gb in site.registry_ids])
             if site.user_stack:
                 add("User stack (outermost first):")
                 add("")
@@ -328,7 +338,10 @@ def render_markdown(report: Report) -> str:
                 add(f"  - functions: {_cell(', '.join(cause.functions))}")
             if cause.module_paths:
                 add(f"  - modules: {_cell(module_label(cause.module_paths, None, limit=12))}")
-            add(f"  - recompiles: {', '.join(cause.recompiles)}" + (f" · first in call {cause.first_call}" if cause.first_call is not None else ""))
+            add(
+                f"  - recompiles: {', '.join(cause.recompiles)}"
+                + (f" · first in call {cause.first_call}" if cause.first_call is not None else "")
+            )
             if cause.user_stack:
                 f = cause.user_stack[-1]
                 add(f"  - guard installed at `{_cell(short_path(f.file, 60))}:{f.line}`" + (f": `{_cell(f.code)}`" if f.code else ""))
@@ -371,8 +384,8 @@ def render_markdown(report: Report) -> str:
                 row = rows_by_path.get(path)
                 if row is None:
                     continue
-                frame = row.own_frame or row.user_frame
-                where = f" at {short_path(frame.file, 50)}:{frame.line}" if frame else ""
+                found = row.own_frame or row.user_frame
+                where = f" at {short_path(found.file, 50)}:{found.line}" if found else ""
                 status = row.status if row.inferred_from is None else f"inferred from {row.inferred_from or '(root)'}"
                 what = f"{', '.join(row.registry_ids)} {row.gb_type or row.reason or ''}".strip() + where
                 add(f"| {_cell(path or '(root)')} | {_cell(row.module_class)} | {_cell(status)} | {_cell(what)} |")

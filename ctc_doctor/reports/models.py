@@ -3,14 +3,30 @@
 This is the contract other tools read (bug trackers, CI, the TUI, offline log ingestion). Field
 names are stable; renaming or removing one is a `SCHEMA_VERSION` major bump. The JSON Schema is
 generated from these models into `report.schema.json` (`ctc-doctor schema`), and a test fails when
-the committed file drifts. No torch import here.
+the committed file drifts.
+
+A report is assembled here too, by `assemble_report`, for each of its four producers: a live analysis
+(`analyzer/pipeline.py`), one rank of a script run (`analyzer/script_report.py`), logs read offline
+(`analyzer/offline.py`), and a script run that left neither a rank's report nor a trace
+(`analyzer/launch.py`). Each describes its own target and environment and finds its own findings;
+`assemble_report` adds the run header every report gets the same way (tool version, start time, wall
+time) and the schema version, and `summarize` counts the summary and verdict from the findings.
+What follows the assembly stays with the producers: the later phases merge their sections in
+(`pipeline`), the recompile causes are attached once the suggestions are final
+(`analyzer/readers/causes.attach_causes`), the ranks of one job are merged (`ranks.merge_ranks`).
+No torch import here.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
+import time
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from ..version import __version__
 
 SCHEMA_VERSION = "1.8"
 """major.minor: a minor bump adds optional fields; a major bump renames or removes fields."""
@@ -29,14 +45,18 @@ GuardKind = Literal[
     "global_state",
     "other",
 ]
-Phase = Literal["load", "eager", "explain", "compile", "capture", "bisect", "suggest", "fix", "probe", "bench", "report", "timeout", "script"]
+Phase = Literal[
+    "load", "eager", "explain", "compile", "capture", "bisect", "suggest", "fix", "probe", "bench", "report", "timeout", "script"
+]
 TargetKind = Literal["build", "script", "logs"]
 TrialStatus = Literal["passed", "failed", "timeout", "crashed", "skipped", "inferred"]
 Strategy = Literal["top-down", "bottom-up", "both"]
 SuggestionCategory = Literal["fix", "workaround", "advice"]
 Objective = Literal["latency", "compile", "balanced"]
 MeasuredVerdict = Literal["recommended", "trade_off", "worse", "no_effect", "failed", "unmeasured"]
-DeltaMetric = Literal["graphs", "break_sites", "recompiles", "trace_compile_s", "cold_compile_s", "warm_compile_s", "latency_ms", "peak_memory_mb"]
+DeltaMetric = Literal[
+    "graphs", "break_sites", "recompiles", "trace_compile_s", "cold_compile_s", "warm_compile_s", "latency_ms", "peak_memory_mb"
+]
 SuggestionKind = Literal["config", "wrap", "dynamic_shapes", "regional", "source_edit", "upgrade", "mode"]
 ActionType = Literal["dynamo_config", "disable", "source_patch", "mark_dynamic", "scalar_to_tensor", "set_attribute", "regional", "warm_up"]
 ExplainMethod = Literal["same_trace", "separate_call"]
@@ -103,6 +123,45 @@ class GraphBreakSite(_Model):
     the warmed-up model ran the same call again (lazy set-up, hooks installed once, a warning logged once).
     Compiled code keeps such a break for good. False: the line runs every time; None: not checked (not a
     site of the first call, or a report read from logs)."""
+
+    def place(self) -> Frame:
+        """Where the break is in the user's code: `own_frame` under a library's frame, else `user_frame`."""
+        return self.own_frame or self.user_frame
+
+    def key(
+        self,
+        *,
+        own_frame: bool = True,
+        across_runs: bool = False,
+        line_moved: bool = False,
+        module_paths: bool = False,
+    ) -> tuple[Any, ...]:
+        """Equal for the same site: the one definition, for three comparisons.
+
+        - Within one report (the default; the ranks of one job, `ranks.merge_ranks`): what
+          `group_break_sites` deduplicated: (gb_type, `user_frame` file and line, `own_frame` file and
+          line or None).
+        - A report against fresh captures of the same model (`own_frame=False`: the fix phase's baseline
+          and fixed copies): the innermost frame alone. The own frame may be a caller of the model that
+          differs though the site is the same (a library model's break seen from the script that ran
+          it, then from ctc-doctor calling the copy).
+        - Across runs (`across_runs`: `ctc-doctor diff`; two checkouts, machines or library versions):
+          (gb_type, `file_key` of `place()`, its line, or its function when `line_moved` (a fix edited
+          the file above the site), the module paths when `module_paths` (both reports have them)).
+          The library line under the user's frame drops out: it moves with the library's version.
+        """
+        if across_runs:
+            here = self.place()
+            paths = tuple(self.module_paths) if module_paths else ()
+            return (self.gb_type, file_key(here.file), here.function if line_moved else here.line, paths)
+        own = (self.own_frame.file, self.own_frame.line) if own_frame and self.own_frame else None
+        return (self.gb_type, self.user_frame.file, self.user_frame.line, own)
+
+
+def file_key(path: str) -> str:
+    """The last two components of a path: the same file in two checkouts or machines."""
+    parts = path.replace("\\", "/").split("/")
+    return "/".join(parts[-2:])
 
 
 class FailedGuard(_Model):
@@ -948,3 +1007,102 @@ def compute_verdict(summary_breaks: int, recompiles: int, failed: bool) -> Verdi
     if recompiles:
         return "recompiles"
     return "clean"
+
+
+# --- assembling a report (see the module's docstring) -----------------------------------------------
+
+
+def started_now() -> str:
+    """The start time a report records: now, UTC, ISO-8601 to the second."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def elapsed_s(t0: float) -> float:
+    """Seconds since `t0` (a `time.perf_counter()` reading), as a report records a duration."""
+    return round(time.perf_counter() - t0, 3)
+
+
+def summarize(
+    *,
+    graph_breaks: Sequence[GraphBreakSite] = (),
+    recompiles: Sequence[Recompile] = (),
+    graphs: Sequence[Graph] = (),
+    compile_metrics: Sequence[CompileMetric] = (),
+    graph_count: int,
+    frames_skipped: int = 0,
+    failed: bool,
+    analysis_run: bool = True,
+) -> Summary:
+    """The headline counts and verdict of these findings (none: a run that compiled nothing).
+
+    `graph_count` is the producer's: the first call's graphs (live), the first compiles' (logs, which
+    do not mark calls). `failed`: the eager pass, a compile or the deadline failed.
+    """
+    return Summary(
+        graph_count=graph_count,
+        graphs_compiled=len(graphs),
+        graph_break_count=sum(s.occurrences for s in graph_breaks),
+        unique_break_sites=len(graph_breaks),
+        recompile_count=len(recompiles),
+        frames_skipped=frames_skipped,
+        analysis_run=analysis_run,
+        compile_time_s=round(sum(m.duration_s or 0.0 for m in compile_metrics), 4),
+        verdict=compute_verdict(len(graph_breaks), len(recompiles), failed),
+    )
+
+
+def unknown_environment(
+    *,
+    python: str | None = None,
+    torch: str | None = None,
+    platform: str | None = None,
+    device: str | None = None,
+    backend: str | None = None,
+) -> Environment:
+    """The environment of a run that was not observed (logs, a run that left nothing): what is known,
+    `unknown` for the rest."""
+    return Environment(
+        python=python or "unknown",
+        torch=torch or "unknown",
+        platform=platform or "unknown",
+        device=device or "unknown",
+        backend=backend or "unknown",
+    )
+
+
+def assemble_report(
+    *,
+    target: Target,
+    environment: Environment,
+    summary: Summary,
+    command: str = "",
+    started_at: str = "",
+    t0: float | None = None,
+    seed: int | None = None,
+    exit_code: int | None = None,
+    script_error: str | None = None,
+    stopped: str | None = None,
+    **sections: Any,
+) -> Report:
+    """A report of `target` from its sections (`graph_breaks`, `notes`, `source`...: `Report` fields).
+
+    The run header: `command` and `started_at` as given, the wall time since `t0` (None: not timed,
+    0 s), the seed set before each phase, and for a script its `exit_code`, `script_error` and why it
+    `stopped`.
+    """
+    return Report(
+        target=target,
+        environment=environment,
+        run=RunInfo(
+            command=command,
+            started_at=started_at,
+            duration_s=elapsed_s(t0) if t0 is not None else 0.0,
+            tool_version=__version__,
+            seed=seed,
+            exit_code=exit_code,
+            script_error=script_error,
+            stopped=stopped,
+        ),
+        summary=summary,
+        **sections,
+    )

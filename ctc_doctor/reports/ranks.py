@@ -9,9 +9,12 @@ import os
 from collections import Counter, defaultdict
 from typing import Any
 
-from .compile_id import CompileId
+from .compile_id import CompileId, qualified
 from .models import (
+    CompileMetric,
+    Graph,
     GraphBreakSite,
+    GuardSet,
     RankDivergence,
     RankSummary,
     Recompile,
@@ -25,9 +28,7 @@ def rank_of(compile_id: str | None) -> int | None:
     return cid.rank if cid is not None else None
 
 
-def divergence(
-    ranks: list[RankSummary], sites: list[GraphBreakSite], recompiles: list[Recompile]
-) -> list[RankDivergence]:
+def divergence(ranks: list[RankSummary], sites: list[GraphBreakSite], recompiles: list[Recompile]) -> list[RankDivergence]:
     """Ranks that compiled differently: a site some ranks hit and others did not, unequal recompile or compile counts."""
     if len(ranks) < 2:
         return []
@@ -103,9 +104,7 @@ def root_cause(report: Report) -> RankDivergence | None:
         return RankDivergence(
             kind="root_cause",
             ranks=odd,
-            message=f"first difference, at compile {i + 1}: "
-            + "; ".join(parts)
-            + f"; rank(s) {_ranks(others)} {normal}",
+            message=f"first difference, at compile {i + 1}: " + "; ".join(parts) + f"; rank(s) {_ranks(others)} {normal}",
             items=items,
         )
     return None
@@ -126,11 +125,7 @@ def _what(
     if recompiled and rc is not None and rc.failed_guards:
         g = rc.failed_guards[0]
         dim = f" (dim {g.dim})" if g.dim is not None else ""
-        values = (
-            f": expected {g.expected}, actual {g.actual}"
-            if g.expected is not None or g.actual is not None
-            else ""
-        )
+        values = f": expected {g.expected}, actual {g.actual}" if g.expected is not None or g.actual is not None else ""
         return f"{who}recompiled {where} on {g.kind} of {g.source or '?'}{dim}{values} [{rc.id}]"
     return f"{who}{'recompiled' if recompiled else 'compiled'} {where}"
 
@@ -150,55 +145,46 @@ def _ranks(ranks: list[int]) -> str:
 # --- the report of several ranks ---------------------------------------------------------------
 
 
-def _qualified(compile_id: str | None, rank: int) -> str | None:
-    cid = CompileId.parse(compile_id)
-    return str(cid.with_rank(rank)) if cid is not None else compile_id
-
-
 def _with_rank(report: Report, rank: int) -> Report:
     """A copy of one rank's report with every compile id qualified by the rank (`rank1:0/0`)."""
     r = report.model_copy(deep=True)
     for site in r.graph_breaks:
-        site.compile_ids = [_qualified(c, rank) or c for c in site.compile_ids]
+        site.compile_ids = [qualified(c, rank) or c for c in site.compile_ids]
         site.ranks = [rank]
     for rc in r.recompiles:
-        rc.compile_id = _qualified(rc.compile_id, rank) or rc.compile_id
+        rc.compile_id = qualified(rc.compile_id, rank) or rc.compile_id
         rc.rank = rank
-    for item in (*r.graphs, *r.compile_metrics, *r.guards):
-        item.compile_id = _qualified(item.compile_id, rank) or item.compile_id
+    items: list[Graph | CompileMetric | GuardSet] = [*r.graphs, *r.compile_metrics, *r.guards]
+    for item in items:
+        item.compile_id = qualified(item.compile_id, rank) or item.compile_id
     for hint in r.perf_hints:
-        hint.compile_id = _qualified(hint.compile_id, rank)
+        hint.compile_id = qualified(hint.compile_id, rank)
     return r
-
-
-def _site_key(site: GraphBreakSite) -> tuple[Any, ...]:
-    own = site.own_frame
-    return (site.gb_type, site.user_frame.file, site.user_frame.line, (own.file, own.line) if own else None)
 
 
 def merge_ranks(reports: dict[int, Report]) -> Report:
     """One report of a job that ran as several ranks, from each rank's report.
 
     The lowest rank's report is the base: its sites, recompiles, suggestions, bisection and fixes
-    stand (its ids too). Sites other ranks hit are merged into the base's by gb_type and place (with
-    their ranks and occurrences) or appended; every rank's recompiles, graphs, compile metrics and
-    guards are listed, their compile ids qualified by rank. `ranks[]` says what each rank compiled,
-    `divergence[]` where they differ, the root cause first.
+    stand (its ids too). Sites other ranks hit are merged into the base's when they are the same site
+    (`GraphBreakSite.key`: gb_type and place), with their ranks and occurrences, or appended; every
+    rank's recompiles, graphs, compile metrics and guards are listed, their compile ids qualified by rank.
+    `ranks[]` says what each rank compiled, `divergence[]` where they differ, the root cause first.
     """
     order = sorted(reports)
     merged = _with_rank(reports[order[0]], order[0])
-    by_key = {_site_key(s): s for s in merged.graph_breaks}
+    by_key = {s.key(): s for s in merged.graph_breaks}
     rank_sites: dict[int, list[str]] = {order[0]: [s.id for s in merged.graph_breaks]}
     rank_recompiles: dict[int, list[str]] = {order[0]: [rc.id for rc in merged.recompiles]}
     for rank in order[1:]:
         other = _with_rank(reports[rank], rank)
         rank_sites[rank] = []
         for site in other.graph_breaks:
-            mine = by_key.get(_site_key(site))
+            mine = by_key.get(site.key())
             if mine is None:
                 site.id = f"B{len(merged.graph_breaks) + 1}"
                 merged.graph_breaks.append(site)
-                by_key[_site_key(site)] = mine = site
+                by_key[site.key()] = mine = site
             else:
                 mine.ranks = sorted({*mine.ranks, rank})
                 mine.occurrences += site.occurrences
@@ -236,9 +222,7 @@ def merge_ranks(reports: dict[int, Report]) -> Report:
         for rank in order
     ]
     cause = root_cause(merged)
-    merged.divergence = ([cause] if cause else []) + divergence(
-        merged.ranks, merged.graph_breaks, merged.recompiles
-    )
+    merged.divergence = ([cause] if cause else []) + divergence(merged.ranks, merged.graph_breaks, merged.recompiles)
     failed = any(e.phase in ("eager", "compile", "timeout") for e in merged.errors)
     s = merged.summary
     s.graph_count = max(r.summary.graph_count for r in reports.values())
@@ -255,7 +239,5 @@ def merge_ranks(reports: dict[int, Report]) -> Report:
         f"bisection and fixes are rank {order[0]}'s."
     )
     if merged.divergence:
-        merged.notes.append(
-            f"{len(merged.divergence)} divergence(s) between ranks: ranks that compile differently can hang collectives."
-        )
+        merged.notes.append(f"{len(merged.divergence)} divergence(s) between ranks: ranks that compile differently can hang collectives.")
     return merged

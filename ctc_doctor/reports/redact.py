@@ -4,7 +4,7 @@ Absolute paths become relative to the project root, site-packages paths become
 `<site-packages>/...`, the standard library `<stdlib>/...`, the home directory `~`, and any other
 absolute path `<abs>/last/two` (a model under `/data/models/...` says `<abs>/models/m.py`); the user
 and host names disappear. Diff headers keep `a/path`. Source lines of the model stay: they are the
-point of the report (the README says so).
+point of the report (docs/report.md says so).
 """
 
 from __future__ import annotations
@@ -88,7 +88,9 @@ def _walk(value: Any, scrub: Redactor) -> Any:
     return value
 
 
-def redact(report: Report, *, project_root: str | None = None, home: str | None = None, user: str | None = None, host: str | None = None) -> Report:
+def redact(
+    report: Report, *, project_root: str | None = None, home: str | None = None, user: str | None = None, host: str | None = None
+) -> Report:
     """A redacted copy of the report (`redacted` set); the original is not changed."""
     scrub = Redactor(project_root, home, user, host)
     data = _walk(report.model_dump(mode="json"), scrub)

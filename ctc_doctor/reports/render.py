@@ -19,6 +19,7 @@ from rich.tree import Tree
 
 from .advice import next_steps
 from .labels import (
+    STATUS_STYLE,
     TORCH_LOG_NOTE,
     WARNING_NOTE,
     benchmark_headline,
@@ -47,6 +48,7 @@ _VERDICT_STYLE = {
     "graph_breaks_and_recompiles": ("bold red", "GRAPH BREAKS AND RECOMPILES"),
     "failed": ("bold red", "FAILED"),
 }
+
 
 def header_text(report: Report) -> Text:
     t, e = report.target, report.environment
@@ -108,9 +110,6 @@ def verdict_panel(report: Report) -> Panel:
     return Panel(lines, title="verdict", expand=False)
 
 
-_STATUS_STYLE = {"applied": "green", "works": "green", "measured": "green", "unsafe": "red", "failed": "red", "no effect": "yellow", "no gain": "yellow", "redundant": "dim", "auto": "", "advice": "dim"}
-
-
 def _suggestion_table(report: Report, limit: int = 12) -> Table:
     table = Table(title="suggestions (ctc-doctor fix verifies the auto-applicable ones on a copy)", title_justify="left", expand=True)
     table.add_column("id", no_wrap=True)
@@ -123,7 +122,14 @@ def _suggestion_table(report: Report, limit: int = 12) -> Table:
         status = suggestion_status(s, report.fix)
         measured = _measured(s)
         applies = ",".join(s.applies_to[:4]) + (f" +{len(s.applies_to) - 4}" if len(s.applies_to) > 4 else "")
-        table.add_row(s.id, applies or "model", s.category or s.kind, escape(s.title), Text(status, style=_STATUS_STYLE.get(status, "")), escape(measured))
+        table.add_row(
+            s.id,
+            applies or "model",
+            s.category or s.kind,
+            escape(s.title),
+            Text(status, style=STATUS_STYLE.get(status, "")),
+            escape(measured),
+        )
     return table
 
 
@@ -218,7 +224,7 @@ def _suggestion_rows(report: Report, limit: int = 12) -> Group:
         status = suggestion_status(s, report.fix)
         head = Text(f"{s.id} ", style="bold")
         head.append(f"[{s.category or s.kind} · ")
-        head.append(status, style=_STATUS_STYLE.get(status, ""))
+        head.append(status, style=STATUS_STYLE.get(status, ""))
         head.append("] ")
         head.append(", ".join(s.applies_to) or "model", style="dim")
         head.append(f": {s.title}")
@@ -282,8 +288,24 @@ def bench_table(b: Benchmark) -> Table:
         f"{settings.get('iters')} timed pass(es), {settings.get('grad')}"
     )
     table = Table(title=title, title_justify="left", expand=True)
-    for col in ("arm", "cold\ncompile", "warm\ncompile", "latency\n(median ± IQR)", "speed-\nup", "graphs", "breaks", "recom-\npiles", "peak\nMB", "max abs\nerr"):
-        table.add_column(col, no_wrap=True, justify="left" if col == "arm" else "right", min_width=max((len(a.name) + 2 for a in b.arms), default=5) if col == "arm" else None)
+    for col in (
+        "arm",
+        "cold\ncompile",
+        "warm\ncompile",
+        "latency\n(median ± IQR)",
+        "speed-\nup",
+        "graphs",
+        "breaks",
+        "recom-\npiles",
+        "peak\nMB",
+        "max abs\nerr",
+    ):
+        table.add_column(
+            col,
+            no_wrap=True,
+            justify="left" if col == "arm" else "right",
+            min_width=max((len(a.name) + 2 for a in b.arms), default=5) if col == "arm" else None,
+        )
 
     def num(value: float | int | None, fmt: str) -> str:
         return "" if value is None else format(value, fmt)
@@ -294,7 +316,9 @@ def bench_table(b: Benchmark) -> Table:
         table.add_row(
             name,
             num(a.compile_time_s, ".2f") + (" s" if a.compile_time_s is not None else ""),
-            num(a.warm_compile_time_s, ".2f") + (" s" if a.warm_compile_time_s is not None else "") + (f"load {a.load_time_s:.2f} s" if a.load_time_s is not None else ""),
+            num(a.warm_compile_time_s, ".2f")
+            + (" s" if a.warm_compile_time_s is not None else "")
+            + (f"load {a.load_time_s:.2f} s" if a.load_time_s is not None else ""),
             latency,
             num(a.speedup_vs_eager, ".2f") + ("x" if a.speedup_vs_eager is not None else ""),
             num(a.graph_count, "d"),
@@ -332,7 +356,12 @@ def _bench_parts(b: Benchmark, compact: bool = False) -> list[object]:
             parts.append(Text(f"{a.name} recompiles, {cause_headline(cause)}", style="yellow"))
         graphs = cudagraph_text(a)
         if graphs:
-            parts.append(Text(graphs, style="yellow" if a.cudagraphs and (a.cudagraphs.skip_count or a.cudagraphs.skips or a.cudagraphs.rerecords) else "dim"))
+            parts.append(
+                Text(
+                    graphs,
+                    style="yellow" if a.cudagraphs and (a.cudagraphs.skip_count or a.cudagraphs.skips or a.cudagraphs.rerecords) else "dim",
+                )
+            )
     for note in b.notes:
         parts.append(Text(f"benchmark note: {note}", style="dim"))
     return parts
@@ -374,7 +403,9 @@ def cause_text(report: Report) -> Group:
         parts.append(Padding(Text(cause_headline(cause), style="yellow"), (0, 0, 0, 2), expand=False))
         details = []
         if cause.functions:
-            details.append("in " + ", ".join(cause.functions[:4]) + (f" (+{len(cause.functions) - 4} more)" if len(cause.functions) > 4 else ""))
+            details.append(
+                "in " + ", ".join(cause.functions[:4]) + (f" (+{len(cause.functions) - 4} more)" if len(cause.functions) > 4 else "")
+            )
         where = [f"modules {module_label(cause.module_paths, None)}"] if cause.module_paths else []
         if cause.first_call is not None:
             where.append(f"first in call {cause.first_call}")

@@ -189,7 +189,10 @@ def regional_recompile_reason(arm: rm.BenchmarkArm) -> str | None:
     if cause.kind in ("value", "attribute") and all(v.isdigit() for v in cause.values):
         way_out = "torch._dynamo.config.allow_unspec_int_on_nn_module = True (Dynamo's own hint), or pass the index as a tensor"
     else:
-        way_out = "create that state before compiling (a pre-created cache, or use_cache=False), or wrap the block in torch.compiler.nested_compile_region"
+        way_out = (
+            "create that state before compiling (a pre-created cache, or use_cache=False), "
+            "or wrap the block in torch.compiler.nested_compile_region"
+        )
     return (
         f"regional recompiled {len(cause.recompiles)} time(s) on one guard per block ({cause.summary}): "
         f"the blocks share code but each guards its own state; {way_out}"
@@ -207,7 +210,9 @@ def best_arm(bench: rm.Benchmark, objective: rm.Objective) -> tuple[str | None, 
     tied = [
         a.name
         for a in ok
-        if a is not fastest and a.latency_ms is not None and _better("latency_ms", a.latency_ms.median, fastest.latency_ms.median, max(a.latency_ms.iqr, fastest.latency_ms.iqr)) is None
+        if a is not fastest
+        and a.latency_ms is not None
+        and _better("latency_ms", a.latency_ms.median, fastest.latency_ms.median, max(a.latency_ms.iqr, fastest.latency_ms.iqr)) is None
     ]
     compiled = [a for a in ok if a.compile_time_s is not None]
     if objective == "compile" and compiled:
@@ -220,13 +225,15 @@ def best_arm(bench: rm.Benchmark, objective: rm.Objective) -> tuple[str | None, 
     if tied:
         # arms that cannot be told apart on latency: the one that compiles fastest wins
         group = [fastest] + [a for a in ok if a.name in tied]
-        best = min(group, key=lambda a: (a.compile_time_s if a.compile_time_s is not None else float("inf") if a.name != "eager" else -1.0))
+        best = min(group, key=lambda a: a.compile_time_s if a.compile_time_s is not None else float("inf") if a.name != "eager" else -1.0)
     assert best.latency_ms is not None
     speed = f", {eager.latency_ms.median / best.latency_ms.median:.2f}x eager" if eager and eager.latency_ms and best is not eager else ""
     reason = f"{best.name}: {best.latency_ms.median:.3g} ± {best.latency_ms.iqr:.2g} ms{speed}"
     within = [n for n in [fastest.name, *tied] if n != best.name]
     if within:
-        reason += f"; within noise of {', '.join(within)} (so it is chosen for" + (" no compile)" if best.name == "eager" else " its compile time)")
+        reason += f"; within noise of {', '.join(within)} (so it is chosen for" + (
+            " no compile)" if best.name == "eager" else " its compile time)"
+        )
     return best.name, reason, within
 
 

@@ -48,7 +48,9 @@ class TargetChange:
 
     @property
     def changed(self) -> bool:
-        return bool(self.status[0] != self.status[1] or self.new_sites or self.fixed_sites or self.new_causes or self.gone_causes or self.counts)
+        return bool(
+            self.status[0] != self.status[1] or self.new_sites or self.fixed_sites or self.new_causes or self.gone_causes or self.counts
+        )
 
 
 @dataclass
@@ -99,7 +101,9 @@ def diff_sweeps(before: SweepSummary, after: SweepSummary) -> SweepDiff:
     if before.environment and after.environment:
         b, a = before.environment, after.environment
         if (b.torch, b.device, b.backend) != (a.torch, a.device, a.backend):
-            out.notes.append(f"environments differ: torch {b.torch} on {b.device} ({b.backend}) vs torch {a.torch} on {a.device} ({a.backend})")
+            out.notes.append(
+                f"environments differ: torch {b.torch} on {b.device} ({b.backend}) vs torch {a.torch} on {a.device} ({a.backend})"
+            )
     for summary, name in ((before, "before"), (after, "after")):
         if summary.shards and any("missing" in n for n in summary.notes):
             out.notes.append(f"the {name} sweep is missing shards: its absent targets count as removed or added")

@@ -51,7 +51,13 @@ class Entry:
         """The line's own `--timeout` (options before a run line's `--`), which wins over the sweep's."""
         options = self.tokens[1 : self.tokens.index("--")] if "--" in self.tokens else self.tokens[1:]
         for i, token in enumerate(options):
-            value = options[i + 1] if token == "--timeout" and i + 1 < len(options) else token.partition("=")[2] if token.startswith("--timeout=") else None
+            value = (
+                options[i + 1]
+                if token == "--timeout" and i + 1 < len(options)
+                else token.partition("=")[2]
+                if token.startswith("--timeout=")
+                else None
+            )
             if value:
                 try:
                     return float(value)
@@ -134,7 +140,7 @@ def _builtin(name: str, limit: int | None) -> Manifest:
         if "No module named 'transformers'" in done.stderr:
             raise ManifestInvalid("the built-in transformers manifest needs transformers", hint="pip install 'ctc-doctor[transformers]'")
         raise ManifestInvalid(f"cannot list the built-in {name} manifest: {last}")
-    entries = []
+    entries: list[Entry] = []
     for line in done.stdout.splitlines():
         try:
             row = json.loads(line)

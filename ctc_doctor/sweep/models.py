@@ -10,9 +10,7 @@ from ..reports.models import Environment, GuardKind
 
 SWEEP_SCHEMA_VERSION = "1.1"
 
-Status = Literal[
-    "clean", "recompiles", "graph_breaks", "graph_breaks_and_recompiles", "failed", "error", "timeout", "skipped"
-]
+Status = Literal["clean", "recompiles", "graph_breaks", "graph_breaks_and_recompiles", "failed", "error", "timeout", "skipped"]
 """A report's verdict; `error` (no usable report: import error, builder raised, crash, script failed),
 `timeout` (past the per-target limit), `skipped` (never run: the built-in manifest could not build it)."""
 

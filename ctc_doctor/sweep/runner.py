@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..processes import signal_group
 from .manifest import Entry
 
 GIB = 1024**3
@@ -160,15 +161,17 @@ def run_entries(
                 if code is None:
                     _enforce_limit(job, now, _kill_after(job.entry, options))
                     continue
-                _signal_group(job.process, signal.SIGKILL)  # what it left in its session (ranks, workers)
+                signal_group(job.process, signal.SIGKILL)  # what it left in its session (ranks, workers)
                 job.log.close()  # type: ignore[attr-defined]
                 running.remove(job)
-                finished = Finished(job.entry, None if job.killed else code, now - job.started, job.report_path, job.log_path, killed=job.killed)
+                finished = Finished(
+                    job.entry, None if job.killed else code, now - job.started, job.report_path, job.log_path, killed=job.killed
+                )
                 results.append(finished)
                 on_done(finished)
     except KeyboardInterrupt:
         for job in running:
-            _signal_group(job.process, signal.SIGKILL)
+            signal_group(job.process, signal.SIGKILL)
             job.process.wait()
             job.log.close()  # type: ignore[attr-defined]
             results.append(Finished(job.entry, None, time.perf_counter() - job.started, job.report_path, job.log_path, interrupted=True))
@@ -188,7 +191,11 @@ def _sigterm_as_interrupt() -> Callable[[], None]:
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, on_term)
-    return lambda: signal.signal(signal.SIGTERM, previous)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
+    return restore
 
 
 class SweepInterrupted(Exception):
@@ -204,14 +211,6 @@ def _enforce_limit(job: _Running, now: float, limit: float) -> None:
     if job.terminated_at is None and elapsed > limit:
         job.terminated_at = now
         job.killed = True
-        _signal_group(job.process, signal.SIGTERM)  # `run` writes what the script did on SIGTERM
+        signal_group(job.process, signal.SIGTERM)  # `run` writes what the script did on SIGTERM
     elif job.terminated_at is not None and now - job.terminated_at > 10.0:
-        _signal_group(job.process, signal.SIGKILL)
-
-
-def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:
-    try:
-        os.killpg(process.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
+        signal_group(job.process, signal.SIGKILL)

@@ -15,9 +15,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ..errors import CtcDoctorError, ExitCode, ReportError
-from ..reports.diff import file_key
 from ..reports.io import load_report, read_json_object
-from ..reports.models import Environment, Report
+from ..reports.models import Environment, Report, file_key
 from ..reports.redact import Redactor
 from ..version import __version__
 from .manifest import Entry, Manifest, shard
@@ -222,7 +221,9 @@ def load_summary(path: str | Path) -> tuple[SweepSummary, Path]:
         raise ReportError(f"{file} is not a ctc-doctor sweep summary")
     major = str(data.get("schema_version", "")).split(".")[0]
     if major != SWEEP_SCHEMA_VERSION.split(".")[0]:
-        raise ReportError(f"{file} has sweep schema_version {data.get('schema_version')}; this ctc-doctor reads {SWEEP_SCHEMA_VERSION.split('.')[0]}.x")
+        raise ReportError(
+            f"{file} has sweep schema_version {data.get('schema_version')}; this ctc-doctor reads {SWEEP_SCHEMA_VERSION.split('.')[0]}.x"
+        )
     try:
         return SweepSummary.model_validate(data), file.parent
     except ValidationError as exc:
@@ -353,7 +354,11 @@ def render_markdown(summary: SweepSummary) -> str:
     lines = [f"# ctc-doctor sweep: {summary.manifest}", "", " · ".join(_headline(summary)), ""]
     lines += ["| status | targets |", "|---|---:|"]
     lines += [f"| {status} | {count} |" for status, count in summary.totals.statuses.items()]
-    lines += ["", f"Break sites: {summary.totals.break_sites} ({summary.totals.graph_breaks} graph breaks); recompiles: {summary.totals.recompiles}.", ""]
+    lines += [
+        "",
+        f"Break sites: {summary.totals.break_sites} ({summary.totals.graph_breaks} graph breaks); recompiles: {summary.totals.recompiles}.",
+        "",
+    ]
     breaks = break_types(summary)
     if breaks:
         lines += ["## Graph breaks across the fleet", "", "| break | id | sites | targets | e.g. |", "|---|---|---:|---:|---|"]
@@ -364,7 +369,12 @@ def render_markdown(summary: SweepSummary) -> str:
         lines += ["## Recompile causes across the fleet", "", "| cause | recompiles | targets | e.g. |", "|---|---:|---:|---|"]
         lines += [f"| {_md_cell(c)} | {r} | {n} | `{_md_cell(e)}` |" for c, r, n, e in causes]
         lines.append("")
-    lines += ["## Targets", "", "| target | status | graphs | break sites | recompiles | time (s) | first cause |", "|---|---|---:|---:|---:|---:|---|"]
+    lines += [
+        "## Targets",
+        "",
+        "| target | status | graphs | break sites | recompiles | time (s) | first cause |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
     for row in summary.targets:
         lines.append(
             f"| `{_md_cell(row.target)}` | {row.status} | {row.graph_count} | {len(row.break_sites)} | "

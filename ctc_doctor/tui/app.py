@@ -22,7 +22,7 @@ from textual.worker import Worker, WorkerState
 from ..errors import CtcDoctorError
 from ..reports.models import Report
 from .live_run import LiveRun
-from .messages import ShowSection
+from .messages import LiveRunEnded, ShowMessage, ShowSection
 from .report_index import ReportIndex
 from .screens.benchmark_screen import BenchmarkScreen
 from .screens.breaks_screen import BreaksScreen
@@ -130,8 +130,12 @@ class DoctorApp(App[int]):
     def show_message(self, title: str, message: str, details: list[str] | None = None, *, error: bool = True) -> None:
         self.push_screen(MessageScreen(title, message, details, error=error))
 
-    def live_finished(self, run: LiveRun, returncode: int, cancelled: bool, tail: list[str]) -> None:
+    def on_show_message(self, message: ShowMessage) -> None:
+        self.show_message(message.title, message.message, error=message.error)
+
+    def on_live_run_ended(self, message: LiveRunEnded) -> None:
         """The child exited: open its report (partial ones too), or say why there is none."""
+        run, returncode, cancelled, tail = message.run, message.returncode, message.cancelled, message.tail
         self.exit_code = returncode
         path = run.report_path
         if cancelled:
@@ -151,7 +155,9 @@ class DoctorApp(App[int]):
             return
         self.show_report(report, path)
         if returncode:
-            self.notify(f"{failure or f'exit code {returncode}'} — showing the partial report", severity="warning", timeout=10, markup=False)
+            self.notify(
+                f"{failure or f'exit code {returncode}'} — showing the partial report", severity="warning", timeout=10, markup=False
+            )
         self.notify(f"report written to {path}", timeout=6, markup=False)
 
     # --- navigation ----------------------------------------------------------------------------
@@ -163,9 +169,16 @@ class DoctorApp(App[int]):
         states: dict[str, str] = {}
         if self.index is not None:
             r = self.index.report
-            counts = {"breaks": f" ({len(r.graph_breaks)})", "recompiles": f" ({len(r.recompiles)})", "suggestions": f" ({len(r.suggestions)})"}
-            states = {"modules": "" if r.bisect is not None else " (no bisect)", "benchmark": "" if r.benchmark is not None else " (not run)"}
-        tabs = []
+            counts = {
+                "breaks": f" ({len(r.graph_breaks)})",
+                "recompiles": f" ({len(r.recompiles)})",
+                "suggestions": f" ({len(r.suggestions)})",
+            }
+            states = {
+                "modules": "" if r.bisect is not None else " (no bisect)",
+                "benchmark": "" if r.benchmark is not None else " (not run)",
+            }
+        tabs: list[tuple[str, tuple[str, ...]]] = []
         for name, label, _ in SECTIONS:
             count, short = counts.get(name, ""), SHORT.get(name, label)
             tabs.append((name, (label + count + states.get(name, ""), short + count, short)))

@@ -8,7 +8,6 @@ step to a pipe and the report to a file; Escape kills its whole process group. N
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
 import signal
@@ -18,7 +17,9 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TextIO
+
+from ..progress import ProgressEvent
 
 
 def _without_json(args: list[str]) -> tuple[list[str], str | None]:
@@ -112,16 +113,13 @@ class LiveRun:
             os.close(write_fd)
         self._progress = os.fdopen(read_fd, encoding="utf-8", errors="replace")
 
-    def progress(self) -> Iterator[dict[str, Any]]:
+    def progress(self) -> Iterator[ProgressEvent]:
         """Progress events until the child closes the pipe; malformed lines are skipped."""
         assert self._progress is not None
         with self._progress:
             for line in self._progress:
-                try:
-                    event = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(event, dict) and isinstance(event.get("phase"), str):
+                event = ProgressEvent.parse(line)
+                if event is not None:
                     yield event
 
     def output(self) -> Iterator[str]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from textual.message import Message
+
+from .live_run import LiveRun
 
 
 @dataclass
@@ -37,3 +39,23 @@ class ShowSection(Message):
     """Switch to a section, e.g. from a click on the navigation bar."""
 
     section: str
+
+
+@dataclass
+class LiveRunEnded(Message):
+    """The live screen is done with its run: the app opens the report or says why there is none."""
+
+    run: LiveRun
+    returncode: int
+    cancelled: bool
+    tail: list[str] = field(default_factory=list)
+    """The last lines of the run's output."""
+
+
+@dataclass
+class ShowMessage(Message):
+    """Show a message screen (an error unless `error` is False)."""
+
+    title: str
+    message: str
+    error: bool = True

@@ -77,7 +77,17 @@ class ReportIndex:
                 sites[path].append(site)
             frame = site_frame(site)
             self.haystack[site.id] = " ".join(
-                [site.id, site.gb_type, site.reason, frame.file, f":{frame.line}", frame.function, *site.registry_ids, *site.module_paths, site.module_class or ""]
+                [
+                    site.id,
+                    site.gb_type,
+                    site.reason,
+                    frame.file,
+                    f":{frame.line}",
+                    frame.function,
+                    *site.registry_ids,
+                    *site.module_paths,
+                    site.module_class or "",
+                ]
             ).lower()
         self.sites_by_module = dict(sites)
         recompiles: dict[str, list[Recompile]] = defaultdict(list)

@@ -102,9 +102,7 @@ class CompileRecorder:
     @property
     def primary(self) -> CompiledObject | None:
         """The first compiled module (or, failing one, the first compiled function): the analysis target."""
-        return next(
-            (o for o in self.objects if o.module is not None), self.objects[0] if self.objects else None
-        )
+        return next((o for o in self.objects if o.module is not None), self.objects[0] if self.objects else None)
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
@@ -118,9 +116,7 @@ class CompileRecorder:
         def compile_(model: Any = None, *args: Any, **kwargs: Any) -> Any:
             if self.backend is not None:
                 kwargs = self._override(kwargs)
-            if (
-                model is None
-            ):  # the decorator form: torch.compile(...) returns a decorator, which calls this again
+            if model is None:  # the decorator form: torch.compile(...) returns a decorator, which calls this again
                 return original(None, *args, **kwargs)
             compiled = original(model, *args, **kwargs)
             return self._watch(model, compiled, kwargs)
@@ -132,9 +128,7 @@ class CompileRecorder:
         if self.backend != "inductor":
             dropped = [k for k in ("mode", "options") if kwargs.pop(k, None) is not None]
             if dropped:
-                self._note(
-                    f"--backend {self.backend}: the script's {' and '.join(dropped)} for inductor were dropped."
-                )
+                self._note(f"--backend {self.backend}: the script's {' and '.join(dropped)} for inductor were dropped.")
         return kwargs
 
     def _note(self, text: str) -> None:
@@ -150,11 +144,7 @@ class CompileRecorder:
             module = model.__self__  # nn.Module.compile() compiles its bound _call_impl
             obj = CompiledObject(type(module).__name__, "method", module, options)
         else:
-            name = (
-                getattr(model, "__qualname__", None)
-                or getattr(model, "__name__", None)
-                or type(model).__name__
-            )
+            name = getattr(model, "__qualname__", None) or getattr(model, "__name__", None) or type(model).__name__
             obj = CompiledObject(name.rsplit("<locals>.", 1)[-1], "function", None, options, arg_names=_parameter_names(model))
         if self.snapshot and obj.module is not None:
             inner = obj.module.module if isinstance(obj.module, torch.nn.parallel.DistributedDataParallel) else obj.module
@@ -196,9 +186,7 @@ class CompileRecorder:
             obj.recorded.append(RecordedCall(None, None, torch.is_grad_enabled(), sig, description, index))
             return
         copied_args, copied_kwargs = fresh_copy(tuple(args)), fresh_copy(dict(kwargs))
-        obj.recorded.append(
-            RecordedCall(copied_args, copied_kwargs, torch.is_grad_enabled(), sig, description, index)
-        )
+        obj.recorded.append(RecordedCall(copied_args, copied_kwargs, torch.is_grad_enabled(), sig, description, index))
 
 
 def _option_text(value: Any) -> str:

@@ -55,9 +55,7 @@ class ModuleInputs:
 
     def __init__(self, model: Any) -> None:
         self.model = model
-        self.modules: dict[str, torch.nn.Module] = (
-            dict(model.named_modules()) if isinstance(model, torch.nn.Module) else {}
-        )
+        self.modules: dict[str, torch.nn.Module] = dict(model.named_modules()) if isinstance(model, torch.nn.Module) else {}
         self.inputs: dict[str, CapturedCall] = {}
         self.calls: Counter[str] = Counter()
 

@@ -86,7 +86,9 @@ class RecordingBackend:
                 ops[_op_name(gm, node)] += 1
                 functions += node.op == "call_function"
         explained, reason = ti.graph_compile_reason(gm)
-        self.graphs.append(RecordedGraph(ti.current_compile_id(), dict(ops), nodes, inputs, functions, sum(ops.values()), explained, reason))
+        self.graphs.append(
+            RecordedGraph(ti.current_compile_id(), dict(ops), nodes, inputs, functions, sum(ops.values()), explained, reason)
+        )
         return self.inner(gm, example_inputs, **kwargs)
 
 
@@ -329,17 +331,17 @@ class Findings:
         }
 
     def summary(self, *, failed: bool, analysis_run: bool = True) -> rm.Summary:
-        """The headline counts and verdict (`failed`: the eager pass, compile or deadline failed)."""
-        return rm.Summary(
+        """The headline counts and verdict (`failed`: the eager pass, compile or deadline failed);
+        `graph_count` is the first call's graphs."""
+        return rm.summarize(
+            graph_breaks=self.graph_breaks,
+            recompiles=self.recompiles,
+            graphs=self.graphs,
+            compile_metrics=self.compile_metrics,
             graph_count=sum(1 for g in self.graphs if g.call_index == 0),
-            graphs_compiled=len(self.graphs),
-            graph_break_count=sum(s.occurrences for s in self.graph_breaks),
-            unique_break_sites=len(self.graph_breaks),
-            recompile_count=len(self.recompiles),
             frames_skipped=self.frames_skipped,
+            failed=failed,
             analysis_run=analysis_run,
-            compile_time_s=round(sum(m.duration_s or 0.0 for m in self.compile_metrics), 4),
-            verdict=rm.compute_verdict(len(self.graph_breaks), len(self.recompiles), failed),
         )
 
 
@@ -352,7 +354,9 @@ def _calls_of_compiles(events: list[ti.TraceEvent], marks: list[int]) -> dict[st
     return out
 
 
-def findings_of(run: CompiledRun | ScriptRun | None, index: ModuleIndex | None = None, lines_run: set[tuple[str, int]] | None = None) -> Findings:
+def findings_of(
+    run: CompiledRun | ScriptRun | None, index: ModuleIndex | None = None, lines_run: set[tuple[str, int]] | None = None
+) -> Findings:
     """Deduplicated, ranked, module-attributed findings of a compiled run (empty when it never ran).
 
     With `lines_run` (the watched break lines that ran again when the warm model repeated the first
@@ -366,8 +370,7 @@ def findings_of(run: CompiledRun | ScriptRun | None, index: ModuleIndex | None =
         if ev.kind == "dynamo_start" and ev.compile_id:
             stack = ev.data.get("stack") or []
             starts[ev.compile_id] = [
-                (cap.resolve_file(f.get("filename")), int(f.get("line") or 0), str(f.get("name")), f.get("loc"))
-                for f in stack
+                (cap.resolve_file(f.get("filename")), int(f.get("line") or 0), str(f.get("name")), f.get("loc")) for f in stack
             ]
         elif ev.kind == "compilation_metrics" and ev.compile_id:
             metrics[ev.compile_id] = ev.data
@@ -432,7 +435,7 @@ def _recompiles(
     index: ModuleIndex | None,
     call_of_compile: dict[str, int | None],
 ) -> list[rm.Recompile]:
-    out = []
+    out: list[rm.Recompile] = []
     for ev in cap.events:
         if ev.kind != "recompile_reasons" or not ev.compile_id:
             continue

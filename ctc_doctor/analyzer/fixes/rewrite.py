@@ -111,7 +111,7 @@ def _statement_at(body: list[ast.stmt], line: int) -> tuple[list[ast.stmt], int]
             if isinstance(inner, list) and inner and isinstance(inner[0], (ast.stmt, ast.excepthandler)):
                 stmts = [s for s in inner if isinstance(s, ast.stmt)]
                 for handler in inner:
-                    if isinstance(handler, ast.excepthandler):
+                    if isinstance(handler, ast.ExceptHandler):
                         found = _statement_at(handler.body, line)
                         if found:
                             return found
@@ -216,6 +216,7 @@ class _Rewriter:
         drop_next = False
         if len(then) == 1 and isinstance(then[0], ast.Assign) and _single_name(then[0]):
             name = _single_name(then[0])
+            assert name is not None  # checked just above
             if not other:
                 new_value = _where(stmt.test, then[0].value, ast.Name(name, ast.Load()))
                 text = f"{pad}{name} = torch.where({test}, {self.seg(then[0].value)}, {name})"
@@ -263,9 +264,7 @@ class _Rewriter:
         assert isinstance(stmt, ast.Assign)
         stmt.value = value.func.value
         pad = self.indent(stmt)
-        self.replacements.append(
-            (stmt.lineno, stmt.end_lineno or stmt.lineno, [f"{pad}{name} = {self.seg(value.func.value)}"])
-        )
+        self.replacements.append((stmt.lineno, stmt.end_lineno or stmt.lineno, [f"{pad}{name} = {self.seg(value.func.value)}"]))
         j = i + 1
         while j < len(body):
             later = body[j]

@@ -92,7 +92,9 @@ def _patch_sources(model: torch.nn.Module, actions: list[rm.FixAction]) -> None:
                 raise VariantError(f"{file} changed since it was imported; cannot patch {class_name}.{function}")
             if cls not in patched:
                 new_fn = build_function(plan, original.__globals__, owner, torch)
-                patched[cls] = type(cls.__name__, (cls,), {function: new_fn, "__module__": cls.__module__, "__qualname__": cls.__qualname__})
+                patched[cls] = type(
+                    cls.__name__, (cls,), {function: new_fn, "__module__": cls.__module__, "__qualname__": cls.__qualname__}
+                )
             module.__class__ = patched[cls]
 
 

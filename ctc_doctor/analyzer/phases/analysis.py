@@ -120,8 +120,7 @@ def run_analysis(ctx: PhaseContext, options: AnalysisOptions) -> AnalysisResult:
     finally:
         if compiled is not None and compiled.error is not None:
             errors.append(compiled.error)  # after the eager failure, if any: that is the problem to fix first
-        with contextlib.suppress(Exception):
-            ti.fresh_dynamo_state()  # leave no compiled code of ours behind
+        ti.reset_dynamo_quietly()  # leave no compiled code of ours behind
 
     progress("report", 0, 1)
     findings = findings_of(compiled, index, lines_run)
@@ -164,7 +163,9 @@ def _explain(ctx: PhaseContext, notes: list[str], errors: list[rm.ErrorRecord]) 
     return result
 
 
-def _cross_check(explained: ti.ExplainResult | None, method: rm.ExplainMethod, findings: Findings, notes: list[str]) -> rm.ExplainCheck | None:
+def _cross_check(
+    explained: ti.ExplainResult | None, method: rm.ExplainMethod, findings: Findings, notes: list[str]
+) -> rm.ExplainCheck | None:
     """explain's counts, and the break sites of the first call it did not list."""
     if explained is None:
         return None

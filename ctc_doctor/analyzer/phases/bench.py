@@ -155,7 +155,9 @@ class _Bench:
         max-autotune in inductor, or the cudagraphs backend)."""
         if not arm.compiled or arm.aot:
             return False
-        return self.bench.backend == "cudagraphs" or (self.bench.backend == "inductor" and self.bench.mode in ("reduce-overhead", "max-autotune"))
+        return self.bench.backend == "cudagraphs" or (
+            self.bench.backend == "inductor" and self.bench.mode in ("reduce-overhead", "max-autotune")
+        )
 
     def step(self, arm: _Arm) -> Callable[[], None] | None:
         """The step mark each call of a CUDA-graph arm begins with, else None."""
@@ -206,7 +208,12 @@ class _Bench:
         step = self.step(arm)
         graphs: ti.CudaGraphLog | None = None  # set once the arm's passes start under CUDA graphs
         try:
-            with preserved_state(arm.model), self.grad(), ti.fresh_inductor_cache(arm.compiled and self.bench.fresh_cache and self.bench.backend == "inductor"), ti.dynamo_config(arm.config):
+            with (
+                preserved_state(arm.model),
+                self.grad(),
+                ti.fresh_inductor_cache(arm.compiled and self.bench.fresh_cache and self.bench.backend == "inductor"),
+                ti.dynamo_config(arm.config),
+            ):
                 ti.fresh_dynamo_state()
                 with ti.cudagraph_log() if step is not None else contextlib.nullcontext(None) as graphs:
                     self._run(arm, out, step)
@@ -264,7 +271,9 @@ class _Bench:
                     out.warm_start_compile_s = self.warm_start(fn, arm)  # last: it clears the compiled code
 
 
-def _arms(report: rm.Report, workload: Workload, calls: list[Call], facts: ModelFacts | None, bench: BenchOptions, variant: Variant | None) -> list[_Arm]:
+def _arms(
+    report: rm.Report, workload: Workload, calls: list[Call], facts: ModelFacts | None, bench: BenchOptions, variant: Variant | None
+) -> list[_Arm]:
     model = workload.model
     backend = bench.backend + (f", mode={bench.mode}" if bench.mode and bench.mode != "default" else "")
     arms = [
@@ -273,22 +282,83 @@ def _arms(report: rm.Report, workload: Workload, calls: list[Call], facts: Model
     ]
     if variant is not None:
         applied = ", ".join(report.fix.applied) if report.fix else ""
-        arms.append(_Arm("compiled_fixed", f"torch.compile of a copy with {applied} applied", variant.model, variant.calls, True, variant.config, [], variant=variant))
+        arms.append(
+            _Arm(
+                "compiled_fixed",
+                f"torch.compile of a copy with {applied} applied",
+                variant.model,
+                variant.calls,
+                True,
+                variant.config,
+                [],
+                variant=variant,
+            )
+        )
     if bench.regional and facts is not None and facts.repeated:
         paths = [p for g in facts.repeated for p in g.paths]
         shown = ", ".join(f"{len(g.paths)}x {g.class_name}" for g in facts.repeated)
         if variant is not None:
-            arms.append(_Arm("regional_fixed", f"each repeated block compiled ({shown}), fixes applied", variant.model, variant.calls, True, variant.config, paths, variant=variant))
+            arms.append(
+                _Arm(
+                    "regional_fixed",
+                    f"each repeated block compiled ({shown}), fixes applied",
+                    variant.model,
+                    variant.calls,
+                    True,
+                    variant.config,
+                    paths,
+                    variant=variant,
+                )
+            )
         else:
-            arms.append(_Arm("regional", f"each repeated block compiled ({shown}), the rest eager", model, calls, True, {}, paths, fresh=True))
+            arms.append(
+                _Arm("regional", f"each repeated block compiled ({shown}), the rest eager", model, calls, True, {}, paths, fresh=True)
+            )
     if bench.aot:
-        arms.append(_Arm("aot", "torch.export of the model, AOTInductor-compiled into a package, loaded", model, calls, True, {}, [], fresh=True, aot="whole"))
+        arms.append(
+            _Arm(
+                "aot",
+                "torch.export of the model, AOTInductor-compiled into a package, loaded",
+                model,
+                calls,
+                True,
+                {},
+                [],
+                fresh=True,
+                aot="whole",
+            )
+        )
         if facts is not None and facts.repeated:
             shown = ", ".join(f"{len(g.paths)}x {g.class_name}" for g in facts.repeated)
             groups = [list(g.paths) for g in facts.repeated]
-            arms.append(_Arm("aot_regional", f"each repeated block class exported and AOT-compiled once ({shown}), loaded per instance", model, calls, True, {}, [], fresh=True, aot="regional", aot_groups=groups))
+            arms.append(
+                _Arm(
+                    "aot_regional",
+                    f"each repeated block class exported and AOT-compiled once ({shown}), loaded per instance",
+                    model,
+                    calls,
+                    True,
+                    {},
+                    [],
+                    fresh=True,
+                    aot="regional",
+                    aot_groups=groups,
+                )
+            )
         if variant is not None:
-            arms.append(_Arm("aot_fixed", "torch.export + AOTInductor of the copy with the fixes applied", variant.model, variant.calls, True, variant.config, [], variant=variant, aot="whole"))
+            arms.append(
+                _Arm(
+                    "aot_fixed",
+                    "torch.export + AOTInductor of the copy with the fixes applied",
+                    variant.model,
+                    variant.calls,
+                    True,
+                    variant.config,
+                    [],
+                    variant=variant,
+                    aot="whole",
+                )
+            )
     return arms
 
 
@@ -383,7 +453,12 @@ def _regional_verifications(report: rm.Report, result: rm.Benchmark) -> dict[str
         verified[s.id] = rm.Verification(
             applied=regional.error is None,
             safe=ok,
-            effective=bool(ok and whole.compile_time_s is not None and regional.compile_time_s is not None and regional.compile_time_s < whole.compile_time_s),
+            effective=bool(
+                ok
+                and whole.compile_time_s is not None
+                and regional.compile_time_s is not None
+                and regional.compile_time_s < whole.compile_time_s
+            ),
             numerics_ok=regional.numerics_ok,
             max_abs_error=regional.max_abs_error,
             max_rel_error=regional.max_rel_error,
@@ -391,4 +466,3 @@ def _regional_verifications(report: rm.Report, result: rm.Benchmark) -> dict[str
             summary=summary,
         )
     return verified
-

@@ -133,7 +133,12 @@ def run_aot_arm(
         return out
     patched: list[torch.nn.Module] = []
     try:
-        with tempfile.TemporaryDirectory(prefix="ctc-doctor-aot-") as tmp, preserved_state(arm.model), torch.no_grad(), ti.fresh_inductor_cache(True):
+        with (
+            tempfile.TemporaryDirectory(prefix="ctc-doctor-aot-") as tmp,
+            preserved_state(arm.model),
+            torch.no_grad(),
+            ti.fresh_inductor_cache(True),
+        ):
             ti.fresh_dynamo_state()
             dev.reset_peak_memory(device)
             if arm.aot == "regional":
@@ -160,7 +165,9 @@ def run_aot_arm(
     return out
 
 
-def _whole(arm: Any, out: rm.BenchmarkArm, tmp: str, strict: bool, progress: Callable[[str, int, int], None], report: rm.Report | None) -> Any:
+def _whole(
+    arm: Any, out: rm.BenchmarkArm, tmp: str, strict: bool, progress: Callable[[str, int, int], None], report: rm.Report | None
+) -> Any:
     varying = varying_dims(arm.calls)
     first = export_call(arm.calls, varying)
     out.settings["dynamic_dims"] = {k: sorted(v) for k, v in varying.items()}
@@ -183,7 +190,15 @@ def _whole(arm: Any, out: rm.BenchmarkArm, tmp: str, strict: bool, progress: Cal
     return runner
 
 
-def _regional(arm: Any, workload: Workload, out: rm.BenchmarkArm, tmp: str, strict: bool, progress: Callable[[str, int, int], None], patched: list[torch.nn.Module]) -> Any:
+def _regional(
+    arm: Any,
+    workload: Workload,
+    out: rm.BenchmarkArm,
+    tmp: str,
+    strict: bool,
+    progress: Callable[[str, int, int], None],
+    patched: list[torch.nn.Module],
+) -> Any:
     model = arm.model
     compile_s = load_s = 0.0
     packages = []
@@ -210,7 +225,14 @@ def _regional(arm: Any, workload: Workload, out: rm.BenchmarkArm, tmp: str, stri
             instance.forward = ti.aoti_load(path, _weights(instance))  # type: ignore[method-assign]
             patched.append(instance)
         load_s += time.perf_counter() - t1
-        packages.append({"class": type(block).__name__, "exported": paths[0], "instances": len(paths), "dynamic_dims": {k: sorted(v) for k, v in varying.items()}})
+        packages.append(
+            {
+                "class": type(block).__name__,
+                "exported": paths[0],
+                "instances": len(paths),
+                "dynamic_dims": {k: sorted(v) for k, v in varying.items()},
+            }
+        )
     out.settings["packages"] = packages
     out.compile_time_s = round(compile_s, 4)
     out.load_time_s = round(load_s, 4)

@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # torch-free at run time: the suggest phase also runs offline
     from ..capture.inputs import ModuleInputs
     from .bisect.trials import TrialWorker
 
+
 @dataclass(frozen=True)
 class PhaseContext:
     """The run as a phase sees it. Phases read it; none writes into it or into `report`."""

@@ -12,7 +12,6 @@ verified once more. The section carries each suggestion's verification; the pipe
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
 from collections.abc import Iterator
@@ -73,10 +72,6 @@ def effect_summary(before: rm.Effect, after: rm.Effect) -> str:
     return ", ".join(parts)
 
 
-def _site_key(site: rm.GraphBreakSite) -> tuple[str, str, int]:
-    return (site.gb_type, site.user_frame.file, site.user_frame.line)
-
-
 def _recompile_key(rc: rm.Recompile) -> tuple[Any, ...]:
     first = rc.failed_guards[0] if rc.failed_guards else None
     return (rc.function, rc.file, rc.line, first.kind if first else None, first.source if first else None)
@@ -114,12 +109,13 @@ class _Base:
 
 
 def _with_report_ids(findings: Findings, report: rm.Report) -> _Base:
-    """A measured baseline whose sites and recompiles carry the ids of the report's matching ones."""
-    site_ids = {_site_key(s): s.id for s in report.graph_breaks}
+    """A measured baseline whose sites and recompiles carry the ids of the report's matching ones (a
+    site by its innermost frame: the report's own frames may be the script's, `GraphBreakSite.key`)."""
+    site_ids = {s.key(own_frame=False): s.id for s in report.graph_breaks}
     recompile_ids: dict[tuple[Any, ...], list[str]] = {}
     for rc in report.recompiles:
         recompile_ids.setdefault(_recompile_key(rc), []).append(rc.id)
-    sites = [s.model_copy(update={"id": site_ids.get(_site_key(s), s.id)}) for s in findings.graph_breaks]
+    sites = [s.model_copy(update={"id": site_ids.get(s.key(own_frame=False), s.id)}) for s in findings.graph_breaks]
     recompiles = []
     for rc in findings.recompiles:
         ids = recompile_ids.get(_recompile_key(rc))
@@ -168,8 +164,7 @@ class _Checker:
         except ti.ConfigOptionMissing as exc:
             return rm.Verification(applied=False, error=str(exc), duration_s=round(time.perf_counter() - t0, 3)), None
         finally:
-            with contextlib.suppress(Exception):
-                ti.fresh_dynamo_state()
+            ti.reset_dynamo_quietly()
         findings = findings_of(compiled)
         if errors:
             # a run that crashed counts nothing: no deltas that would read like success
@@ -199,9 +194,10 @@ class _Checker:
             elif not compiled_check.ok:
                 verification.error = f"changes compiled results: {compiled_check.problem}"
 
-        before_sites = {_site_key(s): s for s in self.base.graph_breaks}
-        after_sites = {_site_key(s): s for s in findings.graph_breaks}
-        after_lines = {k[1:] for k in after_sites}
+        # the same site by its innermost frame, as in `_with_report_ids` (`GraphBreakSite.key`)
+        before_sites = {s.key(own_frame=False): s for s in self.base.graph_breaks}
+        after_sites = {s.key(own_frame=False): s for s in findings.graph_breaks}
+        after_lines = {k[1:] for k in after_sites}  # a line that breaks no more is fixed, whatever breaks there
         verification.fixed = [s.id for k, s in before_sites.items() if k[1:] not in after_lines]
         verification.new_sites = [_label(s) for k, s in after_sites.items() if k not in before_sites]
         after_recompiles: dict[tuple[Any, ...], int] = {}
@@ -251,9 +247,7 @@ def run_fix(ctx: PhaseContext, options: FixOptions) -> FixSection:
             result.notes.append(f"The unchanged copy could not be measured ({problem}): nothing was verified.")
             result.duration_s = round(time.perf_counter() - t0, 3)
             return section
-        result.notes.append(
-            "Counts before and after are measured on the calls kept of the script's run, with and without each fix."
-        )
+        result.notes.append("Counts before and after are measured on the calls kept of the script's run, with and without each fix.")
     if ctx.settings.train:
         result.notes.append("Numerics are checked on forward outputs; gradients are not compared.")
 
@@ -309,9 +303,7 @@ def run_fix(ctx: PhaseContext, options: FixOptions) -> FixSection:
         if verification.safe:
             result.applied = [s.id for s in chosen]
         else:
-            result.notes.append(
-                "The suggestions were safe one by one but not together: " + (verification.error or "numerics differ") + "."
-            )
+            result.notes.append("The suggestions were safe one by one but not together: " + (verification.error or "numerics differ") + ".")
         if after is not None:
             result.remaining = _remaining_labels(after.graph_breaks, after.recompiles)
     else:

@@ -26,7 +26,7 @@ _Slot = tuple[str, Any]  # ("pos", index) or ("kw", name)
 
 
 def _inputs(call: Call, names: list[str]) -> list[tuple[str, _Slot, torch.Tensor]]:
-    out = []
+    out: list[tuple[str, _Slot, torch.Tensor]] = []
     for i, value in enumerate(call.args):
         if isinstance(value, torch.Tensor):
             out.append((names[i] if i < len(names) else f"arg{i}", ("pos", i), value))

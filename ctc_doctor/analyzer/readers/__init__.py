@@ -5,6 +5,7 @@
 - findings: report entries from raw compile events; causes: recompile events folded into causes
 - logfiles: streaming readers of TORCH_TRACE files and TORCH_LOGS text
 - sources: where a file lives (own code, a library, torch); text: one-line errors, guard counts
+- notes: counted records (warnings, torch's log records) folded into report notes
 
 An import-linter contract forbids torch here (and in `offline` and the suggestion rules), so
 `ctc-doctor logs` never imports torch.

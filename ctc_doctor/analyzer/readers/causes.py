@@ -245,11 +245,10 @@ def _cause(
     )
 
 
-
 def arm_recompiles(events: list[tuple[str, str, dict[str, object]]]) -> list[rm.Recompile]:
     """Recompile entries from `CompileStats.recompile_events` (a benchmark arm's own recompiles; no
     module paths or call index: ids `R1`... are the arm's own)."""
-    out = []
+    out: list[rm.Recompile] = []
     for cid, payload, metrics in events:
         guards = [rm.FailedGuard(**classify_guard(r)) for r in split_recompile_reasons(payload)]  # type: ignore[arg-type]
         out.append(

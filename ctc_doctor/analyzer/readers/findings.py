@@ -132,7 +132,7 @@ def group_break_sites(
 
     sites = []
     for group in groups.values():
-        rec: BreakRecord = group["record"]
+        rec = group["record"]
         stack = rec.stack
         file, line, func, code = stack[-1]
         own_code, library = classify_file(file)

@@ -38,31 +38,97 @@ MAX_EXAMPLES = 10
 
 # Envelope keys torch puts beside the event name (torch/_logging/_internal.py `reserved_names`).
 _ENVELOPE = frozenset(
-    {"rank", "compiled_autograd_id", "frame_id", "frame_compile_id", "attempt", "severity", "timestamp",
-     "pathname", "thread", "subgraph_name", "has_payload", "stack"}
+    {
+        "rank",
+        "compiled_autograd_id",
+        "frame_id",
+        "frame_compile_id",
+        "attempt",
+        "severity",
+        "timestamp",
+        "pathname",
+        "thread",
+        "subgraph_name",
+        "has_payload",
+        "stack",
+    }
 )
 # Every event name torch 2.13 writes (found by scanning its trace_structured calls), plus names
 # tlparse knows from other versions. Others are counted as unknown (`--strict` fails on them).
 KNOWN_EVENTS = frozenset(
-    {"aot_autograd_backward_compilation_metrics", "aot_backward_graph", "aot_forward_graph", "aot_inference_graph",
-     "aot_joint_graph", "artifact", "bwd_compilation_metrics", "cache_hit", "cache_miss", "chromium_event",
-     "compilation_metrics", "compiled_autograd_graph", "create_symbol", "create_unbacked_symbol", "describe_source",
-     "describe_storage", "describe_tensor", "dump_file", "dynamo_cpp_guards_str", "dynamo_error", "dynamo_guards",
-     "dynamo_output_graph", "dynamo_start", "exported_program", "expression_created", "graph_dump", "guard_added",
-     "guard_added_fast", "guard_on_data_dependent_error", "inductor_input_graph", "inductor_output_code",
-     "inductor_post_grad_graph", "inductor_pre_grad_graph", "link", "mismatched_fake_kernel", "missing_fake_kernel",
-     "optimize_ddp_split_child", "optimize_ddp_split_graph", "propagate_real_tensors",
-     "propagate_real_tensors_provenance", "str", "symbolic_shape_specialization"}
+    {
+        "aot_autograd_backward_compilation_metrics",
+        "aot_backward_graph",
+        "aot_forward_graph",
+        "aot_inference_graph",
+        "aot_joint_graph",
+        "artifact",
+        "bwd_compilation_metrics",
+        "cache_hit",
+        "cache_miss",
+        "chromium_event",
+        "compilation_metrics",
+        "compiled_autograd_graph",
+        "create_symbol",
+        "create_unbacked_symbol",
+        "describe_source",
+        "describe_storage",
+        "describe_tensor",
+        "dump_file",
+        "dynamo_cpp_guards_str",
+        "dynamo_error",
+        "dynamo_guards",
+        "dynamo_output_graph",
+        "dynamo_start",
+        "exported_program",
+        "expression_created",
+        "graph_dump",
+        "guard_added",
+        "guard_added_fast",
+        "guard_on_data_dependent_error",
+        "inductor_input_graph",
+        "inductor_output_code",
+        "inductor_post_grad_graph",
+        "inductor_pre_grad_graph",
+        "link",
+        "mismatched_fake_kernel",
+        "missing_fake_kernel",
+        "optimize_ddp_split_child",
+        "optimize_ddp_split_graph",
+        "propagate_real_tensors",
+        "propagate_real_tensors_provenance",
+        "str",
+        "symbolic_shape_specialization",
+    }
 )
 # What a report uses. The rest is counted and skipped without parsing its JSON or keeping its payload.
 USED_EVENTS = frozenset({"compilation_metrics", "dynamo_cpp_guards_str", "dynamo_output_graph"})
 USED_ARTIFACTS = frozenset({"dynamo_graph_break_reason", "recompile_reasons", "torch_version"})
 # compilation_metrics has ~100 keys, some of them big JSON strings (configs): keep these only.
 METRIC_KEYS = frozenset(
-    {"co_name", "co_filename", "co_firstlineno", "cache_size", "guard_count", "shape_env_guard_count", "graph_op_count",
-     "graph_node_count", "graph_input_count", "entire_frame_compile_time_s", "backend_compile_time_s",
-     "inductor_compile_time_s", "fail_type", "fail_reason", "fail_user_frame_filename", "fail_user_frame_lineno",
-     "restart_reasons", "recompile_reason", "pytorch_version", "python_version", "cuda_version"}
+    {
+        "co_name",
+        "co_filename",
+        "co_firstlineno",
+        "cache_size",
+        "guard_count",
+        "shape_env_guard_count",
+        "graph_op_count",
+        "graph_node_count",
+        "graph_input_count",
+        "entire_frame_compile_time_s",
+        "backend_compile_time_s",
+        "inductor_compile_time_s",
+        "fail_type",
+        "fail_reason",
+        "fail_user_frame_filename",
+        "fail_user_frame_lineno",
+        "restart_reasons",
+        "recompile_reason",
+        "pytorch_version",
+        "python_version",
+        "cuda_version",
+    }
 )
 
 _GLOG = re.compile(
@@ -133,7 +199,7 @@ def open_text(path: str) -> IO[str]:
     """Text (or gzip-compressed text) for line-by-line reading; undecodable bytes are replaced."""
     with open(path, "rb") as fh:
         gzipped = fh.read(2) == b"\x1f\x8b"
-    raw: IO[bytes] = gzip.open(path, "rb") if gzipped else open(path, "rb")  # noqa: SIM115 - wrapped and returned
+    raw: IO[bytes] = gzip.open(path, "rb") if gzipped else open(path, "rb")  # type: ignore[assignment]  # noqa: SIM115 - wrapped and returned
     return io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
 
 
@@ -351,7 +417,8 @@ def read_trace(path: str, counter: ParseCounter, *, keep_guard_text: bool = Fals
             skipping = True
             continue
         kind = f"artifact:{artifact}" if artifact else name
-        data = md.get(name) if isinstance(md.get(name), dict) else {}
+        payload = md.get(name)
+        data: dict[str, Any] = payload if isinstance(payload, dict) else {}
         if name == "compilation_metrics":
             data = {k: v for k, v in data.items() if k in METRIC_KEYS}
         rank = md.get("rank") if isinstance(md.get("rank"), int) else file_rank

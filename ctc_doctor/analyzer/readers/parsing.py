@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from .sources import RawFrame
 
@@ -32,8 +33,6 @@ _LEGACY_GB_TYPES = (
     (re.compile(r"Tensor\.item|item\(\)", re.I), "Unsupported Tensor.item() call with capture_scalar_outputs=False"),
     (re.compile(r"skip|skipfiles|marked as skipped", re.I), "Attempted to call function marked as skipped"),
 )
-
-
 
 
 @dataclass
@@ -233,7 +232,7 @@ def guard_user_stack(reason: str) -> list[dict[str, object]]:
     return frames
 
 
-def classify_guard(reason: str) -> dict[str, object]:
+def classify_guard(reason: str) -> dict[str, Any]:
     """Classify one guard-failure reason into the FailedGuard fields."""
     first = reason.strip().splitlines()[0] if reason.strip() else ""
     entry = None

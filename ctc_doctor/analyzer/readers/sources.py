@@ -59,7 +59,9 @@ def classify_file(path: str) -> tuple[bool, str | None]:
 def is_dynamo_file(path: str) -> bool:
     """A file of torch._dynamo itself (its polyfills stand in for builtins it traces)."""
     torch_dir = _roots()[0]
-    return bool(torch_dir) and os.path.realpath(path).startswith(os.path.join(os.path.realpath(torch_dir), "_dynamo") + os.sep)
+    if not torch_dir:
+        return False
+    return os.path.realpath(path).startswith(os.path.join(os.path.realpath(torch_dir), "_dynamo") + os.sep)
 
 
 def is_tool_frame(path: str) -> bool:

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
-ProgressFn = Callable[[str, int, int], None]
-"""progress(step, done, total); total 0 means unknown."""
+from ...progress import ProgressFn, no_progress
 
-
-def no_progress(step: str, done: int, total: int) -> None:
-    return None
+__all__ = ["ProgressFn", "RunSettings", "no_progress"]
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ def map_tensors(value: Any, fn: Callable[[torch.Tensor], Any], leaf: Callable[[A
         items = [map_tensors(v, fn, leaf) for v in value]
         return _same_sequence(value, items)
     if isinstance(value, dict):
-        items = {k: map_tensors(v, fn, leaf) for k, v in value.items()}
-        return items if type(value) is dict else _same_mapping(value, items)
+        entries = {k: map_tensors(v, fn, leaf) for k, v in value.items()}
+        return entries if type(value) is dict else _same_mapping(value, entries)
     return value if leaf is None else leaf(value)
 
 

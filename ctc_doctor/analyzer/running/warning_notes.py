@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 from ...reports.labels import WARNING_NOTE as NOTE_PREFIX
+from ..readers.notes import counted_notes
 
 
 @contextlib.contextmanager
@@ -28,8 +29,4 @@ def collected_warnings() -> Iterator[Counter[tuple[str, str]]]:
 
 def warning_notes(seen: Counter[tuple[str, str]], limit: int = 10) -> list[str]:
     """One note per distinct warning, most frequent first: `warning during the run (3×): UserWarning: ...`."""
-    notes = [f"{NOTE_PREFIX} ({n}×): {category}: {text}" for (category, text), n in seen.most_common(limit)]
-    if len(seen) > limit:
-        rest = sum(n for _, n in seen.most_common()[limit:])
-        notes.append(f"{NOTE_PREFIX}: {len(seen) - limit} more kind(s), {rest} in all")
-    return notes
+    return counted_notes(seen, NOTE_PREFIX, lambda key: f"{key[0]}: {key[1]}", limit)

@@ -51,14 +51,20 @@ def benchmark_view(b: Benchmark | None) -> list[RenderableType]:
     if b is None:
         return [
             Text("benchmark: not run", style="bold yellow"),
-            Text("`ctc-doctor bench TARGET` (or the full run without --no-bench) measures eager vs compiled vs fixed vs regional.", style="dim"),
+            Text(
+                "`ctc-doctor bench TARGET` (or the full run without --no-bench) measures eager vs compiled vs fixed vs regional.",
+                style="dim",
+            ),
         ]
     parts: list[RenderableType] = [arms_table(b), Text("★ fastest arm with correct numerics", style="dim"), Text("")]
     best = b.best_arm
     parts.append(
         bar_chart(
             "steady-state latency per pass (median, shorter is faster)",
-            [(a.name, a.latency_ms.median if a.latency_ms else None, f"{a.latency_ms.median:.3f} ms" if a.latency_ms else "") for a in b.arms],
+            [
+                (a.name, a.latency_ms.median if a.latency_ms else None, f"{a.latency_ms.median:.3f} ms" if a.latency_ms else "")
+                for a in b.arms
+            ],
             highlight=best,
         )
     )
@@ -75,7 +81,10 @@ def benchmark_view(b: Benchmark | None) -> list[RenderableType]:
         parts.append(
             bar_chart(
                 "warm compile time (cache filled by the cold run)",
-                [(a.name, a.warm_compile_time_s, f"{a.warm_compile_time_s:.2f} s" if a.warm_compile_time_s is not None else "") for a in compiled],
+                [
+                    (a.name, a.warm_compile_time_s, f"{a.warm_compile_time_s:.2f} s" if a.warm_compile_time_s is not None else "")
+                    for a in compiled
+                ],
             )
         )
     body = Text()

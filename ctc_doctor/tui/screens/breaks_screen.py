@@ -61,7 +61,11 @@ def site_detail(screen: SectionScreen, site: GraphBreakSite) -> list[RenderableT
     where.append(f"{frame.file}:{frame.line}", style="bold cyan")
     where.append(f" in {frame.function}")
     if site.own_frame is not None and site.own_frame != site.user_frame:
-        where.append(f"\nthe break itself is in {site.library or 'a library'}: {site.user_frame.file}:{site.user_frame.line} in {site.user_frame.function}", style="dim")
+        where.append(
+            f"\nthe break itself is in {site.library or 'a library'}: "
+            f"{site.user_frame.file}:{site.user_frame.line} in {site.user_frame.function}",
+            style="dim",
+        )
     if site.frame_skipped:
         where.append("\nDynamo skipped the whole function: it ran fully eager", style="yellow")
     if site.first_call_only:
@@ -146,9 +150,7 @@ class BreaksScreen(SectionScreen):
         haystack = self.index.haystack
         words = self.query_text.split()
         sites = [
-            s
-            for s in self.report.graph_breaks
-            if site_matches(s, self.filter_value) and all(w in haystack.get(s.id, "") for w in words)
+            s for s in self.report.graph_breaks if site_matches(s, self.filter_value) and all(w in haystack.get(s.id, "") for w in words)
         ]
         _, key, descending = SORTS[self.sort_key]
         return sorted(sites, key=key, reverse=descending != self.reverse)
@@ -158,7 +160,9 @@ class BreaksScreen(SectionScreen):
         self.query_one("#breaks-table", VirtualTable).set_rows([self.cells[s.id] for s in self.shown])
         self._update_status()
         if not self.shown:
-            self.query_one(DetailPane).show(Text("no break site matches" if self.report.graph_breaks else "no graph breaks: nothing to show here", style="dim"))
+            self.query_one(DetailPane).show(
+                Text("no break site matches" if self.report.graph_breaks else "no graph breaks: nothing to show here", style="dim")
+            )
 
     def _update_status(self) -> None:
         total = len(self.report.graph_breaks)

@@ -82,7 +82,11 @@ class CompilesScreen(SectionScreen):
             return True
         m = self.metrics.get(cid)
         hay = " ".join(
-            [cid, *(x or "" for x in ((m.function, m.file, m.fail_type, m.fail_reason, m.recompile_reason) if m else ())), *(h.message for h in self.hints.get(cid, []))]
+            [
+                cid,
+                *(x or "" for x in ((m.function, m.file, m.fail_type, m.fail_reason, m.recompile_reason) if m else ())),
+                *(h.message for h in self.hints.get(cid, [])),
+            ]
         ).lower()
         return all(w in hay for w in self.query_text.split())
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from rich.table import Table
 from rich.text import Text
@@ -15,10 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Log, ProgressBar, Static
 
 from ..live_run import LiveRun
-from ..messages import OutputReceived, ProgressReported, RunFinished
-
-if TYPE_CHECKING:
-    from ..app import DoctorApp
+from ..messages import LiveRunEnded, OutputReceived, ProgressReported, RunFinished, ShowMessage
 
 STAGES = [
     ("load", "load the target (imports torch)"),
@@ -58,10 +54,6 @@ class LiveScreen(Screen[None]):
         self.finished: dict[str, float] = {}
         self.output_tail: list[str] = []
 
-    @property
-    def doctor(self) -> DoctorApp:
-        return self.app  # type: ignore[return-value]
-
     def compose(self) -> ComposeResult:
         with Vertical(id="live"):
             yield Static(Text(f"analyzing: {self.run.label}", style="bold"), id="live-title")
@@ -76,7 +68,7 @@ class LiveScreen(Screen[None]):
         try:
             self.run.start()
         except OSError as exc:
-            self.doctor.show_message("could not start the analysis", f"{type(exc).__name__}: {exc}")
+            self.post_message(ShowMessage("could not start the analysis", f"{type(exc).__name__}: {exc}"))
             return
         self.started["load"] = time.perf_counter()
         self.current = "load"
@@ -90,14 +82,7 @@ class LiveScreen(Screen[None]):
     @work(thread=True, exclusive=False, group="live-progress", exit_on_error=False)
     def read_progress(self) -> None:
         for event in self.run.progress():
-            self.post_message(
-                ProgressReported(
-                    phase=str(event["phase"]),
-                    done=int(event.get("done") or 0),
-                    total=int(event.get("total") or 0),
-                    elapsed_s=float(event.get("elapsed_s") or 0.0),
-                )
-            )
+            self.post_message(ProgressReported(phase=event.phase, done=event.done, total=event.total, elapsed_s=event.elapsed_s or 0.0))
 
     @work(thread=True, exclusive=False, group="live-output", exit_on_error=False)
     def read_output(self) -> None:
@@ -137,7 +122,7 @@ class LiveScreen(Screen[None]):
     def on_run_finished(self, message: RunFinished) -> None:
         if self.current:
             self.finished.setdefault(self.current, time.perf_counter())
-        self.doctor.live_finished(self.run, message.returncode, message.cancelled, self.output_tail)
+        self.post_message(LiveRunEnded(self.run, message.returncode, message.cancelled, list(self.output_tail)))
 
     def tick(self) -> None:
         self.render_stages()
@@ -150,7 +135,9 @@ class LiveScreen(Screen[None]):
         now = time.perf_counter()
         for stage, label in SCRIPT_STAGES if self.run.args[:1] == ["run"] else STAGES:
             if stage in self.finished:
-                table.add_row(Text("✓", style="green"), Text(label), Text(f"{self.finished[stage] - self.started[stage]:.1f} s", style="dim"))
+                table.add_row(
+                    Text("✓", style="green"), Text(label), Text(f"{self.finished[stage] - self.started[stage]:.1f} s", style="dim")
+                )
             elif stage == self.current:
                 table.add_row(Text("▶", style="bold cyan"), Text(label, style="bold"), Text(f"{now - self.started[stage]:.1f} s"))
             else:

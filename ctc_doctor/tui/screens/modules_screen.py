@@ -105,7 +105,8 @@ class ModulesScreen(SectionScreen):
                 and (not self.only_problems or self._interesting(p))
             }
             keep = set()
-            for p in hits:
+            for hit in hits:
+                p: str | None = hit
                 while p is not None and p not in keep:
                     keep.add(p)
                     p = parents.get(p)
@@ -165,7 +166,10 @@ class ModulesScreen(SectionScreen):
         text = Text()
         if b is None:
             text.append("bisection not run", style="yellow")
-            text.append(" (no graph breaks, --no-bisect, or the target is not an nn.Module): the tree shows the modules the findings name", style="dim")
+            text.append(
+                " (no graph breaks, --no-bisect, or the target is not an nn.Module): the tree shows the modules the findings name",
+                style="dim",
+            )
         else:
             text.append(bisect_summary_line(b), style="bold")
             text.append("   ✓ passed  ✗ failed  ≈ inferred  ⏱ timeout  ✖ crashed  · skipped", style="dim")

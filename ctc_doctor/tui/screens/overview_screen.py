@@ -79,13 +79,21 @@ def _phases(report: Report) -> Table:
     if p is None:
         table.add_row("shape probe", Text(NOT_RUN, style="dim"))
     else:
-        table.add_row("shape probe", Text("recommended: " + "; ".join(p.recommended) if p.recommended else f"{len(p.dims)} dim(s) probed, nothing to mark"))
+        table.add_row(
+            "shape probe",
+            Text("recommended: " + "; ".join(p.recommended) if p.recommended else f"{len(p.dims)} dim(s) probed, nothing to mark"),
+        )
     if report.benchmark is None:
         table.add_row("benchmark", Text(NOT_RUN, style="dim"))
     else:
         table.add_row("benchmark", Text(benchmark_headline(report.benchmark) or "no arm finished"))
     e = report.explain
-    table.add_row("explain cross-check", Text(NOT_RUN, style="dim") if e is None else Text(f"{e.graph_count} graph(s), {e.break_reasons} break reason(s), missed {e.missed_sites} site(s) found here"))
+    table.add_row(
+        "explain cross-check",
+        Text(NOT_RUN, style="dim")
+        if e is None
+        else Text(f"{e.graph_count} graph(s), {e.break_reasons} break reason(s), missed {e.missed_sites} site(s) found here"),
+    )
     return table
 
 

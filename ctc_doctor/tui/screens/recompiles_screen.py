@@ -78,7 +78,13 @@ def recompile_detail(screen: SectionScreen, rc: Recompile) -> list[RenderableTyp
         if g.expected is not None or g.actual is not None:
             guards.append(f": expected {g.expected if g.expected is not None else '?'}, got {g.actual if g.actual is not None else '?'}")
         guards.append(f"\n  {g.reason}\n", style="dim")
-    parts: list[RenderableType] = [head, where, Text(""), Text(f"{len(rc.failed_guards)} failed guard(s), one per cached entry tried", style="bold"), guards]
+    parts: list[RenderableType] = [
+        head,
+        where,
+        Text(""),
+        Text(f"{len(rc.failed_guards)} failed guard(s), one per cached entry tried", style="bold"),
+        guards,
+    ]
     parts += suggestion_summary(screen.index, rc.id)
     return parts
 
@@ -111,7 +117,9 @@ class RecompilesScreen(SectionScreen):
             return False
         if not self.query_text:
             return True
-        hay = " ".join([rc.id, rc.function, rc.file, rc.compile_id, *rc.module_paths, *(f"{g.kind} {g.source} {g.reason}" for g in rc.failed_guards)]).lower()
+        hay = " ".join(
+            [rc.id, rc.function, rc.file, rc.compile_id, *rc.module_paths, *(f"{g.kind} {g.source} {g.reason}" for g in rc.failed_guards)]
+        ).lower()
         return all(w in hay for w in self.query_text.split())
 
     def rebuild(self) -> None:

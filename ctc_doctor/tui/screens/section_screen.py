@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar, Protocol, cast
 
 from rich.console import RenderableType
 from rich.text import Text
@@ -15,8 +15,17 @@ from ...reports.models import Report
 from ..report_index import ReportIndex
 from ..widgets.nav_bar import NavBar
 
-if TYPE_CHECKING:
-    from ..app import DoctorApp
+
+class ReportHost(Protocol):
+    """What a section screen needs of the app that shows it (`DoctorApp`), so screens never import it."""
+
+    index: ReportIndex | None
+    pending_break_filter: str | None
+    """A filter the breaks screen applies when it opens (`f` on a module: its breaks)."""
+
+    def nav_sections(self) -> list[tuple[str, tuple[str, ...]]]: ...
+
+    def show_breaks_of(self, module_path: str) -> None: ...
 
 
 def suggestion_summary(index: ReportIndex, item_id: str) -> list[RenderableType]:
@@ -48,8 +57,8 @@ class SectionScreen(Screen[None]):
     ]
 
     @property
-    def doctor(self) -> DoctorApp:
-        return self.app  # type: ignore[return-value]
+    def doctor(self) -> ReportHost:
+        return cast("ReportHost", self.app)
 
     @property
     def index(self) -> ReportIndex:
@@ -64,7 +73,9 @@ class SectionScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield NavBar(self.doctor.nav_sections(), self.SECTION)
         if self.SEARCHABLE:
-            yield Input(placeholder="search (/): text in ids, types, reasons, files, modules — Escape clears", id="search", classes="search")
+            yield Input(
+                placeholder="search (/): text in ids, types, reasons, files, modules — Escape clears", id="search", classes="search"
+            )
         yield from self.compose_body()
         yield Footer()
 

@@ -12,6 +12,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from ...reports import labels
 from ...reports.labels import verdict_label
 from ...reports.models import Suggestion
 from ...reports.verdicts import delta_text
@@ -19,7 +20,7 @@ from ..widgets.detail_pane import DetailPane
 from ..widgets.virtual_table import Column, VirtualTable
 from .section_screen import SectionScreen
 
-STATUS_STYLE = {"applied": "bold green", "works": "green", "measured": "green", "unsafe": "red", "failed": "red", "no effect": "yellow", "no gain": "yellow", "redundant": "dim", "auto": "", "advice": "dim"}
+STATUS_STYLE = {**labels.STATUS_STYLE, "applied": "bold green"}
 STATUS_MEANING = {
     "applied": "applied in the combined fix, verified on a copy",
     "works": "works alone and is safe, but another suggestion already covers it",
@@ -35,6 +36,7 @@ STATUS_MEANING = {
 
 
 _VERDICT_STYLE = {"recommended": "green", "trade_off": "yellow", "worse": "red", "failed": "red", "no_effect": "dim"}
+
 
 def suggestion_detail(screen: SectionScreen, s: Suggestion) -> list[RenderableType]:
     status = screen.index.status(s)
@@ -77,7 +79,10 @@ def suggestion_detail(screen: SectionScreen, s: Suggestion) -> list[RenderableTy
         parts += [Text("code", style="bold"), Syntax(s.snippet, "python", theme="ansi_dark", word_wrap=True)]
     if s.action is not None:
         action = s.action.model_dump(exclude_defaults=True)
-        parts += [Text("what `ctc-doctor fix` applies (data, never code)", style="bold"), Text(json.dumps(action, default=str), style="dim")]
+        parts += [
+            Text("what `ctc-doctor fix` applies (data, never code)", style="bold"),
+            Text(json.dumps(action, default=str), style="dim"),
+        ]
     if s.references:
         parts += [Text("references", style="bold"), Text("\n".join(s.references), style="underline cyan")]
     return parts

@@ -8,6 +8,7 @@ plain text: report strings are never parsed as markup.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich.cells import cell_len, set_cell_size
@@ -73,7 +74,7 @@ class VirtualTable(ScrollView, can_focus=True):
     def __init__(self, columns: list[Column], *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.columns = columns
-        self.rows: list[tuple[str, ...]] = []
+        self.rows: Sequence[tuple[str, ...]] = []
         self.styles_per_row: list[Style | None] = []
         self.widths: list[int] = [cell_len(c.label) for c in columns]
 
@@ -83,7 +84,7 @@ class VirtualTable(ScrollView, can_focus=True):
     def row_count(self) -> int:
         return len(self.rows)
 
-    def set_rows(self, rows: list[tuple[str, ...]], row_styles: list[Style | None] | None = None, cursor: int = 0) -> None:
+    def set_rows(self, rows: Sequence[tuple[str, ...]], row_styles: list[Style | None] | None = None, cursor: int = 0) -> None:
         """Replace every row; column widths follow the content (capped), the cursor goes to `cursor`."""
         self.rows = rows
         self.styles_per_row = row_styles or []

@@ -70,8 +70,7 @@ def main() -> None:
 
     # unknown event kinds
     unknown = [
-        [prefix + f'{{"dynamo_future_event": {{"detail": {i}}}, "frame_id": 0, "frame_compile_id": 0, "attempt": 0}}\n']
-        for i in range(3)
+        [prefix + f'{{"dynamo_future_event": {{"detail": {i}}}, "frame_id": 0, "frame_compile_id": 0, "attempt": 0}}\n'] for i in range(3)
     ]
     write("unknown_events.log", rank0[:3] + unknown + rank0[3:])
 

@@ -29,13 +29,7 @@ PROBLEM = ("failed", "timeout", "crashed")
 
 def _flags(module: torch.nn.Module) -> tuple[Any, ...]:
     """Attributes that usually steer control flow: bools, strings and Nones (not ints like layer_idx)."""
-    return tuple(
-        sorted(
-            (k, v)
-            for k, v in vars(module).items()
-            if not k.startswith("_") and (isinstance(v, (bool, str)) or v is None)
-        )
-    )
+    return tuple(sorted((k, v) for k, v in vars(module).items() if not k.startswith("_") and (isinstance(v, (bool, str)) or v is None)))
 
 
 def _structure(module: torch.nn.Module) -> tuple[Any, ...]:
@@ -59,7 +53,7 @@ def build_tree(inputs: ModuleInputs) -> nx.DiGraph:
         captured = inputs.inputs.get(path)
         exercised = captured is not None
         key = None
-        if exercised:
+        if captured is not None:
             sid = id(module)
             if sid not in structures:
                 structures[sid] = _structure(module)

@@ -94,8 +94,7 @@ def run_trial(
             return _unsupported_outcome(exc, duration)
         return _crashed_or_unrunnable(module, captured, exc, duration)
     finally:
-        with contextlib.suppress(Exception):
-            ti.fresh_dynamo_state()
+        ti.reset_dynamo_quietly()
 
 
 def _crashed_or_unrunnable(module: torch.nn.Module, captured: CapturedCall, exc: BaseException, duration: float) -> TrialOutcome:

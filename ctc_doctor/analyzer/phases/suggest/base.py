@@ -66,7 +66,9 @@ def own_line(site: rm.GraphBreakSite) -> rm.Frame | None:
     return site.own_frame
 
 
-def source_edit(ctx: RuleContext, site: rm.GraphBreakSite, rule: str, title: str, rationale: str, edit: str, references: list[str], applies: list[str]) -> bool:
+def source_edit(
+    ctx: RuleContext, site: rm.GraphBreakSite, rule: str, title: str, rationale: str, edit: str, references: list[str], applies: list[str]
+) -> bool:
     """Add a source_edit suggestion with its diff; False when the code has another shape."""
     frame = own_line(site)
     if frame is None:

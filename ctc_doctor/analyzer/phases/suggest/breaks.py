@@ -59,7 +59,9 @@ def _logger_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) 
     options = ctx.facts.config_options if ctx.facts else frozenset()
     caveat = ""
     if options and "ignore_logging_functions" not in options and "ignore_logger_methods" in options:
-        caveat = " (torch's own hint names `ignore_logging_functions`, which this torch does not have; the option is `ignore_logger_methods`)"
+        caveat = (
+            " (torch's own hint names `ignore_logging_functions`, which this torch does not have; the option is `ignore_logger_methods`)"
+        )
     config(
         ctx,
         "logger-ignore",
@@ -161,28 +163,58 @@ def _branch_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) 
 
 
 _UNTRACEABLE = (
-    (("GB0294",), r"numpy", "numpy-torch", "Use torch ops instead of numpy here",
-     "numpy calls that torch cannot map run in Python. The torch equivalent (e.g. `torch.randn(shape, generator=g)`) traces.",
-     "noise = torch.randn(x.shape, generator=torch.Generator().manual_seed(0)).to(x)"),
-    (("GB4198",), r"deepcopy", "deepcopy-outside", "Create the copy outside forward",
-     "`copy.deepcopy` of modules or tensors cannot be traced. Make the copy once (in `__init__`, or an EMA "
-     "update outside the compiled step) and use it in forward.",
-     "# in __init__:\nself.shadow = copy.deepcopy(self.fc).requires_grad_(False)\n# in forward:\nreturn self.fc(x) + self.shadow(x)"),
-    (("GB0007",), r"marked as skipped", "move-untraceable-call", "Move the untraceable call out of the compiled region",
-     "The function is on Dynamo's skip list (a C extension, or code torch chose not to trace): call it "
-     "before or after the compiled model, or pass its result in.", None),
-    (("GB0142",), r"context manager", "context-manager", "Take the context manager out of forward",
-     "Dynamo supports a fixed set of context managers (no_grad, autocast...). Hold locks and other managers "
-     "around the call of the compiled model instead.", None),
-    ((), r"generator", "generator", "Avoid generators in forward",
-     "Dynamo cannot trace this generator use; build a list or loop directly.", None),
+    (
+        ("GB0294",),
+        r"numpy",
+        "numpy-torch",
+        "Use torch ops instead of numpy here",
+        "numpy calls that torch cannot map run in Python. The torch equivalent (e.g. `torch.randn(shape, generator=g)`) traces.",
+        "noise = torch.randn(x.shape, generator=torch.Generator().manual_seed(0)).to(x)",
+    ),
+    (
+        ("GB4198",),
+        r"deepcopy",
+        "deepcopy-outside",
+        "Create the copy outside forward",
+        "`copy.deepcopy` of modules or tensors cannot be traced. Make the copy once (in `__init__`, or an EMA "
+        "update outside the compiled step) and use it in forward.",
+        "# in __init__:\nself.shadow = copy.deepcopy(self.fc).requires_grad_(False)\n# in forward:\nreturn self.fc(x) + self.shadow(x)",
+    ),
+    (
+        ("GB0007",),
+        r"marked as skipped",
+        "move-untraceable-call",
+        "Move the untraceable call out of the compiled region",
+        "The function is on Dynamo's skip list (a C extension, or code torch chose not to trace): call it "
+        "before or after the compiled model, or pass its result in.",
+        None,
+    ),
+    (
+        ("GB0142",),
+        r"context manager",
+        "context-manager",
+        "Take the context manager out of forward",
+        "Dynamo supports a fixed set of context managers (no_grad, autocast...). Hold locks and other managers "
+        "around the call of the compiled model instead.",
+        None,
+    ),
+    (
+        (),
+        r"generator",
+        "generator",
+        "Avoid generators in forward",
+        "Dynamo cannot trace this generator use; build a list or loop directly.",
+        None,
+    ),
 )
 
 
 def _untraceable_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
     for ids, pattern, rule, title, why, snippet in _UNTRACEABLE:
         if _is(site, ids, pattern):
-            ctx.add(rule, title, f"{why} (at {where(site)})", "source_edit", applies, snippet=snippet, references=refs(site, "troubleshooting"))
+            ctx.add(
+                rule, title, f"{why} (at {where(site)})", "source_edit", applies, snippet=snippet, references=refs(site, "troubleshooting")
+            )
             disable(ctx, site, applies, "Until the code changes, the break can be isolated.")
             return True
     return False
@@ -195,7 +227,7 @@ def _transformers_loss_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: 
     targets = site.module_paths or [""]
     ctx.add(
         "transformers-loss-type",
-        "Set the model's loss function explicitly: `model.loss_type = \"ForCausalLM\"`",
+        'Set the model\'s loss function explicitly: `model.loss_type = "ForCausalLM"`',
         "transformers picks the loss in Python on every call and logs a warning when `loss_type` is unset; "
         "the logger call breaks the graph. Setting `loss_type` (the default it falls back to) removes the "
         "lookup and the warning.",

@@ -201,7 +201,9 @@ _RECOMPILE_RULES: tuple[tuple[tuple[str, ...], Callable[[RuleContext, Failures],
 
 
 def _recompile_limit_rule(ctx: RuleContext) -> None:
-    limit_hits = [m for m in ctx.report.compile_metrics if re.search(r"recompile.?limit|cache_size_limit|cache size limit", m.fail_reason or "", re.I)]
+    limit_hits = [
+        m for m in ctx.report.compile_metrics if re.search(r"recompile.?limit|cache_size_limit|cache size limit", m.fail_reason or "", re.I)
+    ]
     if limit_hits:
         ctx.add(
             "recompile-limit",

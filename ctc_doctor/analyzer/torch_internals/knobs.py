@@ -1,0 +1,152 @@
+"""Fix and benchmark knobs: `torch._dynamo.config` patches, mark_dynamic, disable, inductor caches,
+the registered backends, and compiling or uncompiling modules in place (regional compile).
+
+Owns no state: every knob is a context manager that puts back what it changed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+import torch._dynamo
+
+
+def config_has(name: str) -> bool:
+    """Whether `torch._dynamo.config` has this option (its module proxy hides some names from dir())."""
+    return hasattr(torch._dynamo.config, name)
+
+
+# Options renamed in torch 2.7 (PR #143709): the old names remain as aliases in newer torch.
+_CONFIG_ALIASES = {"recompile_limit": "cache_size_limit", "fail_on_recompile_limit_hit": "fail_on_cache_limit_hit"}
+
+
+def _resolve_callable(dotted: str) -> Any:
+    """`print` -> builtins.print; `logging.Logger.debug` -> that function (report data names functions)."""
+    import builtins
+
+    if "." not in dotted:
+        if not hasattr(builtins, dotted):
+            raise ValueError(f"no builtin named {dotted!r}")
+        return getattr(builtins, dotted)
+    parts = dotted.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            value: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            if not hasattr(value, attr):
+                raise ValueError(f"{dotted!r} does not exist here")
+            value = getattr(value, attr)
+        return value
+    raise ValueError(f"cannot import {dotted!r}")
+
+
+class ConfigOptionMissing(ValueError):
+    """A `torch._dynamo.config` option that this torch does not have."""
+
+
+@contextlib.contextmanager
+def dynamo_config(patch: dict[str, Any]) -> Iterator[None]:
+    """Patch `torch._dynamo.config` for the block. Set-valued options get the named functions added.
+
+    Raises ConfigOptionMissing (before changing anything) when an option does not exist in this torch.
+    """
+    if not patch:
+        yield
+        return
+    config = torch._dynamo.config
+    resolved: dict[str, Any] = {}
+    for name, value in patch.items():
+        key = name if config_has(name) else _CONFIG_ALIASES.get(name, name)
+        if not config_has(key):
+            raise ConfigOptionMissing(f"this torch ({torch.__version__}) has no torch._dynamo.config.{name}")
+        current = getattr(config, key)
+        if isinstance(current, (set, frozenset)) and isinstance(value, list):
+            resolved[key] = set(current) | {_resolve_callable(v) for v in value}
+        else:
+            resolved[key] = value
+    with config.patch(**resolved):
+        yield
+
+
+def mark_dynamic(tensor: torch.Tensor, dim: int) -> None:
+    torch._dynamo.mark_dynamic(tensor, dim)
+
+
+def disable(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """torch.compiler.disable (public since 2.1; `torch._dynamo.disable` before)."""
+    compiler = getattr(torch, "compiler", None)
+    if compiler is not None and hasattr(compiler, "disable"):
+        return compiler.disable(fn)  # type: ignore[no-any-return]
+    return torch._dynamo.disable(fn)  # type: ignore[no-any-return]
+
+
+@contextlib.contextmanager
+def fresh_inductor_cache(enabled: bool = True) -> Iterator[bool]:
+    """A temporary, empty inductor cache directory (in-memory caches cleared) for the block.
+
+    `torch._inductor.utils.fresh_cache` (2.8+; `fresh_inductor_cache` before). Yields False when
+    neither exists, so the caller can say the cold compile may have been warm.
+    """
+    if not enabled:
+        yield False
+        return
+    try:
+        utils = importlib.import_module("torch._inductor.utils")
+    except ImportError:
+        yield False
+        return
+    fresh = getattr(utils, "fresh_cache", None) or getattr(utils, "fresh_inductor_cache", None)
+    if fresh is None:
+        yield False
+        return
+    with fresh():
+        yield True
+
+
+def backend_names() -> list[str] | None:
+    """Every registered torch.compile backend (debug ones included); None when torch cannot say."""
+    try:
+        return list(torch.compiler.list_backends(exclude_tags=()))
+    except Exception:  # noqa: BLE001 - an older torch: the compile itself will say
+        try:
+            return list(torch._dynamo.list_backends(exclude_tags=()))  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001
+            return None
+
+
+@contextlib.contextmanager
+def uncompiled(module: Any) -> Iterator[None]:
+    """A module compiled in place with `nn.Module.compile()` (its private `_compiled_call_impl`, 2.2+)
+    calls its plain forward in the block; restored after. Anything else is left as it is."""
+    saved = getattr(module, "_compiled_call_impl", None) if isinstance(module, torch.nn.Module) else None
+    if saved is None:
+        yield
+        return
+    module._compiled_call_impl = None
+    try:
+        yield
+    finally:
+        module._compiled_call_impl = saved
+
+
+@contextlib.contextmanager
+def regional_compile(modules: list[torch.nn.Module], **compile_kwargs: Any) -> Iterator[None]:
+    """`module.compile(**kw)` on each block for the duration of the block, then undone.
+
+    nn.Module.compile (2.2+) keeps the compiled call in the private `_compiled_call_impl`; setting it
+    back to None restores plain eager calls, so the user's modules end as they started.
+    """
+    saved = [getattr(m, "_compiled_call_impl", None) for m in modules]
+    try:
+        for m in modules:
+            m.compile(**compile_kwargs)
+        yield
+    finally:
+        for m, previous in zip(modules, saved, strict=True):
+            m._compiled_call_impl = previous

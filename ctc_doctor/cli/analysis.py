@@ -1,0 +1,269 @@
+"""Commands that analyze a model from a `build()` TARGET: analyze (the full run), fix, bench, bisect,
+demo and the CI gate `check`; the progress display of a run, and its exit code."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ..errors import ExitCode
+from .options import (
+    GATE_OPTIONS,
+    AnalysisArgs,
+    GateArgs,
+    analysis_options,
+    bench_options,
+    bisect_options,
+    fix_options,
+    option_group,
+    take,
+)
+from .output import (
+    fail,
+    gate,
+    one_line_errors,
+    print_summary,
+    progress_writer,
+    run_live,
+    stderr_console,
+    stdout_reserved,
+    write_report,
+)
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ..reports.models import Report
+    from ..reports.policy import Policy
+    from ..workload import Workload
+
+ERROR_PHASE_EXIT = {
+    "eager": ExitCode.EAGER_FAILED,
+    "compile": ExitCode.COMPILE_FAILED,
+    "timeout": ExitCode.TIMEOUT,
+    "bisect": ExitCode.INTERNAL_ERROR,  # a bug in the bisection; the analysis part of the report stands
+    "suggest": ExitCode.INTERNAL_ERROR,
+    "fix": ExitCode.INTERNAL_ERROR,
+    "probe": ExitCode.INTERNAL_ERROR,
+    "bench": ExitCode.INTERNAL_ERROR,
+}
+"""The exit code of a run whose report holds an error of this phase."""
+
+
+@click.command()
+@click.argument("target")
+@analysis_options
+@bisect_options("top-down", full_run=True)
+@fix_options(full_run=True)
+@bench_options(full_run=True)
+def analyze(target: str, **kw: Any) -> None:
+    """Analyze TARGET (`pkg.module:build` or `path/file.py:build`): breaks and recompiles, bisection
+    when it breaks, suggestions, verified fixes on a copy, and a benchmark."""
+    args = take(AnalysisArgs, kw)
+    run_analysis(target, _loader(target, args.seed), args)
+
+
+@click.command()
+@click.argument("target")
+@analysis_options
+@bisect_options("top-down", full_run=True)
+@fix_options(full_run=False)
+def fix(target: str, **kw: Any) -> None:
+    """Apply every auto-applicable suggestion to a copy of TARGET's model and verify it.
+
+    Each suggestion is tried alone (counts before/after, outputs against eager), then the safe,
+    effective ones together. The user's model is never modified. No benchmark.
+    """
+    args = replace(take(AnalysisArgs, kw), no_bench=True)
+    run_analysis(target, _loader(target, args.seed), args)
+
+
+@click.command()
+@click.argument("target")
+@analysis_options
+@bench_options(full_run=False)
+@click.option("--no-fix", is_flag=True, help="No compiled_fixed arm (skip applying the suggestions).")
+def bench(target: str, **kw: Any) -> None:
+    """Benchmark TARGET: eager vs compiled vs compiled-with-fixes (and regional compilation).
+
+    Per arm: cold and warm-cache compile time, steady-state latency (median, IQR), speedup vs eager,
+    graph/break/recompile counts, peak memory, numerical agreement with eager. No bisection.
+    """
+    args = replace(take(AnalysisArgs, kw), no_bisect=True)
+    run_analysis(target, _loader(target, args.seed), args)
+
+
+@click.command()
+@click.argument("target")
+@analysis_options
+@bisect_options("both", full_run=False)
+def bisect(target: str, **kw: Any) -> None:
+    """Find the smallest submodules of TARGET that fail torch.compile(fullgraph=True).
+
+    One eager call records every submodule's inputs; then fullgraph trials run top-down (root
+    first, into failing children) and/or bottom-up (leaves first). Identical modules are tried once.
+    """
+    args = replace(take(AnalysisArgs, kw), bisect_only=True)
+    run_analysis(target, _loader(target, args.seed), args)
+
+
+@click.command()
+@click.option("--fixture", default="showcase", show_default=True, help="Which fixture of the zoo to run.")
+@click.option("--list", "list_fixtures", is_flag=True, help="List the fixtures zoo and exit.")
+@analysis_options
+@bisect_options("top-down", full_run=True)
+@fix_options(full_run=True)
+@bench_options(full_run=True)
+def demo(fixture: str, list_fixtures: bool, **kw: Any) -> None:
+    """Analyze a built-in example model from the fixtures zoo (no user code needed)."""
+    from ..fixtures.registry import all_fixtures
+
+    fixtures = all_fixtures()
+    if list_fixtures:
+        for name, spec in fixtures.items():
+            click.echo(f"{name:30s} {spec.summary}   [{spec.target}]")
+        return
+    if fixture not in fixtures:
+        fail(f"no fixture named {fixture!r} (see ctc-doctor demo --list)", ExitCode.USAGE)
+    spec = fixtures[fixture]
+    label = "demo" if fixture == "showcase" else f"demo --fixture {fixture}"
+    args = replace(take(AnalysisArgs, kw), rebuild_spec=spec.target)
+    run_analysis(label, _loader(spec.target, args.seed), args)
+
+
+@click.command()
+@click.argument("target")
+@analysis_options
+@option_group(GATE_OPTIONS)
+def check(target: str, **kw: Any) -> None:
+    """CI gate: analyze TARGET (no bisection) and exit 1 when the thresholds are exceeded.
+
+    For a script, the same gate is `ctc-doctor run --check -- train.py` (same threshold options).
+    """
+    policy = take(GateArgs, kw, all_of_them=False).policy(gate=True)
+    args = replace(take(AnalysisArgs, kw), no_bisect=True, no_fix=True, no_bench=True)
+    run_analysis(target, _loader(target, args.seed), args, policy)
+
+
+COMMANDS = [analyze, fix, bench, bisect, demo, check]
+
+
+def _loader(target: str, seed: int) -> Callable[[], Workload]:
+    def load() -> Workload:
+        from ..analyzer.target import load_workload
+
+        return load_workload(target, seed=seed)
+
+    return load
+
+
+def run_analysis(spec: str, load: Callable[[], Workload], args: AnalysisArgs, policy: Policy | None = None) -> None:
+    """Analyze, write the report, print the summary, exit with the run's code."""
+    if args.tui:
+        run_live(args.json_out)
+    console = stderr_console()
+    _check_device_and_backends(args, args.rebuild_spec or spec)
+    with one_line_errors(args.debug):
+        with stdout_reserved(args.json_out == "-") as real_stdout:
+            report = _analyze_with_progress(spec, load, args, console)
+            if args.json_out:
+                write_report(report, args.json_out, real_stdout, redact=args.redact)
+        eager_failed = any(e.phase == "eager" for e in report.errors)
+        if not args.quiet and not eager_failed:  # nothing was analyzed: the one-line error says it all
+            print_summary(report, console, top=args.top, json_out=args.json_out)
+    if args.bisect_only and report.bisect is None and not report.errors:
+        fail("bisect needs an nn.Module model; the target returned a " + report.target.model_class, ExitCode.TARGET_INVALID)
+    fatal = next((e for e in report.errors if e.phase in ERROR_PHASE_EXIT), None)
+    if fatal is not None:
+        hint = " — fix eager mode first" if fatal.phase == "eager" else ""
+        message = fatal.message.removesuffix("; partial report")  # the timeout's own words
+        written = f"; partial report written to {args.json_out}" if args.json_out and args.json_out != "-" else ""
+        fail(f"{message}{hint}{written}", ERROR_PHASE_EXIT[fatal.phase])
+    if policy is not None and not gate(report, policy):
+        sys.exit(int(ExitCode.CHECK_FAILED))
+
+
+def _check_device_and_backends(args: AnalysisArgs, spec: str) -> None:
+    """`--device` and the backends are usage errors before the model is built, not a crash after. A
+    backend the target's module registers when imported counts: it is imported (not built) to see."""
+    backends = [b for b in (args.backend, args.bench_backend) if b]
+    if not args.device and not backends:
+        return
+    if args.device:
+        from ..analyzer.running.device import device_problem
+
+        problem = device_problem(args.device)
+        if problem:
+            fail(problem, ExitCode.USAGE)
+    from ..analyzer.torch_internals import backend_names
+
+    known = backend_names()
+    if known is not None and not set(backends) <= set(known):
+        from ..analyzer.target import resolve_builder
+
+        try:
+            resolve_builder(spec)  # imports the module; the builder is not called
+        except Exception:  # noqa: BLE001 - a bad target is reported by the run itself, with its own exit code
+            return
+        known = backend_names()
+    for name in backends:
+        if known is not None and name not in known:
+            common = [b for b in ("eager", "aot_eager", "inductor", "cudagraphs") if b in known]
+            fail(f"no torch.compile backend named {name!r} (e.g. {', '.join(common)}; all: torch.compiler.list_backends())", ExitCode.USAGE)
+
+
+_PHASE_LABELS = {
+    "eager run": "eager run",
+    "explain": "explain cross-check",
+    "compile": "compiling call",
+    "report": "building report",
+}
+
+
+def _describe(phase: str, done: int, total: int) -> tuple[str, str]:
+    """The progress bar's label and count for a phase's step."""
+    if phase.startswith("bisect "):  # "bisect PATH": a trial of that module is starting
+        return f"bisecting: trying {phase[7:] or '(root)'} with fullgraph=True", f"{done} trial(s) run"
+    if phase.startswith("fix "):  # "fix S3" / "fix combined"
+        what = "all safe suggestions together" if phase == "fix combined" else f"suggestion {phase[4:]} alone"
+        return f"verifying fix: {what}", f"{done}/{total}"
+    count = f"{done}/{total}" if total else ""
+    if phase.startswith("bench"):
+        return f"benchmark{phase[5:]}", count
+    return _PHASE_LABELS.get(phase, phase), count
+
+
+def _analyze_with_progress(spec: str, load: Callable[[], Workload], args: AnalysisArgs, console: Console) -> Report:
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[count]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=args.quiet,
+    )
+    emit = progress_writer(args.progress_fd)
+
+    with progress:
+        task = progress.add_task("loading target (importing torch)", total=None, count="")
+        if emit is not None:
+            emit("load", 0, 0)
+        workload = load()
+
+        def on_progress(phase: str, done: int, total: int) -> None:
+            if emit is not None:
+                emit(phase, done, total)
+            label, count = _describe(phase, done, total)
+            progress.update(task, description=label, completed=done, total=total or None, count=count)
+
+        from ..analyzer.pipeline import analyze as run
+
+        return run(workload, args.analyze_options(spec, on_progress))

@@ -1,0 +1,381 @@
+"""The click options the commands share, and one typed conversion of what they parsed into the
+analyzer's option objects (`AnalysisArgs`, `RunArgs`, `GateArgs`): no command reads a string-keyed dict.
+
+Nothing here imports torch or the analyzer at import time (`--help` stays fast): the conversions
+import the option classes when they run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from ..analyzer.launch import RunOptions
+    from ..analyzer.phases.bench import BenchOptions
+    from ..analyzer.phases.bisect import BisectOptions
+    from ..analyzer.pipeline import AnalyzeOptions
+    from ..progress import ProgressFn
+    from ..reports.models import Strategy
+    from ..reports.policy import Policy
+
+F = TypeVar("F", bound=Callable[..., Any])
+A = TypeVar("A")
+
+REDACT_HELP = "Make every absolute path project-relative, <site-packages>, <stdlib>, ~ or <abs>/last/two, and drop user and host names."
+
+
+def decorate(f: F, options: list[Any]) -> F:
+    """Apply click options so they show in --help in list order."""
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def option_group(options: list[Any], full_run_first: Any = None, full_run: bool = False) -> Callable[[F], F]:
+    """A decorator applying `options`; the full run (`analyze`, `demo`) gets `full_run_first` before them."""
+    chosen = [full_run_first, *options] if full_run and full_run_first is not None else options
+    return lambda f: decorate(f, chosen)
+
+
+def analysis_options(f: F) -> F:
+    options = [
+        click.option(
+            "--json", "json_out", metavar="PATH", help="Write the JSON report to PATH ('-' for stdout; the summary then goes to stderr)."
+        ),
+        click.option("--train", is_flag=True, help="Run forward+backward (loss from Workload.loss_fn, else the sum of the outputs)."),
+        click.option(
+            "--backend",
+            default=None,
+            help="torch.compile backend [default: eager; aot_eager with --train]. 'inductor' also yields perf hints.",
+        ),
+        click.option("--device", default=None, help="Move the model and inputs to this device first (e.g. cuda)."),
+        click.option("--seed", default=0, show_default=True, type=int, help="torch.manual_seed before building and before each phase."),
+        click.option(
+            "--timeout",
+            "timeout_s",
+            default=None,
+            type=click.FloatRange(min=0, min_open=True),
+            metavar="SECONDS",
+            help="Give up after this long; the partial report is still written.",
+        ),
+        click.option("--no-explain", is_flag=True, help="Skip the torch._dynamo.explain cross-check."),
+        click.option("--guards", "keep_guards", is_flag=True, help="Keep the full guard tree text per compile id in the report."),
+        click.option("--top", default=10, show_default=True, type=int, help="Break sites to show in the summary."),
+        click.option("--redact", is_flag=True, help=REDACT_HELP),
+        click.option("--quiet", "-q", is_flag=True, help="No summary or progress on stderr."),
+        click.option(
+            "--tui", is_flag=True, help="Watch the run in the terminal UI (phases, output; Escape cancels), then browse the report."
+        ),
+        click.option("--debug", is_flag=True, help="Show tracebacks for errors."),
+        # the TUI's live mode: one JSON object per progress step on this file descriptor
+        click.option("--progress-fd", type=int, default=None, hidden=True),
+    ]
+    return decorate(f, options)
+
+
+def bisect_options(default_strategy: str, full_run: bool) -> Callable[[F], F]:
+    return option_group(
+        [
+            click.option(
+                "--strategy",
+                type=click.Choice(["top-down", "bottom-up", "both"]),
+                default=default_strategy,
+                show_default=True,
+                help="Bisection strategy (both: run the two and report whether they agree).",
+            ),
+            click.option(
+                "--max-trials",
+                type=click.IntRange(min=1),
+                default=None,
+                metavar="N",
+                help="Run at most N fullgraph trials; the rest is listed as untried.",
+            ),
+            click.option(
+                "--trial-timeout",
+                "trial_timeout_s",
+                type=float,
+                default=60.0,
+                show_default=True,
+                metavar="SECONDS",
+                help="Per-trial limit; a hung trial becomes a timeout row.",
+            ),
+            click.option(
+                "--isolate/--no-isolate",
+                default=None,
+                help="Run the trials in a child process (a segfault costs one row) "
+                "[default: on for a full run with the benchmark on CPU, where it costs under 10 %; off otherwise].",
+            ),
+            click.option("--no-memo", is_flag=True, help="Try every module, even identical ones."),
+            click.option(
+                "--repro-dir",
+                default=None,
+                metavar="DIR",
+                help="Write repro scripts here [default: beside the --json report; none without one].",
+            ),
+        ],
+        click.option("--no-bisect", is_flag=True, help="Do not bisect the module tree when breaks are found."),
+        full_run,
+    )
+
+
+def fix_options(full_run: bool) -> Callable[[F], F]:
+    return option_group(
+        [
+            click.option(
+                "--probe-shapes",
+                is_flag=True,
+                help="Vary each input dimension to find the ones that recompile; recommend mark_dynamic calls.",
+            )
+        ],
+        click.option("--no-fix", is_flag=True, help="Do not apply and verify the auto-applicable suggestions."),
+        full_run,
+    )
+
+
+def bench_options(full_run: bool) -> Callable[[F], F]:
+    return option_group(
+        [
+            click.option("--bench-backend", default="inductor", show_default=True, help="Backend of the benchmark's compiled arms."),
+            click.option(
+                "--mode",
+                type=click.Choice(["default", "reduce-overhead", "max-autotune"]),
+                default="default",
+                show_default=True,
+                help="torch.compile mode of the benchmark (inductor).",
+            ),
+            click.option(
+                "--iters",
+                type=click.IntRange(min=1),
+                default=20,
+                show_default=True,
+                help="Timed passes per arm (one pass = every call of the workload).",
+            ),
+            click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True, help="Untimed passes before timing."),
+            click.option("--no-regional", is_flag=True, help="No regional-compilation arm, even with repeated blocks."),
+            click.option(
+                "--aot",
+                is_flag=True,
+                help="Add the ahead-of-time arms: torch.export + AOTInductor of the whole model (aot), "
+                "of each repeated block class (aot_regional), of the fixed copy (aot_fixed).",
+            ),
+            click.option("--aot-strict", is_flag=True, help="Export the AOT arms in strict mode (Dynamo traces) [default: non-strict]."),
+            click.option(
+                "--objective",
+                type=click.Choice(["balanced", "latency", "compile"]),
+                default="balanced",
+                show_default=True,
+                help="What the best arm and the ranking of suggestions optimise; balanced: never first a change that makes latency worse.",
+            ),
+        ],
+        click.option("--no-bench", is_flag=True, help="Skip the benchmark (inductor compiles take a while on CPU)."),
+        full_run,
+    )
+
+
+GATE_OPTIONS = [
+    click.option(
+        "--max-graph-breaks",
+        type=click.IntRange(min=0),
+        default=None,
+        metavar="N",
+        help="Fail when more than N break sites remain after the allowlists [default: 0].",
+    ),
+    click.option(
+        "--max-recompiles",
+        type=click.IntRange(min=0),
+        default=None,
+        metavar="N",
+        help="Fail when more than N recompiles happen [default: 0].",
+    ),
+    click.option("--allow", multiple=True, metavar="GB|TYPE", help="Do not count breaks with this GB id or gb_type (repeatable)."),
+    click.option("--allow-module", multiple=True, metavar="PATH", help="Do not count breaks inside this module path (repeatable)."),
+    click.option("--own-code-only", is_flag=True, help="Do not count breaks whose innermost frame is in a library."),
+]
+
+
+def take(cls: type[A], kw: dict[str, Any], *, all_of_them: bool = True) -> A:
+    """`cls` made from the entries of kw that name its fields, popped from kw. With `all_of_them`, an
+    entry left over is a bug: an option the command declares that no field receives."""
+    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    args = cls(**{name: kw.pop(name) for name in list(kw) if name in names})
+    if all_of_them and kw:
+        raise TypeError(f"options without a field in {cls.__name__}: {sorted(kw)}")
+    return args
+
+
+@dataclass(frozen=True)
+class GateArgs:
+    """The CI gate's options (`check`, `run --check`)."""
+
+    max_graph_breaks: int | None = None
+    max_recompiles: int | None = None
+    allow: tuple[str, ...] = ()
+    allow_module: tuple[str, ...] = ()
+    own_code_only: bool = False
+
+    def policy(self, *, gate: bool) -> Policy | None:
+        """The check policy; None when no gate was asked for (neither `gate` nor a limit)."""
+        from ..reports.policy import Policy
+
+        if not gate and (self.max_graph_breaks, self.max_recompiles) == (None, None):
+            return None
+        # a gate's default is clean: a limit left unset stays 0 when the other is given
+        return Policy(
+            max_graph_breaks=self.max_graph_breaks or 0,
+            max_recompiles=self.max_recompiles or 0,
+            allow=self.allow,
+            allow_modules=self.allow_module,
+            own_code_only=self.own_code_only,
+        )
+
+
+@dataclass(frozen=True)
+class AnalysisArgs:
+    """What analyze, fix, bench, bisect, demo and check parsed; an option a command lacks keeps its default."""
+
+    json_out: str | None = None
+    train: bool = False
+    backend: str | None = None
+    device: str | None = None
+    seed: int = 0
+    timeout_s: float | None = None
+    no_explain: bool = False
+    keep_guards: bool = False
+    top: int = 10
+    redact: bool = False
+    quiet: bool = False
+    tui: bool = False
+    debug: bool = False
+    progress_fd: int | None = None
+    # the bisection
+    no_bisect: bool = False
+    strategy: Strategy = "top-down"
+    max_trials: int | None = None
+    trial_timeout_s: float | None = 60.0
+    isolate: bool | None = None
+    no_memo: bool = False
+    repro_dir: str | None = None
+    # the verified fixes
+    no_fix: bool = False
+    probe_shapes: bool = False
+    # the benchmark: a command without its options has no bench_backend
+    no_bench: bool = False
+    bench_backend: str | None = None
+    mode: str = "default"
+    iters: int = 20
+    warmup: int = 3
+    no_regional: bool = False
+    aot: bool = False
+    aot_strict: bool = False
+    objective: str = "balanced"
+    # what the command itself decides
+    bisect_only: bool = False
+    """`bisect`: the bisection alone, whether or not the model breaks."""
+    rebuild_spec: str | None = None
+    """The TARGET a child process rebuilds the model from (`demo` names its fixture's)."""
+
+    def bench_options(self) -> BenchOptions | None:
+        if self.no_bench or self.bisect_only or self.bench_backend is None:
+            return None
+        from ..analyzer.phases.bench import BenchOptions
+
+        return BenchOptions(
+            backend=self.bench_backend,
+            mode=None if self.mode == "default" else self.mode,
+            iters=self.iters,
+            warmup=self.warmup,
+            regional=not self.no_regional,
+            objective=self.objective,
+            aot=self.aot,
+            aot_strict=self.aot_strict,
+        )
+
+    def isolate_trials(self, with_bench: bool) -> bool:
+        """--isolate/--no-isolate when given; else on for a run with the benchmark on CPU, where the child,
+        started before the analysis, costs under 10 % of the run (`benchmarks/bisect_cost.py --full-run`)."""
+        if self.isolate is not None:
+            return self.isolate
+        return with_bench and (self.device or "cpu") == "cpu"
+
+    def bisect_options(self, spec: str, with_bench: bool) -> BisectOptions | None:
+        if not self.bisect_only and self.no_bisect:
+            return None
+        from ..analyzer.phases.bisect import BisectOptions
+
+        json_out = self.json_out
+        repro_dir = self.repro_dir or (os.path.dirname(os.path.abspath(json_out)) if json_out and json_out != "-" else None)
+        return BisectOptions(
+            strategy=self.strategy,
+            max_trials=self.max_trials,
+            trial_timeout_s=self.trial_timeout_s if self.trial_timeout_s and self.trial_timeout_s > 0 else None,
+            isolate=self.isolate_trials(with_bench),
+            memoize=not self.no_memo,
+            repro_dir=repro_dir,
+            target=self.rebuild_spec or spec,
+            always=self.bisect_only,
+        )
+
+    def analyze_options(self, spec: str, progress: ProgressFn) -> AnalyzeOptions:
+        """The analyzer's options for TARGET `spec`, reporting progress to `progress`."""
+        from ..analyzer.phases.fix import FixOptions
+        from ..analyzer.pipeline import AnalyzeOptions
+
+        bench = self.bench_options()
+        return AnalyzeOptions(
+            fix=None if self.no_fix or self.bisect_only else FixOptions(),
+            probe_shapes=self.probe_shapes,
+            bench=bench,
+            backend=self.backend,
+            device=self.device,
+            train=self.train,
+            seed=self.seed,
+            explain=not self.no_explain,
+            keep_guard_text=self.keep_guards,
+            timeout_s=self.timeout_s,
+            compile=not self.bisect_only,
+            bisect=self.bisect_options(spec, bench is not None),
+            spec=spec,
+            command=" ".join(["ctc-doctor", *sys.argv[1:]]),
+            progress=progress,
+        )
+
+
+@dataclass(frozen=True)
+class RunArgs:
+    """What `ctc-doctor run` parsed (the gate's options apart, in GateArgs)."""
+
+    nproc: int = 1
+    backend: str | None = None
+    max_steps: int | None = None
+    timeout_s: float | None = None
+    json_out: str | None = None
+    no_bisect: bool = False
+    no_fix: bool = False
+    keep_guards: bool = False
+    top: int = 10
+    redact: bool = False
+    quiet: bool = False
+    tui: bool = False
+    gate: bool = False
+    debug: bool = False
+    progress_fd: int | None = None
+
+    def run_options(self, *, gated: bool) -> RunOptions:
+        """The launcher's options; a gated run skips the bisection and the fixes (counts are all it needs)."""
+        from ..analyzer.launch import RunOptions
+
+        return RunOptions(
+            nproc=self.nproc,
+            backend=self.backend,
+            max_steps=self.max_steps,
+            timeout_s=self.timeout_s,
+            bisect=not self.no_bisect and not gated,
+            fix=not self.no_fix and not gated,
+            keep_guard_text=self.keep_guards,
+        )
