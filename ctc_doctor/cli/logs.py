@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from .options import REDACT_HELP
+from .options import DEBUG, GUARDS, REDACT, TOP
 from .output import (
     browse,
     command_line,
@@ -24,12 +24,12 @@ from .output import (
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @click.option("--json", "json_out", metavar="PATH", help="Write the JSON report to PATH ('-' for stdout; the summary then goes to stderr).")
 @click.option("--strict", is_flag=True, help="Exit 10 when any record is unreadable or of an unknown kind (the report is still written).")
-@click.option("--guards", "keep_guards", is_flag=True, help="Keep the full guard tree text per compile id in the report.")
-@click.option("--top", default=10, show_default=True, type=int, help="Break sites to show in the summary.")
-@click.option("--redact", is_flag=True, help=REDACT_HELP)
+@GUARDS
+@TOP
+@REDACT
 @click.option("--quiet", "-q", is_flag=True, help="No summary on stderr.")
 @click.option("--tui", is_flag=True, help="Browse the report in the terminal UI.")
-@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@DEBUG
 def logs(
     paths: tuple[str, ...],
     json_out: str | None,

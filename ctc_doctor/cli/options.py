@@ -30,6 +30,15 @@ A = TypeVar("A")
 REDACT_HELP = "Make every absolute path project-relative, <site-packages>, <stdlib>, ~ or <abs>/last/two, and drop user and host names."
 
 
+# options several commands declare alike
+GUARDS = click.option("--guards", "keep_guards", is_flag=True, help="Keep the full guard tree text per compile id in the report.")
+TOP = click.option("--top", default=10, show_default=True, type=int, help="Break sites to show in the summary.")
+REDACT = click.option("--redact", is_flag=True, help=REDACT_HELP)
+DEBUG = click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+# the TUI's live mode: one JSON object per progress step on this file descriptor
+PROGRESS_FD = click.option("--progress-fd", type=int, default=None, hidden=True)
+
+
 def decorate(f: F, options: list[Any]) -> F:
     """Apply click options so they show in --help in list order."""
     for option in reversed(options):
@@ -65,16 +74,15 @@ def analysis_options(f: F) -> F:
             help="Give up after this long; the partial report is still written.",
         ),
         click.option("--no-explain", is_flag=True, help="Skip the torch._dynamo.explain cross-check."),
-        click.option("--guards", "keep_guards", is_flag=True, help="Keep the full guard tree text per compile id in the report."),
-        click.option("--top", default=10, show_default=True, type=int, help="Break sites to show in the summary."),
-        click.option("--redact", is_flag=True, help=REDACT_HELP),
+        GUARDS,
+        TOP,
+        REDACT,
         click.option("--quiet", "-q", is_flag=True, help="No summary or progress on stderr."),
         click.option(
             "--tui", is_flag=True, help="Watch the run in the terminal UI (phases, output; Escape cancels), then browse the report."
         ),
-        click.option("--debug", is_flag=True, help="Show tracebacks for errors."),
-        # the TUI's live mode: one JSON object per progress step on this file descriptor
-        click.option("--progress-fd", type=int, default=None, hidden=True),
+        DEBUG,
+        PROGRESS_FD,
     ]
     return decorate(f, options)
 

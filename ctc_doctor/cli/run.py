@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import ExitCode
-from .options import GATE_OPTIONS, REDACT_HELP, GateArgs, RunArgs, option_group, take
+from .options import DEBUG, GATE_OPTIONS, GUARDS, PROGRESS_FD, REDACT, TOP, GateArgs, RunArgs, option_group, take
 from .output import (
     command_line,
     gate,
@@ -62,17 +62,17 @@ _RUN_PHASES = {
 )
 @click.option("--no-bisect", is_flag=True, help="Skip the bisection of the compiled module.")
 @click.option("--no-fix", is_flag=True, help="Skip verifying the suggestions on copies of the compiled module.")
-@click.option("--guards", "keep_guards", is_flag=True, help="Keep the full guard tree text per compile id in the report.")
-@click.option("--top", default=10, show_default=True, type=int, help="Break sites to show in the summary.")
-@click.option("--redact", is_flag=True, help=REDACT_HELP)
+@GUARDS
+@TOP
+@REDACT
 @click.option("--quiet", "-q", is_flag=True, help="No summary or progress on stderr (the script's own output still shows).")
 @click.option("--tui", is_flag=True, help="Watch the run in the terminal UI (phases, the script's output), then browse the report.")
 @click.option(
     "--check", "gate", is_flag=True, help="CI gate: exit 1 unless the run is clean (or within --max-graph-breaks/--max-recompiles)."
 )
 @option_group(GATE_OPTIONS)
-@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
-@click.option("--progress-fd", type=int, default=None, hidden=True)
+@DEBUG
+@PROGRESS_FD
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- SCRIPT [ARGS]...")
 def run(command: tuple[str, ...], **kw: Any) -> None:
     """Run an unmodified script under the doctor: what it compiles, where it breaks and recompiles.

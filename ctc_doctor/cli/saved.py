@@ -8,7 +8,7 @@ import sys
 import click
 
 from ..errors import ExitCode
-from .options import REDACT_HELP
+from .options import REDACT
 from .output import browse, load_report_or_fail, stderr_console
 
 SECTIONS = ["overview", "breaks", "recompiles", "modules", "suggestions", "benchmark", "compiles"]
@@ -45,7 +45,7 @@ def tui(report_path: str, section: str) -> None:
 @click.command()
 @click.argument("report_path", metavar="REPORT")
 @click.option("--format", "fmt", type=click.Choice(["md", "json", "text"]), default="md", show_default=True, help="Output format.")
-@click.option("--redact", is_flag=True, help=REDACT_HELP)
+@REDACT
 @click.option("--project-root", default=None, metavar="DIR", help="Paths become relative to DIR with --redact [default: cwd].")
 def report(report_path: str, fmt: str, redact: bool, project_root: str | None) -> None:
     """Print a saved report as Markdown for a GitHub issue (or JSON / text) on stdout."""

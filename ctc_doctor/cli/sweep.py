@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import ExitCode
-from .options import REDACT_HELP
+from .options import DEBUG, REDACT
 from .output import fail, one_line_errors, stderr_console
 
 if TYPE_CHECKING:
@@ -87,9 +87,9 @@ def sweep() -> None:
 @click.option(
     "--full", is_flag=True, help="The whole analysis per target (bisection, verified fixes, benchmark), not just breaks and recompiles."
 )
-@click.option("--redact", is_flag=True, help=REDACT_HELP)
+@REDACT
 @click.option("--quiet", "-q", is_flag=True, help="No progress or summary on stderr.")
-@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@DEBUG
 def sweep_run(
     manifest: str,
     out_dir: str,
