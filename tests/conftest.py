@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from functools import cache
@@ -20,6 +21,13 @@ TARGETS = Path(__file__).resolve().parent / "targets"
 
 
 @cache
+def ctrl_c_reaches_the_child() -> None:
+    """`preexec_fn` for a child a test will Ctrl-C: a shell without job control starts background
+    commands with SIGINT ignored (`make test &`), Python keeps an inherited SIG_IGN, and the child
+    would never see the test's Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def analyzed(name: str, train: bool = False) -> Report:
     """Analyze a zoo fixture once per test process (backend eager, or aot_eager with train)."""
     spec = all_fixtures()[name]

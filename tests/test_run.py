@@ -23,7 +23,7 @@ from ctc_doctor.reports import load_report
 from ctc_doctor.reports.models import Report
 from ctc_doctor.tui.live_run import LiveRun
 
-from .conftest import REPO, TARGETS
+from .conftest import REPO, TARGETS, ctrl_c_reaches_the_child
 
 SCRIPTS = REPO / "ctc_doctor" / "fixtures" / "scripts"
 TRAIN = SCRIPTS / "train.py"
@@ -256,7 +256,7 @@ def test_ctrl_c_stops_the_script_and_still_writes_the_report(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(TARGETS), "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "ctc_doctor", "run", "-q", "--json", str(out), "--", str(hangs(tmp_path))],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_reaches_the_child,
     )  # fmt: skip
     try:
         assert proc.stdout is not None

@@ -22,7 +22,7 @@ from ctc_doctor.sweep.diff import diff_sweeps
 from ctc_doctor.sweep.manifest import parse_shard, read_manifest, shard
 from ctc_doctor.sweep.summary import load_summary, render_text
 
-from .conftest import REPO, TARGETS, run_cli
+from .conftest import REPO, TARGETS, ctrl_c_reaches_the_child, run_cli
 
 FLEET = """\
 # a small fleet: every status a sweep can give
@@ -264,6 +264,7 @@ def test_ctrl_c_or_sigterm_stops_the_targets_and_still_writes_the_summary(tmp_pa
         env={**os.environ, "PYTHONPATH": str(TARGETS)},
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=ctrl_c_reaches_the_child,
     )
     logs = out / "logs"
     deadline = time.time() + 60
