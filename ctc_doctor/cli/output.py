@@ -11,7 +11,7 @@ import os
 import sys
 import traceback
 from collections.abc import Iterator
-from typing import IO, TYPE_CHECKING, Any, NoReturn
+from typing import IO, TYPE_CHECKING, NoReturn
 
 import click
 
@@ -20,6 +20,7 @@ from ..errors import CtcDoctorError, ExitCode
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from ..progress import ProgressFn
     from ..reports.models import Report
     from ..reports.policy import Policy
 
@@ -57,9 +58,10 @@ def load_report_or_fail(path: str) -> Report:
     """A saved report, or its one-line error and exit code (REPORT_INVALID)."""
     from ..reports.io import load_report
 
-    with one_line_errors():
+    try:
         return load_report(path)
-    raise AssertionError("unreachable")  # one_line_errors exits on every error
+    except CtcDoctorError as exc:
+        fail(exc.one_line(), exc.exit_code)
 
 
 @contextlib.contextmanager
@@ -128,7 +130,7 @@ def gate(report: Report, policy: Policy) -> bool:
     return True
 
 
-def progress_writer(fd: int | None) -> Any:
+def progress_writer(fd: int | None) -> ProgressFn | None:
     """The `--progress-fd` writer (the TUI's live mode reads it), or None without one."""
     if fd is None:
         return None
