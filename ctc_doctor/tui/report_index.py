@@ -17,11 +17,6 @@ from ..reports.labels import module_label, short_path, suggestion_status
 from ..reports.models import Frame, GraphBreakSite, Recompile, Report, Suggestion
 
 
-def site_frame(site: GraphBreakSite) -> Frame:
-    """The frame to show for a site: the user's own code when the break is inside a library."""
-    return site.own_frame or site.user_frame
-
-
 def location(frame: Frame, width: int = 40) -> str:
     return f"{short_path(frame.file, width)}:{frame.line}"
 
@@ -75,7 +70,7 @@ class ReportIndex:
         for site in r.graph_breaks:
             for path in site.module_paths:
                 sites[path].append(site)
-            frame = site_frame(site)
+            frame = site.place()
             self.haystack[site.id] = " ".join(
                 [
                     site.id,

@@ -15,7 +15,7 @@ from textual.widgets import Input, Static
 from ...reports.labels import short_path
 from ...reports.links import gb_pages
 from ...reports.models import GraphBreakSite
-from ..report_index import location, site_frame, site_matches
+from ..report_index import location, site_matches
 from ..widgets.detail_pane import DetailPane
 from ..widgets.source_view import source_view
 from ..widgets.virtual_table import Column, VirtualTable
@@ -38,7 +38,7 @@ def _rank(site: GraphBreakSite) -> int:
 SORTS: dict[str, tuple[str, Callable[[GraphBreakSite], Any], bool]] = {
     "id": ("rank", _rank, False),
     "n": ("occurrences", lambda s: (s.occurrences, -_rank(s)), True),
-    "location": ("location", lambda s: (site_frame(s).file, site_frame(s).line), False),
+    "location": ("location", lambda s: (s.place().file, s.place().line), False),
     "module": ("module", lambda s: (s.module_paths[0] if s.module_paths else "", _rank(s)), False),
     "gb": ("GB id", lambda s: (s.registry_ids[0] if s.registry_ids else "~", _rank(s)), False),
     "reason": ("reason", lambda s: (s.gb_type, s.reason), False),
@@ -48,7 +48,7 @@ SORT_CYCLE = ["id", "n", "location", "module", "gb"]
 
 def site_detail(screen: SectionScreen, site: GraphBreakSite) -> list[RenderableType]:
     index = screen.index
-    frame = site_frame(site)
+    frame = site.place()
     head = Text()
     head.append(f"{site.id} ", style="bold")
     head.append(site.gb_type, style="bold yellow")
@@ -122,7 +122,7 @@ class BreaksScreen(SectionScreen):
         self.cells = {
             s.id: (
                 s.id,
-                location(site_frame(s)),
+                location(s.place()),
                 self.index.module_text(s.module_paths, 36),
                 ", ".join(s.registry_ids[:2]) or "—",
                 str(s.occurrences),

@@ -14,7 +14,7 @@ from textual.widgets.tree import TreeNode
 
 from ...reports.labels import bisect_summary_line, short_path, trial_symbol
 from ...reports.models import BisectTrial
-from ..report_index import location, site_frame
+from ..report_index import location
 from ..widgets.detail_pane import DetailPane
 from ..widgets.source_view import source_view
 from .section_screen import SectionScreen
@@ -225,7 +225,7 @@ class ModulesScreen(SectionScreen):
             text = Text()
             for s in sites:
                 text.append(f"{s.id} ", style="bold")
-                text.append(f"{s.gb_type} at {location(site_frame(s))} ({s.occurrences}×)\n")
+                text.append(f"{s.gb_type} at {location(s.place())} ({s.occurrences}×)\n")
             parts += [Text("break sites attributed to this module (b lists them in the break table)", style="bold"), text]
         recompiles = self.index.recompiles_by_module.get(path, [])
         if recompiles:
