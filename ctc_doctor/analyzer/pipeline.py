@@ -316,7 +316,7 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions
         return
     model = ctx.workload.model
     is_module = isinstance(model, torch.nn.Module)
-    facts: ModelFacts | None = model_facts(model, ctx.calls[0]) if is_module else None
+    facts: ModelFacts | None = model_facts(model, ctx.calls) if is_module else None
     ctx = dataclasses.replace(ctx, facts=facts)
     # (phase, run, merge, reads the report): a phase that reads the report gets a copy of it
     steps: list[tuple[rm.Phase, Callable[[PhaseContext], Any], Callable[[Any], None], bool]] = []
@@ -339,7 +339,7 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions
         phase_ctx = dataclasses.replace(ctx, budget_s=budget, report=report.model_copy(deep=True) if reads_report else None)
         try:
             # the copies and timed passes run the model dozens of times: keep its prints off the terminal
-            with deadline(budget), _quiet_stdout():
+            with deadline(budget), _quiet_output(phase, report.notes):
                 section = run(phase_ctx)
             merge(section)
         except DeadlineExceeded:
@@ -362,6 +362,20 @@ def _merge_verdicts(report: rm.Report) -> None:
 
 
 @contextlib.contextmanager
-def _quiet_stdout() -> Iterator[None]:
-    with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
-        yield
+def _quiet_output(phase: str, notes: list[str]) -> Iterator[None]:
+    """The model's prints discarded; what torch or the model writes to `sys.stderr` (an export failure's
+    graph dump) kept off the terminal and told in one note. ctc-doctor's own progress and messages go
+    to the terminal's stderr they were bound to when the command started."""
+    import io
+
+    err = io.StringIO()
+    try:
+        with open(os.devnull, "w") as null, contextlib.redirect_stdout(null), contextlib.redirect_stderr(err):
+            yield
+    finally:
+        text = err.getvalue()
+        if text.strip():
+            first = next((line.strip() for line in text.splitlines() if line.strip()), "")[:200]
+            lines = len(text.splitlines())
+            size = f"{len(text) / 1024:.1f} KB ({lines} lines)"
+            notes.append(f"{phase}: {size} written to stderr by torch or the model, not shown; first: {first}")

@@ -51,7 +51,8 @@ def one_line_errors(debug: bool = False) -> Iterator[None]:
 def stderr_console() -> Console:
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False, soft_wrap=False)
+    # bound to the stderr of now: a phase that redirects `sys.stderr` (torch's printouts) keeps ours on the terminal
+    return Console(file=sys.stderr, highlight=False, soft_wrap=False)
 
 
 def load_report_or_fail(path: str) -> Report:

@@ -15,9 +15,11 @@ from .models import (
     CompiledObject,
     FixResult,
     GraphBreakSite,
+    NumericsCheck,
     RecompileCause,
     Report,
     Suggestion,
+    Verification,
 )
 
 STATUS_STYLE = {
@@ -231,3 +233,47 @@ def compile_time_text(report: Report) -> str:
     if report.source is not None and not report.compile_metrics:
         return "compile time unknown (no compile metrics in these logs)"
     return f"compile time {report.summary.compile_time_s:.2f} s"
+
+
+def ratio_text(ratio: float) -> str:
+    """`0.86x`, `1.00x`, `13x`."""
+    return f"{ratio:.2f}x" if ratio < 10 else f"{ratio:.0f}x"
+
+
+def numerics_cell(arm: BenchmarkArm) -> str:
+    """A benchmark arm's numerics in a table cell: its error over eager's (`0.86x`), ✗ when it fails."""
+    check = arm.numerics
+    if check is None or check.method == "elementwise" or check.ratio is None:
+        value = "" if arm.max_abs_error is None else f"{arm.max_abs_error:.1e}"  # reports before 1.9, elementwise
+    else:
+        value = ratio_text(check.ratio)
+    return value + (" ✗" if arm.numerics_ok is False else "")
+
+
+def fix_lists(fix: FixResult) -> list[tuple[str, str]]:
+    """The suggestions `fix` did not apply, by why: (`unsafe or failed`, `S1, S2`), (`left out`, `S4 (with S1: ...)`)."""
+    rows = [("unsafe or failed", ", ".join(fix.unsafe)), ("no effect", ", ".join(fix.ineffective))]
+    rows.append(("left out", "; ".join(f"{sid} ({why})" for sid, why in fix.dropped.items())))
+    return [(label, ids) for label, ids in rows if ids]
+
+
+def verification_numerics(v: Verification, backend: str) -> str:
+    """` · numerics ok: error 1.00x eager's own against float64 (eager)` for a verified fix ('' when not compared)."""
+    if v.numerics is not None:
+        return f" · {numerics_text(v.numerics)} ({backend})"
+    return "" if v.max_abs_error is None else f" · outputs match eager (max abs error {v.max_abs_error:.2e}, {backend})"
+
+
+def numerics_text(check: NumericsCheck) -> str:
+    """One line: `numerics ok: error 0.86x eager's own against float64`."""
+    against = {"float64_reference": "float64", "float32_reference": "float32"}.get(check.method)
+    head = "numerics ok" if check.ok else "numerics FAIL"
+    if against is None:
+        text = f"{head}: elementwise against eager"
+    elif check.ratio is not None:
+        text = f"{head}: error {ratio_text(check.ratio)} eager's own against {against}"
+    else:
+        text = f"{head}: against {against}"
+    if not check.ok and check.problem:
+        text += f" ({check.problem})"
+    return text

@@ -23,6 +23,8 @@ from .labels import (
     cudagraph_text,
     graphs_text,
     module_label,
+    numerics_cell,
+    numerics_text,
     script_outcome,
     short_path,
     site_marks,
@@ -112,11 +114,18 @@ def _suggestions(report: Report, add: Any) -> None:
     if fix is not None:
         if fix.applied and fix.verification is not None:
             v = fix.verification
-            errors = f", max abs error vs eager {v.max_abs_error:.2e}" if v.max_abs_error is not None else ""
+            if v.numerics is not None:
+                errors = f", {numerics_text(v.numerics)}"
+            else:
+                errors = f", max abs error vs eager {v.max_abs_error:.2e}" if v.max_abs_error is not None else ""
             add(f"**Fix (verified on a copy, {fix.backend}):** applied {', '.join(fix.applied)}: {v.summary}{errors}.")
         else:
             add("**Fix:** nothing applied.")
         add("")
+        for sid, why in fix.dropped.items():
+            add(f"- left out of the combined fix: {sid} ({_cell(why, 300)})")
+        if fix.dropped:
+            add("")
         if fix.remaining:
             add("Still left: " + "; ".join(_cell(r, 120) for r in fix.remaining[:6]) + ".")
             add("")
@@ -154,7 +163,7 @@ def _benchmark(report: Report, add: Any) -> None:
     add("")
     add(
         "| arm | cold compile s | warm compile s | latency ms (median ± IQR, n) | speedup | graphs | breaks | recompiles "
-        "| peak MB | max abs err |"
+        "| peak MB | error vs eager's |"
     )
     add("|---|---|---|---|---|---|---|---|---|---|")
 
@@ -163,7 +172,7 @@ def _benchmark(report: Report, add: Any) -> None:
 
     for a in b.arms:
         lat = f"{a.latency_ms.median:.3f} ± {a.latency_ms.iqr:.3f} ({a.latency_ms.n})" if a.latency_ms else "—"
-        err = num(a.max_abs_error, ".1e") + (" ✗" if a.numerics_ok is False else "")
+        err = numerics_cell(a) or "—"
         warm = num(a.warm_compile_time_s, ".2f") if a.load_time_s is None else f"load {a.load_time_s:.2f}"
         add(
             f"| {a.name}{' ★' if a.name == b.best_arm else ''} | {num(a.compile_time_s, '.2f')} | {warm} | {lat} | "

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..version import __version__
 
-SCHEMA_VERSION = "1.8"
+SCHEMA_VERSION = "1.9"
 """major.minor: a minor bump adds optional fields; a major bump renames or removes fields."""
 
 Verdict = Literal["clean", "graph_breaks", "recompiles", "graph_breaks_and_recompiles", "failed"]
@@ -553,6 +553,10 @@ class FixAction(_Model):
     """mark_dynamic / scalar_to_tensor: the forward argument (`x`, `kwargs['input_ids']` is `input_ids`)."""
     dims: list[int] = Field(default_factory=list)
     """mark_dynamic: the dimensions."""
+    marks: dict[str, list[int]] = Field(default_factory=dict)
+    """mark_dynamic of tensors whose dimension changes together (one recompile cause): argument -> dims,
+    all marked at once (`argument`/`dims` are the first of them). Marking one of them alone makes Dynamo
+    specialize it to the others' static size (`ConstraintViolationError`). Schema 1.9."""
     file: str | None = None
     """source_patch: the file of the method."""
     function: str | None = None
@@ -580,6 +584,44 @@ class Effect(_Model):
     """Frame compile time over the workload (analysis backend)."""
 
 
+class NumericsCheck(_Model):
+    """One run judged against eager's own (schema 1.9): both against a higher-precision reference run of
+    the same calls (a float64 copy of the model and inputs, on the same device), as PyTorch's inductor
+    accuracy check does (`torch._dynamo.utils.same` with `fp64_ref`). A floating-point tensor passes when
+    its RMSE against the reference is at most `multiplier` x eager's own RMSE on it (never less than
+    eager's typical relative error over the run times the tensor's scale: one number, like a loss, is
+    not judged by one lucky rounding) plus one rounding step of its dtype. Other tensors must be equal."""
+
+    method: Literal["float64_reference", "float32_reference", "elementwise"]
+    """float64_reference; float32_reference (a bf16/fp16 model whose float64 copy could not be made or
+    would not fit, see `note`); elementwise (no higher-precision reference: assert_close-style
+    tolerances against eager, see `note`)."""
+    ok: bool
+    """Every compared tensor passes."""
+    compared: list[str] = Field(default_factory=list)
+    """What was compared: `outputs (3 calls, 6 tensors)`, `loss (3 calls)`, `gradients (26 parameters)`."""
+    eager_error: float | None = None
+    """Eager's own RMSE against the reference, pooled over the floating-point outputs."""
+    candidate_error: float | None = None
+    """This run's RMSE against the reference, pooled the same way."""
+    ratio: float | None = None
+    """candidate_error / eager_error (below 1: closer to the reference than eager)."""
+    multiplier: float | None = None
+    """The multiple of eager's error allowed: 2 (float32/float64), 3 (float16/bfloat16), more for
+    tensors of few elements (5 up to 500, 10 up to 10), as torch's check."""
+    worst: str | None = None
+    """The tensor closest to failing (or failing): `call 0 output 0`, `loss call 2`, `grad h.0.attn.c_attn.weight`,
+    with its own errors."""
+    worst_ratio: float | None = None
+    """That tensor's error over what it is allowed (above 1: fails)."""
+    max_abs_vs_eager: float | None = None
+    """Largest elementwise difference from eager's outputs (information, not the verdict)."""
+    problem: str | None = None
+    """Why it fails, one line."""
+    note: str | None = None
+    """Why the method is not float64_reference."""
+
+
 class Verification(_Model):
     """What applying a fix measurably did, checked against eager outputs."""
 
@@ -596,13 +638,16 @@ class Verification(_Model):
     effective: bool = False
     """Fewer graphs, break sites or recompiles, and no new failure."""
     numerics_ok: bool | None = None
-    """Outputs match eager within tolerance (None when not compared)."""
+    """The check's results pass the numerics judgement against eager's (`numerics`; None when not compared)."""
     max_abs_error: float | None = None
-    """Largest absolute difference from the eager outputs over all calls."""
+    """Largest absolute difference from the eager outputs over all calls (information)."""
     max_rel_error: float | None = None
-    """Largest relative difference from the eager outputs."""
+    """Largest relative difference from the eager outputs (reports before 1.9; from 1.9 see `numerics`)."""
     safe: bool = False
     """Applied without error and outputs unchanged: eligible for the combined fix."""
+    numerics: NumericsCheck | None = None
+    """The numerics judgement: the compiled run with the fix against the reference, eager's error beside it
+    (or the eager run with the fix, when that already changes the results). Schema 1.9."""
     error: str | None = None
     """Why it could not be applied or run, one line."""
     moved_break: bool = False
@@ -682,6 +727,9 @@ class FixResult(_Model):
     """Suggestion ids that were safe but changed no count: not applied."""
     redundant: list[str] = Field(default_factory=list)
     """Suggestion ids that work but fix only what an earlier suggestion already fixes: not applied."""
+    dropped: dict[str, str] = Field(default_factory=dict)
+    """Suggestion id -> why it was left out of the combined fix although it works alone (it fails or
+    changes results together with the ones kept). Schema 1.9."""
     verification: Verification | None = None
     """The combined effect (None when nothing was applied)."""
     remaining: list[str] = Field(default_factory=list)
@@ -689,7 +737,8 @@ class FixResult(_Model):
     backend: str = "eager"
     """Backend of the checks."""
     tolerance: dict[str, float] = Field(default_factory=dict)
-    """rtol/atol used for float32 outputs (other dtypes scale as torch.testing.assert_close does)."""
+    """rtol/atol of the elementwise fallback for float32 outputs (used only when no higher-precision
+    reference can be made: `Verification.numerics.method`)."""
     duration_s: float = 0.0
     """Wall time of the fix phase."""
     notes: list[str] = Field(default_factory=list)
@@ -771,11 +820,13 @@ class BenchmarkArm(_Model):
     peak_memory_mb: float | None = None
     """CUDA: peak allocated by the caching allocator. CPU (Linux): peak resident set size of the process during the arm."""
     max_abs_error: float | None = None
-    """Largest absolute difference from eager outputs."""
+    """Largest absolute difference from eager outputs (information: `numerics` is the verdict)."""
     max_rel_error: float | None = None
-    """Largest relative difference from eager outputs."""
+    """Largest relative difference from eager outputs (reports before 1.9; from 1.9 see `numerics`)."""
     numerics_ok: bool | None = None
-    """Within the benchmark tolerance of eager."""
+    """Passes the numerics judgement against eager's (`numerics`)."""
+    numerics: NumericsCheck | None = None
+    """The numerics judgement of the arm's cold pass (schema 1.9; None for eager, the baseline)."""
     error: str | None = None
     """Why the arm failed or was cut short, one line."""
     warm_start_compile_s: float | None = None

@@ -30,14 +30,18 @@ from .labels import (
     compiled_line,
     cudagraph_text,
     failure_text,
+    fix_lists,
     graphs_text,
     module_label,
+    numerics_cell,
+    numerics_text,
     script_outcome,
     short_path,
     site_marks,
     suggestion_status,
     trial_symbol,
     verdict_label,
+    verification_numerics,
 )
 from .models import Benchmark, Bisect, BisectTrial, GraphBreakSite, Recompile, Report, Suggestion
 
@@ -142,13 +146,11 @@ def _fix_panel(report: Report) -> Panel | None:
     if fix.applied and fix.verification is not None:
         v = fix.verification
         text.append(f"applied {', '.join(fix.applied)} to a copy: {v.summary}", style="green")
-        if v.max_abs_error is not None:
-            text.append(f" · outputs match eager (max abs error {v.max_abs_error:.2e}, {fix.backend})")
+        text.append(verification_numerics(v, fix.backend))
     else:
         text.append("nothing applied", style="yellow")
-    for label, ids in (("unsafe or failed", fix.unsafe), ("no effect", fix.ineffective)):
-        if ids:
-            text.append(f"\n{label}: {', '.join(ids)}", style="dim")
+    for label, ids in fix_lists(fix):
+        text.append(f"\n{label}: {ids}", style="dim")
     if fix.remaining:
         more = f" (+{len(fix.remaining) - 4} more)" if len(fix.remaining) > 4 else ""
         text.append(f"\nstill left: {'; '.join(fix.remaining[:4])}{more}", style="dim")
@@ -263,8 +265,8 @@ def _bench_rows(b: Benchmark) -> Group:
                 facts.append(f"{label} {value}")
         if a.peak_memory_mb is not None:
             facts.append(f"peak {a.peak_memory_mb:.0f} MB")
-        if a.max_abs_error is not None:
-            facts.append(f"max abs err {a.max_abs_error:.1e}" + (" ✗" if a.numerics_ok is False else ""))
+        if a.numerics is not None or a.max_abs_error is not None:
+            facts.append(numerics_text(a.numerics) if a.numerics else f"max abs err {numerics_cell(a)}")
         if facts:
             parts.append(_indented(" · ".join(facts), "dim", 6))
     return Group(*parts)  # type: ignore[arg-type]
@@ -298,7 +300,7 @@ def bench_table(b: Benchmark) -> Table:
         "breaks",
         "recom-\npiles",
         "peak\nMB",
-        "max abs\nerr",
+        "error vs\neager's",
     ):
         table.add_column(
             col,
@@ -325,7 +327,7 @@ def bench_table(b: Benchmark) -> Table:
             num(a.graph_break_count, "d"),
             num(a.recompile_count, "d"),
             num(a.peak_memory_mb, ".0f"),
-            ("" if a.max_abs_error is None else f"{a.max_abs_error:.1e}") + (" ✗" if a.numerics_ok is False else ""),
+            numerics_cell(a),
         )
     return table
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from . import models as rm
+from .labels import numerics_text
 
 _UNITS = {"latency_ms": " ms", "cold_compile_s": " s", "warm_compile_s": " s", "trace_compile_s": " s", "peak_memory_mb": " MB"}
 _LABELS = {
@@ -199,6 +200,24 @@ def regional_recompile_reason(arm: rm.BenchmarkArm) -> str | None:
     )
 
 
+def _blocked_by_numerics(bench: rm.Benchmark, best: rm.BenchmarkArm) -> str | None:
+    """Faster arms left out because their numerics fail: what they measured, never a silent choice."""
+    assert best.latency_ms is not None
+    faster = [
+        a for a in bench.arms
+        if a.numerics_ok is False and a.error is None and a.latency_ms is not None and a.latency_ms.median < best.latency_ms.median
+    ]  # fmt: skip
+    if not faster:
+        return None
+    arm = min(faster, key=lambda a: a.latency_ms.median if a.latency_ms else 0.0)
+    speed = f" {arm.speedup_vs_eager:.2f}x eager," if arm.speedup_vs_eager else ""
+    check = numerics_text(arm.numerics) if arm.numerics is not None else "outputs differ from eager's"
+    compiled = [a for a in bench.arms if a.name != "eager" and a.latency_ms is not None and a.error is None]
+    if best.name == "eager" and all(a.numerics_ok is False for a in compiled):
+        return f"numerics is what blocks compile: every compiled arm changes the results ({arm.name}{speed} {check})"
+    return f"{', '.join(a.name for a in faster)} faster but left out: {arm.name}{speed} {check}"
+
+
 def best_arm(bench: rm.Benchmark, objective: rm.Objective) -> tuple[str | None, str | None, list[str]]:
     """(best arm, why, arms within noise of it) for the objective."""
     ok = [a for a in bench.arms if _usable(a)]
@@ -234,6 +253,9 @@ def best_arm(bench: rm.Benchmark, objective: rm.Objective) -> tuple[str | None, 
         reason += f"; within noise of {', '.join(within)} (so it is chosen for" + (
             " no compile)" if best.name == "eager" else " its compile time)"
         )
+    blocked = _blocked_by_numerics(bench, best)
+    if blocked:
+        reason += f"; {blocked}"
     return best.name, reason, within
 
 

@@ -43,3 +43,57 @@ class LengthSpecialized(torch.nn.Module):
 
 def length_specialized():
     return LengthSpecialized(), (torch.randn(2, 8, 16),), [(torch.randn(2, 12, 16),)]
+
+
+def gpt2_train_labels():
+    """A 2-layer GPT-2 trained with labels (dropout 0) on three sequence lengths: the `loss_function`
+    logger break, and one changing length shared by `input_ids`, `labels` and `attention_mask`."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(
+        n_layer=2, n_head=2, n_embd=32, vocab_size=128, n_positions=64, bos_token_id=0, eos_token_id=0,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+    )  # fmt: skip
+    model = GPT2LMHeadModel(config).train()
+
+    def batch(length):
+        ids = torch.randint(0, 128, (2, length))
+        return {"input_ids": ids, "labels": ids.clone(), "attention_mask": torch.ones(2, length, dtype=torch.long)}
+
+    return Workload(model, kwargs=batch(8), variants=[batch(12), batch(16)], name="gpt2_train_labels")
+
+
+class WrongUnderCompile(torch.nn.Module):
+    """Computes 5 % more only while compiled: a real wrong result every numerics check must catch."""
+
+    def __init__(self, dtype=torch.float32):
+        super().__init__()
+        self.proj = torch.nn.Linear(64, 64).to(dtype)
+
+    def forward(self, x):
+        y = self.proj(x)
+        if torch.compiler.is_compiling():
+            y = y * 1.05
+        print("step")  # a break for `fix` to work on
+        return torch.tanh(y)
+
+
+def wrong_under_compile():
+    return WrongUnderCompile(), (torch.randn(8, 64),)
+
+
+def wrong_under_compile_bf16():
+    return WrongUnderCompile(torch.bfloat16), (torch.randn(8, 64, dtype=torch.bfloat16),)
+
+
+def gpt2_bf16_wide_init():
+    """A 1-layer GPT-2 in bfloat16 with a wide initialisation (std 0.2): inductor's compiled logits differ
+    from eager's by more than any bf16 elementwise tolerance, yet are as close to float64 as eager's."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(
+        n_layer=1, n_head=2, n_embd=32, vocab_size=256, n_positions=64, initializer_range=0.2, bos_token_id=0, eos_token_id=0
+    )
+    model = GPT2LMHeadModel(config).eval().to(torch.bfloat16)
+    return Workload(model, kwargs={"input_ids": torch.randint(0, 256, (2, 32))}, name="gpt2_bf16_wide_init")

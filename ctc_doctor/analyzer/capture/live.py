@@ -32,10 +32,9 @@ from ..readers.findings import break_record, compile_metric, group_break_sites, 
 from ..readers.parsing import classify_guard, split_recompile_reasons
 from ..readers.sources import RawFrame, function_name, is_dynamo_file
 from ..readers.text import describe_error
-from ..running.calls import run_call
+from ..running.calls import Sample, clear_grads, grads_of, run_call
 from ..running.modules import path_key
 from ..running.settings import ProgressFn, RunSettings, no_progress
-from ..running.tensors import detached
 from .attribution import ModuleIndex
 from .inputs import ModuleInputs
 
@@ -132,7 +131,8 @@ class CompiledRun:
         self.backend: RecordingBackend | None = None
         self.call_marks: list[int] = []
         """Events captured when each call started."""
-        self.outputs: list[list[torch.Tensor]] = []
+        self.sample = Sample()
+        """With `collect`: each call's outputs (and, training, losses and the run's gradients)."""
         self.error: rm.ErrorRecord | None = None
 
     def run(self, progress: ProgressFn = no_progress) -> CompiledRun:
@@ -145,18 +145,23 @@ class CompiledRun:
         compiled = torch.compile(self.workload.model, backend=self.backend)
         with ti.capture(backend=self.settings.backend, keep_guard_text=self.keep_guard_text) as cap, ti.dynamo_config(self.dynamo_config):
             self.capture = cap
+            if self.collect and self.settings.train:
+                clear_grads(self.workload.model)
             for i, call in enumerate(self.calls):
                 progress("compile", i, len(self.calls))
                 self.call_marks.append(len(cap.events))
                 try:
-                    out = run_call(compiled, self.workload, call, i, seed=self.settings.seed, train=self.settings.train)
+                    run_call(
+                        compiled, self.workload, call, i, seed=self.settings.seed, train=self.settings.train,
+                        sample=self.sample if self.collect else None,
+                    )  # fmt: skip
                 except Exception as exc:  # noqa: BLE001 - a compile failure is a finding: the calls before it stand
                     kind = "graph break escaped" if ti.is_unsupported(exc) else "torch.compile failed"
                     message = f"call {i}: {kind}: {type(exc).__name__}: {describe_error(exc)}"
                     self.error = rm.ErrorRecord(phase="compile", type=type(exc).__name__, message=message[:500])
                     break
-                if self.collect:
-                    self.outputs.append(detached(out))
+            if self.collect and self.settings.train:
+                self.sample.grads = grads_of(self.workload.model)
             progress("compile", len(self.calls), len(self.calls))
         return self
 
@@ -232,10 +237,10 @@ def explain_view(run: CompiledRun) -> ti.ExplainResult | None:
 
 @dataclass
 class EagerRun:
-    """What the eager pass saw: each call's detached outputs (when collected), the first failure, and
+    """What the eager pass saw: what the calls produced (when collected), the first failure, and
     which of the watched lines ran during the first call."""
 
-    outputs: list[list[torch.Tensor]] = field(default_factory=list)
+    sample: Sample = field(default_factory=Sample)
     error: rm.ErrorRecord | None = None
     lines_run: set[tuple[str, int]] = field(default_factory=set)
 
@@ -281,6 +286,8 @@ def eager_pass(
     `watch` lines (file -> lines) run."""
     run = EagerRun()
     progress("eager run", 0, len(calls))
+    if collect and settings.train:
+        clear_grads(workload.model)
     with index.record() if index is not None else contextlib.nullcontext():
         for i, call in enumerate(calls):
             try:
@@ -289,14 +296,16 @@ def eager_pass(
                         first.enter_context(inputs.record())
                     if i == 0 and watch:
                         run.lines_run = first.enter_context(_lines_run(watch))
-                    out = run_call(workload.model, workload, call, i, seed=settings.seed, train=settings.train)
+                    run_call(
+                        workload.model, workload, call, i, seed=settings.seed, train=settings.train, sample=run.sample if collect else None
+                    )
             except Exception as exc:  # noqa: BLE001 - the model's own error, reported as the eager failure
                 message = f"call {i} fails in eager mode: {type(exc).__name__}: {describe_error(exc)}"
                 run.error = rm.ErrorRecord(phase="eager", type=type(exc).__name__, message=message[:500])
                 return run
-            if collect:
-                run.outputs.append(detached(out))
             progress("eager run", i + 1, len(calls))
+    if collect and settings.train:
+        run.sample.grads = grads_of(workload.model)
     return run
 
 

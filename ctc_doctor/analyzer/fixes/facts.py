@@ -41,3 +41,25 @@ class ModelFacts:
     """Groups of identical blocks."""
     config_options: frozenset[str] = frozenset()
     """Those of CONFIG_OPTIONS_USED this torch has (to check torch's own hints against)."""
+    arg_shapes: dict[str, list[tuple[int, ...] | None]] = field(default_factory=dict)
+    """Each tensor argument's shape in each call, in order (None: not a tensor, or absent, in that call)."""
+
+    def tied_dims(self, argument: str, dim: int) -> dict[str, list[int]]:
+        """Tensor arguments whose dimension takes the same sizes as `argument`'s `dim`, call after call,
+        when those sizes change (`input_ids`, `labels`, `attention_mask` dim 1): argument -> dims, the
+        given one first. One changing length, one recompile cause: marked dynamic together, or the
+        ones left static specialize the marked one (`ConstraintViolationError`)."""
+        shapes = self.arg_shapes.get(argument, [])
+        if not shapes or any(s is None or dim >= len(s) for s in shapes):
+            return {argument: [dim]}
+        sizes = [s[dim] for s in shapes if s is not None]
+        tied: dict[str, list[int]] = {argument: [dim]}
+        if len(set(sizes)) < 2:
+            return tied
+        for other, other_shapes in self.arg_shapes.items():
+            if other == argument or len(other_shapes) != len(shapes) or any(s is None for s in other_shapes):
+                continue
+            dims = [d for d in range(min(len(s) for s in other_shapes if s is not None)) if [s[d] for s in other_shapes if s] == sizes]
+            if dims:
+                tied[other] = dims
+        return tied

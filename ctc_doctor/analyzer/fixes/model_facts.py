@@ -49,9 +49,20 @@ def repeated_groups(model: torch.nn.Module, minimum: int = 2) -> list[RepeatedGr
     return [g for g in groups if not any(o is not g and any(p.startswith(q + ".") for p in g.paths for q in o.paths) for o in groups)]
 
 
-def model_facts(model: torch.nn.Module, first: Call) -> ModelFacts:
+def _arguments(call: Call, names: list[str]) -> dict[str, Any]:
+    """A call's arguments by forward's parameter names (`arg2` past the named ones)."""
+    out = {names[i] if i < len(names) else f"arg{i}": v for i, v in enumerate(call.args)}
+    out.update(call.kwargs)
+    return out
+
+
+def model_facts(model: torch.nn.Module, calls: list[Call]) -> ModelFacts:
     names = forward_arg_names(model) or []
-    kinds = {names[i] if i < len(names) else f"arg{i}": _kind(v) for i, v in enumerate(first.args)}
-    kinds.update({k: _kind(v) for k, v in first.kwargs.items()})
+    by_call = [_arguments(c, names) for c in calls]
+    kinds = {k: _kind(v) for k, v in by_call[0].items()} if by_call else {}
+    shapes: dict[str, list[tuple[int, ...] | None]] = {}
+    for name, kind in kinds.items():
+        if kind == "tensor":
+            shapes[name] = [tuple(a[name].shape) if isinstance(a.get(name), torch.Tensor) else None for a in by_call]
     options = frozenset(n for n in CONFIG_OPTIONS_USED if ti.config_has(n))
-    return ModelFacts(arg_names=names, arg_kinds=kinds, repeated=repeated_groups(model), config_options=options)
+    return ModelFacts(arg_names=names, arg_kinds=kinds, repeated=repeated_groups(model), config_options=options, arg_shapes=shapes)

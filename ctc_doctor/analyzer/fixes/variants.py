@@ -157,6 +157,10 @@ def make_variant(model: torch.nn.Module, calls: list[Call], actions: list[rm.Fix
                 module.forward = ti.disable(module.forward)  # instance attribute on the copy
         elif action.type == "source_patch":
             sources.append(action)
+        elif action.type == "mark_dynamic" and action.marks:  # tensors marked together: one cause
+            for argument, dims in action.marks.items():
+                one = action.model_copy(update={"argument": argument, "dims": dims, "marks": {}})
+                variant.calls = _transform_calls(variant.calls, names, one)
         elif action.type in ("mark_dynamic", "scalar_to_tensor"):
             variant.calls = _transform_calls(variant.calls, names, action)
         elif action.type == "warm_up":

@@ -6,9 +6,10 @@ workload triggers are part of what is measured. Per compiled arm, in a fresh ind
    (backend included) from its compilation metrics, graph/break/recompile counts from the same;
 2. warm pass: reset again and one more pass, now hitting the on-disk caches the cold pass filled;
 3. `warmup` untimed passes, then `iters` timed passes with device synchronisation: median and IQR.
-Outputs of the cold pass are compared with eager's (assert_close-style, looser tolerance for
-backends that reorder float math). Inference runs under `torch.no_grad()`; `--train` times
-forward+backward. Arms that fail record their error and the others still run.
+What the cold pass produced (outputs; training, losses and gradients too) is judged against eager's
+own, both against a float64 copy of the model run once after the eager arm (`running.numerics`).
+Inference runs under `torch.no_grad()`; `--train` times forward+backward. Arms that fail record their
+error and the others still run.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ from ..fixes.variants import Variant, make_variant
 from ..readers.causes import arm_recompiles, recompile_causes
 from ..readers.text import describe_error
 from ..running import device as dev
-from ..running.calls import preserved_state, run_pass
+from ..running.calls import Sample, preserved_state, run_pass
 from ..running.copying import copy_model
-from ..running.numerics import compare_outputs, loose_backend
+from ..running.numerics import Reference, loose_backend, make_reference
 from .bench_aot import run_aot_arm
 from .context import PhaseContext
 
@@ -119,7 +120,11 @@ class _Bench:
         self.device = ctx.settings.device or "cpu"
         self.train = ctx.settings.train
         self.progress = ctx.progress
-        self.reference: list[list[torch.Tensor]] = []
+        self.source = ctx.pristine if ctx.pristine is not None else ctx.workload.model
+        """What the float64 reference copies."""
+        self.eager: Sample | None = None
+        """What the eager arm's first pass produced."""
+        self.reference: Reference | None = None
 
     def grad(self) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext() if self.train else torch.no_grad()
@@ -198,6 +203,18 @@ class _Bench:
         ti.fresh_dynamo_state()
         return round(started.compile_time_s, 4)
 
+    def make_reference(self, calls: list[Call]) -> Reference | None:
+        """After the eager arm: the same calls through a float64 copy of the model, once for every arm."""
+        if self.eager is None:
+            return None
+        self.progress("bench: numerics reference (float64 copy)", 0, 0)
+        self.reference = make_reference(
+            self.source, self.workload, calls, self.eager, seed=self.seed, train=self.train,
+            device=self.device, loose=loose_backend(self.bench.backend),
+        )  # fmt: skip
+        ti.fresh_dynamo_state()
+        return self.reference
+
     def run_arm(self, arm: _Arm, report: rm.Report | None = None) -> rm.BenchmarkArm:
         if arm.aot:
             return run_aot_arm(
@@ -254,11 +271,10 @@ class _Bench:
                 with ti.count_compiles() as warm:
                     run_pass(fn, self.workload, arm.calls, seed=None, train=self.train, model=arm.model, step=step)
                 out.warm_compile_time_s = round(warm.compile_time_s, 4)
-            if not self.reference:
-                self.reference = outputs
-            else:
-                check = compare_outputs(outputs, self.reference, loose=loose_backend(self.bench.backend))
-                out.numerics_ok, out.max_abs_error, out.max_rel_error = check.ok, check.max_abs, check.max_rel
+            if not arm.compiled:
+                self.eager = outputs
+            elif self.reference is not None:
+                judge_arm(out, self.reference, outputs)
             with ti.count_compiles() as during:
                 out.latency_ms = self.timed(fn, arm)
             if arm.compiled:
@@ -269,6 +285,12 @@ class _Bench:
                 out.recompile_causes = recompile_causes(arm_recompiles(cold.recompile_events + during.recompile_events))
                 if self.bench.aot and self.bench.backend == "inductor" and arm.name == "compiled":
                     out.warm_start_compile_s = self.warm_start(fn, arm)  # last: it clears the compiled code
+
+
+def judge_arm(out: rm.BenchmarkArm, reference: Reference, sample: Sample) -> None:
+    """The arm's numerics: its first pass judged against eager's (`running.numerics`)."""
+    check = reference.judge(sample)
+    out.numerics, out.numerics_ok, out.max_abs_error = check, check.ok, check.max_abs_vs_eager
 
 
 def _arms(
@@ -418,6 +440,11 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
         if arm.name == "eager" and measured.error:
             result.notes.append("eager failed: nothing to compare against.")
             break
+        if arm.name == "eager":
+            reference = runner.make_reference(calls)
+            if reference is not None:
+                result.settings["numerics"] = reference.method + (f" ({reference.note})" if reference.note else "")
+                result.settings["numerics_reference_s"] = reference.duration_s
     eager = next((a for a in result.arms if a.name == "eager"), None)
     if eager and eager.latency_ms:
         for arm_result in result.arms:
@@ -460,6 +487,7 @@ def _regional_verifications(report: rm.Report, result: rm.Benchmark) -> dict[str
                 and regional.compile_time_s < whole.compile_time_s
             ),
             numerics_ok=regional.numerics_ok,
+            numerics=regional.numerics,
             max_abs_error=regional.max_abs_error,
             max_rel_error=regional.max_rel_error,
             error=regional.error,

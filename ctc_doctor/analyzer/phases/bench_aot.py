@@ -32,7 +32,7 @@ from ..readers.sources import innermost_own_frame
 from ..readers.text import describe_error
 from ..running import device as dev
 from ..running.calls import preserved_state, run_call, run_pass
-from ..running.numerics import compare_outputs
+from ..running.numerics import Reference
 
 Timer = Callable[[Callable[..., Any]], rm.LatencyStats]
 
@@ -117,7 +117,7 @@ def run_aot_arm(
     arm: Any,
     workload: Workload,
     report: rm.Report | None,
-    reference: list[list[torch.Tensor]],
+    reference: Reference | None,
     timed: Timer,
     *,
     device: str,
@@ -151,9 +151,9 @@ def run_aot_arm(
             outputs = run_pass(fn, workload, arm.calls, seed=None, train=False, model=arm.model, collect=True)
             dev.synchronize(device)
             out.first_pass_s = round(time.perf_counter() - t0, 4)
-            if reference:
-                check = compare_outputs(outputs, reference, loose=True)
-                out.numerics_ok, out.max_abs_error, out.max_rel_error = check.ok, check.max_abs, check.max_rel
+            if reference is not None:
+                check = reference.judge(outputs)
+                out.numerics, out.numerics_ok, out.max_abs_error = check, check.ok, check.max_abs_vs_eager
             out.latency_ms = timed(fn)
             out.peak_memory_mb = dev.peak_memory_mb(device)
     except Exception as exc:  # noqa: BLE001 - one failing arm is a row, not the benchmark

@@ -12,6 +12,7 @@ verified once more. The section carries each suggestion's verification; the pipe
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Iterator
@@ -27,7 +28,7 @@ from ..fixes.variants import Variant, VariantError, make_variant
 from ..readers.text import describe_error
 from ..running.calls import preserved_state, run_pass
 from ..running.copying import copy_model
-from ..running.numerics import compare_outputs, loose_backend, tolerance
+from ..running.numerics import Reference, loose_backend, make_reference, tolerance
 from .context import PhaseContext
 
 
@@ -89,14 +90,21 @@ def _remaining_labels(sites: list[rm.GraphBreakSite], recompiles: list[rm.Recomp
     return out
 
 
-def reference_outputs(ctx: PhaseContext) -> list[list[torch.Tensor]]:
-    """The original model's eager outputs (forward only), seeded per call like the analysis: of a copy
-    of the snapshot the fixed copies come from, when there is one (a script may have trained the model
-    it left behind), else of the model itself."""
-    model = copy_model(ctx.pristine) if ctx.pristine is not None else ctx.workload.model
+def make_fix_reference(ctx: PhaseContext) -> Reference:
+    """What every fix check is judged against, run once: the original model's eager run, seeded per call
+    like the analysis (forward, and backward when training), and the same calls through a float64 copy.
+    Both from copies of the snapshot the fixed copies come from, when there is one (a script may have
+    trained the model it left behind), else of the model itself."""
+    source = ctx.pristine if ctx.pristine is not None else ctx.workload.model
+    model = copy_model(source) if ctx.pristine is not None else source
     workload = dataclasses.replace(ctx.workload, model=model)
-    with preserved_state(model), torch.no_grad():
-        return run_pass(model, workload, ctx.calls, seed=ctx.settings.seed, train=False, collect=True)
+    train = ctx.settings.train
+    with preserved_state(model), contextlib.nullcontext() if train else torch.no_grad():
+        eager = run_pass(model, workload, ctx.calls, seed=ctx.settings.seed, train=train, collect=True)
+    return make_reference(
+        source, ctx.workload, ctx.calls, eager, seed=ctx.settings.seed, train=train,
+        device=ctx.settings.device or "cpu", loose=loose_backend(ctx.settings.backend),
+    )  # fmt: skip
 
 
 @dataclass
@@ -126,7 +134,7 @@ def _with_report_ids(findings: Findings, report: rm.Report) -> _Base:
 class _Checker:
     """Re-checks variants of the model through the live capture, against the original's counts and outputs."""
 
-    def __init__(self, ctx: PhaseContext, reference: list[list[torch.Tensor]]) -> None:
+    def __init__(self, ctx: PhaseContext, reference: Reference) -> None:
         assert ctx.report is not None
         self.ctx = ctx
         self.base = _Base(ctx.report.graph_breaks, ctx.report.recompiles, ctx.report.summary)
@@ -181,18 +189,16 @@ class _Checker:
             )
         after = findings.summary(failed=False)
         verification = rm.Verification(applied=True, before=effect_of(self.base.summary), after=effect_of(after))
-        want = self.reference
-        eager_check = compare_outputs(eager.outputs, want)
-        outputs = compiled.outputs
-        if outputs:
-            compiled_check = compare_outputs(outputs, want[: len(outputs)], loose=loose_backend(ctx.settings.backend))
-            verification.numerics_ok = eager_check.ok and compiled_check.ok
-            verification.max_abs_error = compiled_check.max_abs
-            verification.max_rel_error = compiled_check.max_rel
-            if not eager_check.ok:
-                verification.error = f"changes eager results: {eager_check.problem}"
-            elif not compiled_check.ok:
-                verification.error = f"changes compiled results: {compiled_check.problem}"
+        # the copy's eager run first: a change that alters eager results alters the model, not the compile
+        eager_check = self.reference.judge(eager.sample)
+        check = self.reference.judge(compiled.sample) if eager_check.ok else eager_check
+        verification.numerics = check
+        verification.numerics_ok = check.ok
+        verification.max_abs_error = check.max_abs_vs_eager
+        if not eager_check.ok:
+            verification.error = f"changes eager results: {eager_check.problem}"
+        elif not check.ok:
+            verification.error = f"changes compiled results: {check.problem}"
 
         # the same site by its innermost frame, as in `_with_report_ids` (`GraphBreakSite.key`)
         before_sites = {s.key(own_frame=False): s for s in self.base.graph_breaks}
@@ -224,8 +230,118 @@ class _Checker:
         return verification, findings
 
 
+def _gain(v: rm.Verification) -> int:
+    """What a suggestion measurably removed alone: graphs, break sites and recompiles."""
+    if v.before is None or v.after is None:
+        return 0
+    b, a = v.before, v.after
+    return (b.graphs_compiled - a.graphs_compiled) + (b.unique_break_sites - a.unique_break_sites) + (b.recompile_count - a.recompile_count)
+
+
+def _why(v: rm.Verification) -> str:
+    return (v.error or ("changes results" if v.numerics_ok is False else "did not apply"))[:300]
+
+
+class _Fixer:
+    """The fix phase's loop: each suggestion alone, then the safe, effective ones together, then, when the
+    set fails together, the best subset that holds."""
+
+    def __init__(self, ctx: PhaseContext, options: FixOptions, section: FixSection, model: torch.nn.Module) -> None:
+        self.ctx, self.options, self.section, self.model = ctx, options, section, model
+        self.t0 = time.perf_counter()
+        self.stop_at = self.t0 + ctx.budget_s if ctx.budget_s is not None else None
+        self.slowest = 0.0  # the longest check so far: a check that cannot finish in the time left is not started
+        self.checker = _Checker(ctx, make_fix_reference(ctx))
+        self.findings: dict[str, Findings | None] = {}
+        """Suggestion id -> what its copy's compiled run found, checked alone."""
+
+    def time_left(self) -> bool:
+        return self.stop_at is None or time.perf_counter() + self.slowest <= self.stop_at
+
+    def check(self, suggestions: list[rm.Suggestion]) -> tuple[rm.Verification, Findings | None]:
+        try:
+            variant = make_variant(self.model, self.ctx.calls, [s.action for s in suggestions if s.action is not None])
+        except VariantError as exc:
+            return rm.Verification(applied=False, error=str(exc)), None
+        verification, findings = self.checker.check(variant)
+        self.slowest = max(self.slowest, verification.duration_s)
+        ti.fresh_dynamo_state()
+        return verification, findings
+
+    def alone(self, candidates: list[rm.Suggestion], total: int) -> list[rm.Suggestion]:
+        """Each suggestion on its own copy; the safe, effective, not redundant ones, in order."""
+        section, result = self.section, self.section.result
+        chosen: list[rm.Suggestion] = []
+        for i, suggestion in enumerate(candidates):
+            self.ctx.progress(f"fix {suggestion.id}", i, total)
+            if not self.time_left():
+                left = ", ".join(c.id for c in candidates[i:])
+                result.notes.append(f"--timeout: no time left to verify {left}; not applied.")
+                break
+            if not self.options.verify_each:
+                chosen.append(suggestion)
+                continue
+            verification, self.findings[suggestion.id] = self.check([suggestion])
+            addressed = [a for a in suggestion.applies_to if a.startswith("B")]
+            # the addressed break is gone and another appeared: moved, not removed
+            verification.moved_break = bool(addressed and set(addressed) & set(verification.fixed) and verification.new_sites)
+            section.verified[suggestion.id] = verification
+            covered = {f for c in chosen for f in (section.verified[c.id].fixed if c.id in section.verified else [])}
+            if not verification.safe:
+                result.unsafe.append(suggestion.id)
+            elif not verification.effective:
+                result.ineffective.append(suggestion.id)
+            elif verification.fixed and set(verification.fixed) <= covered:
+                result.redundant.append(suggestion.id)  # an earlier (preferred) suggestion already fixes the same
+            else:
+                chosen.append(suggestion)
+        return chosen
+
+    def together(self, chosen: list[rm.Suggestion]) -> None:
+        """The chosen suggestions on one copy; when they fail together, the best subset that holds: the
+        suggestions in order of what each removed alone, each kept while the set stays safe."""
+        result = self.section.result
+        verification, after = self.check(chosen)
+        if not verification.safe and len(chosen) > 1 and self.options.verify_each:
+            verification, after, chosen = self.best_subset(chosen, verification)
+        if verification.safe and chosen:
+            result.applied = [s.id for s in chosen]
+            result.verification = verification
+        else:
+            result.verification = verification
+            result.notes.append("The suggestions were safe one by one but not together: " + _why(verification) + ".")
+        if after is not None:
+            result.remaining = _remaining_labels(after.graph_breaks, after.recompiles)
+
+    def best_subset(
+        self, chosen: list[rm.Suggestion], failed: rm.Verification
+    ) -> tuple[rm.Verification, Findings | None, list[rm.Suggestion]]:
+        result, verified = self.section.result, self.section.verified
+        ranked = sorted(chosen, key=lambda s: -_gain(verified[s.id]))  # stable: ties keep the report's order
+        result.notes.append(
+            f"{'+'.join(s.id for s in chosen)} together: {_why(failed)}; looking for the best subset that holds "
+            f"(each added in order of what it removed alone: {', '.join(s.id for s in ranked)})."
+        )
+        kept = [ranked[0]]
+        best = (verified[ranked[0].id], self.findings.get(ranked[0].id))
+        for suggestion in ranked[1:]:
+            if not self.time_left():
+                result.dropped[suggestion.id] = "--timeout: no time left to verify it with the others"
+                continue
+            self.ctx.progress(f"fix {'+'.join(s.id for s in [*kept, suggestion])}", 0, 0)
+            verification, findings = self.check([*kept, suggestion])
+            if verification.safe:
+                kept.append(suggestion)
+                best = (verification, findings)
+            else:
+                result.dropped[suggestion.id] = f"with {'+'.join(s.id for s in kept)}: {_why(verification)}"
+        order = {s.id: i for i, s in enumerate(chosen)}
+        return best[0], best[1], sorted(kept, key=lambda s: order[s.id])
+
+
 def run_fix(ctx: PhaseContext, options: FixOptions) -> FixSection:
-    """Verify each auto-applicable suggestion alone, then apply the safe, effective ones together."""
+    """Verify each auto-applicable suggestion alone, then apply the safe, effective ones together (or the
+    best subset of them that holds together)."""
     t0 = time.perf_counter()
     report = ctx.report
     assert report is not None
@@ -240,74 +356,28 @@ def run_fix(ctx: PhaseContext, options: FixOptions) -> FixSection:
         return section
     model = ctx.pristine if ctx.pristine is not None else ctx.workload.model
     assert isinstance(model, torch.nn.Module)
-    checker = _Checker(ctx, reference_outputs(ctx))
+    fixer = _Fixer(ctx, options, section, model)
+    reference = fixer.checker.reference
+    if reference.method != "float64_reference":
+        result.notes.append(f"Numerics: {reference.method.replace('_', ' ')} ({reference.note}).")
     if options.measure_baseline:
-        problem = checker.measure_baseline(model)
+        problem = fixer.checker.measure_baseline(model)
         if problem is not None:
             result.notes.append(f"The unchanged copy could not be measured ({problem}): nothing was verified.")
             result.duration_s = round(time.perf_counter() - t0, 3)
             return section
         result.notes.append("Counts before and after are measured on the calls kept of the script's run, with and without each fix.")
-    if ctx.settings.train:
-        result.notes.append("Numerics are checked on forward outputs; gradients are not compared.")
 
-    chosen: list[rm.Suggestion] = []
     total = len(candidates) + 1
-    stop_at = t0 + ctx.budget_s if ctx.budget_s is not None else None
-    slowest = 0.0  # the longest check so far: a check that cannot finish in the time left is not started
-    for i, suggestion in enumerate(candidates):
-        ctx.progress(f"fix {suggestion.id}", i, total)
-        if stop_at is not None and time.perf_counter() + slowest > stop_at:
-            left = ", ".join(c.id for c in candidates[i:])
-            result.notes.append(f"--timeout: no time left to verify {left}; not applied.")
-            break
-        if not options.verify_each:
-            chosen.append(suggestion)
-            continue
-        assert suggestion.action is not None
-        try:
-            variant = make_variant(model, ctx.calls, [suggestion.action])
-        except VariantError as exc:
-            section.verified[suggestion.id] = rm.Verification(applied=False, error=str(exc))
-            result.unsafe.append(suggestion.id)
-            continue
-        verification, _ = checker.check(variant)
-        addressed = [a for a in suggestion.applies_to if a.startswith("B")]
-        # the addressed break is gone and another appeared: moved, not removed
-        verification.moved_break = bool(addressed and set(addressed) & set(verification.fixed) and verification.new_sites)
-        slowest = max(slowest, verification.duration_s)
-        section.verified[suggestion.id] = verification
-        covered = {f for c in chosen for f in (section.verified[c.id].fixed if c.id in section.verified else [])}
-        if not verification.safe:
-            result.unsafe.append(suggestion.id)
-        elif not verification.effective:
-            result.ineffective.append(suggestion.id)
-        elif verification.fixed and set(verification.fixed) <= covered:
-            result.redundant.append(suggestion.id)  # an earlier (preferred) suggestion already fixes the same
-        else:
-            chosen.append(suggestion)
-        ti.fresh_dynamo_state()
-
+    chosen = fixer.alone(candidates, total)
     ctx.progress("fix combined", len(candidates), total)
-    if chosen and stop_at is not None and time.perf_counter() + slowest > stop_at:
+    if chosen and not fixer.time_left():
         result.notes.append(f"--timeout: no time left to verify {', '.join(s.id for s in chosen)} together; nothing applied.")
         chosen = []
     if chosen:
-        after: Findings | None
-        try:
-            variant = make_variant(model, ctx.calls, [s.action for s in chosen if s.action is not None])
-            verification, after = checker.check(variant)
-        except VariantError as exc:
-            verification, after = rm.Verification(applied=False, error=str(exc)), None
-        result.verification = verification
-        if verification.safe:
-            result.applied = [s.id for s in chosen]
-        else:
-            result.notes.append("The suggestions were safe one by one but not together: " + (verification.error or "numerics differ") + ".")
-        if after is not None:
-            result.remaining = _remaining_labels(after.graph_breaks, after.recompiles)
+        fixer.together(chosen)
     else:
-        result.remaining = _remaining_labels(checker.base.graph_breaks, checker.base.recompiles)
+        result.remaining = _remaining_labels(fixer.checker.base.graph_breaks, fixer.checker.base.recompiles)
     ctx.progress("fix combined", total, total)
     result.duration_s = round(time.perf_counter() - t0, 3)
     return section

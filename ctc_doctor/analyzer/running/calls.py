@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -29,19 +30,55 @@ def default_loss(output: Any) -> torch.Tensor:
     return loss
 
 
-def run_call(fn: Any, workload: Workload, call: Call, index: int, *, seed: int | None, train: bool, model: Any = None) -> Any:
+@dataclass
+class Sample:
+    """What one run produced, for the numerics judgement (`numerics.Reference.judge`): each call's
+    output tensors (detached copies) and, when training, each call's loss and every parameter's gradient
+    after the run (the run's own: gradients are cleared before it)."""
+
+    outputs: list[list[torch.Tensor]] = field(default_factory=list)
+    losses: list[torch.Tensor] = field(default_factory=list)
+    grads: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def add(self, out: Any, loss: torch.Tensor | None) -> None:
+        self.outputs.append(detached(out))
+        if loss is not None:
+            self.losses.append(loss.detach().clone())
+
+
+def clear_grads(model: Any) -> None:
+    """No gradient on the model's parameters (a sampled training run keeps its own; `preserved_state` puts them back)."""
+    if isinstance(model, torch.nn.Module):
+        for p in model.parameters():
+            p.grad = None
+
+
+def grads_of(model: Any) -> dict[str, torch.Tensor]:
+    """Parameter name -> a copy of its gradient (parameters without one are left out)."""
+    if not isinstance(model, torch.nn.Module):
+        return {}
+    return {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+def run_call(
+    fn: Any, workload: Workload, call: Call, index: int, *, seed: int | None, train: bool, model: Any = None, sample: Sample | None = None
+) -> Any:
     """Call `index` of the workload through `fn`: `before_call`, the seed, the call, and backward when training.
 
     `model` is what `before_call` receives (default: the workload's model; a copy when `fn` runs one).
+    `sample` receives the call's outputs and loss.
     """
     if workload.before_call is not None:
         workload.before_call(workload.model if model is None else model, index)
     if seed is not None:
         torch.manual_seed(seed + index)
     out = fn(*call.args, **dict(call.kwargs))
+    loss = None
     if train:
         loss = workload.loss_fn(out) if workload.loss_fn is not None else default_loss(out)
         loss.backward()
+    if sample is not None:
+        sample.add(out, loss)
     return out
 
 
@@ -55,18 +92,21 @@ def run_pass(
     model: Any = None,
     collect: bool = False,
     step: Callable[[], None] | None = None,
-) -> list[list[torch.Tensor]]:
-    """Every call in order (one benchmark pass); with `collect`, each call's detached outputs (copies:
-    under CUDA graphs the next replay overwrites an output). `step` runs before each call (a CUDA
-    graph step mark: each call is one iteration)."""
-    outputs = []
+) -> Sample:
+    """Every call in order (one benchmark pass); with `collect`, what the pass produced: each call's
+    detached outputs (copies: under CUDA graphs the next replay overwrites an output) and, training, its
+    losses and gradients. `step` runs before each call (a CUDA graph step mark: each call is one iteration)."""
+    sample = Sample()
+    owner = model if model is not None else fn
+    if collect and train:
+        clear_grads(owner)
     for i, call in enumerate(calls):
         if step is not None:
             step()
-        out = run_call(fn, workload, call, i, seed=seed, train=train, model=model)
-        if collect:
-            outputs.append(detached(out))
-    return outputs
+        run_call(fn, workload, call, i, seed=seed, train=train, model=model, sample=sample if collect else None)
+    if collect and train:
+        sample.grads = grads_of(owner)
+    return sample
 
 
 def to_device(value: Any, device: str | None) -> Any:

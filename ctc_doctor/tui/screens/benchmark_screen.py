@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ...reports.labels import cudagraph_text
+from ...reports.labels import cudagraph_text, numerics_cell
 from ...reports.models import Benchmark
 from ..widgets.bar_chart import bar_chart
 from .section_screen import SectionScreen
@@ -24,11 +24,11 @@ def arms_table(b: Benchmark) -> Table:
     s = b.settings
     title = f"benchmark: backend {s.get('backend')}, mode {s.get('mode')}, on {b.device}, {s.get('iters')} timed pass(es), {s.get('grad')}"
     table = Table(title=title, title_justify="left", expand=False, box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("arm", "cold s", "warm s", "median ms", "IQR ms", "speedup", "graphs", "breaks", "recomp.", "peak MB", "max err"):
+    for col in ("arm", "cold s", "warm s", "median ms", "IQR ms", "speedup", "graphs", "breaks", "recomp.", "peak MB", "vs eager"):
         table.add_column(col, no_wrap=True, justify="left" if col == "arm" else "right")
     for a in b.arms:
         best = a.name == b.best_arm
-        err = Text("" if a.max_abs_error is None else f"{a.max_abs_error:.1e}", justify="right")
+        err = Text(numerics_cell(a).removesuffix(" ✗"), justify="right")
         if a.numerics_ok is False:
             err.append(" ✗", style="red")
         table.add_row(

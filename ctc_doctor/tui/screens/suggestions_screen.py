@@ -13,7 +13,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from ...reports import labels
-from ...reports.labels import verdict_label
+from ...reports.labels import numerics_text, verdict_label
 from ...reports.models import Suggestion
 from ...reports.verdicts import delta_text
 from ..widgets.detail_pane import DetailPane
@@ -63,7 +63,9 @@ def suggestion_detail(screen: SectionScreen, s: Suggestion) -> list[RenderableTy
                 f"graphs {b.graph_count} → {a.graph_count} · break sites {b.unique_break_sites} → {a.unique_break_sites} · "
                 f"recompiles {b.recompile_count} → {a.recompile_count} · compile {b.compile_time_s:.2f} s → {a.compile_time_s:.2f} s\n"
             )
-        if v.numerics_ok is not None:
+        if v.numerics is not None:
+            body.append(numerics_text(v.numerics) + "\n", style="" if v.numerics.ok else "red")
+        elif v.numerics_ok is not None:
             err = f" (max abs error {v.max_abs_error:.1e})" if v.max_abs_error is not None else ""
             body.append(f"outputs {'match' if v.numerics_ok else 'DIFFER from'} eager{err}\n", style="" if v.numerics_ok else "red")
         if v.fixed:

@@ -48,30 +48,78 @@ def _is_root(recompile: rm.Recompile) -> bool:
     return "" in recompile.module_paths
 
 
-def _size_rule(ctx: RuleContext, failures: Failures) -> None:
+@dataclass
+class _Marks:
+    """Input dimensions to mark dynamic together, and the recompiles they address."""
+
+    pairs: set[tuple[str, int]]
+    applies: dict[str, None]
+    first: str
+    """The argument whose guard failed first."""
+
+    def by_argument(self, order: list[str]) -> dict[str, list[int]]:
+        """Argument -> its dims, the first guarded argument first, then in forward's order."""
+        rank = {name: i for i, name in enumerate(order)}
+        out: dict[str, list[int]] = {}
+        for arg, dim in sorted(self.pairs, key=lambda p: (p[0] != self.first, rank.get(p[0], len(rank)), p[0], p[1])):
+            out.setdefault(arg, []).append(dim)
+        return out
+
+
+def _mark_groups(ctx: RuleContext, failures: Failures) -> list[_Marks]:
+    """The size guards of forward's tensor arguments, one group per changing length: a dimension that
+    takes the same sizes in several arguments (`input_ids`, `labels`, `attention_mask` dim 1) is one
+    cause and is marked in all of them at once; one argument's own dimensions stay one group."""
     facts = ctx.facts
-    dims: dict[str, set[int]] = {}
-    dims_applies: dict[str, dict[str, None]] = {}
+    groups: list[_Marks] = []
     for rc, guard in failures.items:
         arg = _argument(guard.source, facts)
-        if arg and _is_root(rc) and guard.dim is not None and facts and facts.arg_kinds.get(arg) == "tensor":
-            dims.setdefault(arg, set()).add(guard.dim)
-            dims_applies.setdefault(arg, {}).setdefault(rc.id, None)
-    for arg, ds in dims.items():
-        ordered = sorted(ds)
-        calls = "\n".join(f"torch._dynamo.mark_dynamic({arg}, {d})" for d in ordered)
+        if not (arg and _is_root(rc) and guard.dim is not None and facts and facts.arg_kinds.get(arg) == "tensor"):
+            continue
+        pairs = {(a, d) for a, ds in facts.tied_dims(arg, guard.dim).items() for d in ds}
+        args = {a for a, _ in pairs}
+        merged = _Marks(pairs, {rc.id: None}, arg)
+        matched = [g for g in groups if g.pairs & pairs or {a for a, _ in g.pairs} == args == {arg}]
+        for g in matched:
+            groups.remove(g)
+            merged.pairs |= g.pairs
+            merged.applies = {**g.applies, **merged.applies}
+        if matched:
+            merged.first = matched[0].first
+        groups.append(merged)
+    return groups
+
+
+def _size_rule(ctx: RuleContext, failures: Failures) -> None:
+    for group in _mark_groups(ctx, failures):
+        marks = group.by_argument(ctx.facts.arg_names if ctx.facts else [])
+        (arg, ordered), *others = marks.items()
+        calls = "\n".join(f"torch._dynamo.mark_dynamic({a}, {d})" for a, ds in marks.items() for d in ds)
+        dims = f"dim {', '.join(map(str, ordered))}"
+        if others:
+            names = ", ".join(f"`{a}`" for a in marks)
+            title = f"Mark {names} {dims} dynamic together before the first call"
+            rationale = (
+                f"{names} change size together at {dims} between calls: one changing length, one recompile cause. "
+                "Marked dynamic together, the first compile is already shape-generic; marking one alone makes Dynamo "
+                "specialize it to the size of the others, still static (`ConstraintViolationError`)."
+            )
+        else:
+            title = f"Mark `{arg}` {dims} dynamic before the first call"
+            rationale = (
+                f"`{arg}` changes size at {dims} between calls, so the first compile specializes on the first size and "
+                "the next size recompiles. Marked dynamic, the first compile is already shape-generic."
+            )
         ctx.add(
             "mark-dynamic",
-            f"Mark `{arg}` dim {', '.join(map(str, ordered))} dynamic before the first call",
-            f"`{arg}` changes size at dim {', '.join(map(str, ordered))} between calls, so the first compile "
-            "specializes on the first size and the next size recompiles. Marked dynamic, the first compile "
-            "is already shape-generic.",
+            title,
+            rationale,
             "dynamic_shapes",
-            list(dims_applies[arg]),
+            list(group.applies),
             auto_applicable=True,
             snippet=calls + "\nout = compiled_model(...)",
             references=[DOCS["mark_dynamic"]],
-            action=rm.FixAction(type="mark_dynamic", argument=arg, dims=ordered),
+            action=rm.FixAction(type="mark_dynamic", argument=arg, dims=ordered, marks=marks if others else {}),
         )
     ctx.add(
         "dynamic-or-buckets",

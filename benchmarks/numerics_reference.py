@@ -1,0 +1,86 @@
+"""What the numerics judgement's float64 reference costs, relative to the benchmark it serves.
+
+The benchmark judges every compiled arm against eager's own run, both against a float64 copy of the
+model and inputs run once (`running.numerics.make_reference`). This script measures that one run on
+a few models (wall time and the process's peak RSS growth) beside eager's own pass and the whole
+`ctc-doctor bench` of the same model, and prints the ratios:
+
+    reference / eager pass      the float64 run against one eager pass of the same calls
+    reference / bench           its share of the benchmark's wall time
+    memory                      the peak RSS growth the copy caused, against the model's size
+
+    .venv/bin/python benchmarks/numerics_reference.py [--backend eager] [--iters 5] [--models gpt2,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+import torch
+
+from ctc_doctor import AnalyzeOptions, BenchOptions, Workload, analyze
+from ctc_doctor.analyzer.running.calls import run_pass
+from ctc_doctor.analyzer.running.numerics import make_reference
+from ctc_doctor.fixtures import zoo
+
+
+def gpt2(layers: int, width: int, dtype: torch.dtype) -> Workload:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(n_layer=layers, n_head=4, n_embd=width, vocab_size=4096, n_positions=256, bos_token_id=0, eos_token_id=0)
+    model = GPT2LMHeadModel(config).eval().to(dtype)
+    ids = torch.randint(0, 4096, (4, 128))
+    return Workload(model, kwargs={"input_ids": ids}, name=f"gpt2-{layers}x{width}-{str(dtype).removeprefix('torch.')}")
+
+
+MODELS = {
+    "repeated_blocks": lambda: zoo.repeated_blocks(),
+    "gpt2-4x256-bf16": lambda: gpt2(4, 256, torch.bfloat16),
+    "gpt2-4x256-fp32": lambda: gpt2(4, 256, torch.float32),
+    "gpt2-8x512-bf16": lambda: gpt2(8, 512, torch.bfloat16),
+}
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", default="eager", help="benchmark backend (inductor for the real thing)")
+    parser.add_argument("--iters", type=int, default=5)
+    parser.add_argument("--models", default=",".join(MODELS))
+    args = parser.parse_args()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, benchmark backend {args.backend}")
+    head = ("model", "params", "eager s", "ref s", "ref/eager", "bench s", "ref/bench", "rss +MB", "model MB")
+    print(f"{head[0]:<18} " + " ".join(f"{h:>9}" for h in head[1:]))
+    for name in args.models.split(","):
+        torch.manual_seed(0)
+        workload = MODELS[name]()
+        model = workload.model
+        params = sum(p.numel() for p in model.parameters())
+        size_mb = sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20
+        calls = workload.calls()
+        with torch.no_grad():
+            run_pass(model, workload, calls, seed=0, train=False, collect=True)  # warm
+            t0 = time.perf_counter()
+            eager = run_pass(model, workload, calls, seed=0, train=False, collect=True)
+            eager_s = time.perf_counter() - t0
+        before = peak_rss_mb()
+        reference = make_reference(model, workload, calls, eager, seed=0, train=False, device="cpu", loose=False)
+        grown = peak_rss_mb() - before
+        report = analyze(
+            MODELS[name](), AnalyzeOptions(explain=False, bench=BenchOptions(backend=args.backend, iters=args.iters, warmup=1))
+        )
+        bench_s = report.benchmark.duration_s
+        ref_s = reference.duration_s
+        print(
+            f"{name:<18} {params:>9,} {eager_s:>9.3f} {ref_s:>9.3f} {ref_s / eager_s:>8.1f}x {bench_s:>9.1f} "
+            f"{ref_s / bench_s:>9.1%} {grown:>9.0f} {size_mb:>9.0f}  ({reference.method})"
+        )
+
+
+if __name__ == "__main__":
+    main()
