@@ -347,3 +347,14 @@ def test_torch_log_records_of_a_failed_fix_go_to_the_notes_not_the_terminal(tmp_
     assert s.id in report.fix.unsafe and "ConstraintViolationError" in s.verified.error
     logged = [n for n in report.notes if n.startswith("torch log during the run")]
     assert any("ERROR torch._guards: Error while creating guard: ConstraintViolationError" in n for n in logged), report.notes
+
+
+def test_cuda_graphs_are_suggested_on_cuda_but_never_when_the_script_already_compiles_in_that_mode():
+    from ctc_doctor.analyzer.phases.suggest import suggest
+    from ctc_doctor.reports.models import CompiledObject
+
+    report = analyzed("shape_change_dim0").model_copy(deep=True)
+    report.environment.device = "cuda:0"
+    assert "mode-reduce-overhead" in {s.rule for s in suggest(report, None)}
+    report.compiled = [CompiledObject(name="LlamaForCausalLM", kind="method", options={"mode": "'reduce-overhead'"})]
+    assert "mode-reduce-overhead" not in {s.rule for s in suggest(report, None)}

@@ -28,7 +28,10 @@ def model_suggestions(ctx: RuleContext) -> None:
             references=[DOCS["regional"]],
             action=rm.FixAction(type="regional", module_paths=list(group.paths)),
         )
-    if ctx.report.environment.device.startswith("cuda") and ctx.report.summary.verdict in ("clean", "recompiles"):
+    # CUDA graphs already (reduce-overhead, max-autotune): never suggest the mode in use
+    modes = {o.options.get("mode", "").strip("'\"") for o in ctx.report.compiled}
+    in_use = modes & {"reduce-overhead", "max-autotune"}
+    if ctx.report.environment.device.startswith("cuda") and ctx.report.summary.verdict in ("clean", "recompiles") and not in_use:
         ctx.add(
             "mode-reduce-overhead",
             'Try `mode="reduce-overhead"` (CUDA graphs) for small batches',
