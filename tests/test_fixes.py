@@ -358,3 +358,23 @@ def test_cuda_graphs_are_suggested_on_cuda_but_never_when_the_script_already_com
     assert "mode-reduce-overhead" in {s.rule for s in suggest(report, None)}
     report.compiled = [CompiledObject(name="LlamaForCausalLM", kind="method", options={"mode": "'reduce-overhead'"})]
     assert "mode-reduce-overhead" not in {s.rule for s in suggest(report, None)}
+
+
+def test_a_length_that_drops_to_one_is_a_one_off_recompile_not_a_mark_dynamic_fix():
+    """Prefill then one-token steps (8 -> 1 -> 1): torch specializes size 1, so mark_dynamic cannot hold."""
+
+    class Step(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.proj(x).softmax(-1)
+
+    calls = [(torch.randn(2, 1, 4),), (torch.randn(2, 1, 4),)]
+    report = analyze(Workload(Step(), args=(torch.randn(2, 8, 4),), variants=calls), AnalyzeOptions(explain=False))
+    assert report.summary.recompile_count >= 1
+    rules = {s.rule: s for s in report.suggestions}
+    assert "mark-dynamic" not in rules and "specialized-size" in rules, list(rules)
+    advice = rules["specialized-size"]
+    assert not advice.auto_applicable and advice.category == "advice" and "8 → 1" in advice.rationale

@@ -90,12 +90,42 @@ def _mark_groups(ctx: RuleContext, failures: Failures) -> list[_Marks]:
     return groups
 
 
+def _sizes(facts: ModelFacts | None, marks: dict[str, list[int]]) -> set[int]:
+    """The sizes the marked dimensions took over the calls."""
+    out: set[int] = set()
+    for arg, dims in marks.items():
+        for shape in facts.arg_shapes.get(arg, []) if facts else []:
+            out.update(shape[d] for d in dims if shape is not None and d < len(shape))
+    return out
+
+
+def _specialized_size(ctx: RuleContext, group: _Marks, arg: str, dims: str, sizes: set[int]) -> None:
+    """A dimension that takes the size 0 or 1 cannot be marked dynamic (torch specializes those sizes):
+    the recompile is paid once for that size, not fixed (a decoding loop's prefill, then one-token steps)."""
+    seen = " → ".join(str(n) for n in sorted(sizes, reverse=True))
+    ctx.add(
+        "specialized-size",
+        f"`{arg}` {dims} takes the size {min(sizes)}: a one-off recompile, not a fix to make",
+        f"`{arg}` {dims} takes the sizes {seen}. Torch specializes sizes 0 and 1, so marking it dynamic cannot hold "
+        "(`ConstraintViolationError`): the first call of that size compiles once more, and automatic dynamic shapes "
+        "cover the other sizes after it. In a decoding loop this is the prefill → one-token step recompile every "
+        "loop pays once.",
+        "dynamic_shapes",
+        list(group.applies),
+        references=[DOCS["dynamic"]],
+    )
+
+
 def _size_rule(ctx: RuleContext, failures: Failures) -> None:
     for group in _mark_groups(ctx, failures):
         marks = group.by_argument(ctx.facts.arg_names if ctx.facts else [])
         (arg, ordered), *others = marks.items()
         calls = "\n".join(f"torch._dynamo.mark_dynamic({a}, {d})" for a, ds in marks.items() for d in ds)
         dims = f"dim {', '.join(map(str, ordered))}"
+        sizes = _sizes(ctx.facts, marks)
+        if sizes & {0, 1}:
+            _specialized_size(ctx, group, arg, dims, sizes)
+            continue
         if others:
             names = ", ".join(f"`{a}`" for a in marks)
             title = f"Mark {names} {dims} dynamic together before the first call"
