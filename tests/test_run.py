@@ -344,3 +344,34 @@ def test_live_run_keeps_the_scripts_arguments_after_the_separator():
     separator = command.index("--")
     assert command[separator:] == ["--", "train.py", "--json", "theirs.json"]
     assert "--quiet" in command[:separator] and command[command.index("--json") + 1] == "r.json"
+
+
+def test_a_compile_of_something_already_compiled_ends_as_the_plain_script_does(cli, tmp_path):
+    """`model.forward = torch.compile(model.forward)`, then a second compile over the module's call (as
+    transformers' generate compile does): the doctor's call recording is never traced by the outer compile,
+    so the script ends as it does plain and no report names a ctc_doctor frame."""
+    script = tmp_path / "double.py"
+    script.write_text(
+        "import torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.lin = torch.nn.Linear(8, 8)\n"
+        "    def forward(self, x):\n"
+        "        return torch.relu(self.lin(x))\n"
+        "m = M()\n"
+        "m.forward = torch.compile(m.forward, backend='eager')\n"
+        "outer = torch.compile(m.__call__, backend='eager')\n"
+        "for _ in range(3):\n"
+        "    y = outer(torch.randn(2, 8))\n"
+        "print('OK', tuple(y.shape))\n"
+    )
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0 and "OK (2, 8)" in plain.stdout, plain.stderr
+    out = tmp_path / "r.json"
+    result = cli("run", "--no-bisect", "--json", str(out), "-q", "--", str(script))
+    assert result.returncode == 0 and "OK (2, 8)" in result.stdout, result.stderr
+    report = load_report(out)
+    assert report.errors == [] and report.summary.verdict == "clean"
+    frames = [s.user_frame.file for s in report.graph_breaks] + [r.file for r in report.recompiles]
+    assert not any("ctc_doctor" in f for f in frames), frames

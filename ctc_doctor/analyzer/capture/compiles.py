@@ -153,15 +153,20 @@ class CompileRecorder:
             except CopyError as exc:
                 obj.notes.append(f"{exc}: the fix phase copies the model as the script left it.")
         self.objects.append(obj)
+        # the bookkeeping is never traced: an outer compile reaching this one (transformers' generate
+        # compile over `model.forward = torch.compile(model.forward)`) must not trace ctc-doctor's code
+        record = ti.disable(self._called)
         if ti.is_optimized_module(compiled):
-            compiled.register_forward_pre_hook(lambda mod, a, k: self._called(obj, a, k), with_kwargs=True)
+            compiled.register_forward_pre_hook(lambda mod, a, k: record(obj, a, k), with_kwargs=True)
             return compiled
 
         @functools.wraps(compiled)
         def watched(*args: Any, **kw: Any) -> Any:
-            self._called(obj, args, kw)
+            if not torch.compiler.is_compiling():
+                record(obj, args, kw)
             return compiled(*args, **kw)
 
+        ti.skip_frame(getattr(watched, "__code__", None))  # skipped like torch's own compile wrapper, whoever compiles around it
         return watched
 
     # --- its calls -----------------------------------------------------------------------------

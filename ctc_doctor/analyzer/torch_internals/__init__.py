@@ -56,6 +56,7 @@ from .knobs import (
     fresh_inductor_cache,
     mark_dynamic,
     regional_compile,
+    skip_frame,
     uncompiled,
 )
 from .logs import COMPILER_LOGGERS, quiet_torch_stderr, torch_log_notes
@@ -92,6 +93,7 @@ __all__ = [
     "cudagraph_mark_step_begin",
     "current_compile_id",
     "disable",
+    "skip_frame",
     "dynamo_config",
     "export_program",
     "fresh_dynamo_state",

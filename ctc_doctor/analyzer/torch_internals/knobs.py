@@ -78,6 +78,16 @@ def mark_dynamic(tensor: torch.Tensor, dim: int) -> None:
     torch._dynamo.mark_dynamic(tensor, dim)
 
 
+def skip_frame(code: Any) -> bool:
+    """Dynamo never traces frames of `code` (as torch's own compile wrapper): `eval_frame.skip_code`,
+    private; False where this torch lacks it."""
+    skip = getattr(getattr(torch._dynamo, "eval_frame", None), "skip_code", None)
+    if skip is None or code is None:
+        return False
+    skip(code)
+    return True
+
+
 def disable(fn: Callable[..., Any]) -> Callable[..., Any]:
     """torch.compiler.disable (public since 2.1; `torch._dynamo.disable` before)."""
     compiler = getattr(torch, "compiler", None)
