@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import ctc_doctor
 from ctc_doctor import AnalyzeOptions, BisectOptions, analyze
 from ctc_doctor.fixtures.registry import all_fixtures
 from ctc_doctor.reports import Report
@@ -34,6 +35,18 @@ def analyzed(name: str, train: bool = False) -> Report:
     torch.manual_seed(0)
     workload = spec.builder()()
     return analyze(workload, AnalyzeOptions(spec=spec.target, train=train))
+
+
+def doctor_frames(report: Report) -> list[str]:
+    """Every place the report names as a break site, recompile or cause that lies inside ctc_doctor
+    itself: the doctor's own code must never show up as the user's problem."""
+    places = [f.file for s in report.graph_breaks for f in (s.user_frame, s.own_frame, *s.user_stack) if f is not None]
+    places += [r.file for r in report.recompiles]
+    places += [f.file for c in report.recompile_causes for f in c.user_stack]
+    package = os.path.dirname(os.path.abspath(ctc_doctor.__file__)) + os.sep
+    fixtures = os.path.join(package, "fixtures") + os.sep  # the zoo's models are the user's code here
+    own = [p for p in places if os.path.abspath(p).startswith(package) and not os.path.abspath(p).startswith(fixtures)]
+    return own + [p for p in places if p.startswith("ctc_doctor/")]  # a path kept relative
 
 
 @cache

@@ -13,7 +13,7 @@ from ctc_doctor import AnalyzeOptions, analyze
 from ctc_doctor.analyzer import torch_internals as ti
 from ctc_doctor.fixtures.registry import all_fixtures, break_location, marker_line
 
-from .conftest import analyzed
+from .conftest import analyzed, doctor_frames
 
 FIXTURES = all_fixtures()
 ALL = sorted(FIXTURES)
@@ -31,6 +31,7 @@ def test_each_fixture_gets_its_documented_verdict_without_errors(name):
     report = analyzed(name)
     assert report.errors == []
     assert report.summary.verdict == FIXTURES[name].expected.verdict
+    assert doctor_frames(report) == []  # the doctor's own code is never named as the model's problem
 
 
 @pytest.mark.compat

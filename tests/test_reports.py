@@ -228,9 +228,9 @@ def test_the_folded_note_line_counts_the_records_and_kinds_past_the_listed_ones(
 
     from ctc_doctor.analyzer.running.warning_notes import warning_notes
     from ctc_doctor.analyzer.torch_internals import torch_log_notes
-    from ctc_doctor.reports.render import _folded_counts
+    from ctc_doctor.reports.labels import folded_counts
 
     logged = torch_log_notes(Counter({("WARNING", "torch._dynamo", f"text {i}"): 10 for i in range(7)}), "during the run")
-    assert len(logged) == 6 and _folded_counts(logged) == (70, 7)  # 5 listed, then "2 more kind(s), 20 in all"
+    assert len(logged) == 6 and folded_counts(logged) == (70, 7)  # 5 listed, then "2 more kind(s), 20 in all"
     warned = warning_notes(Counter({("UserWarning", f"w{i}"): 3 for i in range(12)}))
-    assert _folded_counts(warned) == (36, 12)
+    assert folded_counts(warned) == (36, 12)

@@ -33,6 +33,8 @@ from .phases.fix import FixOptions
 from .phases.suggest import suggest
 from .pipeline import AnalyzeOptions, Clock, after_analysis, bisect_into, environment
 from .readers.causes import attach_causes
+from .readers.expected import mark_decoding_recompiles
+from .readers.failures import failure_hint
 from .running.calls import preserved_state
 from .running.deadline import DeadlineExceeded, deadline
 from .running.settings import RunSettings
@@ -97,7 +99,8 @@ def _rank_report(
     primary = recorder.primary
     if primary is not None:
         progress("report", 0, 0)
-    notes = list(recorder.notes) + list(run.capture.notes) + [n for o in recorder.objects for n in o.notes]
+    relations = recorder.relate()  # before the notes: it sets each object's relation
+    notes = list(recorder.notes) + relations + list(run.capture.notes) + [n for o in recorder.objects for n in o.notes]
     model = _analyzed_module(primary)
     calls = [c for c in (_replayable(r) for r in (primary.recorded if primary else [])) if c is not None]
     if primary is not None and primary.recorded and not calls:
@@ -139,6 +142,7 @@ def _rank_report(
                 phase="script",
                 type="ScriptFailed",
                 message=(outcome.error or f"the script exited with code {outcome.exit_code}")[:500],
+                hint=failure_hint(outcome.error),
             )
         )
     if primary is None:
@@ -163,7 +167,7 @@ def _rank_report(
             inputs=[r.description for r in primary.recorded] if primary else [],
         ),
         environment=environment(AnalyzeOptions(backend=backend, device=device)),
-        summary=findings.summary(failed=False),
+        summary=findings.summary(failed=bool(errors)),
         started_at=started_at,
         t0=t0,
         exit_code=outcome.exit_code,
@@ -175,6 +179,11 @@ def _rank_report(
         compiled=[_compiled_row(o, rank, o is primary) for o in recorder.objects],
     )
     report.environment.backend = primary.options.get("backend", "inductor") if primary else backend
+    if mark_decoding_recompiles(report, primary.driver if primary else None):
+        report.notes.append(
+            f"{report.summary.expected_recompiles} recompile(s) are one-offs every decoding loop pays (the causes "
+            "marked expected): not in the verdict, and no suggestion for them."
+        )
     if rank == 0 and primary is not None and outcome.stopped not in ("terminated", "interrupted"):
         try:
             _later_phases(report, model, calls, primary, settings, inputs, index, config, progress, clock)
@@ -202,6 +211,10 @@ def _compiled_row(obj: CompiledObject, rank: int, analyzed: bool) -> rm.Compiled
         inputs=[r.description for r in obj.recorded],
         rank=rank,
         analyzed=analyzed,
+        site=obj.site,
+        library=obj.library,
+        driver=obj.driver,
+        relation=obj.relation,
     )
 
 

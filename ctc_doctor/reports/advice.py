@@ -9,7 +9,7 @@ show the same steps. No torch, no rich.
 from __future__ import annotations
 
 from .labels import failure_text, module_label, short_path, suggestion_status
-from .models import Report
+from .models import FAILED_PHASES, Report
 from .verdicts import rank_key
 
 GUARD_ADVICE = {
@@ -31,9 +31,11 @@ GUARD_ADVICE = {
 def next_steps(report: Report) -> list[str]:
     """Plain-text next steps derived from the findings."""
     steps: list[str] = []
-    failed = [e for e in report.errors if e.phase in ("eager", "compile", "timeout")]
+    failed = [e for e in report.errors if e.phase in FAILED_PHASES]
     for err in failed[:2]:
-        if err.phase == "eager":
+        if err.phase == "script":
+            steps.append(f"The script failed: {err.hint}" if err.hint else f"The script failed; fix that first: {err.message}")
+        elif err.phase == "eager":
             steps.append(f"Fix eager mode first: {err.message}")
         elif err.phase == "timeout":
             steps.append(f"{err.message}; raise --timeout or analyze a smaller input")
@@ -48,7 +50,7 @@ def next_steps(report: Report) -> list[str]:
         mod = module_label(site.module_paths, 30)
         hint = site.hints[0] if site.hints else site.reason
         steps.append(f"{site.id} {where} ({mod}): {hint}")
-    for cause in report.recompile_causes[:3]:
+    for cause in [c for c in report.recompile_causes if not c.expected][:3]:
         advice = GUARD_ADVICE[cause.kind].format(src=cause.source or "the input", dim=cause.dim if cause.dim is not None else "dim")
         n = len(cause.recompiles)
         steps.append(f"{cause.id} {cause.summary} ({n} recompile{'s' if n != 1 else ''}): {advice}")

@@ -6,6 +6,7 @@ Plain strings (no rich, no torch), shared by the terminal summary, Markdown, the
 from __future__ import annotations
 
 import os
+import re
 
 from .models import (
     Benchmark,
@@ -19,6 +20,7 @@ from .models import (
     RecompileCause,
     Report,
     Suggestion,
+    Summary,
     Verification,
 )
 
@@ -197,6 +199,9 @@ def compiled_line(obj: CompiledObject) -> str:
     """`Net (module, backend=eager): 12 calls, analyzed`."""
     options = ", ".join(f"{k}={v}" for k, v in obj.options.items())
     text = f"{obj.name} ({obj.kind}{', ' + options if options else ''}): {obj.calls} call(s)"
+    text += f" by {obj.driver}" if obj.driver and obj.calls else ""
+    text += f", compiled at {obj.site}" if obj.site else ""
+    text += f"; {obj.relation}" if obj.relation else ""
     return text + (", analyzed" if obj.analyzed else "")
 
 
@@ -212,7 +217,8 @@ def cause_headline(cause: RecompileCause) -> str:
     """`C1: x dim 0 changes 2 → 3 — 11 recompiles in 9 functions`."""
     n = len(cause.recompiles)
     where = f" in {cause.code_objects} functions" if cause.code_objects > 1 else ""
-    return f"{cause.id}: {cause.summary} — {n} recompile{'s' if n != 1 else ''}{where}"
+    expected = f" (expected: {cause.expected})" if cause.expected else ""
+    return f"{cause.id}: {cause.summary} — {n} recompile{'s' if n != 1 else ''}{where}{expected}"
 
 
 def cause_of(report: Report) -> dict[str, str]:
@@ -277,3 +283,21 @@ def numerics_text(check: NumericsCheck) -> str:
     if not check.ok and check.problem:
         text += f" ({check.problem})"
     return text
+
+
+def folded_counts(notes: list[str]) -> tuple[int, int]:
+    """(records, kinds) of counted notes: one kind per `(n×)` note, and the `k more kind(s), r in all` note's own."""
+    total = kinds = 0
+    for note in notes:
+        more = re.search(r"(\d+) more kind\(s\), (\d+) in all", note)
+        one = re.search(r"\((\d+)×\)", note)
+        if more:
+            kinds, total = kinds + int(more.group(1)), total + int(more.group(2))
+        elif one:
+            kinds, total = kinds + 1, total + int(one.group(1))
+    return total, kinds
+
+
+def recompiles_text(s: Summary) -> str:
+    """`3 recompile(s)`, `3 recompile(s) (2 expected)`: the ones a decoding loop pays by design apart."""
+    return f"{s.recompile_count} recompile(s)" + (f" ({s.expected_recompiles} expected)" if s.expected_recompiles else "")

@@ -25,6 +25,7 @@ from .labels import (
     module_label,
     numerics_cell,
     numerics_text,
+    recompiles_text,
     script_outcome,
     short_path,
     site_marks,
@@ -66,7 +67,7 @@ def _summary_line(report: Report) -> str:
         return f"**{_VERDICT[s.verdict]}** (bisection only): {found} smallest failing module(s)."
     return (
         f"**{_VERDICT[s.verdict]}** — {graphs_text(report)}, {s.graph_break_count} break "
-        f"event(s) at {s.unique_break_sites} site(s), {s.recompile_count} recompile(s), "
+        f"event(s) at {s.unique_break_sites} site(s), {recompiles_text(s)}, "
         f"{compile_time_text(report)}."
     )
 
@@ -422,7 +423,8 @@ def render_markdown(report: Report) -> str:
         for note in report.notes:
             add(f"- {html.escape(note, quote=False)}")
         for err in report.errors:
-            add(f"- **error** [{err.phase}] {html.escape(err.type)}: {html.escape(err.message, quote=False)}")
+            hint = f" What it means: {html.escape(err.hint, quote=False)}" if err.hint else ""
+            add(f"- **error** [{err.phase}] {html.escape(err.type)}: {html.escape(err.message, quote=False)}{hint}")
         add("")
         add("</details>")
         add("")

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..version import __version__
 
-SCHEMA_VERSION = "1.9"
+SCHEMA_VERSION = "1.10"
 """major.minor: a minor bump adds optional fields; a major bump renames or removes fields."""
 
 Verdict = Literal["clean", "graph_breaks", "recompiles", "graph_breaks_and_recompiles", "failed"]
@@ -208,6 +208,9 @@ class Recompile(_Model):
     """Every failed guard, one per cached entry that was tried."""
     rank: int | None = None
     """Distributed rank whose process recompiled (offline reports of multi-rank logs)."""
+    expected: str | None = None
+    """Why this recompile is one a loop pays once by design (a decoding loop's prefill → decode), when it
+    is: it does not count against the verdict."""
 
 
 class RecompileCause(_Model):
@@ -247,6 +250,8 @@ class RecompileCause(_Model):
     """One line: `x dim 0 changes 2 → 3`."""
     suggestion_ids: list[str] = Field(default_factory=list)
     """Suggestions that address its recompiles."""
+    expected: str | None = None
+    """Why its recompiles are expected one-offs (each of them is), one sentence; None: a cause to fix."""
 
 
 class Graph(_Model):
@@ -334,6 +339,8 @@ class Summary(_Model):
     """Deduplicated break sites (`graph_breaks[]`)."""
     recompile_count: int
     """Recompilations over the whole workload."""
+    expected_recompiles: int = 0
+    """Of `recompile_count`, the one-offs a loop pays by design (`Recompile.expected`): not in the verdict."""
     frames_skipped: int = 0
     """Functions Dynamo gave up on entirely (run fully eager)."""
     analysis_run: bool = True
@@ -421,6 +428,9 @@ class ErrorRecord(_Model):
     """Exception type name."""
     message: str
     """One-line message."""
+    hint: str | None = None
+    """What the failure means and what to do, when it is a known one (a CUDA-graphs overwrite, a
+    mark_dynamic constraint violation, the recompile limit)."""
 
 
 class ExplainCheck(_Model):
@@ -987,7 +997,15 @@ class CompiledObject(_Model):
     rank: int | None = None
     """The rank that compiled it (several ranks: rank 0's objects are listed)."""
     analyzed: bool = False
-    """The object the module paths, bisection and fixes are about (the first compiled module)."""
+    """The object the module paths, bisection and fixes are about (the first compiled module that ran)."""
+    site: str | None = None
+    """Where torch.compile was called (`train.py:12`; `transformers/modeling_utils.py:4835` for a library's)."""
+    library: str | None = None
+    """The package whose code compiled it (`transformers`); None: the script's own code."""
+    driver: str | None = None
+    """A library loop that called it (`generate`), when one did."""
+    relation: str | None = None
+    """How it relates to another compile of the run (a double or nested compile)."""
 
 
 class Report(_Model):
@@ -1045,6 +1063,19 @@ class Report(_Model):
     """Reports of several ranks (logs, `run --nproc`): ranks that compiled differently."""
     compiled: list[CompiledObject] = Field(default_factory=list)
     """script: every `torch.compile` the script made (empty for `build()` targets and logs)."""
+
+
+FAILED_PHASES = ("eager", "compile", "timeout", "script")
+"""Errors of these phases make the verdict `failed` (a script that exits with an error included)."""
+
+
+def refresh_verdict(report: Report) -> None:
+    """Recount `summary.expected_recompiles` and the verdict from the report's recompiles and errors
+    (after recompiles were marked expected, or several ranks merged)."""
+    s = report.summary
+    s.expected_recompiles = sum(1 for rc in report.recompiles if rc.expected)
+    failed = s.verdict == "failed" or any(e.phase in FAILED_PHASES for e in report.errors)
+    s.verdict = compute_verdict(s.unique_break_sites, s.recompile_count - s.expected_recompiles, failed)
 
 
 def compute_verdict(summary_breaks: int, recompiles: int, failed: bool) -> Verdict:

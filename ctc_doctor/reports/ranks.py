@@ -19,7 +19,7 @@ from .models import (
     RankSummary,
     Recompile,
     Report,
-    compute_verdict,
+    refresh_verdict,
 )
 
 
@@ -223,7 +223,6 @@ def merge_ranks(reports: dict[int, Report]) -> Report:
     ]
     cause = root_cause(merged)
     merged.divergence = ([cause] if cause else []) + divergence(merged.ranks, merged.graph_breaks, merged.recompiles)
-    failed = any(e.phase in ("eager", "compile", "timeout") for e in merged.errors)
     s = merged.summary
     s.graph_count = max(r.summary.graph_count for r in reports.values())
     s.graphs_compiled = len(merged.graphs)
@@ -232,7 +231,8 @@ def merge_ranks(reports: dict[int, Report]) -> Report:
     s.recompile_count = len(merged.recompiles)
     s.frames_skipped = sum(r.summary.frames_skipped for r in reports.values())
     s.compile_time_s = round(sum(r.summary.compile_time_s for r in reports.values()), 4)
-    s.verdict = compute_verdict(s.unique_break_sites, s.recompile_count, failed)
+    s.verdict = "clean"  # recounted from the merged errors and recompiles
+    refresh_verdict(merged)
     merged.run.ranks = len(order)
     merged.notes.append(
         f"{len(order)} ranks: the break sites, recompiles and compiles of all of them; module paths, suggestions, "

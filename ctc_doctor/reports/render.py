@@ -5,7 +5,6 @@ The words come from `labels` (short texts) and `advice` (what to do next); this 
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -31,10 +30,12 @@ from .labels import (
     cudagraph_text,
     failure_text,
     fix_lists,
+    folded_counts,
     graphs_text,
     module_label,
     numerics_cell,
     numerics_text,
+    recompiles_text,
     script_outcome,
     short_path,
     site_marks,
@@ -99,7 +100,7 @@ def verdict_panel(report: Report) -> Panel:
     lines.append(label + "\n", style=style)
     lines.append(
         f"{graphs_text(report)} · {s.graph_break_count} break event(s) at "
-        f"{s.unique_break_sites} site(s) · {s.recompile_count} recompile(s)"
+        f"{s.unique_break_sites} site(s) · {recompiles_text(s)}"
         + (f" from {len(report.recompile_causes)} cause(s)" if report.recompile_causes else "")
         + (f" · {s.frames_skipped} function(s) skipped (ran eager)" if s.frames_skipped else "")
         + f" · {compile_time_text(report)}"
@@ -330,19 +331,6 @@ def bench_table(b: Benchmark) -> Table:
             numerics_cell(a),
         )
     return table
-
-
-def _folded_counts(notes: list[str]) -> tuple[int, int]:
-    """(records, kinds) of counted notes: one kind per `(n×)` note, and the `k more kind(s), r in all` note's own."""
-    total = kinds = 0
-    for note in notes:
-        more = re.search(r"(\d+) more kind\(s\), (\d+) in all", note)
-        one = re.search(r"\((\d+)×\)", note)
-        if more:
-            kinds, total = kinds + int(more.group(1)), total + int(more.group(2))
-        elif one:
-            kinds, total = kinds + 1, total + int(one.group(1))
-    return total, kinds
 
 
 def _bench_parts(b: Benchmark, compact: bool = False) -> list[object]:
@@ -687,10 +675,11 @@ def render_summary(report: Report, console: Console, *, top: int = 10) -> None:
             parts.append(Text(f"note: {note}", style="dim"))
     for folded, what in ((warned, "Python warning(s) raised"), (logged, "torch log record(s) kept off the terminal")):
         if folded:  # one line: the records themselves are in the report's notes
-            total, kinds = _folded_counts(folded)
+            total, kinds = folded_counts(folded)
             parts.append(Text(f"note: {total} {what} during the run ({kinds} kind(s)); see the report's notes", style="dim"))
     for err in report.errors:
-        parts.append(Text(f"error [{err.phase}] {err.type}: {err.message}", style="red"))
+        hint = f"\n  what it means: {err.hint}" if err.hint else ""
+        parts.append(Text(f"error [{err.phase}] {err.type}: {err.message}{hint}", style="red"))
     steps = next_steps(report)
     if steps:
         body = Text()

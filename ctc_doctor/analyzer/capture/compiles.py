@@ -15,6 +15,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import os
+import re
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,6 +72,24 @@ class CompiledObject:
     notes: list[str] = field(default_factory=list)
     arg_names: list[str] | None = None
     """function kind: its parameter names, to name the recorded inputs (`x, w`, not `arg0, arg1`)."""
+    attr: str | None = None
+    """method kind: the compiled method (`forward`; `__call__` for transformers' generate compile;
+    `_call_impl` for `model.compile()`)."""
+    site: str | None = None
+    """Where torch.compile was called: the first frame outside torch and ctc-doctor (`train.py:12`)."""
+    library: str | None = None
+    """The installed package whose code called torch.compile (`transformers`); None: the user's code."""
+    driver: str | None = None
+    """What called it first, when a library loop drives it: `generate` (transformers' generation)."""
+    called_from: str | None = None
+    """The user's line that led to its first call (the first frame outside installed packages)."""
+    relation: str | None = None
+    """How it relates to another compile of the run (a double or nested compile), one sentence."""
+
+    @property
+    def what(self) -> str:
+        """`LlamaForCausalLM.forward`, `Block`, `fn`: what was compiled, as the user wrote it."""
+        return f"{self.name}.{self.attr}" if self.kind == "method" and self.attr else self.name
 
 
 def _parameter_names(fn: Any) -> list[str] | None:
@@ -101,8 +122,15 @@ class CompileRecorder:
 
     @property
     def primary(self) -> CompiledObject | None:
-        """The first compiled module (or, failing one, the first compiled function): the analysis target."""
-        return next((o for o in self.objects if o.module is not None), self.objects[0] if self.objects else None)
+        """The analysis target: the first compiled module that ran (or, failing one, the first compiled
+        object that ran); before any ran, the first compiled module. A compile that Dynamo traced inside
+        another (a nested compile) never runs on its own, so the outer one is analyzed."""
+        ran = [o for o in self.objects if o.calls]
+        for pool in (ran, self.objects):
+            found = next((o for o in pool if o.module is not None), pool[0] if pool else None)
+            if found is not None:
+                return found
+        return None
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
@@ -142,10 +170,13 @@ class CompileRecorder:
             obj = CompiledObject(type(model).__name__, "module", model, options)
         elif isinstance(getattr(model, "__self__", None), torch.nn.Module):
             module = model.__self__  # nn.Module.compile() compiles its bound _call_impl
-            obj = CompiledObject(type(module).__name__, "method", module, options)
+            attr = getattr(model, "__name__", None)
+            attr = "__call__" if attr in ("_call_impl", "_wrapped_call_impl") else attr  # Module.__call__ is _wrapped_call_impl
+            obj = CompiledObject(type(module).__name__, "method", module, options, attr=attr)
         else:
             name = getattr(model, "__qualname__", None) or getattr(model, "__name__", None) or type(model).__name__
             obj = CompiledObject(name.rsplit("<locals>.", 1)[-1], "function", None, options, arg_names=_parameter_names(model))
+        obj.site, obj.library = _caller(sys._getframe(2))
         if self.snapshot and obj.module is not None:
             inner = obj.module.module if isinstance(obj.module, torch.nn.parallel.DistributedDataParallel) else obj.module
             try:
@@ -173,12 +204,15 @@ class CompileRecorder:
 
     def _called(self, obj: CompiledObject, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         index = obj.calls
+        obj.calls += 1  # counted first: the primary is the first compiled object that runs
         if obj is self.primary:
             if self.max_steps is not None and index >= self.max_steps:
+                obj.calls -= 1
                 self.stopped_after = index
                 raise StopScript(f"--max-steps {self.max_steps}")
             self.on_primary_call(index)
-        obj.calls += 1
+        if index == 0:
+            obj.driver, obj.called_from = _driver(sys._getframe(1))
         if len(obj.recorded) >= MAX_RECORDED_CALLS:
             return
         sig = signature((args, kwargs))
@@ -192,6 +226,92 @@ class CompileRecorder:
             return
         copied_args, copied_kwargs = fresh_copy(tuple(args)), fresh_copy(dict(kwargs))
         obj.recorded.append(RecordedCall(copied_args, copied_kwargs, torch.is_grad_enabled(), sig, description, index))
+
+    # --- how the compiles relate ---------------------------------------------------------------
+
+    def relate(self) -> list[str]:
+        """Name the run's double and nested compiles (sets each object's `relation`); one note each."""
+        notes: list[str] = []
+        by_module: dict[int, list[CompiledObject]] = {}
+        for obj in self.objects:
+            if obj.module is not None:
+                by_module.setdefault(id(obj.module), []).append(obj)
+        for group in by_module.values():
+            if len(group) > 1:
+                notes.append(_double_compile(group))
+        ran = [o for o in self.objects if o.calls]
+        for obj in self.objects:
+            if obj.calls or not ran or obj.relation:
+                continue
+            outer = next((o for o in ran if o is not obj), None)
+            inside = f"`{outer.what}`'s compile" if outer is not None and len(ran) == 1 else "another compile"
+            obj.relation = f"never ran on its own: Dynamo traced it inside {inside} (a nested compile), whose options apply"
+            notes.append(
+                f"`{obj.what}` (compiled at {obj.site or 'an unknown line'}) {obj.relation}; the analysis is about "
+                f"`{self.primary.what if self.primary else '?'}`, the compile that runs. Compile the outer one only."
+            )
+        return notes
+
+
+_DRIVERS = (("transformers" + os.sep + "generation" + os.sep, "generate"),)
+_OWN = (os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep, os.path.dirname(torch.__file__) + os.sep)
+_PACKAGE = re.compile(r"[/\\](?:site|dist)-packages[/\\]([A-Za-z0-9_.]+)")
+
+
+def _short(path: str, line: int) -> str:
+    """`train.py:12` for the user's files (relative to the current directory), `transformers/modeling_utils.py:4835` for a package's."""
+    found = _PACKAGE.search(path)
+    if found:
+        return f"{path[found.start(1) :]}:{line}".replace(os.sep, "/")
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        rel = path
+    return f"{path if rel.startswith('..') else rel}:{line}"
+
+
+def _internal(path: str) -> bool:
+    return path.startswith(_OWN) or path.startswith("<") or os.path.basename(path) in ("functools.py", "contextlib.py")
+
+
+def _caller(frame: Any) -> tuple[str | None, str | None]:
+    """The first frame outside torch and ctc-doctor (`train.py:12`) and the package it belongs to."""
+    while frame is not None and _internal(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return None, None
+    path = frame.f_code.co_filename
+    found = _PACKAGE.search(path)
+    return _short(path, frame.f_lineno), found.group(1) if found else None
+
+
+def _driver(frame: Any) -> tuple[str | None, str | None]:
+    """A library loop that drives the first call (`generate`), and the user's line behind it."""
+    driver = None
+    while frame is not None:
+        path = frame.f_code.co_filename
+        driver = driver or next((name for marker, name in _DRIVERS if marker in path), None)
+        if not _internal(path) and not _PACKAGE.search(path):
+            return driver, _short(path, frame.f_lineno)
+        frame = frame.f_back
+    return driver, None
+
+
+def _double_compile(group: list[CompiledObject]) -> str:
+    """One module compiled more than once: the compile of its call (or the module) wraps that of its forward."""
+    outer_first = sorted(group, key=lambda o: o.attr == "forward")
+    outer, inner = outer_first[0], outer_first[-1]
+    by = f"{outer.library}'s" if outer.library else "a second"
+    fix = f"drop the torch.compile at {inner.site or 'the first line'}"
+    if outer.library == "transformers":
+        fix += " or turn transformers' compile off (`generate(..., disable_compile=True)`, or set it in `model.generation_config`)"
+    text = (
+        f"{group[0].name} is compiled twice: `{inner.what}` at {inner.site or '?'}, and `{outer.what}` by {by} "
+        f"torch.compile at {outer.site or '?'}, which traces through the first. Keep one: {fix}."
+    )
+    outer.relation = f"wraps `{inner.what}` (compiled at {inner.site or '?'}): a double compile"
+    inner.relation = f"wrapped by `{outer.what}` (compiled at {outer.site or '?'}): a double compile"
+    return text
 
 
 def _option_text(value: Any) -> str:

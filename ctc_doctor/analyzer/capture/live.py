@@ -33,6 +33,7 @@ from ..readers.parsing import classify_guard, split_recompile_reasons
 from ..readers.sources import RawFrame, function_name, is_dynamo_file
 from ..readers.text import describe_error
 from ..running.calls import Sample, clear_grads, grads_of, run_call
+from ..running.copying import replayable
 from ..running.modules import path_key
 from ..running.settings import ProgressFn, RunSettings, no_progress
 from .attribution import ModuleIndex
@@ -147,7 +148,7 @@ class CompiledRun:
             self.capture = cap
             if self.collect and self.settings.train:
                 clear_grads(self.workload.model)
-            for i, call in enumerate(self.calls):
+            for i, call in enumerate(replayable(self.calls)):
                 progress("compile", i, len(self.calls))
                 self.call_marks.append(len(cap.events))
                 try:
@@ -289,7 +290,7 @@ def eager_pass(
     if collect and settings.train:
         clear_grads(workload.model)
     with index.record() if index is not None else contextlib.nullcontext():
-        for i, call in enumerate(calls):
+        for i, call in enumerate(replayable(calls)):
             try:
                 with contextlib.ExitStack() as first:
                     if i == 0 and inputs is not None:

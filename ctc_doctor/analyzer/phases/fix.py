@@ -304,11 +304,10 @@ class _Fixer:
         verification, after = self.check(chosen)
         if not verification.safe and len(chosen) > 1 and self.options.verify_each:
             verification, after, chosen = self.best_subset(chosen, verification)
+        result.verification = verification
         if verification.safe and chosen:
             result.applied = [s.id for s in chosen]
-            result.verification = verification
         else:
-            result.verification = verification
             result.notes.append("The suggestions were safe one by one but not together: " + _why(verification) + ".")
         if after is not None:
             result.remaining = _remaining_labels(after.graph_breaks, after.recompiles)
@@ -351,7 +350,13 @@ def run_fix(ctx: PhaseContext, options: FixOptions) -> FixSection:
     result = section.result
     candidates = list(iter_auto(report.suggestions))
     if not candidates:
-        result.notes.append("No auto-applicable suggestion: nothing to apply.")
+        regional = [s.id for s in report.suggestions if s.auto_applicable and s.action is not None and s.action.type == "regional"]
+        result.notes.append(
+            f"Nothing to apply here: {', '.join(regional)} (regional compilation) is measured by the benchmark's regional arm "
+            "(`ctc-doctor bench` on a build() target), not by a fix check."
+            if regional
+            else "No auto-applicable suggestion: nothing to apply."
+        )
         result.duration_s = round(time.perf_counter() - t0, 3)
         return section
     model = ctx.pristine if ctx.pristine is not None else ctx.workload.model

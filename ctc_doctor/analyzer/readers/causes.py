@@ -242,6 +242,7 @@ def _cause(
         user_stack=list(named.user_stack) if named is not None else [],
         summary=describe(kind, source, named.dim if named is not None else None, values, per_instance, reason),
         suggestion_ids=suggestion_ids,
+        expected=first_rc.expected if all(rc.expected for rc, _ in events) else None,
     )
 
 

@@ -177,7 +177,7 @@ _TENSOR = re.compile(
     r"dim|layout)[\w ]*mismatch(?: at index (?P<dim>\d+))?\.?\s*(?P<rest>.*)$"
 )
 _EXPECTED = re.compile(r"expected (?:requires_grad=)?(?P<exp>[^,]+?)(?:,\s*actual (?P<act>.+?))?\.?$")
-_COMPARE = re.compile(r"^(?P<src>[^=<>!]+?)\s*(?P<op>==|!=|is not|is)\s*(?P<val>.+)$")
+_COMPARE = re.compile(r"^(?P<src>[^=<>!]+?)(?:\s*(?:==|!=)\s*|\s+(?:is not|is)\s+)(?P<val>.+)$")
 _CALL_SRC = re.compile(r"___check_(?P<fn>type_id|obj_id)\((?P<src>.+?),\s*\d+\)")
 _SYMBOLIC = re.compile(r"(?:size|stride)\(\)\[(?P<dim>\d+)\]|\bEq\(|\bs\d+\b|\bNe\(|<=|>=")
 

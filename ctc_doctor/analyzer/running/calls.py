@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from ...workload import Call, Workload
+from .copying import replayable
 from .tensors import detached, iter_tensors, map_tensors
 
 
@@ -100,7 +101,7 @@ def run_pass(
     owner = model if model is not None else fn
     if collect and train:
         clear_grads(owner)
-    for i, call in enumerate(calls):
+    for i, call in enumerate(replayable(calls)):
         if step is not None:
             step()
         run_call(fn, workload, call, i, seed=seed, train=train, model=model, sample=sample if collect else None)

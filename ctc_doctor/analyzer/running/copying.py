@@ -87,6 +87,56 @@ def _fresh_object(value: Any, shared: list[str] | None, memo: dict[int, Any], de
     return value
 
 
+def _holds_state(value: Any) -> bool:
+    """Whether the inputs hold an object a call may change in place (a KV cache), beyond tensors and plain values."""
+    found = False
+
+    def leaf(item: Any) -> Any:
+        nonlocal found
+        if not isinstance(item, (*_PLAIN, torch.nn.Module, type)) and not callable(item):
+            found = True
+        return item
+
+    map_tensors(value, lambda t: t, leaf)
+    return found
+
+
+def replayable(calls: list[Any]) -> list[Any]:
+    """The calls of one pass, from a fresh copy of their starting state when they hold stateful objects.
+
+    A call that takes a KV cache grows it: replayed twice (eager, then compiled), the second run would
+    start from the first's cache. So each pass gets copies of those objects, taken together (one memo:
+    a cache that several calls share stays shared, and the pass re-runs them in order as the script
+    did); a pass of tensors and plain values alone gets the calls as they are, at no cost.
+    """
+    if not any(_holds_state((c.args, c.kwargs)) for c in calls):
+        return calls
+    memo: dict[int, Any] = {}
+    return [type(c)(fresh_copy(tuple(c.args), memo=memo), fresh_copy(dict(c.kwargs), memo=memo)) for c in calls]
+
+
+def cast_copy(value: Any, fn: Any, memo: dict[int, Any] | None = None, depth: int = 0) -> Any:
+    """`value` with each tensor replaced by `fn(tensor)`, those inside objects too (a KV cache's, for a
+    float64 copy of a call), on copies: the original is left as it was. `memo`: objects shared between
+    calls stay shared."""
+    memo = {} if memo is None else memo
+
+    def leaf(item: Any) -> Any:
+        if isinstance(item, (*_PLAIN, torch.nn.Module, type)) or callable(item) or not hasattr(item, "__dict__"):
+            return item
+        if id(item) in memo:
+            return memo[id(item)]
+        ok, clone = _shallow(item)
+        if not ok or depth >= _MAX_DEPTH:
+            return item
+        memo[id(item)] = clone
+        for key, inner in vars(item).items():
+            clone.__dict__[key] = cast_copy(inner, fn, memo, depth + 1)
+        return clone
+
+    return map_tensors(value, fn, leaf)
+
+
 def _shallow(value: Any) -> tuple[bool, Any]:
     try:
         return True, copy.copy(value)

@@ -35,6 +35,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -43,8 +44,7 @@ import torch
 from ...reports import models as rm
 from ...workload import Call, Workload
 from .calls import Sample, preserved_state, run_pass
-from .copying import copy_model
-from .tensors import map_tensors
+from .copying import cast_copy, copy_model
 
 # torch.testing.assert_close defaults (rtol, atol) per dtype, for the elementwise fallback; compiled
 # backends that reorder floating point math (inductor) get `_LOOSE` instead.
@@ -127,7 +127,8 @@ def _run_in(dtype: torch.dtype, model: torch.nn.Module, workload: Workload, call
         out = t.detach().to(dtype) if t.is_floating_point() else t.detach().clone()
         return out.requires_grad_(True) if t.requires_grad and out.is_floating_point() else out
 
-    cast_calls = [Call(map_tensors(c.args, cast), map_tensors(dict(c.kwargs), cast)) for c in calls]
+    memo: dict[int, object] = {}  # a cache that several calls share stays shared in the copy
+    cast_calls = [Call(cast_copy(c.args, cast, memo), cast_copy(dict(c.kwargs), cast, memo)) for c in calls]
     high = dataclasses.replace(workload, model=copy)  # before_call and loss_fn act on the copy
     with preserved_state(copy), _default_dtype(torch.float64 if dtype == torch.float64 else torch.get_default_dtype()):
         if train:
@@ -160,7 +161,6 @@ def make_reference(
     model: torch.nn.Module, workload: Workload, calls: list[Call], eager: Sample, *, seed: int | None, train: bool, device: str, loose: bool
 ) -> Reference:
     """Run the calls through a float64 copy of `model` (float32 for a bf16/fp16 model that cannot have one)."""
-    import time
 
     t0 = time.perf_counter()
     dtypes = _floating_dtypes(model)
@@ -208,26 +208,33 @@ class _Row:
     n: int
 
 
-def _float_row(name: str, cand: torch.Tensor, eager: torch.Tensor, ref: torch.Tensor) -> tuple[_Row | None, str | None]:
+def _max_abs(c: torch.Tensor, e: torch.Tensor) -> float:
+    """Largest |candidate - eager| (NaNs as 0), both already float64 on one device."""
+    return float(torch.nan_to_num((c - e).abs(), nan=0.0).max()) if c.numel() else 0.0
+
+
+def _float_row(name: str, cand: torch.Tensor, eager: torch.Tensor, ref: torch.Tensor) -> tuple[_Row | None, str | None, float]:
+    """The tensor's errors against the reference (or why it fails outright), and its largest difference from eager."""
     c, e, r = cand.double().to(ref.device), eager.double().to(ref.device), ref.double()
+    max_abs = _max_abs(c, e)
     if torch.is_complex(r):
         c, e, r = torch.view_as_real(c), torch.view_as_real(e), torch.view_as_real(r)
     finite_c, finite_e = torch.isfinite(c), torch.isfinite(e)
     # non-finite values where eager has finite ones (and the reference too): a real difference
     if bool((~finite_c & finite_e & torch.isfinite(r)).any()):
-        return None, f"{name}: non-finite values where eager has finite ones"
+        return None, f"{name}: non-finite values where eager has finite ones", max_abs
     both_inf = ~finite_c & ~finite_e & ~(torch.isnan(c) | torch.isnan(e))
     if bool((c[both_inf] != e[both_inf]).any()):
-        return None, f"{name}: infinities of another sign than eager's"
+        return None, f"{name}: infinities of another sign than eager's", max_abs
     mask = finite_c & finite_e & torch.isfinite(r)
     n = int(mask.sum())
     if n == 0:
-        return _Row(name, cand.dtype, cand.numel(), 0.0, 0.0, 0.0, 0.0, 0.0, 0), None
+        return _Row(name, cand.dtype, cand.numel(), 0.0, 0.0, 0.0, 0.0, 0.0, 0), None, max_abs
     rd = r[mask]
     sq_e = float(((e[mask] - rd) ** 2).sum())
     sq_c = float(((c[mask] - rd) ** 2).sum())
     scale = float(rd.pow(2).mean().sqrt())
-    return _Row(name, cand.dtype, cand.numel(), math.sqrt(sq_e / n), math.sqrt(sq_c / n), scale, sq_e, sq_c, n), None
+    return _Row(name, cand.dtype, cand.numel(), math.sqrt(sq_e / n), math.sqrt(sq_c / n), scale, sq_e, sq_c, n), None, max_abs
 
 
 _Pair = tuple[str, torch.Tensor, torch.Tensor, "torch.Tensor | None"]
@@ -296,14 +303,14 @@ def _judge(candidate: Sample, reference: Reference) -> rm.NumericsCheck:
                 check.ok = False
                 check.problem = check.problem or f"{name}: integer/bool values differ from eager's"
             continue
-        if c.numel():
-            max_abs = max(max_abs, float(torch.nan_to_num((c.double().to(e.device) - e.double()).abs(), nan=0.0).max()))
         if h is None:
+            max_abs = max(max_abs, _max_abs(c.double().to(e.device), e.double()))
             bad = _elementwise(name, c, e, reference.loose)
             if bad and check.ok:
                 check.ok, check.problem = False, bad
             continue
-        row, bad = _float_row(name, c, e, h)
+        row, bad, tensor_max = _float_row(name, c, e, h)
+        max_abs = max(max_abs, tensor_max)
         if bad is not None:
             if check.ok:
                 check.ok, check.problem = False, bad

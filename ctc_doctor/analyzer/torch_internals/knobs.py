@@ -132,17 +132,28 @@ def backend_names() -> list[str] | None:
 
 @contextlib.contextmanager
 def uncompiled(module: Any) -> Iterator[None]:
-    """A module compiled in place with `nn.Module.compile()` (its private `_compiled_call_impl`, 2.2+)
-    calls its plain forward in the block; restored after. Anything else is left as it is."""
-    saved = getattr(module, "_compiled_call_impl", None) if isinstance(module, torch.nn.Module) else None
-    if saved is None:
+    """A module compiled in place calls its plain forward in the block; restored after. In place means
+    `nn.Module.compile()` (its private `_compiled_call_impl`, 2.2+) or a compiled forward assigned to the
+    instance, `model.forward = torch.compile(model.forward)` (or any wrapper of it that keeps torch's
+    `_torchdynamo_orig_callable`, the class's forward). Anything else is left as it is."""
+    if not isinstance(module, torch.nn.Module):
         yield
         return
-    module._compiled_call_impl = None
+    saved = getattr(module, "_compiled_call_impl", None)
+    forward = module.__dict__.get("forward")
+    original = getattr(forward, "_torchdynamo_orig_callable", None)
+    compiled_forward = getattr(original, "__func__", original) is type(module).forward
+    if saved is not None:
+        module._compiled_call_impl = None
+    if compiled_forward:
+        del module.__dict__["forward"]  # the class's forward, bound to this module (and to any copy of it)
     try:
         yield
     finally:
-        module._compiled_call_impl = saved
+        if saved is not None:
+            module._compiled_call_impl = saved
+        if compiled_forward:
+            module.__dict__["forward"] = forward
 
 
 @contextlib.contextmanager
