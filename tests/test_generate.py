@@ -112,6 +112,8 @@ def test_a_decoding_loops_one_off_recompiles_are_expected_and_its_fix_is_verifie
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("step (1, 1)") == 7  # the script's own steps: the doctor's replays print nothing
     report = load_report(out)
+    (chatty,) = report.compiled
+    assert chatty.driver == "generate" and chatty.first_call_s > 0 and chatty.period_ms > 0  # the loop's own pace
     assert report.summary.verdict == "graph_breaks"
     assert report.summary.expected_recompiles == report.summary.recompile_count >= 2
     expected = {c.summary: c.expected for c in report.recompile_causes}

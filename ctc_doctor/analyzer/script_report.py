@@ -203,6 +203,7 @@ def _rank_report(
 
 
 def _compiled_row(obj: CompiledObject, rank: int, analyzed: bool) -> rm.CompiledObject:
+    first_s, period_ms = obj.pace()
     return rm.CompiledObject(
         name=obj.name,
         kind=obj.kind,  # type: ignore[arg-type]
@@ -215,6 +216,8 @@ def _compiled_row(obj: CompiledObject, rank: int, analyzed: bool) -> rm.Compiled
         library=obj.library,
         driver=obj.driver,
         relation=obj.relation,
+        first_call_s=round(first_s, 4) if first_s is not None else None,
+        period_ms=round(period_ms, 4) if period_ms is not None else None,
     )
 
 

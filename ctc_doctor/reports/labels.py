@@ -202,7 +202,16 @@ def compiled_line(obj: CompiledObject) -> str:
     text += f" by {obj.driver}" if obj.driver and obj.calls else ""
     text += f", compiled at {obj.site}" if obj.site else ""
     text += f"; {obj.relation}" if obj.relation else ""
+    text += f"; {pace_text(obj)}" if obj.period_ms is not None and obj.first_call_s is not None else ""
     return text + (", analyzed" if obj.analyzed else "")
+
+
+def pace_text(obj: CompiledObject) -> str:
+    """`first call 4.10 s (compile included), then 5.6 ms per token (178/s)`: the script's own pace."""
+    step = "token" if obj.driver == "generate" else "call"
+    period = obj.period_ms or 0.0
+    rate = f" ({1e3 / period:,.0f}/s)" if period > 0 else ""
+    return f"first call {obj.first_call_s:.2f} s (compile included), then {period:.3g} ms per {step}{rate}"
 
 
 def verdict_label(s: Suggestion) -> str:

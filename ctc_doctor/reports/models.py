@@ -1006,6 +1006,11 @@ class CompiledObject(_Model):
     """A library loop that called it (`generate`), when one did."""
     relation: str | None = None
     """How it relates to another compile of the run (a double or nested compile)."""
+    first_call_s: float | None = None
+    """Seconds from its first call to its second: the first step, compile included."""
+    period_ms: float | None = None
+    """Median milliseconds from one call to the next over the later half of the run: the script's steady
+    step (a decoding step: the time per generated token), compile excluded."""
 
 
 class Report(_Model):

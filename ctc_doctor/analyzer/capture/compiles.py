@@ -17,7 +17,9 @@ import functools
 import inspect
 import os
 import re
+import statistics
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +34,8 @@ from .inputs import signature
 
 MAX_RECORDED_CALLS = 8
 """Calls kept per compiled object: the first, then each one with a new input signature."""
+MAX_STARTS = 100_000
+"""Call start times kept per compiled object (for its pace: the first call, then the steady period)."""
 MAX_CALL_BYTES = 256 * 2**20
 """A call whose tensors are bigger is kept as shapes and dtypes only."""
 
@@ -85,6 +89,18 @@ class CompiledObject:
     """The user's line that led to its first call (the first frame outside installed packages)."""
     relation: str | None = None
     """How it relates to another compile of the run (a double or nested compile), one sentence."""
+    starts: list[float] = field(default_factory=list)
+    """`time.perf_counter()` at the start of each call (the first MAX_STARTS)."""
+
+    def pace(self) -> tuple[float | None, float | None]:
+        """(seconds from the first call to the second: its compile included; the median milliseconds
+        from one call to the next over the later half of the run, once recompiles settled). The period is
+        the script's whole step (a decoding step, a training step), not the compiled call alone."""
+        if len(self.starts) < 2:
+            return None, None
+        periods = [b - a for a, b in zip(self.starts[1:], self.starts[2:], strict=False)]
+        steady = periods[len(periods) // 2 :]
+        return self.starts[1] - self.starts[0], (statistics.median(steady) * 1e3 if steady else None)
 
     @property
     def what(self) -> str:
@@ -204,6 +220,8 @@ class CompileRecorder:
 
     def _called(self, obj: CompiledObject, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         index = obj.calls
+        if len(obj.starts) < MAX_STARTS:
+            obj.starts.append(time.perf_counter())
         obj.calls += 1  # counted first: the primary is the first compiled object that runs
         if obj is self.primary:
             if self.max_steps is not None and index >= self.max_steps:
