@@ -375,3 +375,32 @@ def test_a_compile_of_something_already_compiled_ends_as_the_plain_script_does(c
     assert report.errors == [] and report.summary.verdict == "clean"
     frames = [s.user_frame.file for s in report.graph_breaks] + [r.file for r in report.recompiles]
     assert not any("ctc_doctor" in f for f in frames), frames
+
+
+def test_compare_runs_the_script_once_per_strategy_and_times_each_by_its_own_calls(cli, tmp_path):
+    """`--compare eager,default,dynamic`: three runs of an unmodified loop, each row timed from the calls
+    of the compiled object (eager's calls watched though nothing is compiled), with its compile and a
+    verdict line; a script with too few calls gets a note, not a made-up pace."""
+    script = tmp_path / "loop.py"
+    script.write_text(
+        "import sys, torch\n"
+        "model = torch.compile(torch.nn.Linear(8, 8), backend='eager')\n"
+        "for _ in range(int(sys.argv[1])):\n"
+        "    model(torch.randn(4, 8))\n"
+        "print('done')\n"
+    )
+    out = tmp_path / "r.json"
+    result = cli("run", "--compare", "dynamic,eager", "--no-bisect", "--no-fix", "--json", str(out), "--", str(script), "12")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("done") == 3  # the script ran once per strategy
+    rows = {r.strategy: r for r in load_report(out).comparison}
+    assert list(rows) == ["eager", "default", "dynamic"]  # eager first, the run itself as default
+    assert all(r.calls == 12 and r.period_ms and r.period_ms > 0 and r.error is None for r in rows.values())
+    assert rows["eager"].graphs_compiled == 0 and rows["default"].graphs_compiled >= 1
+    assert rows["default"].speedup is not None and rows["eager"].speedup is None
+    assert "fastest steady pace:" in result.stderr and "for 12 calls the least total time:" in result.stderr
+    few = cli("run", "--compare", "eager", "--no-bisect", "--no-fix", "--json", str(out), "-q", "--", str(script), "2")
+    assert few.returncode == 0, few.stderr
+    assert all("fewer than 4" in (r.error or "") for r in load_report(out).comparison)
+    bad = cli("run", "--compare", "fastest", "--", str(script), "2")
+    assert bad.returncode == 2 and "unknown strategy fastest" in bad.stderr

@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     from ..reports import models as rm
 
 Status = Literal["finished", "failed", "timeout", "interrupted"]
+STRATEGIES = ("eager", "default", "dynamic", "static", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+"""`run --compare`'s ways of compiling the script: not at all (its compiled objects are still watched,
+for their pace), its own options, `dynamic=True` / `dynamic=False`, or a mode for every torch.compile."""
 _PYTHONS = ("python", "python3", os.path.basename(sys.executable))
 
 
@@ -57,6 +60,8 @@ class RunOptions:
     fix: bool = True
     """Verify the auto-applicable suggestions on copies of the analyzed module."""
     keep_guard_text: bool = False
+    strategy: str | None = None
+    """`run --compare`: how every torch.compile of the script is replaced (`eager`, a mode...; None: as written)."""
     trial_timeout_s: float | None = 60.0
     grace_s: float = 30.0
     """After a stop signal, how long the ranks have to write their reports before they are killed."""
@@ -145,6 +150,7 @@ def _run(
         "bisect": options.bisect,
         "fix": options.fix,
         "keep_guard_text": options.keep_guard_text,
+        "strategy": options.strategy,
         "trial_timeout_s": options.trial_timeout_s,
         "progress_path": os.path.join(out, "progress.jsonl"),
         "deadline": time.time() + options.timeout_s if options.timeout_s else None,

@@ -122,6 +122,7 @@ def main(argv: list[str]) -> int:
             max_steps=config.get("max_steps"),
             snapshot=bool(config.get("fix")) and rank == 0,
             on_primary_call=lambda index: run.call_marks.append(len(cap.events)),
+            strategy=config.get("strategy"),
         )
         with recorder.installed():
             outcome = _run_script(command)

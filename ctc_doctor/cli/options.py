@@ -373,6 +373,21 @@ class RunArgs:
     gate: bool = False
     debug: bool = False
     progress_fd: int | None = None
+    compare: str | None = None
+
+    def strategies(self) -> list[str]:
+        """`--compare`'s strategies, in the order given (eager first when it is among them); a name
+        that is not one fails in one line (usage error)."""
+        if self.compare is None:
+            return []
+        from ..analyzer.launch import STRATEGIES
+
+        names = list(dict.fromkeys(n.strip() for n in self.compare.split(",") if n.strip()))
+        unknown = [n for n in names if n not in STRATEGIES]
+        if unknown or not names:
+            raise click.UsageError(f"--compare: unknown strategy {', '.join(unknown) or '(none)'}; choose from {', '.join(STRATEGIES)}")
+        names += [] if "default" in names else ["default"]  # the run itself: the script as written
+        return sorted(names, key=lambda n: (n != "eager", n != "default"))
 
     def run_options(self, *, gated: bool) -> RunOptions:
         """The launcher's options; a gated run skips the bisection and the fixes (counts are all it needs)."""

@@ -3,7 +3,12 @@ ranks), its report, and its exit code."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -22,7 +27,7 @@ from .output import (
 )
 
 if TYPE_CHECKING:
-    from ..reports.models import Report
+    from ..reports.models import Report, StrategyRow
 
 _RUN_PHASES = {
     "report": "building the report (one eager call of the compiled module for module paths)",
@@ -60,6 +65,13 @@ _RUN_PHASES = {
 @click.option(
     "--json", "json_out", metavar="PATH", help="Write the JSON report to PATH ('-' for stdout; the script's stdout then goes to stderr)."
 )
+@click.option(
+    "--compare",
+    default=None,
+    metavar="STRATEGIES",
+    help="Run the script once per way of compiling it and compare its pace: eager, default (the script's own), dynamic, "
+    "static, reduce-overhead, max-autotune, max-autotune-no-cudagraphs (comma-separated, e.g. eager,default,dynamic).",
+)
 @click.option("--no-bisect", is_flag=True, help="Skip the bisection of the compiled module.")
 @click.option("--no-fix", is_flag=True, help="Skip verifying the suggestions on copies of the compiled module.")
 @GUARDS
@@ -83,6 +95,7 @@ def run(command: tuple[str, ...], **kw: Any) -> None:
     ctc-doctor run --nproc 2 -- train.py           2 local ranks through torchrun
     ctc-doctor run --backend eager --max-steps 20 --json r.json -- train.py
     ctc-doctor run --check -- train.py             CI gate: exit 1 unless clean
+    ctc-doctor run --compare eager,default,dynamic --max-steps 50 -- train.py
 
     The script's arguments, working directory and output pass through. Every torch.compile call is
     recorded; the first compiled module gets module paths, bisection and verified fixes (rank 0's,
@@ -113,11 +126,16 @@ def run(command: tuple[str, ...], **kw: Any) -> None:
         if not args.quiet:
             click.echo(f"ctc-doctor: {text}", err=True)
 
+    strategies = args.strategies()
     with one_line_errors(args.debug):
         argv = script_command(list(command))
         options = args.run_options(gated=policy is not None)
-        result = run_script(argv, options, say=say, progress=progress, stdout=sys.stderr if args.json_out == "-" else None)
+        stdout = sys.stderr if args.json_out == "-" else None
+        with _fresh_inductor_cache(bool(strategies)):
+            result = run_script(argv, options, say=say, progress=progress, stdout=stdout)
         report = result.report
+        if strategies:
+            report.comparison = _compare(argv, options, strategies, report, say, stdout)
         report.run.command = command_line()
         if args.json_out:
             write_report(report, args.json_out, sys.stdout, redact=args.redact)
@@ -127,9 +145,96 @@ def run(command: tuple[str, ...], **kw: Any) -> None:
         click.echo(f"ctc-doctor: the script never called torch.compile: nothing to diagnose{written}", err=True)
     elif not args.quiet:
         print_summary(report, console, top=args.top, json_out=args.json_out)
+        if report.comparison:
+            console.print(_comparison_table(report))
     if policy is not None and code == ExitCode.OK and not gate(report, policy):
         code = ExitCode.CHECK_FAILED
     sys.exit(int(code))
+
+
+_SHORT_VERDICT = {
+    "clean": "clean",
+    "graph_breaks": "breaks",
+    "recompiles": "recompiles",
+    "graph_breaks_and_recompiles": "breaks+recomp.",
+    "failed": "FAILED",
+}
+
+
+@contextlib.contextmanager
+def _fresh_inductor_cache(on: bool) -> Iterator[None]:
+    """An empty inductor cache for the script's run (its child inherits the variable): under --compare every
+    strategy's first call pays its whole compile, as on a machine that never compiled the script."""
+    if not on:
+        yield
+        return
+    saved = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    path = tempfile.mkdtemp(prefix="ctc-compare-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = saved
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _compare(argv: list[str], options: Any, strategies: list[str], default: Report, say: Any, stdout: Any) -> list[StrategyRow]:
+    """The script once more per strategy (no bisection, no fixes: the pace is what is compared); the
+    run just made is the `default` row."""
+    import dataclasses
+
+    from ..analyzer.launch import run_script
+    from ..reports.verdicts import compare_strategies, strategy_row
+
+    rows = []
+    for strategy in strategies:
+        if strategy == "default":
+            rows.append(strategy_row("default", default))
+            continue
+        say(f"--compare: the script again, {strategy}")
+        again = dataclasses.replace(options, strategy=strategy, bisect=False, fix=False)
+        with _fresh_inductor_cache(True):
+            rows.append(strategy_row(strategy, run_script(argv, again, say=say, stdout=stdout).report))
+    compare_strategies(rows)
+    return rows
+
+
+def _comparison_table(report: Report) -> Any:
+    """The strategies side by side, then the one-line verdict (by steady pace, and by total time over
+    the script's own number of calls when it ran to its end)."""
+    from rich import box
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    from ..reports.verdicts import strategy_verdict
+
+    table = Table(
+        title="--compare: the script's pace under each way of compiling it", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False
+    )
+    for name in ("strategy", "1st call", "ms/call", "vs eager", "pays off", "recomp.", "verdict"):
+        table.add_column(name, justify="left" if name in ("strategy", "verdict") else "right", no_wrap=True, min_width=len(name))
+    for r in report.comparison:
+        name = r.strategy.replace("-no-cudagraphs", "-no-cg")  # fits 80 columns
+        if r.error:
+            table.add_row(name, Text(r.error, style="yellow"), *[""] * 5)
+            continue
+        table.add_row(
+            name,
+            f"{r.first_call_s:.2f} s" if r.first_call_s is not None else "",
+            f"{r.period_ms:.3g}" if r.period_ms is not None else "",
+            f"{r.speedup:.2f}x" if r.speedup else "",
+            f"{r.break_even_calls:,}" if r.break_even_calls else ("never" if r.speedup and r.speedup < 1 else ""),
+            f"{r.recompiles}" + (f" ({r.expected_recompiles} exp.)" if r.expected_recompiles else ""),
+            _SHORT_VERDICT[r.verdict],
+        )
+    ran_to_end = report.run.stopped is None and report.run.exit_code == 0
+    default = next((r for r in report.comparison if r.strategy == "default"), None)
+    steps = default.calls if ran_to_end and default is not None else None
+    return Group(table, Text(strategy_verdict(report.comparison, steps)))
 
 
 def _run_exit_code(report: Report, status: str) -> ExitCode:

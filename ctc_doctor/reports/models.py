@@ -1013,6 +1013,35 @@ class CompiledObject(_Model):
     step (a decoding step: the time per generated token), compile excluded."""
 
 
+class StrategyRow(_Model):
+    """One run of the script under one way of compiling it (`run --compare`), timed by its own calls."""
+
+    strategy: str
+    """eager (nothing compiled), default (the script's own options), dynamic, static, or a mode."""
+    exit_code: int | None = None
+    """The script's exit code under this strategy."""
+    error: str | None = None
+    """Why it gave no pace: the script failed, or too few calls for a steady one."""
+    calls: int = 0
+    """Calls of the analyzed object."""
+    first_call_s: float | None = None
+    """First call to second: the first step, compile included."""
+    period_ms: float | None = None
+    """Median call-to-call time over the later half of the run: the steady step."""
+    steps_per_s: float | None = None
+    """1000 / period_ms."""
+    speedup: float | None = None
+    """Eager's period over this one's (None without an eager row)."""
+    break_even_calls: int | None = None
+    """The call from which this strategy's total time (first step + steady steps) beats eager's; None:
+    never (not faster), or no eager row."""
+    compile_time_s: float = 0.0
+    graphs_compiled: int = 0
+    recompiles: int = 0
+    expected_recompiles: int = 0
+    verdict: Verdict = "clean"
+
+
 class Report(_Model):
     """A ctc-doctor report."""
 
@@ -1068,6 +1097,8 @@ class Report(_Model):
     """Reports of several ranks (logs, `run --nproc`): ranks that compiled differently."""
     compiled: list[CompiledObject] = Field(default_factory=list)
     """script: every `torch.compile` the script made (empty for `build()` targets and logs)."""
+    comparison: list[StrategyRow] = Field(default_factory=list)
+    """`run --compare`: the script run once per way of compiling it, its pace under each (schema 1.10)."""
 
 
 FAILED_PHASES = ("eager", "compile", "timeout", "script")

@@ -290,3 +290,69 @@ def cold_start(bench: rm.Benchmark) -> str | None:
     if len(ways) > 1:
         text += "; then " + "; ".join(w for _, w in ways[1:4])
     return text + (f"; {'; '.join(failed)}" if failed else "")
+
+
+# --- `run --compare`: the script's pace under each way of compiling it ---------------------------------
+
+MIN_PACE_CALLS = 4
+"""Calls a strategy needs for a steady pace: the first (compile), one or two to settle, one to time."""
+
+
+def strategy_row(strategy: str, report: rm.Report) -> rm.StrategyRow:
+    """One strategy's row from the report of the script run under it (its analyzed object's pace)."""
+    s = report.summary
+    obj = next((o for o in report.compiled if o.analyzed), None)
+    row = rm.StrategyRow(
+        strategy=strategy,
+        exit_code=report.run.exit_code,
+        calls=obj.calls if obj else 0,
+        first_call_s=obj.first_call_s if obj else None,
+        compile_time_s=s.compile_time_s,
+        graphs_compiled=s.graphs_compiled,
+        recompiles=s.recompile_count,
+        expected_recompiles=s.expected_recompiles,
+        verdict=s.verdict,
+    )
+    if report.run.exit_code not in (None, 0):
+        row.error = f"the script failed: {report.run.script_error or f'exit code {report.run.exit_code}'}"
+    elif obj is None:
+        row.error = "nothing compiled ran"
+    elif obj.calls < MIN_PACE_CALLS or obj.period_ms is None:
+        row.error = f"{obj.calls} call(s): fewer than {MIN_PACE_CALLS}, no steady pace (run more steps)"
+    else:
+        row.period_ms = obj.period_ms
+        row.steps_per_s = round(1e3 / obj.period_ms, 3) if obj.period_ms > 0 else None
+    return row
+
+
+def compare_strategies(rows: list[rm.StrategyRow]) -> None:
+    """Each timed row's speed-up over eager and the call from which its total time beats eager's."""
+    eager = next((r for r in rows if r.strategy == "eager" and r.period_ms), None)
+    if eager is None or eager.period_ms is None:
+        return
+    for r in rows:
+        if r is eager or r.period_ms is None or r.first_call_s is None:
+            continue
+        r.speedup = round(eager.period_ms / r.period_ms, 3) if r.period_ms > 0 else None
+        saved_s = (eager.period_ms - r.period_ms) / 1e3
+        extra_s = r.first_call_s - (eager.first_call_s or 0.0)
+        if saved_s > 0:
+            r.break_even_calls = max(1, int(extra_s / saved_s) + 1)
+
+
+def strategy_verdict(rows: list[rm.StrategyRow], steps: int | None = None) -> str:
+    """`max-autotune: 1.40x eager's pace, pays off after 2,300 calls`; with `steps`, the strategy with the
+    least total time for that many calls. Failed strategies are never best."""
+    timed = [r for r in rows if r.period_ms is not None and r.error is None and r.verdict != "failed"]
+    if not timed:
+        return "no strategy gave a steady pace: nothing to compare"
+    fastest = min(timed, key=lambda r: r.period_ms or 0.0)
+    text = f"fastest steady pace: {fastest.strategy} ({fastest.period_ms:.3g} ms per call"
+    if fastest.speedup is not None:
+        pays = f", pays off after {fastest.break_even_calls:,} calls" if fastest.break_even_calls else ""
+        text += f", {fastest.speedup:.2f}x eager's{pays}"
+    text += ")"
+    if steps is not None:
+        total = min(timed, key=lambda r: (r.first_call_s or 0.0) + (steps - 1) * (r.period_ms or 0.0) / 1e3)
+        text += f"; for {steps:,} calls the least total time: {total.strategy}"
+    return text

@@ -7,7 +7,9 @@ and the inputs of its first call and of each later call with other shapes or dty
 a call whose tensors are too big keeps only their shapes). The compiled object works exactly as
 before: calls are watched from a forward pre-hook on the OptimizedModule, which runs outside Dynamo,
 or from a plain wrapper around a compiled function. `--backend` replaces the script's backend;
-`--max-steps N` stops the script at the start of the primary object's call N+1.
+`--max-steps N` stops the script at the start of the primary object's call N+1. `run --compare` runs
+the script once per strategy: the recorder then leaves the objects uncompiled (`eager`, still watched,
+so the pace is measured the same way) or replaces their `mode` or `dynamic`.
 """
 
 from __future__ import annotations
@@ -126,13 +128,18 @@ class CompileRecorder:
         max_steps: int | None = None,
         snapshot: bool = False,
         on_primary_call: Callable[[int], None] | None = None,
+        strategy: str | None = None,
     ) -> None:
         self.backend = backend
+        self.strategy = strategy
+        """`run --compare`'s way of compiling (`launch.STRATEGIES`); None or `default`: the script's own."""
         self.max_steps = max_steps
         self.snapshot = snapshot
         self.on_primary_call = on_primary_call or (lambda index: None)
         self.objects: list[CompiledObject] = []
         self.notes: list[str] = []
+        self.closed = False
+        """True once the script ended: later calls (the doctor's) are not counted."""
         self.stopped_after: int | None = None
         """The primary object's call count when --max-steps stopped the script."""
 
@@ -150,8 +157,14 @@ class CompileRecorder:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
-        with ti.torch_compile_replaced(self._wrap):
-            yield
+        """torch.compile replaced for the block; the calls are watched until it ends (the doctor's own
+        calls of the model afterwards are not the script's)."""
+        self.closed = False
+        try:
+            with ti.torch_compile_replaced(self._wrap):
+                yield
+        finally:
+            self.closed = True
 
     # --- torch.compile -------------------------------------------------------------------------
 
@@ -160,8 +173,13 @@ class CompileRecorder:
         def compile_(model: Any = None, *args: Any, **kwargs: Any) -> Any:
             if self.backend is not None:
                 kwargs = self._override(kwargs)
+            kwargs = self._strategy(kwargs)
             if model is None:  # the decorator form: torch.compile(...) returns a decorator, which calls this again
+                if self.strategy == "eager":
+                    return lambda fn: compile_(fn, *args, **kwargs)
                 return original(None, *args, **kwargs)
+            if self.strategy == "eager":
+                return self._watch(model, model, kwargs)  # not compiled: watched as it is
             compiled = original(model, *args, **kwargs)
             return self._watch(model, compiled, kwargs)
 
@@ -174,6 +192,15 @@ class CompileRecorder:
             if dropped:
                 self._note(f"--backend {self.backend}: the script's {' and '.join(dropped)} for inductor were dropped.")
         return kwargs
+
+    def _strategy(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The script's torch.compile options under `run --compare`'s strategy."""
+        if self.strategy in (None, "default", "eager"):
+            return kwargs
+        if self.strategy in ("dynamic", "static"):
+            return {**kwargs, "dynamic": self.strategy == "dynamic"}
+        kwargs = {k: v for k, v in kwargs.items() if k != "options"}  # torch.compile takes a mode or options
+        return {**kwargs, "mode": self.strategy}
 
     def _note(self, text: str) -> None:
         if text not in self.notes:
@@ -203,7 +230,7 @@ class CompileRecorder:
         # the bookkeeping is never traced: an outer compile reaching this one (transformers' generate
         # compile over `model.forward = torch.compile(model.forward)`) must not trace ctc-doctor's code
         record = ti.disable(self._called)
-        if ti.is_optimized_module(compiled):
+        if ti.is_optimized_module(compiled) or (compiled is model and isinstance(model, torch.nn.Module)):
             compiled.register_forward_pre_hook(lambda mod, a, k: record(obj, a, k), with_kwargs=True)
             return compiled
 
@@ -219,6 +246,8 @@ class CompileRecorder:
     # --- its calls -----------------------------------------------------------------------------
 
     def _called(self, obj: CompiledObject, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if self.closed:
+            return
         index = obj.calls
         if len(obj.starts) < MAX_STARTS:
             obj.starts.append(time.perf_counter())
