@@ -25,6 +25,10 @@ class Workload:
     `loss_fn(output) -> scalar tensor` is used by `--train` (default: the sum of the output tensors).
     `before_call(model, index)` runs before call `index` (0 = first) to change model state between
     calls, e.g. toggling an attribute or `model.train()`/`model.eval()`.
+    `optimizer(params) -> torch.optim.Optimizer`: with `--train`, each call is a whole training step
+    (forward, loss, backward, `optimizer.step()`, `optimizer.zero_grad()`), timed in steps/s, and the
+    benchmark adds an arm with `optimizer.step` compiled too; the calls are the batches. The doctor
+    builds its own optimizer per run from the factory and puts the model's parameters back afterwards.
     """
 
     model: Any
@@ -34,6 +38,7 @@ class Workload:
     name: str | None = None
     loss_fn: Callable[[Any], Any] | None = None
     before_call: Callable[[Any, int], None] | None = None
+    optimizer: Callable[[Any], Any] | None = None
 
     def calls(self) -> list[Call]:
         """Every call of the workload in order: the first, then each variant."""

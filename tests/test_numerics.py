@@ -162,3 +162,28 @@ def test_a_training_step_compares_loss_and_gradients_and_ties_the_shared_length_
     ((dropped, why),) = result.dropped.items()
     assert "ConstraintViolation" in why or "Constraints violated" in why, why
     assert result.verification.safe and any("best subset" in n for n in result.notes)
+
+
+def test_a_training_step_with_an_optimizer_is_timed_in_steps_per_second_with_the_optimizer_compiled_too(cli, tmp_path):
+    """`Workload.optimizer`: every call is a whole step (forward, loss, backward, optimizer.step,
+    zero_grad). The benchmark adds `compiled_optimizer`; each arm runs from the same parameters and a
+    fresh optimizer, judged on its losses against a float64 copy trained the same way; steps/s and the
+    step from which the compile pays off; the user's model ends with the parameters it started with."""
+    workload = load_workload(f"{FIX_TARGETS}:mlp_train_adamw", seed=0)
+    before = [p.detach().clone() for p in workload.model.parameters()]
+    bench = BenchOptions(backend="aot_eager", iters=3, warmup=1, regional=False, fresh_cache=False)
+    report = analyze(workload, AnalyzeOptions(explain=False, train=True, backend="aot_eager", bench=bench))
+    b = report.benchmark
+    assert b is not None and b.settings["grad"].startswith("training step")
+    arms = {a.name: a for a in b.arms}
+    assert list(arms) == ["eager", "compiled", "compiled_optimizer"], list(arms)
+    for arm in arms.values():
+        assert arm.error is None and arm.steps_per_s > 0, arm
+    for name in ("compiled", "compiled_optimizer"):
+        n = arms[name].numerics
+        assert n is not None and n.ok and n.compared == ["outputs (3 call(s), 3 tensor(s))", "loss (3 call(s))"], n
+    assert arms["compiled_optimizer"].graph_count > arms["compiled"].graph_count  # the optimizer's step compiled too
+    assert all(torch.equal(a, p) for a, p in zip(before, workload.model.parameters(), strict=True))
+    bad = cli("analyze", f"{FIX_TARGETS}:bad_optimizer", "--train")
+    assert bad.returncode == 5 and "optimizer factory raised ValueError" in bad.stderr
+    assert len([line for line in bad.stderr.splitlines() if line.strip()]) == 1

@@ -68,6 +68,8 @@ def normalised(report: Report) -> Report:
             if arm["latency_ms"]:
                 arm["latency_ms"].update(median=_LATENCY[arm["name"]], iqr=0.1, n=5)
                 arm["speedup_vs_eager"] = round(_LATENCY["eager"] / _LATENCY[arm["name"]], 2)
+                arm["steps_per_s"] = round(2000 / _LATENCY[arm["name"]], 1)  # 2 calls a pass
+                arm["break_even_calls"] = None
             if arm["compile_time_s"] is not None:
                 arm["compile_time_s"] = _COLD[arm["name"]]
                 arm["warm_compile_time_s"] = _COLD[arm["name"]] / 2

@@ -151,4 +151,22 @@ def validate_workload(workload: Workload, spec: str) -> Workload:
         raise TargetInvalid(f"{spec}: loss_fn is not callable")
     if workload.before_call is not None and not callable(workload.before_call):
         raise TargetInvalid(f"{spec}: before_call is not callable")
+    if workload.optimizer is not None:
+        _check_optimizer(workload, spec)
     return workload
+
+
+def _check_optimizer(workload: Workload, spec: str) -> None:
+    """The optimizer factory, tried once on the model's parameters: a factory that raises fails here, in
+    one line (exit 5), not half-way through a benchmark."""
+    if not callable(workload.optimizer):
+        raise TargetInvalid(f"{spec}: optimizer is not callable (a factory: params -> torch.optim.Optimizer)")
+    parameters = getattr(workload.model, "parameters", None)
+    if parameters is None:
+        raise TargetInvalid(f"{spec}: an optimizer needs a model with parameters (an nn.Module)")
+    try:
+        made = workload.optimizer(parameters())
+    except Exception as exc:  # noqa: BLE001 - the user's factory: any failure is theirs, in one line
+        raise BuilderFailed(f"{spec}: the optimizer factory raised {type(exc).__name__}: {first_line(exc)}{_user_frame(exc)}") from exc
+    if not (callable(getattr(made, "step", None)) and callable(getattr(made, "zero_grad", None))):
+        raise TargetInvalid(f"{spec}: the optimizer factory returned a {type(made).__name__}, not an optimizer (step, zero_grad)")

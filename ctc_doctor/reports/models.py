@@ -814,6 +814,12 @@ class BenchmarkArm(_Model):
     """Compile time again after `torch._dynamo.reset()`, with the cache the cold run filled."""
     first_pass_s: float | None = None
     """Wall time of the first pass (compile plus first run)."""
+    steps_per_s: float | None = None
+    """Calls per second at the median pass (training steps per second when the workload has an
+    optimizer; schema 1.10)."""
+    break_even_calls: int | None = None
+    """The call (step) from which this arm's total time, its first pass (compile included) and then steady
+    calls, beats eager's; None when it is not faster (schema 1.10)."""
     latency_ms: LatencyStats | None = None
     """Steady-state latency per pass."""
     speedup_vs_eager: float | None = None
@@ -1036,10 +1042,15 @@ class StrategyRow(_Model):
     """The call from which this strategy's total time (first step + steady steps) beats eager's; None:
     never (not faster), or no eager row."""
     compile_time_s: float = 0.0
+    """Total frame compile time of the run."""
     graphs_compiled: int = 0
+    """Graphs compiled over the run."""
     recompiles: int = 0
+    """Recompilations over the run."""
     expected_recompiles: int = 0
+    """Of those, the one-offs a decoding loop pays by design."""
     verdict: Verdict = "clean"
+    """The run's verdict under this strategy."""
 
 
 class Report(_Model):

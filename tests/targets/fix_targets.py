@@ -97,3 +97,22 @@ def gpt2_bf16_wide_init():
     )
     model = GPT2LMHeadModel(config).eval().to(torch.bfloat16)
     return Workload(model, kwargs={"input_ids": torch.randint(0, 256, (2, 32))}, name="gpt2_bf16_wide_init")
+
+
+def mlp_train_adamw():
+    """A small MLP trained with AdamW, one batch per call: with `--train` every call is a whole step."""
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 32))
+    batches = [torch.randn(8, 32) for _ in range(3)]
+    return Workload(
+        model,
+        args=(batches[0],),
+        variants=[(b,) for b in batches[1:]],
+        loss_fn=lambda y: y.pow(2).mean(),
+        optimizer=lambda params: torch.optim.AdamW(params, lr=1e-2),
+        name="mlp_train_adamw",
+    )
+
+
+def bad_optimizer():
+    """An optimizer factory that raises (a negative learning rate)."""
+    return Workload(torch.nn.Linear(4, 4), args=(torch.randn(2, 4),), optimizer=lambda params: torch.optim.AdamW(params, lr=-1.0))

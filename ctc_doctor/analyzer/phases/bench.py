@@ -15,6 +15,7 @@ error and the others still run.
 from __future__ import annotations
 
 import contextlib
+import math
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -110,6 +111,10 @@ class _Arm:
     """AOT arms: `whole` (export the model) or `regional` (export each repeated block class once)."""
     aot_groups: list[list[str]] = field(default_factory=list)
     """A regional AOT arm: the instances of each repeated block class."""
+    optimizer_compiled: bool = False
+    """Training steps: `optimizer.step` compiled too."""
+    optimizer: Any = None
+    """Training steps: the arm's own optimizer, built fresh when the arm starts (`Workload.optimizer`)."""
 
 
 class _Bench:
@@ -128,6 +133,24 @@ class _Bench:
 
     def grad(self) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext() if self.train else torch.no_grad()
+
+    @property
+    def steps(self) -> bool:
+        """Each call is a whole training step (an optimizer runs after backward)."""
+        return self.train and self.workload.optimizer is not None
+
+    def new_optimizer(self, arm: _Arm) -> None:
+        """The arm's own optimizer over its model's parameters, `step` compiled when the arm says."""
+        if not self.steps:
+            return
+        arm.optimizer = self.workload.optimizer(arm.model.parameters())  # type: ignore[misc]
+        if arm.optimizer_compiled:
+            arm.optimizer.step = torch.compile(arm.optimizer.step, **self.compile_kwargs())
+
+    def run_pass(self, fn: Callable[..., Any], arm: _Arm, **kw: Any) -> Sample:
+        """One pass of the arm's calls (training steps with its optimizer)."""
+        kw.setdefault("seed", None)
+        return run_pass(fn, self.workload, arm.calls, train=self.train, model=arm.model, optimizer=arm.optimizer, **kw)
 
     def compile_kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = {"backend": self.bench.backend}
@@ -173,7 +196,7 @@ class _Bench:
         total = self.bench.warmup + self.bench.iters
         for i in range(self.bench.warmup):
             self.progress(label, i, total)
-            run_pass(fn, self.workload, arm.calls, seed=None, train=self.train, model=arm.model, step=self.step(arm))
+            self.run_pass(fn, arm, step=self.step(arm))
         dev.synchronize(self.device)
         times: list[float] = []
         limit = self.bench.max_iters or 3 * self.bench.iters
@@ -181,7 +204,7 @@ class _Bench:
         while len(times) < self.bench.iters or (len(times) < limit and _spread(times) > 0.05):
             self.progress(label, self.bench.warmup + min(len(times), self.bench.iters), total)
             t0 = time.perf_counter()
-            run_pass(fn, self.workload, arm.calls, seed=None, train=self.train, model=arm.model, step=self.step(arm))
+            self.run_pass(fn, arm, step=self.step(arm))
             dev.synchronize(self.device)
             times.append(time.perf_counter() - t0)
         self.progress(label, total, total)
@@ -199,7 +222,7 @@ class _Bench:
             if not ti.load_cache_artifacts(blob):
                 return None
             with ti.count_compiles() as started:
-                run_pass(fn, self.workload, arm.calls, seed=None, train=self.train, model=arm.model, step=self.step(arm))
+                self.run_pass(fn, arm, step=self.step(arm))
         ti.fresh_dynamo_state()
         return round(started.compile_time_s, 4)
 
@@ -210,7 +233,7 @@ class _Bench:
         self.progress("bench: numerics reference (float64 copy)", 0, 0)
         self.reference = make_reference(
             self.source, self.workload, calls, self.eager, seed=self.seed, train=self.train,
-            device=self.device, loose=loose_backend(self.bench.backend),
+            device=self.device, loose=loose_backend(self.bench.backend), steps=self.steps,
         )  # fmt: skip
         ti.fresh_dynamo_state()
         return self.reference
@@ -226,7 +249,7 @@ class _Bench:
         graphs: ti.CudaGraphLog | None = None  # set once the arm's passes start under CUDA graphs
         try:
             with (
-                preserved_state(arm.model),
+                preserved_state(arm.model, parameters=self.steps),
                 self.grad(),
                 ti.fresh_inductor_cache(arm.compiled and self.bench.fresh_cache and self.bench.backend == "inductor"),
                 ti.dynamo_config(arm.config),
@@ -256,11 +279,12 @@ class _Bench:
         dev.reset_peak_memory(self.device)
         if arm.variant is not None:
             arm.variant.run_warm_up(self.workload, seed)
+        self.new_optimizer(arm)  # fresh state: the first pass starts where eager's and the reference's did
         with self._compiled(arm) as fn:
             self.progress(f"bench {arm.name}: {'compiling (cold)' if arm.compiled else 'first pass'}", 0, 0)
             with ti.count_compiles() as cold:
                 t0 = time.perf_counter()
-                outputs = run_pass(fn, self.workload, arm.calls, seed=seed, train=self.train, model=arm.model, collect=True, step=step)
+                outputs = self.run_pass(fn, arm, seed=seed, collect=True, step=step)
                 dev.synchronize(self.device)
                 out.first_pass_s = round(time.perf_counter() - t0, 4)
             if arm.compiled:
@@ -269,7 +293,7 @@ class _Bench:
                 self.progress(f"bench {arm.name}: compiling (warm cache)", 0, 0)
                 ti.fresh_dynamo_state()
                 with ti.count_compiles() as warm:
-                    run_pass(fn, self.workload, arm.calls, seed=None, train=self.train, model=arm.model, step=step)
+                    self.run_pass(fn, arm, step=step)
                 out.warm_compile_time_s = round(warm.compile_time_s, 4)
             if not arm.compiled:
                 self.eager = outputs
@@ -294,7 +318,13 @@ def judge_arm(out: rm.BenchmarkArm, reference: Reference, sample: Sample) -> Non
 
 
 def _arms(
-    report: rm.Report, workload: Workload, calls: list[Call], facts: ModelFacts | None, bench: BenchOptions, variant: Variant | None
+    report: rm.Report,
+    workload: Workload,
+    calls: list[Call],
+    facts: ModelFacts | None,
+    bench: BenchOptions,
+    variant: Variant | None,
+    train: bool = False,
 ) -> list[_Arm]:
     model = workload.model
     backend = bench.backend + (f", mode={bench.mode}" if bench.mode and bench.mode != "default" else "")
@@ -302,18 +332,34 @@ def _arms(
         _Arm("eager", "the model as is, no compile", model, calls, False, {}, []),
         _Arm("compiled", f"torch.compile(model, backend={backend})", model, calls, True, {}, [], fresh=True),
     ]
+    steps = train and workload.optimizer is not None
+    if steps:
+        arms.append(
+            _Arm(
+                "compiled_optimizer",
+                f"torch.compile(model, backend={backend}), and optimizer.step = torch.compile(optimizer.step)",
+                model,
+                calls,
+                True,
+                {},
+                [],
+                fresh=True,
+                optimizer_compiled=True,
+            )
+        )
     if variant is not None:
         applied = ", ".join(report.fix.applied) if report.fix else ""
         arms.append(
             _Arm(
                 "compiled_fixed",
-                f"torch.compile of a copy with {applied} applied",
+                f"torch.compile of a copy with {applied} applied" + (", optimizer.step compiled" if steps else ""),
                 variant.model,
                 variant.calls,
                 True,
                 variant.config,
                 [],
                 variant=variant,
+                optimizer_compiled=steps,
             )
         )
     if bench.regional and facts is not None and facts.repeated:
@@ -407,7 +453,7 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
             "mode": bench.mode or "default",
             "iters": bench.iters,
             "warmup": bench.warmup,
-            "grad": "forward+backward" if ctx.settings.train else "no_grad",
+            "grad": _grad_setting(ctx),
             "fresh_cache": bench.fresh_cache and bench.backend == "inductor",
             "torch_threads": torch.get_num_threads(),
             "pass": f"{len(calls)} call(s): the first call and its variants",
@@ -427,7 +473,7 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
     except Exception as exc:  # noqa: BLE001 - the other arms still run
         variant = None
         result.notes.append(f"the fixed copy could not be rebuilt: {type(exc).__name__}: {exc}")
-    for arm in _arms(report, workload, calls, ctx.facts, bench, variant):
+    for arm in _arms(report, workload, calls, ctx.facts, bench, variant, ctx.settings.train):
         if arm.fresh and ctx.pristine is not None:
             arm.model = copy_model(ctx.pristine)
         if arm.aot and ctx.settings.train:
@@ -450,11 +496,37 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
         for arm_result in result.arms:
             if arm_result.latency_ms and arm_result.latency_ms.median > 0:
                 arm_result.speedup_vs_eager = round(eager.latency_ms.median / arm_result.latency_ms.median, 3)
+    for arm_result in result.arms:
+        pace(arm_result, eager, len(calls))
     result.objective = bench.objective  # type: ignore[assignment]
     result.best_arm, result.best_arm_reason, result.within_noise = best_arm(result, result.objective)
     result.cold_start = cold_start(result) if bench.aot else None
     result.duration_s = round(time.perf_counter() - t0, 3)
     return BenchSection(result, _regional_verifications(report, result))
+
+
+def _grad_setting(ctx: PhaseContext) -> str:
+    if not ctx.settings.train:
+        return "no_grad"
+    if ctx.workload.optimizer is None:
+        return "forward+backward"
+    return "training step: forward, loss, backward, optimizer.step, zero_grad"
+
+
+def pace(arm: rm.BenchmarkArm, eager: rm.BenchmarkArm | None, calls: int) -> None:
+    """The arm's calls (steps) per second, and the call from which its total time (its first pass, compile
+    included, then steady calls) beats eager's: `steps_per_s`, `break_even_calls`."""
+    if arm.latency_ms is None or arm.latency_ms.median <= 0 or calls <= 0:
+        return
+    per_call_s = arm.latency_ms.median / 1e3 / calls
+    arm.steps_per_s = round(1 / per_call_s, 3)
+    if eager is None or eager is arm or eager.latency_ms is None or arm.first_pass_s is None or eager.first_pass_s is None:
+        return
+    eager_per_call_s = eager.latency_ms.median / 1e3 / calls
+    saved_s = eager_per_call_s - per_call_s
+    if saved_s > 0:
+        extra_s = arm.first_pass_s - eager.first_pass_s  # the compile, over the first pass's calls
+        arm.break_even_calls = max(calls, calls + math.ceil(max(extra_s, 0.0) / saved_s))
 
 
 def _regional_verifications(report: rm.Report, result: rm.Benchmark) -> dict[str, rm.Verification]:

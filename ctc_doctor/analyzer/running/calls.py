@@ -62,9 +62,19 @@ def grads_of(model: Any) -> dict[str, torch.Tensor]:
 
 
 def run_call(
-    fn: Any, workload: Workload, call: Call, index: int, *, seed: int | None, train: bool, model: Any = None, sample: Sample | None = None
+    fn: Any,
+    workload: Workload,
+    call: Call,
+    index: int,
+    *,
+    seed: int | None,
+    train: bool,
+    model: Any = None,
+    sample: Sample | None = None,
+    optimizer: Any = None,
 ) -> Any:
-    """Call `index` of the workload through `fn`: `before_call`, the seed, the call, and backward when training.
+    """Call `index` of the workload through `fn`: `before_call`, the seed, the call, and backward when
+    training (then `optimizer.step()` and `zero_grad()` when given: a whole training step).
 
     `model` is what `before_call` receives (default: the workload's model; a copy when `fn` runs one).
     `sample` receives the call's outputs and loss.
@@ -78,6 +88,9 @@ def run_call(
     if train:
         loss = workload.loss_fn(out) if workload.loss_fn is not None else default_loss(out)
         loss.backward()
+        if optimizer is not None:
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
     if sample is not None:
         sample.add(out, loss)
     return out
@@ -93,10 +106,12 @@ def run_pass(
     model: Any = None,
     collect: bool = False,
     step: Callable[[], None] | None = None,
+    optimizer: Any = None,
 ) -> Sample:
     """Every call in order (one benchmark pass); with `collect`, what the pass produced: each call's
     detached outputs (copies: under CUDA graphs the next replay overwrites an output) and, training, its
-    losses and gradients. `step` runs before each call (a CUDA graph step mark: each call is one iteration)."""
+    losses and gradients (no gradients with an `optimizer`: each step consumes them). `step` runs before
+    each call (a CUDA graph step mark: each call is one iteration)."""
     sample = Sample()
     owner = model if model is not None else fn
     if collect and train:
@@ -104,8 +119,8 @@ def run_pass(
     for i, call in enumerate(replayable(calls)):
         if step is not None:
             step()
-        run_call(fn, workload, call, i, seed=seed, train=train, model=model, sample=sample if collect else None)
-    if collect and train:
+        run_call(fn, workload, call, i, seed=seed, train=train, model=model, sample=sample if collect else None, optimizer=optimizer)
+    if collect and train and optimizer is None:
         sample.grads = grads_of(owner)
     return sample
 
@@ -118,15 +133,19 @@ def to_device(value: Any, device: str | None) -> Any:
 
 
 @contextlib.contextmanager
-def preserved_state(model: torch.nn.Module) -> Iterator[None]:
-    """Analysis and trials run the user's modules (backward included): put grads and buffers back afterwards."""
+def preserved_state(model: torch.nn.Module, parameters: bool = False) -> Iterator[None]:
+    """Analysis and trials run the user's modules (backward included): put grads and buffers back
+    afterwards; with `parameters` (training steps with an optimizer), the parameters' values too."""
     # backward accumulates into .grad in place: keep copies, not references
     grads = {p: (p.grad.detach().clone() if p.grad is not None else None) for p in model.parameters()}
     buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
+    values = {p: p.detach().clone() for p in model.parameters()} if parameters else {}
     try:
         yield
     finally:
         with torch.no_grad():
+            for p, value in values.items():
+                p.copy_(value)
             for p, g in grads.items():
                 p.grad = g
             for name, b in model.named_buffers():
