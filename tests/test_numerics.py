@@ -171,10 +171,11 @@ def test_a_training_step_with_an_optimizer_is_timed_in_steps_per_second_with_the
     step from which the compile pays off; the user's model ends with the parameters it started with."""
     workload = load_workload(f"{FIX_TARGETS}:mlp_train_adamw", seed=0)
     before = [p.detach().clone() for p in workload.model.parameters()]
-    bench = BenchOptions(backend="aot_eager", iters=3, warmup=1, regional=False, fresh_cache=False)
+    bench = BenchOptions(backend="aot_eager", iters=3, warmup=1, regional=False, fresh_cache=False, job_steps=3)
     report = analyze(workload, AnalyzeOptions(explain=False, train=True, backend="aot_eager", bench=bench))
     b = report.benchmark
     assert b is not None and b.settings["grad"].startswith("training step")
+    assert b.job_steps == 3 and b.job_best_arm == "eager"  # a 3-step job never pays for a compile
     arms = {a.name: a for a in b.arms}
     assert list(arms) == ["eager", "compiled", "compiled_optimizer"], list(arms)
     for arm in arms.values():

@@ -180,6 +180,15 @@ def bench_options(full_run: bool) -> Callable[[F], F]:
                 show_default=True,
                 help="What the best arm and the ranking of suggestions optimise; balanced: never first a change that makes latency worse.",
             ),
+            click.option(
+                "--steps",
+                "job_steps",
+                type=click.IntRange(min=1),
+                default=None,
+                metavar="N",
+                help="The length of your job in calls (training steps): also name the arm with the least total time "
+                "(compile + N calls) for it.",
+            ),
         ],
         click.option("--no-bench", is_flag=True, help="Skip the benchmark (inductor compiles take a while on CPU)."),
         full_run,
@@ -282,6 +291,7 @@ class AnalysisArgs:
     aot: bool = False
     aot_strict: bool = False
     objective: str = "balanced"
+    job_steps: int | None = None
     # what the command itself decides
     bisect_only: bool = False
     """`bisect`: the bisection alone, whether or not the model breaks."""
@@ -302,6 +312,7 @@ class AnalysisArgs:
             objective=self.objective,
             aot=self.aot,
             aot_strict=self.aot_strict,
+            job_steps=self.job_steps,
         )
 
     def isolate_trials(self, with_bench: bool) -> bool:

@@ -183,7 +183,10 @@ def pace_of_arm(b: Benchmark, arm: BenchmarkArm) -> str:
         return ""
     unit = "step" if str(b.settings.get("grad", "")).startswith("training step") else "call"
     text = f" · {arm.steps_per_s:,.1f} {unit}s/s"
-    return text + (f", pays off after {arm.break_even_calls:,} {unit}s" if arm.break_even_calls else "")
+    text += f", pays off after {arm.break_even_calls:,} {unit}s" if arm.break_even_calls else ""
+    if b.job_steps is not None:
+        text += f"; for a {b.job_steps:,}-{unit} job: {b.job_best_arm or 'no arm measured'}"
+    return text
 
 
 def script_outcome(report: Report) -> str | None:

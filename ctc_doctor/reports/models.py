@@ -885,6 +885,10 @@ class Benchmark(_Model):
     """backend, mode, iters, warmup, grad mode, tolerance, fresh cache, torch threads."""
     arms: list[BenchmarkArm] = Field(default_factory=list)
     """Measured arms, eager first."""
+    job_steps: int | None = None
+    """`--steps N`: the user's job length in calls (training steps; schema 1.10)."""
+    job_best_arm: str | None = None
+    """The arm with the least total time (first pass with its compile, then steady calls) for `job_steps`."""
     best_arm: str | None = None
     """The best arm with correct numerics for the objective: the fastest (latency, balanced; of arms
     within noise of it, the one that compiles fastest) or the one that compiles fastest (compile)."""

@@ -64,6 +64,8 @@ class BenchOptions:
     """Add the ahead-of-time arms: aot (torch.export + AOTInductor), aot_regional, aot_fixed."""
     aot_strict: bool = False
     """Export in strict mode (Dynamo traces, as torch.compile does) instead of non-strict."""
+    job_steps: int | None = None
+    """The user's job length in calls (training steps): the arm with the least total time for it is named too."""
 
 
 @dataclass
@@ -498,6 +500,9 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
                 arm_result.speedup_vs_eager = round(eager.latency_ms.median / arm_result.latency_ms.median, 3)
     for arm_result in result.arms:
         pace(arm_result, eager, len(calls))
+    if bench.job_steps is not None:
+        result.job_steps = bench.job_steps
+        result.job_best_arm = best_for_job(result.arms, len(calls), bench.job_steps)
     result.objective = bench.objective  # type: ignore[assignment]
     result.best_arm, result.best_arm_reason, result.within_noise = best_arm(result, result.objective)
     result.cold_start = cold_start(result) if bench.aot else None
@@ -527,6 +532,18 @@ def pace(arm: rm.BenchmarkArm, eager: rm.BenchmarkArm | None, calls: int) -> Non
     if saved_s > 0:
         extra_s = arm.first_pass_s - eager.first_pass_s  # the compile, over the first pass's calls
         arm.break_even_calls = max(calls, calls + math.ceil(max(extra_s, 0.0) / saved_s))
+
+
+def best_for_job(arms: list[rm.BenchmarkArm], calls: int, steps: int) -> str | None:
+    """The arm with the least total time for `steps` calls: its first pass (compile included), then the
+    rest at its median pace. Arms that failed or whose numerics failed are never chosen."""
+    totals = {}
+    for a in arms:
+        if a.error or a.numerics_ok is False or a.latency_ms is None or a.first_pass_s is None or calls <= 0:
+            continue
+        per_call_s = a.latency_ms.median / 1e3 / calls
+        totals[a.name] = a.first_pass_s + max(steps - calls, 0) * per_call_s
+    return min(totals, key=totals.__getitem__) if totals else None
 
 
 def _regional_verifications(report: rm.Report, result: rm.Benchmark) -> dict[str, rm.Verification]:
