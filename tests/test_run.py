@@ -404,3 +404,23 @@ def test_compare_runs_the_script_once_per_strategy_and_times_each_by_its_own_cal
     assert all("fewer than 4" in (r.error or "") for r in load_report(out).comparison)
     bad = cli("run", "--compare", "fastest", "--", str(script), "2")
     assert bad.returncode == 2 and "unknown strategy fastest" in bad.stderr
+
+
+def test_compare_optimizer_compiles_the_step_of_every_optimizer_the_script_creates(cli, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\n"
+        "model = torch.compile(torch.nn.Linear(8, 8), backend='eager')\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)\n"
+        "for _ in range(6):\n"
+        "    model(torch.randn(4, 8)).sum().backward()\n"
+        "    opt.step()\n"
+        "    opt.zero_grad()\n"
+        "print('step is', type(opt.step).__name__)\n"
+    )
+    out = tmp_path / "r.json"
+    result = cli("run", "--compare", "optimizer", "--backend", "eager", "--no-bisect", "--no-fix", "-q", "--json", str(out), "--", str(script))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("step is method") == 1 and result.stdout.count("step is function") == 1  # compiled once, not twice
+    rows = {r.strategy: r for r in load_report(out).comparison}
+    assert rows["optimizer"].graphs_compiled > rows["default"].graphs_compiled  # the optimizer's step compiled too

@@ -37,9 +37,10 @@ if TYPE_CHECKING:
     from ..reports import models as rm
 
 Status = Literal["finished", "failed", "timeout", "interrupted"]
-STRATEGIES = ("eager", "default", "dynamic", "static", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+STRATEGIES = ("eager", "default", "optimizer", "dynamic", "static", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 """`run --compare`'s ways of compiling the script: not at all (its compiled objects are still watched,
-for their pace), its own options, `dynamic=True` / `dynamic=False`, or a mode for every torch.compile."""
+for their pace), its own options, its own plus `opt.step = torch.compile(opt.step)` for every optimizer
+it creates, `dynamic=True` / `dynamic=False`, or a mode for every torch.compile."""
 _PYTHONS = ("python", "python3", os.path.basename(sys.executable))
 
 

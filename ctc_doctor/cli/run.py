@@ -69,8 +69,9 @@ _RUN_PHASES = {
     "--compare",
     default=None,
     metavar="STRATEGIES",
-    help="Run the script once per way of compiling it and compare its pace: eager, default (the script's own), dynamic, "
-    "static, reduce-overhead, max-autotune, max-autotune-no-cudagraphs (comma-separated, e.g. eager,default,dynamic).",
+    help="Run the script once per way of compiling it and compare its pace: eager, default (the script's own), optimizer "
+    "(its own, and each optimizer's step compiled), dynamic, static, reduce-overhead, max-autotune, "
+    "max-autotune-no-cudagraphs (comma-separated, e.g. eager,default,optimizer).",
 )
 @click.option("--no-bisect", is_flag=True, help="Skip the bisection of the compiled module.")
 @click.option("--no-fix", is_flag=True, help="Skip verifying the suggestions on copies of the compiled module.")

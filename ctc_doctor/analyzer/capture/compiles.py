@@ -9,7 +9,8 @@ before: calls are watched from a forward pre-hook on the OptimizedModule, which 
 or from a plain wrapper around a compiled function. `--backend` replaces the script's backend;
 `--max-steps N` stops the script at the start of the primary object's call N+1. `run --compare` runs
 the script once per strategy: the recorder then leaves the objects uncompiled (`eager`, still watched,
-so the pace is measured the same way) or replaces their `mode` or `dynamic`.
+so the pace is measured the same way), replaces their `mode` or `dynamic`, or compiles the `step` of
+every optimizer the script creates (`optimizer`).
 """
 
 from __future__ import annotations
@@ -161,10 +162,32 @@ class CompileRecorder:
         calls of the model afterwards are not the script's)."""
         self.closed = False
         try:
-            with ti.torch_compile_replaced(self._wrap):
+            with ti.torch_compile_replaced(self._wrap), self._optimizers_compiled(self.strategy == "optimizer"):
                 yield
         finally:
             self.closed = True
+
+    @contextlib.contextmanager
+    def _optimizers_compiled(self, on: bool) -> Iterator[None]:
+        """`--compare optimizer`: every optimizer the script creates gets `opt.step = torch.compile(opt.step)`
+        (the recipe of PyTorch's compiled-optimizer tutorial), set when its base `__init__` returns."""
+        if not on:
+            yield
+            return
+        base = torch.optim.Optimizer
+        original = base.__init__
+
+        @functools.wraps(original)
+        def init(opt: Any, *args: Any, **kwargs: Any) -> None:
+            original(opt, *args, **kwargs)
+            if "step" not in vars(opt):  # a subclass calling super().__init__ twice keeps one compile
+                opt.step = torch.compile(opt.step)
+
+        base.__init__ = init  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            base.__init__ = original  # type: ignore[method-assign]
 
     # --- torch.compile -------------------------------------------------------------------------
 
@@ -195,7 +218,7 @@ class CompileRecorder:
 
     def _strategy(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """The script's torch.compile options under `run --compare`'s strategy."""
-        if self.strategy in (None, "default", "eager"):
+        if self.strategy in (None, "default", "eager", "optimizer"):
             return kwargs
         if self.strategy in ("dynamic", "static"):
             return {**kwargs, "dynamic": self.strategy == "dynamic"}
