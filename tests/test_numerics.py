@@ -188,3 +188,18 @@ def test_a_training_step_with_an_optimizer_is_timed_in_steps_per_second_with_the
     bad = cli("analyze", f"{FIX_TARGETS}:bad_optimizer", "--train")
     assert bad.returncode == 5 and "optimizer factory raised ValueError" in bad.stderr
     assert len([line for line in bad.stderr.splitlines() if line.strip()]) == 1
+
+
+def test_shape_arms_compare_automatic_dynamic_shapes_with_dynamic_true_and_the_varying_dims_marked():
+    """`--shape-arms` on the built-in training step (batches of 16, 24 and 32 tokens): `compiled` is torch's
+    automatic dynamic shapes (it recompiles), `dynamic` and `marked` (input_ids and labels dim 1 marked
+    together) compile once; each judged on the same steps."""
+    workload = load_workload("ctc_doctor.fixtures.zoo:train_step", seed=0)
+    bench = BenchOptions(backend="aot_eager", iters=2, warmup=0, regional=False, fresh_cache=False, shape_arms=True)
+    report = analyze(workload, AnalyzeOptions(explain=False, train=True, backend="aot_eager", bench=bench))
+    arms = {a.name: a for a in report.benchmark.arms}
+    assert {"compiled", "dynamic", "marked"} <= set(arms), list(arms)
+    assert arms["compiled"].recompile_count > 0
+    assert arms["dynamic"].recompile_count == arms["marked"].recompile_count == 0
+    assert arms["marked"].description.startswith("mark_dynamic on input_ids dim 1, labels dim 1")
+    assert all(arms[n].numerics_ok and arms[n].steps_per_s for n in ("dynamic", "marked"))

@@ -181,6 +181,12 @@ def bench_options(full_run: bool) -> Callable[[F], F]:
                 help="What the best arm and the ranking of suggestions optimise; balanced: never first a change that makes latency worse.",
             ),
             click.option(
+                "--shape-arms",
+                is_flag=True,
+                help="When the calls' shapes vary, add the arms dynamic (dynamic=True) and marked (mark_dynamic on every "
+                "varying dim) beside compiled (torch's automatic dynamic shapes).",
+            ),
+            click.option(
                 "--steps",
                 "job_steps",
                 type=click.IntRange(min=1),
@@ -292,6 +298,7 @@ class AnalysisArgs:
     aot_strict: bool = False
     objective: str = "balanced"
     job_steps: int | None = None
+    shape_arms: bool = False
     # what the command itself decides
     bisect_only: bool = False
     """`bisect`: the bisection alone, whether or not the model breaks."""
@@ -313,6 +320,7 @@ class AnalysisArgs:
             aot=self.aot,
             aot_strict=self.aot_strict,
             job_steps=self.job_steps,
+            shape_arms=self.shape_arms,
         )
 
     def isolate_trials(self, with_bench: bool) -> bool:

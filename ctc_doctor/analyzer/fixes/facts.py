@@ -63,3 +63,16 @@ class ModelFacts:
             if dims:
                 tied[other] = dims
         return tied
+
+    def varying_dims(self) -> dict[str, list[int]]:
+        """Tensor arguments and the dims whose size changes from call to call, never taking 0 or 1 (torch
+        specializes those): what `mark_dynamic` can hold, all of them marked together."""
+        out: dict[str, list[int]] = {}
+        for argument, shapes in self.arg_shapes.items():
+            if len(shapes) < 2 or any(s is None for s in shapes) or len({len(s) for s in shapes if s is not None}) != 1:
+                continue
+            known = [s for s in shapes if s is not None]
+            dims = [d for d in range(len(known[0])) if len({s[d] for s in known}) > 1 and min(s[d] for s in known) > 1]
+            if dims:
+                out[argument] = dims
+        return out

@@ -66,6 +66,9 @@ class BenchOptions:
     """Export in strict mode (Dynamo traces, as torch.compile does) instead of non-strict."""
     job_steps: int | None = None
     """The user's job length in calls (training steps): the arm with the least total time for it is named too."""
+    shape_arms: bool = False
+    """When the calls' shapes vary: add `dynamic` (dynamic=True) and `marked` (mark_dynamic on every varying
+    dim) beside `compiled`, which is torch's automatic dynamic shapes."""
 
 
 @dataclass
@@ -117,6 +120,8 @@ class _Arm:
     """Training steps: `optimizer.step` compiled too."""
     optimizer: Any = None
     """Training steps: the arm's own optimizer, built fresh when the arm starts (`Workload.optimizer`)."""
+    compile_options: dict[str, Any] = field(default_factory=dict)
+    """torch.compile options of this arm beyond the benchmark's (`dynamic=True`)."""
 
 
 class _Bench:
@@ -170,7 +175,7 @@ class _Bench:
             with ti.regional_compile(blocks, **self.compile_kwargs()):
                 yield arm.model
             return
-        yield torch.compile(arm.model, **self.compile_kwargs())
+        yield torch.compile(arm.model, **self.compile_kwargs(), **arm.compile_options)
 
     def prime(self) -> None:
         """Pay the backend's one-time costs (imports, compiler checks) before the first measured arm."""
@@ -349,6 +354,8 @@ def _arms(
                 optimizer_compiled=True,
             )
         )
+    if bench.shape_arms and facts is not None and facts.varying_dims():
+        arms += _shape_arms(model, calls, facts, backend)
     if variant is not None:
         applied = ", ".join(report.fix.applied) if report.fix else ""
         arms.append(
@@ -429,6 +436,46 @@ def _arms(
                     aot="whole",
                 )
             )
+    return arms
+
+
+def _shape_arms(model: torch.nn.Module, calls: list[Call], facts: ModelFacts, backend: str) -> list[_Arm]:
+    """The shape strategies beside `compiled` (automatic dynamic shapes), everything else as it has (the
+    optimizer eager): `dynamic=True`, and every varying dim marked dynamic before the first call (one
+    mark_dynamic action, all together)."""
+    varying = facts.varying_dims()
+    shown = ", ".join(f"{arg} dim {','.join(map(str, dims))}" for arg, dims in varying.items())
+    arms = [
+        _Arm(
+            "dynamic",
+            f"torch.compile(model, backend={backend}, dynamic=True)",
+            model,
+            calls,
+            True,
+            {},
+            [],
+            fresh=True,
+            compile_options={"dynamic": True},
+        )
+    ]
+    first, dims = next(iter(varying.items()))
+    action = rm.FixAction(type="mark_dynamic", argument=first, dims=dims, marks=varying)
+    try:
+        marked = make_variant(model, calls, [action])
+    except Exception:  # noqa: BLE001 - an input that cannot be marked: no such arm
+        return arms
+    arms.append(
+        _Arm(
+            "marked",
+            f"mark_dynamic on {shown}, then torch.compile",
+            marked.model,
+            marked.calls,
+            True,
+            {},
+            [],
+            variant=marked,
+        )
+    )
     return arms
 
 
