@@ -23,6 +23,7 @@ from ctc_doctor.analyzer.running.numerics import Reference, make_reference
 from ctc_doctor.analyzer.running.settings import RunSettings
 from ctc_doctor.analyzer.target import load_workload
 from ctc_doctor.reports import models as rm
+from ctc_doctor.reports.advice import next_steps
 from ctc_doctor.reports.labels import numerics_text
 from ctc_doctor.reports.render import render_summary
 
@@ -185,6 +186,10 @@ def test_a_training_step_with_an_optimizer_is_timed_in_steps_per_second_with_the
         assert n is not None and n.ok and n.compared == ["outputs (3 call(s), 3 tensor(s))", "loss (3 call(s))"], n
     assert arms["compiled_optimizer"].graph_count > arms["compiled"].graph_count  # the optimizer's step compiled too
     assert all(torch.equal(a, p) for a, p in zip(before, workload.model.parameters(), strict=True))
+    b.best_arm, b.job_best_arm = "compiled_optimizer", "eager"  # whichever won: what the user is told to paste
+    steps = next_steps(report)
+    assert "`model = torch.compile(model); optimizer.step = torch.compile(optimizer.step)`" in steps[0]
+    assert steps[1].startswith("For a 3-call job the least total time is eager")
     bad = cli("analyze", f"{FIX_TARGETS}:bad_optimizer", "--train")
     assert bad.returncode == 5 and "optimizer factory raised ValueError" in bad.stderr
     assert len([line for line in bad.stderr.splitlines() if line.strip()]) == 1
@@ -202,4 +207,5 @@ def test_shape_arms_compare_automatic_dynamic_shapes_with_dynamic_true_and_the_v
     assert arms["compiled"].recompile_count > 0
     assert arms["dynamic"].recompile_count == arms["marked"].recompile_count == 0
     assert arms["marked"].description.startswith("mark_dynamic on input_ids dim 1, labels dim 1")
+    assert arms["marked"].code.startswith("torch._dynamo.mark_dynamic(input_ids, 1); torch._dynamo.mark_dynamic(labels, 1)")
     assert all(arms[n].numerics_ok and arms[n].steps_per_s for n in ("dynamic", "marked"))

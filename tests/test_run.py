@@ -419,7 +419,9 @@ def test_compare_optimizer_compiles_the_step_of_every_optimizer_the_script_creat
         "print('step is', type(opt.step).__name__)\n"
     )
     out = tmp_path / "r.json"
-    result = cli("run", "--compare", "optimizer", "--backend", "eager", "--no-bisect", "--no-fix", "-q", "--json", str(out), "--", str(script))
+    result = cli(
+        "run", "--compare", "optimizer", "--backend", "eager", "--no-bisect", "--no-fix", "-q", "--json", str(out), "--", str(script)
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("step is method") == 1 and result.stdout.count("step is function") == 1  # compiled once, not twice
     rows = {r.strategy: r for r in load_report(out).comparison}

@@ -41,6 +41,7 @@ def next_steps(report: Report) -> list[str]:
             steps.append(f"{err.message}; raise --timeout or analyze a smaller input")
         else:
             steps.append(f"torch.compile crashed ({err.type}): {err.message}")
+    steps.extend(_strategy_steps(report))
     if report.suggestions:
         steps.extend(_suggestion_steps(report))
         return steps + _bisect_steps(report)
@@ -77,6 +78,25 @@ def next_steps(report: Report) -> list[str]:
             )
     elif report.summary.verdict == "clean":
         steps.append("Nothing to fix: this workload compiles to one graph per call without recompiles.")
+    return steps
+
+
+def _strategy_steps(report: Report) -> list[str]:
+    """The benchmark's winning way of compiling, as code to paste, when it is more than `torch.compile(model)`:
+    the fastest steady arm, and the arm for the job length (`--steps`) when another."""
+    b = report.benchmark
+    if b is None:
+        return []
+    arms = {a.name: a for a in b.arms}
+    steps = []
+    best = arms.get(b.best_arm or "")
+    if best is not None and best.code:
+        pace = f", {best.speedup_vs_eager:.2f}x eager" if best.speedup_vs_eager else ""
+        steps.append(f"Compile as the {best.name} arm did (best measured{pace}): `{best.code}`")
+    job = arms.get(b.job_best_arm or "")
+    if job is not None and job is not best and b.job_steps is not None:
+        how = f": `{job.code}`" if job.code else ""
+        steps.append(f"For a {b.job_steps:,}-call job the least total time is {job.name} (its compile included){how}")
     return steps
 
 

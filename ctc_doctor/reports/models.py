@@ -850,6 +850,9 @@ class BenchmarkArm(_Model):
     pass' cache artifacts (`torch.compiler.load_cache_artifacts`): a new process with the caches shipped."""
     load_time_s: float | None = None
     """AOT arms: loading the compiled package(s), what a deployed process pays instead of compiling."""
+    code: str | None = None
+    """The lines to paste for this arm's way of compiling, when it is more than `torch.compile(model)`
+    (the optimizer's step, dynamic=True, the marks; schema 1.10)."""
     settings: dict[str, Any] = Field(default_factory=dict)
     """AOT arms: export mode (strict or non-strict), dynamic dims, export time, package size, the
     packages of a regional arm (class, exported instance, instances that load it)."""

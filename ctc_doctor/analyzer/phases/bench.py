@@ -122,6 +122,8 @@ class _Arm:
     """Training steps: the arm's own optimizer, built fresh when the arm starts (`Workload.optimizer`)."""
     compile_options: dict[str, Any] = field(default_factory=dict)
     """torch.compile options of this arm beyond the benchmark's (`dynamic=True`)."""
+    code: str | None = None
+    """What a user pastes to compile as this arm does (`rm.BenchmarkArm.code`)."""
 
 
 class _Bench:
@@ -251,7 +253,7 @@ class _Bench:
                 arm, self.workload, report, self.reference, lambda fn: self.timed(fn, arm),
                 device=self.device, strict=self.bench.aot_strict, progress=self.progress,
             )  # fmt: skip
-        out = rm.BenchmarkArm(name=arm.name, description=arm.description)
+        out = rm.BenchmarkArm(name=arm.name, description=arm.description, code=arm.code)
         step = self.step(arm)
         graphs: ti.CudaGraphLog | None = None  # set once the arm's passes start under CUDA graphs
         try:
@@ -352,6 +354,7 @@ def _arms(
                 [],
                 fresh=True,
                 optimizer_compiled=True,
+                code="model = torch.compile(model); optimizer.step = torch.compile(optimizer.step)",
             )
         )
     if bench.shape_arms and facts is not None and facts.varying_dims():
@@ -456,6 +459,7 @@ def _shape_arms(model: torch.nn.Module, calls: list[Call], facts: ModelFacts, ba
             [],
             fresh=True,
             compile_options={"dynamic": True},
+            code="model = torch.compile(model, dynamic=True)",
         )
     ]
     first, dims = next(iter(varying.items()))
@@ -474,6 +478,8 @@ def _shape_arms(model: torch.nn.Module, calls: list[Call], facts: ModelFacts, ba
             {},
             [],
             variant=marked,
+            code="; ".join(f"torch._dynamo.mark_dynamic({arg}, {d})" for arg, dims in varying.items() for d in dims)
+            + "  # each batch, before the compiled call",
         )
     )
     return arms
