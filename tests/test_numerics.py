@@ -209,3 +209,16 @@ def test_shape_arms_compare_automatic_dynamic_shapes_with_dynamic_true_and_the_v
     assert arms["marked"].description.startswith("mark_dynamic on input_ids dim 1, labels dim 1")
     assert arms["marked"].code.startswith("torch._dynamo.mark_dynamic(input_ids, 1); torch._dynamo.mark_dynamic(labels, 1)")
     assert all(arms[n].numerics_ok and arms[n].steps_per_s for n in ("dynamic", "marked"))
+
+
+def test_modes_add_one_arm_each_beside_compiled_and_an_unknown_mode_is_a_usage_error(cli):
+    from ctc_doctor.analyzer.phases.bench import _arms
+
+    workload = load_workload(f"{FIX_TARGETS}:mlp_train_adamw", seed=0)
+    bench = BenchOptions(backend="inductor", modes=("default", "max-autotune-no-cudagraphs", "reduce-overhead"))
+    arms = {a.name: a for a in _arms(None, workload, workload.calls(), None, bench, None)}  # type: ignore[arg-type]
+    assert list(arms) == ["eager", "compiled", "compiled[max-autotune-no-cudagraphs]", "compiled[reduce-overhead]"]
+    assert arms["compiled[reduce-overhead]"].compile_options == {"mode": "reduce-overhead"}
+    assert arms["compiled[max-autotune-no-cudagraphs]"].code == 'model = torch.compile(model, mode="max-autotune-no-cudagraphs")'
+    bad = cli("bench", f"{FIX_TARGETS}:mlp_train_adamw", "--modes", "fastest")
+    assert bad.returncode == 2 and "unknown mode fastest" in bad.stderr

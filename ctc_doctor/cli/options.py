@@ -181,6 +181,14 @@ def bench_options(full_run: bool) -> Callable[[F], F]:
                 help="What the best arm and the ranking of suggestions optimise; balanced: never first a change that makes latency worse.",
             ),
             click.option(
+                "--modes",
+                default=None,
+                metavar="LIST",
+                callback=lambda ctx, param, value: _checked_modes(value),
+                help="More inductor modes, one benchmark arm each (comma-separated: default, reduce-overhead, max-autotune, "
+                "max-autotune-no-cudagraphs); CUDA-graph modes belong on a GPU.",
+            ),
+            click.option(
                 "--shape-arms",
                 is_flag=True,
                 help="When the calls' shapes vary, add the arms dynamic (dynamic=True) and marked (mark_dynamic on every "
@@ -199,6 +207,20 @@ def bench_options(full_run: bool) -> Callable[[F], F]:
         click.option("--no-bench", is_flag=True, help="Skip the benchmark (inductor compiles take a while on CPU)."),
         full_run,
     )
+
+
+_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def _checked_modes(value: str | None) -> str | None:
+    """`--modes`: known inductor modes, comma-separated, each once; an unknown one is a usage error (exit 2)."""
+    if not value:
+        return None
+    names = list(dict.fromkeys(m.strip() for m in value.split(",") if m.strip()))
+    unknown = [m for m in names if m not in _MODES]
+    if unknown:
+        raise click.BadParameter(f"unknown mode {', '.join(unknown)}; choose from {', '.join(_MODES)}")
+    return ",".join(names)
 
 
 GATE_OPTIONS = [
@@ -299,6 +321,7 @@ class AnalysisArgs:
     objective: str = "balanced"
     job_steps: int | None = None
     shape_arms: bool = False
+    modes: str | None = None
     # what the command itself decides
     bisect_only: bool = False
     """`bisect`: the bisection alone, whether or not the model breaks."""
@@ -321,7 +344,12 @@ class AnalysisArgs:
             aot_strict=self.aot_strict,
             job_steps=self.job_steps,
             shape_arms=self.shape_arms,
+            modes=self.mode_list(),
         )
+
+    def mode_list(self) -> tuple[str, ...]:
+        """`--modes` as a tuple (checked when parsed, `_checked_modes`)."""
+        return tuple(m for m in (self.modes or "").split(",") if m)
 
     def isolate_trials(self, with_bench: bool) -> bool:
         """--isolate/--no-isolate when given; else on for a run with the benchmark on CPU, where the child,

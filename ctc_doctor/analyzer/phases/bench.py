@@ -69,6 +69,8 @@ class BenchOptions:
     shape_arms: bool = False
     """When the calls' shapes vary: add `dynamic` (dynamic=True) and `marked` (mark_dynamic on every varying
     dim) beside `compiled`, which is torch's automatic dynamic shapes."""
+    modes: tuple[str, ...] = ()
+    """More inductor modes, one arm each (`compiled[max-autotune]`), beside `compiled` in `mode`."""
 
 
 @dataclass
@@ -177,7 +179,7 @@ class _Bench:
             with ti.regional_compile(blocks, **self.compile_kwargs()):
                 yield arm.model
             return
-        yield torch.compile(arm.model, **self.compile_kwargs(), **arm.compile_options)
+        yield torch.compile(arm.model, **{**self.compile_kwargs(), **arm.compile_options})
 
     def prime(self) -> None:
         """Pay the backend's one-time costs (imports, compiler checks) before the first measured arm."""
@@ -192,9 +194,8 @@ class _Bench:
         max-autotune in inductor, or the cudagraphs backend)."""
         if not arm.compiled or arm.aot:
             return False
-        return self.bench.backend == "cudagraphs" or (
-            self.bench.backend == "inductor" and self.bench.mode in ("reduce-overhead", "max-autotune")
-        )
+        mode = arm.compile_options.get("mode", self.bench.mode)
+        return self.bench.backend == "cudagraphs" or (self.bench.backend == "inductor" and mode in ("reduce-overhead", "max-autotune"))
 
     def step(self, arm: _Arm) -> Callable[[], None] | None:
         """The step mark each call of a CUDA-graph arm begins with, else None."""
@@ -355,6 +356,25 @@ def _arms(
                 fresh=True,
                 optimizer_compiled=True,
                 code="model = torch.compile(model); optimizer.step = torch.compile(optimizer.step)",
+            )
+        )
+    for mode in bench.modes if bench.backend == "inductor" else ():
+        if mode == (bench.mode or "default"):
+            continue  # that is `compiled`
+        options = {"mode": mode} if mode != "default" else {}
+        code = f'model = torch.compile(model, mode="{mode}")' if mode != "default" else None
+        arms.append(
+            _Arm(
+                f"compiled[{mode}]",
+                f"torch.compile(model, mode={mode!r})",
+                model,
+                calls,
+                True,
+                {},
+                [],
+                fresh=True,
+                compile_options=options,
+                code=code,
             )
         )
     if bench.shape_arms and facts is not None and facts.varying_dims():
@@ -519,6 +539,11 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
         result.notes.append(f"--mode {bench.mode} applies to inductor only; ignored for backend {bench.backend}.")
         bench = BenchOptions(**{**bench.__dict__, "mode": None})
         runner.bench = bench
+    if bench.modes and bench.backend != "inductor":
+        result.notes.append(f"--modes {','.join(bench.modes)}: modes are inductor's; no mode arms with backend {bench.backend}.")
+    cuda_graph_modes = [m for m in bench.modes if m in ("reduce-overhead", "max-autotune")]
+    if cuda_graph_modes and not runner.device.startswith("cuda"):
+        result.notes.append(f"{', '.join(cuda_graph_modes)} use CUDA graphs: on CPU they measure inductor without them.")
     if bench.mode == "reduce-overhead" and not runner.device.startswith("cuda"):
         result.notes.append("reduce-overhead uses CUDA graphs: on CPU it behaves like the default mode.")
     runner.prime()
