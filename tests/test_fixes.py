@@ -48,6 +48,7 @@ RULES = {
     "transformers_gpt2_positional": {"mark-dynamic"},
     "per_layer_cache": {"state-recompile", "regional-compile"},
     "rare_expensive_branch": {"branchless-where", "torch-cond"},
+    "train_step": {"logger-ignore", "logger-guard", "mark-dynamic"},
 }
 
 
