@@ -325,6 +325,8 @@ class CompileRecorder:
 
 _DRIVERS = (("transformers" + os.sep + "generation" + os.sep, "generate"),)
 _OWN = (os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep, os.path.dirname(torch.__file__) + os.sep)
+_FIXTURES = os.path.join(_OWN[0], "fixtures") + os.sep
+"""The zoo and its scripts are user code here (`ctc-doctor run` on `fixtures/scripts/train.py`)."""
 _PACKAGE = re.compile(r"[/\\](?:site|dist)-packages[/\\]([A-Za-z0-9_.]+)")
 
 
@@ -341,7 +343,9 @@ def _short(path: str, line: int) -> str:
 
 
 def _internal(path: str) -> bool:
-    return path.startswith(_OWN) or path.startswith("<") or os.path.basename(path) in ("functools.py", "contextlib.py")
+    """torch's, ctc-doctor's (not its fixtures'), frozen and functools/contextlib frames."""
+    own = path.startswith(_OWN) and not path.startswith(_FIXTURES)
+    return own or path.startswith("<") or os.path.basename(path) in ("functools.py", "contextlib.py")
 
 
 def _caller(frame: Any) -> tuple[str | None, str | None]:
