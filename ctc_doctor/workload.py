@@ -29,6 +29,9 @@ class Workload:
     (forward, loss, backward, `optimizer.step()`, `optimizer.zero_grad()`), timed in steps/s, and the
     benchmark adds an arm with `optimizer.step` compiled too; the calls are the batches. The doctor
     builds its own optimizer per run from the factory and puts the model's parameters back afterwards.
+    `pad` (argument -> (dim, pad value)), e.g. `{"input_ids": (1, pad_id), "labels": (1, -100)}`, says how a
+    batch may be padded: `--shape-arms` with `--train` then adds an arm padded to buckets, judged on its
+    losses (padding must not change the loss: ignored labels, a mask the model honours).
     """
 
     model: Any
@@ -39,6 +42,7 @@ class Workload:
     loss_fn: Callable[[Any], Any] | None = None
     before_call: Callable[[Any, int], None] | None = None
     optimizer: Callable[[Any], Any] | None = None
+    pad: Mapping[str, tuple[int, Any]] | None = None
 
     def calls(self) -> list[Call]:
         """Every call of the workload in order: the first, then each variant."""

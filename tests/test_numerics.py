@@ -209,6 +209,12 @@ def test_shape_arms_compare_automatic_dynamic_shapes_with_dynamic_true_and_the_v
     assert arms["marked"].description.startswith("mark_dynamic on input_ids dim 1, labels dim 1")
     assert arms["marked"].code.startswith("torch._dynamo.mark_dynamic(input_ids, 1); torch._dynamo.mark_dynamic(labels, 1)")
     assert all(arms[n].numerics_ok and arms[n].steps_per_s for n in ("dynamic", "marked"))
+    # `Workload.pad`: lengths 16, 24, 32 padded to multiples of 16 (2 sizes): judged on its losses alone,
+    # which padding with ignored labels leaves as they were
+    padded = arms["padded"]
+    assert padded.description.startswith("input_ids dim 1, labels dim 1 padded to multiples of 16 (2 size(s))"), padded.description
+    assert padded.numerics.ok and padded.numerics.compared == ["outputs: not compared (other shapes)", "loss (3 call(s))"]
+    assert padded.recompile_count <= arms["compiled"].recompile_count and padded.steps_per_s
 
 
 def test_modes_add_one_arm_each_beside_compiled_and_an_unknown_mode_is_a_usage_error(cli):

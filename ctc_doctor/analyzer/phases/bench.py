@@ -35,6 +35,7 @@ from ..readers.text import describe_error
 from ..running import device as dev
 from ..running.calls import Sample, preserved_state, run_pass
 from ..running.copying import copy_model
+from ..running.modules import forward_arg_names
 from ..running.numerics import Reference, loose_backend, make_reference
 from .bench_aot import run_aot_arm
 from .context import PhaseContext
@@ -126,6 +127,8 @@ class _Arm:
     """torch.compile options of this arm beyond the benchmark's (`dynamic=True`)."""
     code: str | None = None
     """What a user pastes to compile as this arm does (`rm.BenchmarkArm.code`)."""
+    compare_outputs: bool = True
+    """False for padded inputs: outputs have other shapes, so losses and gradients are judged."""
 
 
 class _Bench:
@@ -308,7 +311,7 @@ class _Bench:
             if not arm.compiled:
                 self.eager = outputs
             elif self.reference is not None:
-                judge_arm(out, self.reference, outputs)
+                judge_arm(out, self.reference, outputs, arm.compare_outputs)
             with ti.count_compiles() as during:
                 out.latency_ms = self.timed(fn, arm)
             if arm.compiled:
@@ -321,9 +324,9 @@ class _Bench:
                     out.warm_start_compile_s = self.warm_start(fn, arm)  # last: it clears the compiled code
 
 
-def judge_arm(out: rm.BenchmarkArm, reference: Reference, sample: Sample) -> None:
+def judge_arm(out: rm.BenchmarkArm, reference: Reference, sample: Sample, outputs: bool = True) -> None:
     """The arm's numerics: its first pass judged against eager's (`running.numerics`)."""
-    check = reference.judge(sample)
+    check = reference.judge(sample, outputs)
     out.numerics, out.numerics_ok, out.max_abs_error = check, check.ok, check.max_abs_vs_eager
 
 
@@ -379,6 +382,8 @@ def _arms(
         )
     if bench.shape_arms and facts is not None and facts.varying_dims():
         arms += _shape_arms(model, calls, facts, backend)
+        padded = _padded_arm(workload, calls, backend) if train and workload.pad else None
+        arms += [padded] if padded is not None else []
     if variant is not None:
         applied = ", ".join(report.fix.applied) if report.fix else ""
         arms.append(
@@ -503,6 +508,70 @@ def _shape_arms(model: torch.nn.Module, calls: list[Call], facts: ModelFacts, ba
         )
     )
     return arms
+
+
+RECOMPILE_LIMIT = 8
+"""torch._dynamo.config.recompile_limit's default: a bucket set must stay within it."""
+
+
+def _pad_calls(calls: list[Call], names: list[str], pad: Any, bucket: int) -> tuple[list[Call], set[int], set[int]] | None:
+    """The calls with each `pad` argument grown to a multiple of `bucket`; the sizes before and after."""
+    padded, before, after = [], set(), set()
+    for call in calls:
+        args, kwargs = list(call.args), dict(call.kwargs)
+        for argument, (dim, value) in pad.items():
+            index = names.index(argument) if argument not in kwargs and argument in names else None
+            if index is not None and index >= len(args):
+                return None
+            tensor = kwargs[argument] if index is None else args[index]
+            if not isinstance(tensor, torch.Tensor) or dim >= tensor.dim():
+                return None
+            size = tensor.shape[dim]
+            target = -(-size // bucket) * bucket
+            before.add(size)
+            after.add(target)
+            grown = torch.nn.functional.pad(tensor, [0, 0] * (tensor.dim() - 1 - dim) + [0, target - size], value=value)
+            if index is None:
+                kwargs[argument] = grown
+            else:
+                args[index] = grown
+        padded.append(Call(tuple(args), kwargs))
+    return padded, before, after
+
+
+def _padded_arm(workload: Workload, calls: list[Call], backend: str) -> _Arm | None:
+    """`Workload.pad`: every call padded up to a multiple of a bucket, compiled as `compiled` is, judged on
+    its losses (its outputs have other shapes). The bucket: the smallest of 8, 16, 32... that leaves fewer
+    sizes than the data has, within the recompile limit (8 when none does but 8 pads something)."""
+    assert workload.pad is not None
+    names = forward_arg_names(workload.model) or []
+    chosen = None
+    for bucket in (8, 16, 32, 64, 128, 256):
+        found = _pad_calls(calls, names, workload.pad, bucket)
+        if found is None:
+            return None
+        _, before, after = found
+        if len(after) < len(before) and len(after) <= RECOMPILE_LIMIT:
+            chosen = (bucket, found)
+            break
+        if bucket == 8 and after != before and len(after) <= RECOMPILE_LIMIT:
+            chosen = chosen or (bucket, found)
+    if chosen is None:
+        return None
+    bucket, (padded, _, after) = chosen
+    shown = ", ".join(f"{a} dim {d}" for a, (d, _) in workload.pad.items())
+    return _Arm(
+        "padded",
+        f"{shown} padded to multiples of {bucket} ({len(after)} size(s)), then torch.compile(model, backend={backend})",
+        workload.model,
+        padded,
+        True,
+        {},
+        [],
+        fresh=True,
+        compare_outputs=False,
+        code=f"pad {shown} up to a multiple of {bucket} in your collate function",
+    )
 
 
 def _fixed_variant(report: rm.Report, model: torch.nn.Module, calls: list[Call]) -> Variant | None:

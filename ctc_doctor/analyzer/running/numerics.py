@@ -172,9 +172,10 @@ class Reference:
     amplified rounding (Adam's first update is about lr x the sign of each gradient, and a compiled
     optimizer orders its float math its own way), so it gets STEP_TOLERANCE."""
 
-    def judge(self, candidate: Sample) -> rm.NumericsCheck:
-        """The candidate's results against eager's (see the module doc)."""
-        return _judge(candidate, self)
+    def judge(self, candidate: Sample, outputs: bool = True) -> rm.NumericsCheck:
+        """The candidate's results against eager's (see the module doc); `outputs=False`: its losses and
+        gradients only (a run on padded inputs, whose outputs have other shapes)."""
+        return _judge(candidate, self, outputs)
 
 
 def make_reference(
@@ -273,10 +274,13 @@ _Pair = tuple[str, torch.Tensor, torch.Tensor, "torch.Tensor | None"]
 """(name, candidate, eager, reference) of one compared tensor."""
 
 
-def _pairs(candidate: Sample, reference: Reference) -> tuple[list[_Pair], str | None, list[str]]:
+def _pairs(candidate: Sample, reference: Reference, outputs: bool = True) -> tuple[list[_Pair], str | None, list[str]]:
     """(name, candidate, eager, reference) for each compared tensor; or a structural problem; and what was compared."""
     eager, high = reference.eager, reference.high
     out: list[_Pair] = []
+    if not outputs:
+        eager = Sample([], eager.losses, eager.grads)
+        candidate = Sample([], candidate.losses, candidate.grads)
     if len(candidate.outputs) != len(eager.outputs):
         return [], f"{len(candidate.outputs)} calls ran, expected {len(eager.outputs)}", []
     tensors = 0
@@ -288,7 +292,7 @@ def _pairs(candidate: Sample, reference: Reference) -> tuple[list[_Pair], str | 
             h = h_call[j] if h_call is not None and j < len(h_call) else None
             out.append((f"call {i} output {j}", c, e, h))
             tensors += 1
-    compared = [f"outputs ({len(eager.outputs)} call(s), {tensors} tensor(s))"]
+    compared = [f"outputs ({len(eager.outputs)} call(s), {tensors} tensor(s))" if outputs else "outputs: not compared (other shapes)"]
     if eager.losses and candidate.losses:
         if len(candidate.losses) != len(eager.losses):
             return [], f"{len(candidate.losses)} losses, expected {len(eager.losses)}", compared
@@ -317,10 +321,10 @@ def _elementwise(name: str, c: torch.Tensor, e: torch.Tensor, loose: bool) -> st
     return None
 
 
-def _judge(candidate: Sample, reference: Reference) -> rm.NumericsCheck:
+def _judge(candidate: Sample, reference: Reference, outputs: bool = True) -> rm.NumericsCheck:
     method = reference.method
     check = rm.NumericsCheck(method=method, ok=True, note=reference.note)  # type: ignore[arg-type]
-    pairs, problem, check.compared = _pairs(candidate, reference)
+    pairs, problem, check.compared = _pairs(candidate, reference, outputs)
     if problem is not None:
         check.ok, check.problem = False, problem
         return check
@@ -371,14 +375,14 @@ def _judge(candidate: Sample, reference: Reference) -> rm.NumericsCheck:
         check.ok = False
         times = f"{r.candidate / r.eager:.3g}x" if r.eager else "above"
         check.problem = f"{r.name}: error {r.candidate:.3g} against the reference, {times} eager's own ({r.eager:.3g}); allowed {m:g}x"
-    outputs = [x for x in rows if x.name.startswith("call ")] or rows
-    n = sum(x.n for x in outputs)
+    summed = [x for x in rows if x.name.startswith("call ")] or rows
+    n = sum(x.n for x in summed)
     if n:
-        check.eager_error = math.sqrt(sum(x.sq_eager for x in outputs) / n)
-        check.candidate_error = math.sqrt(sum(x.sq_candidate for x in outputs) / n)
+        check.eager_error = math.sqrt(sum(x.sq_eager for x in summed) / n)
+        check.candidate_error = math.sqrt(sum(x.sq_candidate for x in summed) / n)
         if check.eager_error > 0:
             check.ratio = round(check.candidate_error / check.eager_error, 4)
         elif check.candidate_error == 0:
             check.ratio = 1.0
-    check.multiplier = multiplier(outputs[0].dtype, max(x.numel for x in outputs))
+    check.multiplier = multiplier(summed[0].dtype, max(x.numel for x in summed))
     return check
