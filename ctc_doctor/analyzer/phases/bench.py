@@ -15,8 +15,6 @@ error and the others still run.
 from __future__ import annotations
 
 import contextlib
-import math
-import statistics
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -38,6 +36,7 @@ from ..running.copying import copy_model
 from ..running.modules import forward_arg_names
 from ..running.numerics import Reference, loose_backend, make_reference
 from .bench_aot import run_aot_arm
+from .bench_numbers import RECOMPILE_LIMIT, best_for_job, latency_stats, pace, pad_calls, spread
 from .context import PhaseContext
 
 
@@ -81,25 +80,6 @@ class BenchSection:
     benchmark: rm.Benchmark
     verified: dict[str, rm.Verification] = field(default_factory=dict)
     """Suggestion id -> the measured effect (the regional-compilation suggestion, from its arm)."""
-
-
-def _latency(times: list[float]) -> rm.LatencyStats:
-    ms = [t * 1000 for t in times]
-    if len(ms) >= 2:
-        q = statistics.quantiles(ms, n=4, method="inclusive")
-        iqr = q[2] - q[0]
-    else:
-        iqr = 0.0
-    return rm.LatencyStats(median=round(statistics.median(ms), 4), iqr=round(iqr, 4), n=len(ms))
-
-
-def _spread(times: list[float]) -> float:
-    """IQR over median; 1.0 (wide) until there are enough passes to say."""
-    if len(times) < 4:
-        return 1.0
-    q = statistics.quantiles(times, n=4, method="inclusive")
-    median = statistics.median(times)
-    return (q[2] - q[0]) / median if median > 0 else 0.0
 
 
 @dataclass
@@ -214,14 +194,14 @@ class _Bench:
         times: list[float] = []
         limit = self.bench.max_iters or 3 * self.bench.iters
         # repeat until the spread is tight (IQR within 5 % of the median) or the limit is reached
-        while len(times) < self.bench.iters or (len(times) < limit and _spread(times) > 0.05):
+        while len(times) < self.bench.iters or (len(times) < limit and spread(times) > 0.05):
             self.progress(label, self.bench.warmup + min(len(times), self.bench.iters), total)
             t0 = time.perf_counter()
             self.run_pass(fn, arm, step=self.step(arm))
             dev.synchronize(self.device)
             times.append(time.perf_counter() - t0)
         self.progress(label, total, total)
-        return _latency(times)
+        return latency_stats(times)
 
     def warm_start(self, fn: Callable[..., Any], arm: _Arm) -> float | None:
         """What a new process pays with the caches shipped: this process' compile artifacts saved
@@ -510,35 +490,6 @@ def _shape_arms(model: torch.nn.Module, calls: list[Call], facts: ModelFacts, ba
     return arms
 
 
-RECOMPILE_LIMIT = 8
-"""torch._dynamo.config.recompile_limit's default: a bucket set must stay within it."""
-
-
-def _pad_calls(calls: list[Call], names: list[str], pad: Any, bucket: int) -> tuple[list[Call], set[int], set[int]] | None:
-    """The calls with each `pad` argument grown to a multiple of `bucket`; the sizes before and after."""
-    padded, before, after = [], set(), set()
-    for call in calls:
-        args, kwargs = list(call.args), dict(call.kwargs)
-        for argument, (dim, value) in pad.items():
-            index = names.index(argument) if argument not in kwargs and argument in names else None
-            if index is not None and index >= len(args):
-                return None
-            tensor = kwargs[argument] if index is None else args[index]
-            if not isinstance(tensor, torch.Tensor) or dim >= tensor.dim():
-                return None
-            size = tensor.shape[dim]
-            target = -(-size // bucket) * bucket
-            before.add(size)
-            after.add(target)
-            grown = torch.nn.functional.pad(tensor, [0, 0] * (tensor.dim() - 1 - dim) + [0, target - size], value=value)
-            if index is None:
-                kwargs[argument] = grown
-            else:
-                args[index] = grown
-        padded.append(Call(tuple(args), kwargs))
-    return padded, before, after
-
-
 def _padded_arm(workload: Workload, calls: list[Call], backend: str) -> _Arm | None:
     """`Workload.pad`: every call padded up to a multiple of a bucket, compiled as `compiled` is, judged on
     its losses (its outputs have other shapes). The bucket: the smallest of 8, 16, 32... that leaves fewer
@@ -547,7 +498,7 @@ def _padded_arm(workload: Workload, calls: list[Call], backend: str) -> _Arm | N
     names = forward_arg_names(workload.model) or []
     chosen = None
     for bucket in (8, 16, 32, 64, 128, 256):
-        found = _pad_calls(calls, names, workload.pad, bucket)
+        found = pad_calls(calls, names, workload.pad, bucket)
         if found is None:
             return None
         _, before, after = found
@@ -663,34 +614,6 @@ def _grad_setting(ctx: PhaseContext) -> str:
     if ctx.workload.optimizer is None:
         return "forward+backward"
     return "training step: forward, loss, backward, optimizer.step, zero_grad"
-
-
-def pace(arm: rm.BenchmarkArm, eager: rm.BenchmarkArm | None, calls: int) -> None:
-    """The arm's calls (steps) per second, and the call from which its total time (its first pass, compile
-    included, then steady calls) beats eager's: `steps_per_s`, `break_even_calls`."""
-    if arm.latency_ms is None or arm.latency_ms.median <= 0 or calls <= 0:
-        return
-    per_call_s = arm.latency_ms.median / 1e3 / calls
-    arm.steps_per_s = round(1 / per_call_s, 3)
-    if eager is None or eager is arm or eager.latency_ms is None or arm.first_pass_s is None or eager.first_pass_s is None:
-        return
-    eager_per_call_s = eager.latency_ms.median / 1e3 / calls
-    saved_s = eager_per_call_s - per_call_s
-    if saved_s > 0:
-        extra_s = arm.first_pass_s - eager.first_pass_s  # the compile, over the first pass's calls
-        arm.break_even_calls = max(calls, calls + math.ceil(max(extra_s, 0.0) / saved_s))
-
-
-def best_for_job(arms: list[rm.BenchmarkArm], calls: int, steps: int) -> str | None:
-    """The arm with the least total time for `steps` calls: its first pass (compile included), then the
-    rest at its median pace. Arms that failed or whose numerics failed are never chosen."""
-    totals = {}
-    for a in arms:
-        if a.error or a.numerics_ok is False or a.latency_ms is None or a.first_pass_s is None or calls <= 0:
-            continue
-        per_call_s = a.latency_ms.median / 1e3 / calls
-        totals[a.name] = a.first_pass_s + max(steps - calls, 0) * per_call_s
-    return min(totals, key=totals.__getitem__) if totals else None
 
 
 def _regional_verifications(report: rm.Report, result: rm.Benchmark) -> dict[str, rm.Verification]:
