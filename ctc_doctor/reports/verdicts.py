@@ -13,6 +13,7 @@ Torch-free: works on report data only.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from . import models as rm
@@ -325,6 +326,17 @@ def strategy_row(strategy: str, report: rm.Report) -> rm.StrategyRow:
     return row
 
 
+def break_even_calls(first_s: float, eager_first_s: float, calls: int, per_call_s: float, eager_per_call_s: float) -> int | None:
+    """The call from which a compiled way's total time beats eager's: each ran its first `calls` calls in
+    `first_s` / `eager_first_s` (the compile included), then runs at its steady per-call time. None when
+    it is not faster."""
+    saved_s = eager_per_call_s - per_call_s
+    if saved_s <= 0:
+        return None
+    extra_s = first_s - eager_first_s  # the compile
+    return max(calls, calls + math.ceil(max(extra_s, 0.0) / saved_s))
+
+
 def compare_strategies(rows: list[rm.StrategyRow]) -> None:
     """Each timed row's speed-up over eager and the call from which its total time beats eager's."""
     eager = next((r for r in rows if r.strategy == "eager" and r.period_ms), None)
@@ -334,10 +346,7 @@ def compare_strategies(rows: list[rm.StrategyRow]) -> None:
         if r is eager or r.period_ms is None or r.first_call_s is None:
             continue
         r.speedup = round(eager.period_ms / r.period_ms, 3) if r.period_ms > 0 else None
-        saved_s = (eager.period_ms - r.period_ms) / 1e3
-        extra_s = r.first_call_s - (eager.first_call_s or 0.0)
-        if saved_s > 0:
-            r.break_even_calls = max(1, int(extra_s / saved_s) + 1)
+        r.break_even_calls = break_even_calls(r.first_call_s, eager.first_call_s or 0.0, 1, r.period_ms / 1e3, eager.period_ms / 1e3)
 
 
 def strategy_verdict(rows: list[rm.StrategyRow], steps: int | None = None) -> str:

@@ -19,7 +19,6 @@ import contextlib
 import functools
 import inspect
 import os
-import re
 import statistics
 import sys
 import time
@@ -29,7 +28,9 @@ from typing import Any
 
 import torch
 
+from ...reports.labels import short_path
 from .. import torch_internals as ti
+from ..readers.sources import classify_file
 from ..running.copying import CopyError, copy_model, fresh_copy
 from ..running.modules import describe_inputs, forward_arg_names
 from ..running.tensors import iter_tensors
@@ -88,8 +89,6 @@ class CompiledObject:
     """The installed package whose code called torch.compile (`transformers`); None: the user's code."""
     driver: str | None = None
     """What called it first, when a library loop drives it: `generate` (transformers' generation)."""
-    called_from: str | None = None
-    """The user's line that led to its first call (the first frame outside installed packages)."""
     relation: str | None = None
     """How it relates to another compile of the run (a double or nested compile), one sentence."""
     starts: list[float] = field(default_factory=list)
@@ -282,7 +281,7 @@ class CompileRecorder:
                 raise StopScript(f"--max-steps {self.max_steps}")
             self.on_primary_call(index)
         if index == 0:
-            obj.driver, obj.called_from = _driver(sys._getframe(1))
+            obj.driver = _driver(sys._getframe(1))
         if len(obj.recorded) >= MAX_RECORDED_CALLS:
             return
         sig = signature((args, kwargs))
@@ -324,51 +323,32 @@ class CompileRecorder:
 
 
 _DRIVERS = (("transformers" + os.sep + "generation" + os.sep, "generate"),)
-_OWN = (os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep, os.path.dirname(torch.__file__) + os.sep)
-_FIXTURES = os.path.join(_OWN[0], "fixtures") + os.sep
-"""The zoo and its scripts are user code here (`ctc-doctor run` on `fixtures/scripts/train.py`)."""
-_PACKAGE = re.compile(r"[/\\](?:site|dist)-packages[/\\]([A-Za-z0-9_.]+)")
-
-
-def _short(path: str, line: int) -> str:
-    """`train.py:12` for the user's files (relative to the current directory), `transformers/modeling_utils.py:4835` for a package's."""
-    found = _PACKAGE.search(path)
-    if found:
-        return f"{path[found.start(1) :]}:{line}".replace(os.sep, "/")
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        rel = path
-    return f"{path if rel.startswith('..') else rel}:{line}"
-
-
-def _internal(path: str) -> bool:
-    """torch's, ctc-doctor's (not its fixtures'), frozen and functools/contextlib frames."""
-    own = path.startswith(_OWN) and not path.startswith(_FIXTURES)
-    return own or path.startswith("<") or os.path.basename(path) in ("functools.py", "contextlib.py")
+_NOT_THE_CALLER = ("torch", "ctc_doctor", "python", "stdlib")
+"""Libraries (`readers.sources.classify_file`) whose frames are not where a compile was asked for:
+torch's own wrappers, ctc-doctor's recorder, frozen and standard-library frames (functools, contextlib)."""
 
 
 def _caller(frame: Any) -> tuple[str | None, str | None]:
-    """The first frame outside torch and ctc-doctor (`train.py:12`) and the package it belongs to."""
-    while frame is not None and _internal(frame.f_code.co_filename):
-        frame = frame.f_back
-    if frame is None:
-        return None, None
-    path = frame.f_code.co_filename
-    found = _PACKAGE.search(path)
-    return _short(path, frame.f_lineno), found.group(1) if found else None
-
-
-def _driver(frame: Any) -> tuple[str | None, str | None]:
-    """A library loop that drives the first call (`generate`), and the user's line behind it."""
-    driver = None
+    """The first frame outside torch, ctc-doctor and the standard library (`train.py:12`) and the package
+    it belongs to (None: the user's own code, the zoo's included)."""
     while frame is not None:
         path = frame.f_code.co_filename
-        driver = driver or next((name for marker, name in _DRIVERS if marker in path), None)
-        if not _internal(path) and not _PACKAGE.search(path):
-            return driver, _short(path, frame.f_lineno)
+        own, library = classify_file(path)
+        if own or library not in _NOT_THE_CALLER:
+            return f"{short_path(path, width=10_000)}:{frame.f_lineno}", None if own else library
         frame = frame.f_back
-    return driver, None
+    return None, None
+
+
+def _driver(frame: Any) -> str | None:
+    """A library loop that drives the first call (`generate`), found between here and the user's code."""
+    while frame is not None and not classify_file(frame.f_code.co_filename)[0]:
+        path = frame.f_code.co_filename
+        found = next((name for marker, name in _DRIVERS if marker in path), None)
+        if found:
+            return found
+        frame = frame.f_back
+    return None
 
 
 def _double_compile(group: list[CompiledObject]) -> str:

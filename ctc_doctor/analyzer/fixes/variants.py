@@ -98,7 +98,7 @@ def _patch_sources(model: torch.nn.Module, actions: list[rm.FixAction]) -> None:
             module.__class__ = patched[cls]
 
 
-def _argument_slot(call: Call, names: list[str], argument: str) -> tuple[str, Any] | None:
+def argument_slot(call: Call, names: list[str], argument: str) -> tuple[str, Any] | None:
     if argument in call.kwargs:
         return ("kw", argument)
     if argument in names and names.index(argument) < len(call.args):
@@ -113,7 +113,7 @@ def _transform_calls(calls: list[Call], names: list[str], action: rm.FixAction) 
     assert action.argument is not None
     for call in calls:
         args, kwargs = list(call.args), dict(call.kwargs)
-        slot = _argument_slot(call, names, action.argument)
+        slot = argument_slot(call, names, action.argument)
         if slot is None:
             raise VariantError(f"argument {action.argument!r} is not in every call")
         value = kwargs[slot[1]] if slot[0] == "kw" else args[slot[1]]

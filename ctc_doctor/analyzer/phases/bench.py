@@ -328,15 +328,11 @@ def _arms(
     steps = train and workload.optimizer is not None
     if steps:
         arms.append(
-            _Arm(
+            _fresh_compiled(
                 "compiled_optimizer",
                 f"torch.compile(model, backend={backend}), and optimizer.step = torch.compile(optimizer.step)",
                 model,
                 calls,
-                True,
-                {},
-                [],
-                fresh=True,
                 optimizer_compiled=True,
                 code="model = torch.compile(model); optimizer.step = torch.compile(optimizer.step)",
             )
@@ -347,18 +343,7 @@ def _arms(
         options = {"mode": mode} if mode != "default" else {}
         code = f'model = torch.compile(model, mode="{mode}")' if mode != "default" else None
         arms.append(
-            _Arm(
-                f"compiled[{mode}]",
-                f"torch.compile(model, mode={mode!r})",
-                model,
-                calls,
-                True,
-                {},
-                [],
-                fresh=True,
-                compile_options=options,
-                code=code,
-            )
+            _fresh_compiled(f"compiled[{mode}]", f"torch.compile(model, mode={mode!r})", model, calls, compile_options=options, code=code)
         )
     if bench.shape_arms and facts is not None and facts.varying_dims():
         arms += _shape_arms(model, calls, facts, backend)
@@ -447,6 +432,11 @@ def _arms(
     return arms
 
 
+def _fresh_compiled(name: str, description: str, model: torch.nn.Module, calls: list[Call], **kw: Any) -> _Arm:
+    """A whole-model compiled arm on a fresh copy of the model (its cold pass is a user's), options in `kw`."""
+    return _Arm(name, description, model, calls, True, {}, [], fresh=True, **kw)
+
+
 def _shape_arms(model: torch.nn.Module, calls: list[Call], facts: ModelFacts, backend: str) -> list[_Arm]:
     """The shape strategies beside `compiled` (automatic dynamic shapes), everything else as it has (the
     optimizer eager): `dynamic=True`, and every varying dim marked dynamic before the first call (one
@@ -454,15 +444,11 @@ def _shape_arms(model: torch.nn.Module, calls: list[Call], facts: ModelFacts, ba
     varying = facts.varying_dims()
     shown = ", ".join(f"{arg} dim {','.join(map(str, dims))}" for arg, dims in varying.items())
     arms = [
-        _Arm(
+        _fresh_compiled(
             "dynamic",
             f"torch.compile(model, backend={backend}, dynamic=True)",
             model,
             calls,
-            True,
-            {},
-            [],
-            fresh=True,
             compile_options={"dynamic": True},
             code="model = torch.compile(model, dynamic=True)",
         )
@@ -511,15 +497,11 @@ def _padded_arm(workload: Workload, calls: list[Call], backend: str) -> _Arm | N
         return None
     bucket, (padded, _, after) = chosen
     shown = ", ".join(f"{a} dim {d}" for a, (d, _) in workload.pad.items())
-    return _Arm(
+    return _fresh_compiled(
         "padded",
         f"{shown} padded to multiples of {bucket} ({len(after)} size(s)), then torch.compile(model, backend={backend})",
         workload.model,
         padded,
-        True,
-        {},
-        [],
-        fresh=True,
         compare_outputs=False,
         code=f"pad {shown} up to a multiple of {bucket} in your collate function",
     )

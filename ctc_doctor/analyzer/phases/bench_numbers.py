@@ -3,14 +3,15 @@ job length, and padded copies of a workload's calls (`bench`'s helpers, apart to
 
 from __future__ import annotations
 
-import math
 import statistics
 from typing import Any
 
 import torch
 
 from ...reports import models as rm
+from ...reports.verdicts import break_even_calls
 from ...workload import Call
+from ..fixes.variants import argument_slot
 
 
 def latency_stats(times: list[float]) -> rm.LatencyStats:
@@ -42,10 +43,7 @@ def pace(arm: rm.BenchmarkArm, eager: rm.BenchmarkArm | None, calls: int) -> Non
     if eager is None or eager is arm or eager.latency_ms is None or arm.first_pass_s is None or eager.first_pass_s is None:
         return
     eager_per_call_s = eager.latency_ms.median / 1e3 / calls
-    saved_s = eager_per_call_s - per_call_s
-    if saved_s > 0:
-        extra_s = arm.first_pass_s - eager.first_pass_s  # the compile, over the first pass's calls
-        arm.break_even_calls = max(calls, calls + math.ceil(max(extra_s, 0.0) / saved_s))
+    arm.break_even_calls = break_even_calls(arm.first_pass_s, eager.first_pass_s, calls, per_call_s, eager_per_call_s)
 
 
 def best_for_job(arms: list[rm.BenchmarkArm], calls: int, steps: int) -> str | None:
@@ -70,10 +68,10 @@ def pad_calls(calls: list[Call], names: list[str], pad: Any, bucket: int) -> tup
     for call in calls:
         args, kwargs = list(call.args), dict(call.kwargs)
         for argument, (dim, value) in pad.items():
-            index = names.index(argument) if argument not in kwargs and argument in names else None
-            if index is not None and index >= len(args):
+            slot = argument_slot(call, names, argument)
+            if slot is None:
                 return None
-            tensor = kwargs[argument] if index is None else args[index]
+            tensor = kwargs[slot[1]] if slot[0] == "kw" else args[slot[1]]
             if not isinstance(tensor, torch.Tensor) or dim >= tensor.dim():
                 return None
             size = tensor.shape[dim]
@@ -81,9 +79,9 @@ def pad_calls(calls: list[Call], names: list[str], pad: Any, bucket: int) -> tup
             before.add(size)
             after.add(target)
             grown = torch.nn.functional.pad(tensor, [0, 0] * (tensor.dim() - 1 - dim) + [0, target - size], value=value)
-            if index is None:
-                kwargs[argument] = grown
+            if slot[0] == "kw":
+                kwargs[slot[1]] = grown
             else:
-                args[index] = grown
+                args[slot[1]] = grown
         padded.append(Call(tuple(args), kwargs))
     return padded, before, after

@@ -87,14 +87,18 @@ def _fresh_object(value: Any, shared: list[str] | None, memo: dict[int, Any], de
     return value
 
 
+def _is_state(item: Any) -> bool:
+    """An input object a call may change in place (a KV cache): not a plain value, a module, a type or a function."""
+    return not isinstance(item, (*_PLAIN, torch.nn.Module, type)) and not callable(item)
+
+
 def _holds_state(value: Any) -> bool:
-    """Whether the inputs hold an object a call may change in place (a KV cache), beyond tensors and plain values."""
+    """Whether the inputs hold a stateful object (`_is_state`) beside their tensors and plain values."""
     found = False
 
     def leaf(item: Any) -> Any:
         nonlocal found
-        if not isinstance(item, (*_PLAIN, torch.nn.Module, type)) and not callable(item):
-            found = True
+        found = found or _is_state(item)
         return item
 
     map_tensors(value, lambda t: t, leaf)
@@ -122,7 +126,7 @@ def cast_copy(value: Any, fn: Any, memo: dict[int, Any] | None = None, depth: in
     memo = {} if memo is None else memo
 
     def leaf(item: Any) -> Any:
-        if isinstance(item, (*_PLAIN, torch.nn.Module, type)) or callable(item) or not hasattr(item, "__dict__"):
+        if not _is_state(item) or not hasattr(item, "__dict__"):
             return item
         if id(item) in memo:
             return memo[id(item)]
