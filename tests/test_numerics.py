@@ -198,9 +198,9 @@ def test_a_training_step_with_an_optimizer_is_timed_in_steps_per_second_with_the
 def test_shape_arms_compare_automatic_dynamic_shapes_with_dynamic_true_and_the_varying_dims_marked():
     """`--shape-arms` on the built-in training step (batches of 16, 24 and 32 tokens): `compiled` is torch's
     automatic dynamic shapes (it recompiles), `dynamic` and `marked` (input_ids and labels dim 1 marked
-    together) compile once; each judged on the same steps."""
+    together) compile once; each judged on the same steps. The modular arm runs beside them."""
     workload = load_workload("ctc_doctor.fixtures.zoo:train_step", seed=0)
-    bench = BenchOptions(backend="aot_eager", iters=2, warmup=0, regional=False, fresh_cache=False, shape_arms=True)
+    bench = BenchOptions(backend="aot_eager", iters=2, warmup=0, regional=True, fresh_cache=False, shape_arms=True)
     report = analyze(workload, AnalyzeOptions(explain=False, train=True, backend="aot_eager", bench=bench))
     arms = {a.name: a for a in report.benchmark.arms}
     assert {"compiled", "dynamic", "marked"} <= set(arms), list(arms)
@@ -215,6 +215,9 @@ def test_shape_arms_compare_automatic_dynamic_shapes_with_dynamic_true_and_the_v
     assert padded.description.startswith("input_ids dim 1, labels dim 1 padded to multiples of 16 (2 size(s))"), padded.description
     assert padded.numerics.ok and padded.numerics.compared == ["outputs: not compared (other shapes)", "loss (3 call(s))"]
     assert padded.recompile_count <= arms["compiled"].recompile_count and padded.steps_per_s
+    # modular compilation: each top-level part compiled on its own (parts of one class share a graph),
+    # measured and judged like the others
+    assert arms["modular"].graph_count >= 3 and arms["modular"].numerics_ok and arms["modular"].steps_per_s, arms["modular"]
 
 
 def test_modes_add_one_arm_each_beside_compiled_and_an_unknown_mode_is_a_usage_error(cli):
@@ -226,5 +229,12 @@ def test_modes_add_one_arm_each_beside_compiled_and_an_unknown_mode_is_a_usage_e
     assert list(arms) == ["eager", "compiled", "compiled[max-autotune-no-cudagraphs]", "compiled[reduce-overhead]"]
     assert arms["compiled[reduce-overhead]"].compile_options == {"mode": "reduce-overhead"}
     assert arms["compiled[max-autotune-no-cudagraphs]"].code == 'model = torch.compile(model, mode="max-autotune-no-cudagraphs")'
+    # modular compilation (training steps): each top-level part of the built-in LM on its own; none for
+    # the MLP, whose parts are single torch.nn layers
+    assert "modular" not in {a.name for a in _arms(None, workload, workload.calls(), None, bench, None, train=True)}  # type: ignore[arg-type]
+    lm = load_workload("ctc_doctor.fixtures.zoo:train_step", seed=0)
+    modular = next(a for a in _arms(None, lm, lm.calls(), None, BenchOptions(), None, train=True) if a.name == "modular")  # type: ignore[arg-type]
+    assert modular.regional_paths == ["embed", "pos", "blocks.0", "blocks.1", "norm", "loss"]
+    assert modular.code == "for name in ('embed', 'pos', 'blocks.0', 'blocks.1', 'norm', 'loss'): model.get_submodule(name).compile()"
     bad = cli("bench", f"{FIX_TARGETS}:mlp_train_adamw", "--modes", "fastest")
     assert bad.returncode == 2 and "unknown mode fastest" in bad.stderr

@@ -21,6 +21,7 @@ from ctc_doctor.analyzer.capture.compiles import CompileRecorder, StopScript
 from ctc_doctor.errors import ExitCode
 from ctc_doctor.reports import load_report
 from ctc_doctor.reports.models import Report
+from ctc_doctor.reports.verdicts import strategy_verdict
 from ctc_doctor.tui.live_run import LiveRun
 
 from .conftest import REPO, TARGETS, ctrl_c_reaches_the_child
@@ -426,3 +427,46 @@ def test_compare_optimizer_compiles_the_step_of_every_optimizer_the_script_creat
     assert result.stdout.count("step is method") == 1 and result.stdout.count("step is function") == 1  # compiled once, not twice
     rows = {r.strategy: r for r in load_report(out).comparison}
     assert rows["optimizer"].graphs_compiled > rows["default"].graphs_compiled  # the optimizer's step compiled too
+
+
+def test_compare_marks_the_dims_the_scripts_own_run_saw_vary_and_compares_its_losses_with_eagers(cli, tmp_path):
+    """`--compare mark-dynamic`: the dims behind the script's size recompile (its mark_dynamic suggestion)
+    marked before each call, so it compiles once; every strategy's losses at calls 0, 1, 2, 4, 8 are
+    compared with eager's from the same seed. A compiled path that computes something else (planted:
+    it scales the embedding only while Dynamo traces) drifts, is flagged and is never the fastest."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import sys, torch\n"
+        "class LM(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.emb = torch.nn.Embedding(50, 16)\n"
+        "        self.out = torch.nn.Linear(16, 50)\n"
+        "    def forward(self, ids, labels):\n"
+        "        x = self.emb(ids)\n"
+        "        if len(sys.argv) > 1 and torch.compiler.is_compiling():\n"
+        "            x = x * 1.5\n"
+        "        return torch.nn.functional.cross_entropy(self.out(x).flatten(0, 1), labels.flatten())\n"
+        "model = torch.compile(LM(), backend='eager')\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for step in range(12):\n"
+        "    ids = torch.randint(0, 50, (4, 8 + 4 * (step % 3)))\n"
+        "    model(ids, ids).backward()\n"
+        "    opt.step()\n"
+        "    opt.zero_grad()\n"
+    )
+    out = tmp_path / "r.json"
+    result = cli("run", "--compare", "eager,mark-dynamic", "--no-bisect", "--no-fix", "--json", str(out), "--", str(script))
+    assert result.returncode == 0, result.stderr
+    report = load_report(out)
+    rows = {r.strategy: r for r in report.comparison}
+    assert rows["default"].recompiles >= 1 and rows["mark-dynamic"].recompiles == 0  # ids, labels dim 1 marked
+    for name in ("default", "mark-dynamic"):
+        assert rows[name].loss_call == 8 and rows[name].loss_ok and rows[name].loss_change < 1e-4, rows[name]
+    assert sorted(next(o for o in report.compiled if o.analyzed).losses) == [0, 1, 2, 4, 8]
+    assert "loss Δ: the largest change of the loss against eager's" in result.stderr
+    drift = cli("run", "--compare", "eager", "--no-bisect", "--no-fix", "-q", "--json", str(out), "--", str(script), "drift")
+    assert drift.returncode == 0, drift.stderr
+    (row,) = [r for r in load_report(out).comparison if r.strategy == "default"]
+    assert row.loss_ok is False and row.loss_change > row.loss_tolerance == 1e-2
+    assert strategy_verdict(load_report(out).comparison).startswith("fastest steady pace: eager")

@@ -37,10 +37,14 @@ if TYPE_CHECKING:
     from ..reports import models as rm
 
 Status = Literal["finished", "failed", "timeout", "interrupted"]
-STRATEGIES = ("eager", "default", "optimizer", "dynamic", "static", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+STRATEGIES = (
+    "eager", "default", "optimizer", "dynamic", "mark-dynamic", "static",
+    "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs",
+)  # fmt: skip
 """`run --compare`'s ways of compiling the script: not at all (its compiled objects are still watched,
 for their pace), its own options, its own plus `opt.step = torch.compile(opt.step)` for every optimizer
-it creates, `dynamic=True` / `dynamic=False`, or a mode for every torch.compile."""
+it creates, `dynamic=True`, the dims its own run saw vary marked dynamic before each call,
+`dynamic=False`, or a mode for every torch.compile."""
 _PYTHONS = ("python", "python3", os.path.basename(sys.executable))
 
 
@@ -63,6 +67,10 @@ class RunOptions:
     keep_guard_text: bool = False
     strategy: str | None = None
     """`run --compare`: how every torch.compile of the script is replaced (`eager`, a mode...; None: as written)."""
+    compare: bool = False
+    """`run --compare`: seed the script's generators at start, keep the losses its compiled calls return."""
+    marks: dict[str, list[int]] | None = None
+    """`mark-dynamic`: the analyzed object's arguments and dims to mark dynamic before each call."""
     trial_timeout_s: float | None = 60.0
     grace_s: float = 30.0
     """After a stop signal, how long the ranks have to write their reports before they are killed."""
@@ -152,6 +160,8 @@ def _run(
         "fix": options.fix,
         "keep_guard_text": options.keep_guard_text,
         "strategy": options.strategy,
+        "compare": options.compare,
+        "marks": options.marks,
         "trial_timeout_s": options.trial_timeout_s,
         "progress_path": os.path.join(out, "progress.jsonl"),
         "deadline": time.time() + options.timeout_s if options.timeout_s else None,

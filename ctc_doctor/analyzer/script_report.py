@@ -218,6 +218,8 @@ def _compiled_row(obj: CompiledObject, rank: int, analyzed: bool) -> rm.Compiled
         relation=obj.relation,
         first_call_s=round(first_s, 4) if first_s is not None else None,
         period_ms=round(period_ms, 4) if period_ms is not None else None,
+        losses=obj.loss_values(),
+        dropout=obj.dropout,
     )
 
 

@@ -89,6 +89,17 @@ def _ours(path: str) -> bool:
     return "runpy" in os.path.basename(path) or os.path.dirname(os.path.abspath(__file__)) in os.path.abspath(path)
 
 
+def _seeded(seed: int) -> None:
+    """`run --compare`: Python's and torch's generators seeded, so that runs of an unseeded script start
+    alike (their losses are compared)."""
+    import random
+
+    import torch
+
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
 def main(argv: list[str]) -> int:
     with open(argv[1], encoding="utf-8") as fh:
         config = json.load(fh)
@@ -123,7 +134,11 @@ def main(argv: list[str]) -> int:
             snapshot=bool(config.get("fix")) and rank == 0,
             on_primary_call=lambda index: run.call_marks.append(len(cap.events)),
             strategy=config.get("strategy"),
+            marks=config.get("marks"),
+            losses=bool(config.get("compare")),
         )
+        if config.get("compare"):
+            _seeded(0)  # every strategy's run starts from the same random state (the script's own seed wins)
         with recorder.installed():
             outcome = _run_script(command)
         if deadline and hasattr(signal, "setitimer"):

@@ -448,4 +448,5 @@ class RunArgs:
             bisect=not self.no_bisect and not gated,
             fix=not self.no_fix and not gated,
             keep_guard_text=self.keep_guards,
+            compare=self.compare is not None,
         )

@@ -70,8 +70,9 @@ _RUN_PHASES = {
     default=None,
     metavar="STRATEGIES",
     help="Run the script once per way of compiling it and compare its pace: eager, default (the script's own), optimizer "
-    "(its own, and each optimizer's step compiled), dynamic, static, reduce-overhead, max-autotune, "
-    "max-autotune-no-cudagraphs (comma-separated, e.g. eager,default,optimizer).",
+    "(its own, and each optimizer's step compiled), dynamic, mark-dynamic (the dims its own run saw vary), static, "
+    "reduce-overhead, max-autotune, max-autotune-no-cudagraphs (comma-separated, e.g. eager,default,optimizer); "
+    "losses are compared with eager's.",
 )
 @click.option("--no-bisect", is_flag=True, help="Skip the bisection of the compiled module.")
 @click.option("--no-fix", is_flag=True, help="Skip verifying the suggestions on copies of the compiled module.")
@@ -188,18 +189,24 @@ def _compare(argv: list[str], options: Any, strategies: list[str], default: Repo
     import dataclasses
 
     from ..analyzer.launch import run_script
-    from ..reports.verdicts import compare_strategies, strategy_row
+    from ..reports.models import CompiledObject, StrategyRow
+    from ..reports.verdicts import compare_strategies, dynamic_marks, strategy_row
 
-    rows = []
+    rows: list[StrategyRow] = []
+    runs: dict[str, CompiledObject | None] = {}
     for strategy in strategies:
-        if strategy == "default":
-            rows.append(strategy_row("default", default))
+        report = default
+        if strategy == "mark-dynamic" and not dynamic_marks(default):
+            rows.append(StrategyRow(strategy=strategy, error="the script's own run had no size recompile to mark"))
             continue
-        say(f"--compare: the script again, {strategy}")
-        again = dataclasses.replace(options, strategy=strategy, bisect=False, fix=False)
-        with _fresh_inductor_cache(True):
-            rows.append(strategy_row(strategy, run_script(argv, again, say=say, stdout=stdout).report))
-    compare_strategies(rows)
+        if strategy != "default":
+            say(f"--compare: the script again, {strategy}")
+            again = dataclasses.replace(options, strategy=strategy, bisect=False, fix=False, marks=dynamic_marks(default) or None)
+            with _fresh_inductor_cache(True):
+                report = run_script(argv, again, say=say, stdout=stdout).report
+        rows.append(strategy_row(strategy, report))
+        runs[strategy] = next((o for o in report.compiled if o.analyzed), None)
+    compare_strategies(rows, runs)
     return rows
 
 
@@ -211,18 +218,22 @@ def _comparison_table(report: Report) -> Any:
     from rich.table import Table
     from rich.text import Text
 
-    from ..reports.verdicts import strategy_verdict
+    from ..reports.verdicts import STEP_LOSS_TOLERANCE, strategy_verdict
 
     table = Table(
-        title="--compare: the script's pace under each way of compiling it", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False
-    )
-    for name in ("strategy", "1st call", "ms/call", "vs eager", "pays off", "recomp.", "verdict"):
+        title="--compare: the script's pace under each way of compiling it", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+        show_edge=False, collapse_padding=True,
+    )  # fmt: skip
+    losses = any(r.loss_change is not None for r in report.comparison)
+    columns = ("strategy", "1st call", "ms/call", "vs eager", "pays off", "recomp.", *(("loss Δ",) if losses else ()), "verdict")
+    for name in columns:
         table.add_column(name, justify="left" if name in ("strategy", "verdict") else "right", no_wrap=True, min_width=len(name))
     for r in report.comparison:
         name = r.strategy.replace("-no-cudagraphs", "-no-cg")  # fits 80 columns
         if r.error:
-            table.add_row(name, Text(r.error, style="yellow"), *[""] * 5)
+            table.add_row(name, Text(r.error, style="yellow"), *[""] * (len(columns) - 2))
             continue
+        drift = Text(f"{r.loss_change:.1%}" if r.loss_change is not None else "", style="red" if r.loss_ok is False else "")
         table.add_row(
             name,
             f"{r.first_call_s:.2f} s" if r.first_call_s is not None else "",
@@ -230,12 +241,22 @@ def _comparison_table(report: Report) -> Any:
             f"{r.speedup:.2f}x" if r.speedup else "",
             f"{r.break_even_calls:,}" if r.break_even_calls else ("never" if r.speedup and r.speedup < 1 else ""),
             f"{r.recompiles}" + (f" ({r.expected_recompiles} exp.)" if r.expected_recompiles else ""),
+            *((drift,) if losses else ()),
             _SHORT_VERDICT[r.verdict],
         )
     ran_to_end = report.run.stopped is None and report.run.exit_code == 0
     default = next((r for r in report.comparison if r.strategy == "default"), None)
     steps = default.calls if ran_to_end and default is not None else None
-    return Group(table, Text(strategy_verdict(report.comparison, steps)))
+    lines = [strategy_verdict(report.comparison, steps)]
+    compared = next((r for r in report.comparison if r.loss_call is not None), None)
+    if compared is not None:
+        tolerance = max(r.loss_tolerance or 0.0 for r in report.comparison)
+        why = " (a dropout: compiled code draws other random numbers)" if tolerance > STEP_LOSS_TOLERANCE else ""
+        lines.append(
+            f"loss Δ: the largest change of the loss against eager's over calls 0, 1, 2, 4... {compared.loss_call}, same seed; "
+            f"within {tolerance:.0%} is ok{why}"
+        )
+    return Group(table, *(Text(line) for line in lines))
 
 
 def _run_exit_code(report: Report, status: str) -> ExitCode:

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..version import __version__
 
-SCHEMA_VERSION = "1.10"
+SCHEMA_VERSION = "1.11"
 """major.minor: a minor bump adds optional fields; a major bump renames or removes fields."""
 
 Verdict = Literal["clean", "graph_breaks", "recompiles", "graph_breaks_and_recompiles", "failed"]
@@ -1024,6 +1024,11 @@ class CompiledObject(_Model):
     period_ms: float | None = None
     """Median milliseconds from one call to the next over the later half of the run: the script's steady
     step (a decoding step: the time per generated token), compile excluded."""
+    losses: dict[int, float] = Field(default_factory=dict)
+    """`run --compare`: the loss its calls 0, 1, 2, 4, 8... returned (a one-element tensor, `.loss` or
+    `["loss"]`), by call (schema 1.11)."""
+    dropout: bool = False
+    """Its module holds a training-mode dropout (schema 1.11)."""
 
 
 class StrategyRow(_Model):
@@ -1058,6 +1063,18 @@ class StrategyRow(_Model):
     """Of those, the one-offs a decoding loop pays by design."""
     verdict: Verdict = "clean"
     """The run's verdict under this strategy."""
+    loss_call: int | None = None
+    """`run --compare`: the call whose loss is compared with eager's, the latest kept in both runs (calls
+    0, 1, 2, 4, 8... are kept; schema 1.11)."""
+    loss: float | None = None
+    """The loss that call returned under this strategy."""
+    loss_change: float | None = None
+    """The largest |loss - eager's loss| / |eager's loss| over the calls kept in both runs, up to `loss_call`."""
+    loss_tolerance: float | None = None
+    """The relative change allowed: STEP_LOSS_TOLERANCE, or DROPOUT_LOSS_TOLERANCE when the model has a
+    dropout (compiled code draws other random numbers than eager)."""
+    loss_ok: bool | None = None
+    """False: this strategy's training drifted from eager's beyond the tolerance; it is never the fastest."""
 
 
 class Report(_Model):

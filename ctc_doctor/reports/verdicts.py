@@ -337,8 +337,46 @@ def break_even_calls(first_s: float, eager_first_s: float, calls: int, per_call_
     return max(calls, calls + math.ceil(max(extra_s, 0.0) / saved_s))
 
 
-def compare_strategies(rows: list[rm.StrategyRow]) -> None:
-    """Each timed row's speed-up over eager and the call from which its total time beats eager's."""
+STEP_LOSS_TOLERANCE = 1e-2
+"""`run --compare`: the relative change of the loss after K steps allowed against eager's (the same script,
+seed and data; float rounding compounds over the steps)."""
+DROPOUT_LOSS_TOLERANCE = 0.1
+"""The same with a dropout in the model: compiled code draws other random numbers than eager, so the
+losses agree in trend only."""
+
+
+def dynamic_marks(report: rm.Report) -> dict[str, list[int]]:
+    """The arguments and dims the run's mark_dynamic suggestion marks (`run --compare mark-dynamic`); {}: none."""
+    for s in report.suggestions:
+        a = s.action
+        if a is not None and a.type == "mark_dynamic" and a.argument is not None:
+            return {k: list(v) for k, v in a.marks.items()} if a.marks else {a.argument: list(a.dims)}
+    return {}
+
+
+def compare_losses(rows: list[rm.StrategyRow], runs: dict[str, rm.CompiledObject | None]) -> None:
+    """Each row's losses against eager's at the calls kept in both runs: the largest relative change."""
+    eager = runs.get("eager")
+    if eager is None or not eager.losses:
+        return
+    for r in rows:
+        run = runs.get(r.strategy)
+        if r.strategy == "eager" or run is None:
+            continue
+        common = sorted(set(run.losses) & set(eager.losses))
+        if not common:
+            continue
+        r.loss_call = common[-1]
+        r.loss = run.losses[r.loss_call]
+        r.loss_change = max(abs(run.losses[i] - eager.losses[i]) / max(abs(eager.losses[i]), 1e-12) for i in common)
+        r.loss_tolerance = DROPOUT_LOSS_TOLERANCE if (run.dropout or eager.dropout) else STEP_LOSS_TOLERANCE
+        r.loss_ok = bool(r.loss_change <= r.loss_tolerance)  # a NaN change is not ok
+
+
+def compare_strategies(rows: list[rm.StrategyRow], runs: dict[str, rm.CompiledObject | None] | None = None) -> None:
+    """Each timed row's speed-up over eager, the call from which its total time beats eager's, and (with
+    the runs' analyzed objects) its loss against eager's."""
+    compare_losses(rows, runs or {})
     eager = next((r for r in rows if r.strategy == "eager" and r.period_ms), None)
     if eager is None or eager.period_ms is None:
         return
@@ -352,7 +390,8 @@ def compare_strategies(rows: list[rm.StrategyRow]) -> None:
 def strategy_verdict(rows: list[rm.StrategyRow], steps: int | None = None) -> str:
     """`max-autotune: 1.40x eager's pace, pays off after 2,300 calls`; with `steps`, the strategy with the
     least total time for that many calls. Failed strategies are never best."""
-    timed = [r for r in rows if r.period_ms is not None and r.error is None and r.verdict != "failed"]
+    timed = [r for r in rows if r.period_ms is not None and r.error is None and r.verdict != "failed" and r.loss_ok is not False]
+    drifted = [r.strategy for r in rows if r.loss_ok is False]
     if not timed:
         return "no strategy gave a steady pace: nothing to compare"
     fastest = min(timed, key=lambda r: r.period_ms or 0.0)
@@ -364,4 +403,6 @@ def strategy_verdict(rows: list[rm.StrategyRow], steps: int | None = None) -> st
     if steps is not None:
         total = min(timed, key=lambda r: (r.first_call_s or 0.0) + (steps - 1) * (r.period_ms or 0.0) / 1e3)
         text += f"; for {steps:,} calls the least total time: {total.strategy}"
+    if drifted:
+        text += f"; left out, its loss drifted from eager's: {', '.join(drifted)}"
     return text

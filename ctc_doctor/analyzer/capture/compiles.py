@@ -93,6 +93,13 @@ class CompiledObject:
     """How it relates to another compile of the run (a double or nested compile), one sentence."""
     starts: list[float] = field(default_factory=list)
     """`time.perf_counter()` at the start of each call (the first MAX_STARTS)."""
+    losses: dict[int, Any] = field(default_factory=dict)
+    """`run --compare`: the loss its call returned (a detached one-element tensor) at calls 0, 1, 2, 4, 8..."""
+    dropout: bool = False
+    """Its module holds a training-mode dropout with p > 0 (compiled code draws other random numbers)."""
+
+    def loss_values(self) -> dict[int, float]:
+        return {i: float(t) for i, t in self.losses.items()}
 
     def pace(self) -> tuple[float | None, float | None]:
         """(seconds from the first call to the second: its compile included; the median milliseconds
@@ -129,9 +136,15 @@ class CompileRecorder:
         snapshot: bool = False,
         on_primary_call: Callable[[int], None] | None = None,
         strategy: str | None = None,
+        marks: dict[str, list[int]] | None = None,
+        losses: bool = False,
     ) -> None:
         self.backend = backend
         self.strategy = strategy
+        self.marks = marks or {}
+        """`run --compare mark-dynamic`: the primary object's arguments and dims marked dynamic before each call."""
+        self.losses = losses
+        """Keep the losses the objects return at calls 0, 1, 2, 4, 8... (`run --compare`)."""
         """`run --compare`'s way of compiling (`launch.STRATEGIES`); None or `default`: the script's own."""
         self.max_steps = max_steps
         self.snapshot = snapshot
@@ -217,7 +230,7 @@ class CompileRecorder:
 
     def _strategy(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """The script's torch.compile options under `run --compare`'s strategy."""
-        if self.strategy in (None, "default", "eager", "optimizer"):
+        if self.strategy in (None, "default", "eager", "optimizer", "mark-dynamic"):
             return kwargs
         if self.strategy in ("dynamic", "static"):
             return {**kwargs, "dynamic": self.strategy == "dynamic"}
@@ -251,16 +264,24 @@ class CompileRecorder:
         self.objects.append(obj)
         # the bookkeeping is never traced: an outer compile reaching this one (transformers' generate
         # compile over `model.forward = torch.compile(model.forward)`) must not trace ctc-doctor's code
-        record = ti.disable(self._called)
+        record, keep = ti.disable(self._called), ti.disable(self._returned)
+        if obj.module is not None:
+            obj.dropout = any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in obj.module.modules())
         if ti.is_optimized_module(compiled) or (compiled is model and isinstance(model, torch.nn.Module)):
             compiled.register_forward_pre_hook(lambda mod, a, k: record(obj, a, k), with_kwargs=True)
+            if self.losses:
+                compiled.register_forward_hook(lambda mod, a, out: keep(obj, out))
             return compiled
 
         @functools.wraps(compiled)
         def watched(*args: Any, **kw: Any) -> Any:
-            if not torch.compiler.is_compiling():
-                record(obj, args, kw)
-            return compiled(*args, **kw)
+            if torch.compiler.is_compiling():
+                return compiled(*args, **kw)
+            record(obj, args, kw)
+            out = compiled(*args, **kw)
+            if self.losses:
+                keep(obj, out)
+            return out
 
         ti.skip_frame(getattr(watched, "__code__", None))  # skipped like torch's own compile wrapper, whoever compiles around it
         return watched
@@ -280,6 +301,8 @@ class CompileRecorder:
                 self.stopped_after = index
                 raise StopScript(f"--max-steps {self.max_steps}")
             self.on_primary_call(index)
+            if self.marks:
+                self._mark(obj, args, kwargs)
         if index == 0:
             obj.driver = _driver(sys._getframe(1))
         if len(obj.recorded) >= MAX_RECORDED_CALLS:
@@ -295,6 +318,28 @@ class CompileRecorder:
             return
         copied_args, copied_kwargs = fresh_copy(tuple(args)), fresh_copy(dict(kwargs))
         obj.recorded.append(RecordedCall(copied_args, copied_kwargs, torch.is_grad_enabled(), sig, description, index))
+
+    def _mark(self, obj: CompiledObject, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """`mark-dynamic`: the arguments' varying dims marked before the call (a dim of size 0 or 1 is left:
+        torch specializes those)."""
+        names = (forward_arg_names(obj.module) if obj.module is not None else obj.arg_names) or []
+        for name, dims in self.marks.items():
+            value = kwargs.get(name)
+            if value is None and name in names and names.index(name) < len(args):
+                value = args[names.index(name)]
+            if isinstance(value, torch.Tensor):
+                for d in dims:
+                    if d < value.dim() and value.shape[d] > 1:
+                        ti.mark_dynamic(value, d)
+
+    def _returned(self, obj: CompiledObject, out: Any) -> None:
+        """Keep the loss of calls 0, 1, 2, 4, 8... (a power of two, so that runs of any length share some)."""
+        index = obj.calls - 1
+        if self.closed or index < 0 or index & (index - 1) or index in obj.losses:
+            return
+        loss = _loss_of(out)
+        if loss is not None:
+            obj.losses[index] = loss.detach().float().clone()
 
     # --- how the compiles relate ---------------------------------------------------------------
 
@@ -366,6 +411,18 @@ def _double_compile(group: list[CompiledObject]) -> str:
     outer.relation = f"wraps `{inner.what}` (compiled at {inner.site or '?'}): a double compile"
     inner.relation = f"wrapped by `{outer.what}` (compiled at {outer.site or '?'}): a double compile"
     return text
+
+
+def _loss_of(out: Any) -> torch.Tensor | None:
+    """The loss a call returned: a one-element float tensor, as it is, as `.loss` / `["loss"]`, or first in
+    a tuple; None when it returned none."""
+    if isinstance(out, dict) or hasattr(out, "loss"):
+        out = out.get("loss") if isinstance(out, dict) else out.loss
+    elif isinstance(out, (tuple, list)) and out:
+        out = out[0]
+    if isinstance(out, torch.Tensor) and out.numel() == 1 and out.is_floating_point():
+        return out
+    return None
 
 
 def _option_text(value: Any) -> str:

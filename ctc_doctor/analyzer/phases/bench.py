@@ -33,7 +33,7 @@ from ..readers.text import describe_error
 from ..running import device as dev
 from ..running.calls import Sample, preserved_state, run_pass
 from ..running.copying import copy_model
-from ..running.modules import forward_arg_names
+from ..running.modules import forward_arg_names, modular_paths
 from ..running.numerics import Reference, loose_backend, make_reference
 from .bench_aot import run_aot_arm
 from .bench_numbers import RECOMPILE_LIMIT, best_for_job, latency_stats, pace, pad_calls, spread
@@ -364,6 +364,8 @@ def _arms(
                 optimizer_compiled=steps,
             )
         )
+    if steps and bench.regional:
+        arms += _modular_arm(model, calls, facts)
     if bench.regional and facts is not None and facts.repeated:
         paths = [p for g in facts.repeated for p in g.paths]
         shown = ", ".join(f"{len(g.paths)}x {g.class_name}" for g in facts.repeated)
@@ -435,6 +437,18 @@ def _arms(
 def _fresh_compiled(name: str, description: str, model: torch.nn.Module, calls: list[Call], **kw: Any) -> _Arm:
     """A whole-model compiled arm on a fresh copy of the model (its cold pass is a user's), options in `kw`."""
     return _Arm(name, description, model, calls, True, {}, [], fresh=True, **kw)
+
+
+def _modular_arm(model: torch.nn.Module, calls: list[Call], facts: ModelFacts | None) -> list[_Arm]:
+    """Modular compilation (training steps): each top-level part compiled on its own, the optimizer eager;
+    none when the parts are the repeated blocks (that is `regional`) or there are fewer than two."""
+    paths = modular_paths(model)
+    regional = {p for g in facts.repeated for p in g.paths} if facts is not None else set()
+    if not paths or set(paths) == regional:
+        return []
+    shown = ", ".join(paths) if len(paths) <= 4 else f"{', '.join(paths[:3])} and {len(paths) - 3} more"
+    loop = f"for name in {tuple(paths)!r}: model.get_submodule(name).compile()"
+    return [_Arm("modular", f"each top-level part compiled on its own ({shown})", model, calls, True, {}, paths, fresh=True, code=loop)]
 
 
 def _shape_arms(model: torch.nn.Module, calls: list[Call], facts: ModelFacts, backend: str) -> list[_Arm]:

@@ -61,3 +61,19 @@ def forward_pre_hooks(
     finally:
         for handle in handles:
             handle.remove()
+
+
+def modular_paths(model: torch.nn.Module) -> list[str]:
+    """Modular compilation's parts: each top-level child the forward can call (a ModuleList or ModuleDict
+    gives its items), leaving out torch.nn leaves without parameters (an activation, a dropout). Fewer
+    than two parts of which at least one is more than one torch.nn layer: none (nothing modular to try)."""
+    paths: list[str] = []
+    for name, child in model.named_children():
+        items = child.named_children() if isinstance(child, (torch.nn.ModuleList, torch.nn.ModuleDict)) else [("", child)]
+        for sub, module in items:
+            leaf = not any(True for _ in module.children())
+            if leaf and type(module).__module__.startswith("torch.nn") and not any(True for _ in module.parameters()):
+                continue
+            paths.append(f"{name}.{sub}" if sub else name)
+    composite = any(any(True for _ in model.get_submodule(p).children()) for p in paths)
+    return paths if len(paths) >= 2 and composite else []
