@@ -135,6 +135,10 @@ def test_two_independent_causes_stay_apart_with_their_own_values():
     assert value.values == ["1.0"] and value.first_call == 2
     limit = analyzed("recompile_limit").recompile_causes[0]
     assert len(limit.recompiles) == 8 and limit.values[:2] == ["'mode0'", "'mode1'"]  # the limit's last compile too
+    # what each costs and how it recurs: the size settles (automatic dynamic shapes); the string attribute
+    # compiles anew for every value until the limit, after which the frame runs eagerly
+    assert (size.recurrence, value.recurrence, limit.recurrence) == ("bounded", "bounded", "recurring")
+    assert size.compile_time_s > 0 and limit.compile_time_s > 0 and not limit.expected
 
 
 @pytest.mark.parametrize("name", [n for n in ALL if not FIXTURES[n].expected.recompile_kinds])

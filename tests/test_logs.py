@@ -109,6 +109,31 @@ def test_transformers_capture_has_the_sequence_length_recompile():
     assert any(g.kind == "size" and g.dim == 1 and "input_ids" in (g.source or "") for g in guards)
 
 
+def test_an_inductor_training_trace_says_where_compile_time_went_by_phase_compile_and_cause():
+    """The train_step capture (inductor, forward and backward): each compile's nested timers split into
+    phases that add up to its measured compile time, the backward graphs' compiles counted apart, the
+    caches' misses counted, and the recompile cause priced by its own compiles."""
+    report = ingested(LOGS / "train_step_inductor_trace")
+    p = report.compile_profile
+    assert p is not None and p.backend == "inductor"
+    frames = sum(m.duration_s or 0.0 for m in report.compile_metrics)
+    assert abs(p.total_s - (frames + p.backward_s)) < 1e-3 and p.backward_s > 0
+    assert abs(sum(p.phases.values()) - p.total_s) <= 0.01 * p.total_s  # the phases add up to it
+    assert {"dynamo", "aot_autograd", "inductor", "codegen"} <= set(p.phases)
+    for m in report.compile_metrics:
+        assert abs(sum(m.phases.values()) - ((m.duration_s or 0.0) + (m.backward_s or 0.0))) < 1e-3, m
+    assert p.caches["fx_graph"][1] > 0 and p.caches["aot_autograd"][1] > 0  # a fresh run: all misses
+    (cause,) = report.recompile_causes
+    by_id = {m.compile_id: m for m in report.compile_metrics}
+    ids = [rc.compile_id for rc in report.recompiles if rc.id in cause.recompiles]
+    assert cause.compile_time_s == round(sum((by_id[i].duration_s or 0) + (by_id[i].backward_s or 0) for i in ids), 4)
+    assert cause.recurrence == "bounded" and p.causes[0].key == cause.id
+    assert p.first_compile_s + cause.compile_time_s == pytest.approx(p.total_s, abs=1e-3)
+    assert [r.seconds for r in p.compiles] == sorted((r.seconds for r in p.compiles), reverse=True)
+    text = render_markdown(report)
+    assert "### Compile time:" in text and "| Inductor code generation |" in text and "lever: fewer recompiles: C1" in text
+
+
 def test_two_rank_capture_gives_per_rank_counts_and_names_the_diverging_rank():
     report = ingested(TWO_RANKS)
     assert report.source is not None and report.source.ranks == [0, 1]

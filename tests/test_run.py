@@ -20,6 +20,7 @@ import torch
 from ctc_doctor.analyzer.capture.compiles import CompileRecorder, StopScript
 from ctc_doctor.errors import ExitCode
 from ctc_doctor.reports import load_report
+from ctc_doctor.reports.advice import next_steps
 from ctc_doctor.reports.models import Report
 from ctc_doctor.reports.verdicts import strategy_verdict
 from ctc_doctor.tui.live_run import LiveRun
@@ -470,3 +471,39 @@ def test_compare_marks_the_dims_the_scripts_own_run_saw_vary_and_compares_its_lo
     (row,) = [r for r in load_report(out).comparison if r.strategy == "default"]
     assert row.loss_ok is False and row.loss_change > row.loss_tolerance == 1e-2
     assert strategy_verdict(load_report(out).comparison).startswith("fastest steady pace: eager")
+
+
+def test_a_grad_mode_switch_in_an_evaluation_loop_is_a_one_off_and_each_cause_says_what_it_cost(cli, tmp_path):
+    """nanoGPT's pattern: training steps, then `estimate_loss` under `torch.no_grad()`, then training again.
+    Grad mode is guarded, so the evaluation compiles once more: a one-off (expected), not the verdict;
+    a batch of another size recompiles too, a cause to fix, with its compile seconds and `bounded`."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\n"
+        "model = torch.compile(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()), backend='eager')\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "@torch.no_grad()\n"
+        "def estimate_loss():\n"
+        "    return model(torch.randn(4, 8)).pow(2).mean()\n"
+        "for step in range(6):\n"
+        "    model(torch.randn(4, 8)).pow(2).mean().backward()\n"
+        "    opt.step()\n"
+        "    opt.zero_grad()\n"
+        "    if step % 3 == 2:\n"
+        "        estimate_loss()\n"
+        "print('done')\n"
+    )
+    out = tmp_path / "r.json"
+    result = cli("run", "--no-bisect", "--no-fix", "--json", str(out), "--", str(script))
+    assert result.returncode == 0 and "done" in result.stdout, result.stderr
+    report = load_report(out)
+    (cause,) = report.recompile_causes
+    assert cause.kind == "global_state" and cause.recurrence == "one_off" and cause.expected.startswith("grad mode switches")
+    assert report.summary.expected_recompiles == report.summary.recompile_count >= 1
+    assert report.summary.verdict == "clean"  # a one-off is said, not alarmed on
+    assert cause.compile_time_s > 0 and report.compile_profile is not None
+    assert report.compile_profile.total_s >= cause.compile_time_s
+    assert "(expected: grad mode switches" in result.stderr and "its only recompiles are expected one-offs" in result.stderr
+    assert "in estimate_loss, no_grad)" in " ".join(result.stderr.split())  # where the first recompile was triggered
+    assert cause.trigger.endswith("train.py:6 in estimate_loss, no_grad")
+    assert not any("Keep grad mode" in step for step in next_steps(report))  # no step for a one-off

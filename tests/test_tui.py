@@ -45,11 +45,13 @@ _COLD = {"compiled": 8.0, "compiled_fixed": 2.0, "regional": 1.5, "regional_fixe
 
 def _normalise(value: Any, key: str = "") -> Any:
     """Times to 1.0, measured-time text to `1.00 s`: what varies from run to run."""
+    if isinstance(value, dict) and key in ("phases", "compile_phases"):
+        return {k: 1.0 for k in value}  # compile seconds per phase
     if isinstance(value, dict):
         return {k: _normalise(v, k) for k, v in value.items()}
     if isinstance(value, list):
         return [_normalise(v, key) for v in value]
-    if isinstance(value, float) and (key.endswith("_s") or key in ("peak_memory_mb", "max_abs_error", "max_rel_error")):
+    if isinstance(value, float) and (key.endswith("_s") or key in ("seconds", "share", "peak_memory_mb", "max_abs_error", "max_rel_error")):
         return 0.0 if key.startswith("max_") else 1.0
     if isinstance(value, str):
         return _TIME.sub(r"1.00 \1", value)
@@ -65,14 +67,15 @@ def normalised(report: Report) -> Report:
     if bench:
         bench["settings"]["torch_threads"] = 2
         for arm in bench["arms"]:
+            latency, cold = _LATENCY.get(arm["name"], 1.5), _COLD.get(arm["name"], 4.0)  # a fixed[S1] arm: 1.5, 4.0
             if arm["latency_ms"]:
-                arm["latency_ms"].update(median=_LATENCY[arm["name"]], iqr=0.1, n=5)
-                arm["speedup_vs_eager"] = round(_LATENCY["eager"] / _LATENCY[arm["name"]], 2)
-                arm["steps_per_s"] = round(2000 / _LATENCY[arm["name"]], 1)  # 2 calls a pass
+                arm["latency_ms"].update(median=latency, iqr=0.1, n=5)
+                arm["speedup_vs_eager"] = round(_LATENCY["eager"] / latency, 2)
+                arm["steps_per_s"] = round(2000 / latency, 1)  # 2 calls a pass
                 arm["break_even_calls"] = None
             if arm["compile_time_s"] is not None:
-                arm["compile_time_s"] = _COLD[arm["name"]]
-                arm["warm_compile_time_s"] = _COLD[arm["name"]] / 2
+                arm["compile_time_s"] = cold
+                arm["warm_compile_time_s"] = cold / 2
     for s in data["suggestions"]:
         if s["rule"] == "regional-compile" and s["verified"]:
             s["verified"]["effective"] = True  # decided by measured compile times
@@ -99,6 +102,21 @@ def showcase() -> Report:
         bench=BenchOptions(backend="eager", iters=2, warmup=0, fresh_cache=False),
     )
     return normalised(analyze(spec.builder()(), options))
+
+
+def test_each_applied_fix_is_measured_alone_so_no_suggestion_shows_the_combinations_numbers(showcase):
+    """The showcase applies several fixes: the benchmark adds one arm per fix alone (`fixed[S1]`...), and
+    each suggestion's benchmark deltas come from its own arm, never the combined `compiled_fixed`."""
+    applied = showcase.fix.applied
+    assert len(applied) >= 2
+    names = [a.name for a in showcase.benchmark.arms]
+    assert [n for n in names if n.startswith("fixed[")] == [f"fixed[{i}]" for i in applied]
+    by_id = {s.id: s for s in showcase.suggestions}
+    for sid in applied:
+        arm = next(a for a in showcase.benchmark.arms if a.name == f"fixed[{sid}]")
+        assert arm.error is None and arm.description.endswith(f"{sid} alone applied")
+        bench_deltas = [d for d in by_id[sid].deltas if d.source.startswith("benchmark")]
+        assert bench_deltas and all(d.source == f"benchmark compiled -> fixed[{sid}] ({sid} alone)" for d in bench_deltas)
 
 
 def app_for(report: Report, tmp_path: Any = None, **kwargs: Any) -> DoctorApp:

@@ -75,6 +75,8 @@ class _Ingest:
     counter: ParseCounter = field(default_factory=ParseCounter)
     ranks: dict[int | None, _RankState] = field(default_factory=lambda: defaultdict(_RankState))
     metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    backward: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """bwd_compilation_metrics by compile id: the backward graphs' compiles."""
     graph_ids: list[str] = field(default_factory=list)
     recompiles: list[_Recompile] = field(default_factory=list)
     guards: list[rm.GuardSet] = field(default_factory=list)
@@ -137,6 +139,10 @@ def _trace_record(state: _Ingest, rec: TraceRecord) -> BreakRecord | None:
         rs.breaks += 1
         return found
     state.counter.used += 1
+    if rec.kind == "bwd_compilation_metrics" and cid is not None:
+        state.backward[cid] = rec.data
+        rs.compile_time_s += float(rec.data.get("duration_us") or 0) / 1e6
+        return None
     if rec.kind == "compilation_metrics" and cid is not None:
         m = rec.data
         state.metrics[cid] = m
@@ -279,7 +285,7 @@ def _report(
                 input_count=int(m.get("graph_input_count") or 0),
             )
         )
-    compile_metrics = [compile_metric(cid, m) for cid, m in state.metrics.items()]
+    compile_metrics = [compile_metric(cid, m, state.backward.get(cid)) for cid, m in state.metrics.items()]
     errors = [
         rm.ErrorRecord(phase="compile", type=cm.fail_type, message=f"{cm.compile_id}: {cm.fail_reason or cm.fail_type}")
         for cm in compile_metrics

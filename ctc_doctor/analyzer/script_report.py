@@ -179,6 +179,8 @@ def _rank_report(
         compiled=[_compiled_row(o, rank, o is primary) for o in recorder.objects],
     )
     report.environment.backend = primary.options.get("backend", "inductor") if primary else backend
+    for rc in report.recompiles:
+        rc.trigger = primary.triggers.get(rc.call_index) if primary is not None and rc.call_index is not None else None
     if mark_decoding_recompiles(report, primary.driver if primary else None):
         report.notes.append(
             f"{report.summary.expected_recompiles} recompile(s) are one-offs every decoding loop pays (the causes "

@@ -122,7 +122,10 @@ def _suggestion_steps(report: Report, limit: int = 5) -> list[str]:
         ranked = sorted(
             report.suggestions, key=lambda s: {"applied": 0, "works": 1, "measured": 1}.get(suggestion_status(s, report.fix), 2)
         )
+    expected = {rc.id for rc in report.recompiles if rc.expected}
     for s in ranked:
+        if s.applies_to and set(s.applies_to) <= expected:
+            continue  # a one-off the report calls expected: said in the causes, not a step
         status = suggestion_status(s, report.fix)
         if status in ("unsafe", "failed", "no effect", "redundant", "no gain") or s.verdict in ("worse", "failed", "no_effect"):
             continue

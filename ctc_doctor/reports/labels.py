@@ -239,8 +239,19 @@ def cause_headline(cause: RecompileCause) -> str:
     """`C1: x dim 0 changes 2 → 3 — 11 recompiles in 9 functions`."""
     n = len(cause.recompiles)
     where = f" in {cause.code_objects} functions" if cause.code_objects > 1 else ""
-    expected = f" (expected: {cause.expected})" if cause.expected else ""
-    return f"{cause.id}: {cause.summary} — {n} recompile{'s' if n != 1 else ''}{where}{expected}"
+    cost = f", {cause.compile_time_s:.2f} s of compile" if cause.compile_time_s else ""
+    if cause.expected:
+        how = f" (expected: {cause.expected})"
+    else:
+        how = f" ({RECURRENCE[cause.recurrence]})" if cause.recurrence else ""
+    return f"{cause.id}: {cause.summary} — {n} recompile{'s' if n != 1 else ''}{where}{cost}{how}"
+
+
+RECURRENCE = {
+    "one_off": "one-off",
+    "bounded": "bounded: a few variants, then it settles",
+    "recurring": "recurring: each new value compiles again; past the recompile limit the frame runs eagerly",
+}
 
 
 def cause_of(report: Report) -> dict[str, str]:

@@ -34,6 +34,7 @@ from .labels import (
 )
 from .links import gb_page
 from .models import SCHEMA_VERSION, Report
+from .views.costs import PHASE_LABELS, levers
 
 _VERDICT = {
     "clean": "✅ clean: one graph per call, no recompiles",
@@ -65,8 +66,11 @@ def _summary_line(report: Report) -> str:
     if not s.analysis_run:
         found = len(report.bisect.smallest_failing) if report.bisect else 0
         return f"**{_VERDICT[s.verdict]}** (bisection only): {found} smallest failing module(s)."
+    verdict = _VERDICT[s.verdict]
+    if s.verdict == "clean" and s.expected_recompiles:
+        verdict = "✅ clean: one graph per call; its only recompiles are expected one-offs"
     return (
-        f"**{_VERDICT[s.verdict]}** — {graphs_text(report)}, {s.graph_break_count} break "
+        f"**{verdict}** — {graphs_text(report)}, {s.graph_break_count} break "
         f"event(s) at {s.unique_break_sites} site(s), {recompiles_text(s)}, "
         f"{compile_time_text(report)}."
     )
@@ -236,6 +240,30 @@ def _logs_section(report: Report, add: Any) -> None:
         add("")
 
 
+def _compile_time(report: Report, add: Any) -> None:
+    """Where compile time went: the phases as a table, the costliest compiles, the levers."""
+    p = report.compile_profile
+    if p is None or p.total_s <= 0:
+        return
+    backward = f" (frames {p.total_s - p.backward_s:.2f} s, backward graphs {p.backward_s:.2f} s)" if p.backward_s else ""
+    add(f"### Compile time: {p.total_s:.2f} s{backward}")
+    add("")
+    add("| phase | seconds | share |")
+    add("|---|---:|---:|")
+    for name, seconds in p.phases.items():
+        add(f"| {PHASE_LABELS.get(name, name)} | {seconds:.2f} | {100 * seconds / p.total_s:.0f} % |")
+    add("")
+    if p.first_compile_s < p.total_s:
+        add(f"First compiles {p.first_compile_s:.2f} s, recompiles {p.total_s - p.first_compile_s:.2f} s.")
+        add("")
+    for row in p.compiles[:5]:
+        cause = f", cause {row.cause}" if row.cause else ""
+        add(f"- `{row.key}` {_cell(row.label)}: {row.seconds:.2f} s ({100 * row.share:.0f} %){cause}")
+    for lever in levers(report):
+        add(f"- lever: {_cell(lever, 300)}")
+    add("")
+
+
 def render_markdown(report: Report) -> str:
     """The whole report as Markdown for a GitHub issue."""
     t, e = report.target, report.environment
@@ -351,6 +379,7 @@ def render_markdown(report: Report) -> str:
             add(
                 f"  - recompiles: {', '.join(cause.recompiles)}"
                 + (f" · first in call {cause.first_call}" if cause.first_call is not None else "")
+                + (f" ({_cell(cause.trigger)})" if cause.trigger else "")
             )
             if cause.user_stack:
                 f = cause.user_stack[-1]
@@ -358,6 +387,7 @@ def render_markdown(report: Report) -> str:
             if cause.suggestion_ids:
                 add(f"  - addressed by: {', '.join(cause.suggestion_ids)}")
         add("")
+    _compile_time(report, add)
     add(f"### Recompiles ({len(report.recompiles)})")
     add("")
     if report.recompiles:

@@ -53,6 +53,7 @@ TrialStatus = Literal["passed", "failed", "timeout", "crashed", "skipped", "infe
 Strategy = Literal["top-down", "bottom-up", "both"]
 SuggestionCategory = Literal["fix", "workaround", "advice"]
 Objective = Literal["latency", "compile", "balanced"]
+Recurrence = Literal["one_off", "bounded", "recurring"]
 MeasuredVerdict = Literal["recommended", "trade_off", "worse", "no_effect", "failed", "unmeasured"]
 DeltaMetric = Literal[
     "graphs", "break_sites", "recompiles", "trace_compile_s", "cold_compile_s", "warm_compile_s", "latency_ms", "peak_memory_mb"
@@ -211,6 +212,9 @@ class Recompile(_Model):
     expected: str | None = None
     """Why this recompile is one a loop pays once by design (a decoding loop's prefill → decode), when it
     is: it does not count against the verdict."""
+    trigger: str | None = None
+    """script: the line that made the call, and what was in force (`train.py:24 in estimate_loss, no_grad`;
+    schema 1.11)."""
 
 
 class RecompileCause(_Model):
@@ -252,6 +256,15 @@ class RecompileCause(_Model):
     """Suggestions that address its recompiles."""
     expected: str | None = None
     """Why its recompiles are expected one-offs (each of them is), one sentence; None: a cause to fix."""
+    compile_time_s: float | None = None
+    """What its recompiles cost: their frame compiles and backward compiles, seconds (schema 1.11)."""
+    trigger: str | None = None
+    """script: where the call that first struck was made, and the context in force (its first recompile's
+    `trigger`; schema 1.11)."""
+    recurrence: Recurrence | None = None
+    """one_off (a fixed pair of states: grad mode, train/eval, a flag, prefill/decode; expected), bounded
+    (a few variants, then it settles), recurring (a new compile per new value, or the recompile limit hit:
+    the frame runs eagerly from then on); schema 1.11."""
 
 
 class Graph(_Model):
@@ -313,6 +326,55 @@ class CompileMetric(_Model):
     """First lines of the reasons Dynamo restarted analysis."""
     recompile_reason: str | None = None
     """First failed guard when this compile was a recompile."""
+    backward_s: float | None = None
+    """Its backward graph's compile, at the first backward (not in `duration_s`; schema 1.11)."""
+    module_paths: list[str] = Field(default_factory=list)
+    """The modules whose code the compiled frame runs, outermost first (live analyses; schema 1.11)."""
+    phases: dict[str, float] = Field(default_factory=dict)
+    """Seconds per compile phase, forward and backward together (`readers.costs.PHASES`: dynamo,
+    aot_autograd, inductor, codegen, kernel_compile); they add up to duration_s + backward_s (schema 1.11)."""
+    graph_passes_s: float | None = None
+    """Of those, Inductor's pre-grad, joint-graph and post-grad FX passes (schema 1.11)."""
+    caches: dict[str, list[int]] = Field(default_factory=dict)
+    """{cache: [hits, misses]}: fx_graph, aot_autograd (and their `_remote` twins), as torch counted them."""
+
+
+class CostRow(_Model):
+    """One line of the compile profile: a compile or a cause, and what it cost."""
+
+    key: str
+    """The compile id (`0/1`) or the cause id (`C1`)."""
+    label: str
+    """The compiled function and its module path, or the cause's summary."""
+    seconds: float
+    share: float
+    """Of the profile's total."""
+    cause: str | None = None
+    """A compile: the recompile cause it belongs to (None: a first compile)."""
+
+
+class CompileProfile(_Model):
+    """Where compile time went (schema 1.11): by phase, by compile, by recompile cause, and the caches.
+    From the report's own compiles (the analysis backend's; a script's own backend under `run`)."""
+
+    total_s: float
+    """Every frame compile and backward compile of the report."""
+    phases: dict[str, float] = Field(default_factory=dict)
+    """Seconds per phase (dynamo, aot_autograd, inductor, codegen, kernel_compile, other); they add up to total_s."""
+    backward_s: float = 0.0
+    """Of total_s, the backward graphs' compiles."""
+    graph_passes_s: float | None = None
+    """Of total_s, Inductor's FX graph passes."""
+    first_compile_s: float = 0.0
+    """Of total_s, the first compiles (the rest is recompiles)."""
+    compiles: list[CostRow] = Field(default_factory=list)
+    """Each compile, costliest first."""
+    causes: list[CostRow] = Field(default_factory=list)
+    """Each recompile cause, costliest first."""
+    caches: dict[str, list[int]] = Field(default_factory=dict)
+    """{cache: [hits, misses]} over the compiles."""
+    backend: str | None = None
+    """The backend that compiled (phases past Dynamo exist only for aot_eager and inductor)."""
 
 
 class GuardSet(_Model):
@@ -810,6 +872,10 @@ class BenchmarkArm(_Model):
     """What the arm runs, one line."""
     compile_time_s: float | None = None
     """Cold compile time: Dynamo frame compile time (backend included) of the first pass, fresh inductor cache."""
+    compile_phases: dict[str, float] = Field(default_factory=dict)
+    """The cold pass's compile seconds per phase (`CompileMetric.phases`), backward compiles included (schema 1.11)."""
+    backward_compile_s: float | None = None
+    """The cold pass's backward-graph compiles (training; not in compile_time_s; schema 1.11)."""
     warm_compile_time_s: float | None = None
     """Compile time again after `torch._dynamo.reset()`, with the cache the cold run filled."""
     first_pass_s: float | None = None
@@ -1102,6 +1168,8 @@ class Report(_Model):
     """Performance hints torch logged."""
     compile_metrics: list[CompileMetric] = Field(default_factory=list)
     """Per frame compile."""
+    compile_profile: CompileProfile | None = None
+    """Where compile time went: by phase, compile, cause; caches (schema 1.11; None: no compile metrics)."""
     guards: list[GuardSet] = Field(default_factory=list)
     """Guards installed, per compile id."""
     explain: ExplainCheck | None = None

@@ -105,6 +105,12 @@ def suggestion_deltas(report: rm.Report, s: rm.Suggestion) -> list[rm.Delta]:
         if _usable(whole) and _usable(regional):
             assert whole is not None and regional is not None
             out += _arm_deltas(whole, regional, f"benchmark {whole.name} -> {regional.name}")
+    elif s.id in applied and _usable(arms.get(f"fixed[{s.id}]")) and _usable(arms.get("compiled")):
+        out += _arm_deltas(arms["compiled"], arms[f"fixed[{s.id}]"], f"benchmark compiled -> fixed[{s.id}] ({s.id} alone)")
+    elif s.id in applied and _usable(arms.get(f"fixed[-{s.id}]")) and _usable(arms.get("compiled_fixed")):
+        without = f"fixed[-{s.id}]"
+        source = f"benchmark {without} -> compiled_fixed ({s.id}'s share: the others, then all)"
+        out += _arm_deltas(arms[without], arms["compiled_fixed"], source)
     elif s.id in applied and _usable(arms.get("compiled")) and _usable(arms.get("compiled_fixed")):
         together = "" if len(applied) == 1 else f" ({'+'.join(applied)} together)"
         out += _arm_deltas(arms["compiled"], arms["compiled_fixed"], f"benchmark compiled -> compiled_fixed{together}")
@@ -128,6 +134,9 @@ def _verdict(s: rm.Suggestion, deltas: list[rm.Delta]) -> tuple[rm.MeasuredVerdi
         gains = [d for d in gains if d.metric != "break_sites"]
     shown = [d for d in decisive if d.better is not None] or decisive[:1]
     reason = ", ".join(delta_text(d) for d in shown[:4])
+    together = next((d.source for d in shown if d.source and "together" in d.source), None)
+    if together:  # the combination's numbers, said so where they are read
+        reason += f" ({together[together.index('(') + 1 : -1]}, not measured alone)"
     if moved and v is not None:
         reason = f"moved the break to {'; '.join(v.new_sites[:2])}" + (f" ({reason})" if reason else "")
     if gains and losses:

@@ -97,6 +97,11 @@ class CompiledObject:
     """`run --compare`: the loss its call returned (a detached one-element tensor) at calls 0, 1, 2, 4, 8..."""
     dropout: bool = False
     """Its module holds a training-mode dropout with p > 0 (compiled code draws other random numbers)."""
+    triggers: dict[int, str] = field(default_factory=dict)
+    """Call index -> the script line that made it and the context in force, for the first call, each call
+    whose context (grad mode, autocast, train/eval) changed and each new input signature: where a
+    recompile was triggered (`Recompile.trigger`)."""
+    context: tuple[Any, ...] | None = None
 
     def loss_values(self) -> dict[int, float]:
         return {i: float(t) for i, t in self.losses.items()}
@@ -305,11 +310,17 @@ class CompileRecorder:
                 self._mark(obj, args, kwargs)
         if index == 0:
             obj.driver = _driver(sys._getframe(1))
+        autocast = any(torch.is_autocast_enabled(d) for d in ("cpu", "cuda"))
+        context = (torch.is_grad_enabled(), autocast, getattr(obj.module, "training", None))
+        if context != obj.context:
+            obj.context = context
+            obj.triggers[index] = _trigger(sys._getframe(1), context)
         if len(obj.recorded) >= MAX_RECORDED_CALLS:
             return
         sig = signature((args, kwargs))
         if any(r.signature == sig for r in obj.recorded):
             return
+        obj.triggers.setdefault(index, _trigger(sys._getframe(1), context))
         names = forward_arg_names(obj.module) if obj.module is not None else obj.arg_names
         description = describe_inputs(args, kwargs, names)
         size = sum(t.numel() * t.element_size() for t in iter_tensors((args, kwargs)))
@@ -383,6 +394,17 @@ def _caller(frame: Any) -> tuple[str | None, str | None]:
             return f"{short_path(path, width=10_000)}:{frame.f_lineno}", None if own else library
         frame = frame.f_back
     return None, None
+
+
+def _trigger(frame: Any, context: tuple[Any, ...]) -> str:
+    """`train.py:24 in estimate_loss, no_grad`: the script's line that made the call, and what was in force."""
+    site, _ = _caller(frame)
+    while frame is not None and f"{short_path(frame.f_code.co_filename, width=10_000)}:{frame.f_lineno}" != site:
+        frame = frame.f_back
+    where = f"{site} in {frame.f_code.co_name}" if frame is not None and site else (site or "?")
+    grad, autocast, training = context
+    states = [s for s, on in (("no_grad", not grad), ("autocast", autocast), ("eval", training is False)) if on]
+    return ", ".join([where, *states])
 
 
 def _driver(frame: Any) -> str | None:

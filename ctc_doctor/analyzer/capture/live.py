@@ -376,6 +376,7 @@ def findings_of(
     call_of_compile = _calls_of_compiles(cap.events, run.call_marks if run is not None else [])
     starts: dict[str, list[RawFrame]] = {}
     metrics: dict[str, dict[str, Any]] = {}
+    backward: dict[str, dict[str, Any]] = {}
     for ev in cap.events:
         if ev.kind == "dynamo_start" and ev.compile_id:
             stack = ev.data.get("stack") or []
@@ -384,6 +385,8 @@ def findings_of(
             ]
         elif ev.kind == "compilation_metrics" and ev.compile_id:
             metrics[ev.compile_id] = ev.data
+        elif ev.kind == "bwd_compilation_metrics" and ev.compile_id:
+            backward[ev.compile_id] = ev.data
 
     graphs = []
     ops_by_compile: dict[str, int] = defaultdict(int)
@@ -430,12 +433,19 @@ def findings_of(
         graph_breaks=sites,
         recompiles=_recompiles(cap, starts, metrics, index, call_of_compile),
         graphs=graphs,
-        compile_metrics=[compile_metric(cid, m) for cid, m in metrics.items()],
+        compile_metrics=[_with_paths(compile_metric(cid, m, backward.get(cid)), starts.get(cid, []), index) for cid, m in metrics.items()],
         guards=[guard_set(ev.compile_id or "?", ev.payload) for ev in cap.events if ev.kind == "dynamo_cpp_guards_str"],
         perf_hints=[rm.PerfHint(message=h.message, compile_id=h.compile_id, logger=h.logger) for h in cap.perf_hints],
         call_of_compile=call_of_compile,
         frames_skipped=sum(1 for m in metrics.values() if is_skipped_frame(m)),
     )
+
+
+def _with_paths(metric: rm.CompileMetric, stack: list[RawFrame], index: ModuleIndex | None) -> rm.CompileMetric:
+    """The compiled frame's module paths, from the stack Dynamo started it in."""
+    if index is not None and metric.file and metric.line:
+        metric.module_paths = index.attribute([(f[0], f[1]) for f in stack[:-1]] + [(metric.file, metric.line)])
+    return metric
 
 
 def _recompiles(

@@ -24,19 +24,17 @@ import torch
 
 from ...reports import models as rm
 from ...reports.verdicts import best_arm, cold_start, regional_recompile_reason
-from ...workload import Call, Workload
+from ...workload import Call
 from .. import torch_internals as ti
-from ..fixes.facts import ModelFacts
-from ..fixes.variants import Variant, make_variant
 from ..readers.causes import arm_recompiles, recompile_causes
 from ..readers.text import describe_error
 from ..running import device as dev
 from ..running.calls import Sample, preserved_state, run_pass
 from ..running.copying import copy_model
-from ..running.modules import forward_arg_names, modular_paths
 from ..running.numerics import Reference, loose_backend, make_reference
 from .bench_aot import run_aot_arm
-from .bench_numbers import RECOMPILE_LIMIT, best_for_job, latency_stats, pace, pad_calls, spread
+from .bench_arms import Arm, arms_for, fix_arms, fixed_variant
+from .bench_numbers import best_for_job, latency_stats, pace, spread
 from .context import PhaseContext
 
 
@@ -71,6 +69,9 @@ class BenchOptions:
     dim) beside `compiled`, which is torch's automatic dynamic shapes."""
     modes: tuple[str, ...] = ()
     """More inductor modes, one arm each (`compiled[max-autotune]`), beside `compiled` in `mode`."""
+    per_fix: bool = True
+    """With 2 or more fixes applied, measure each on its own: `fixed[S1]` (that fix alone) when 2 or 3
+    were applied, `fixed[-S1]` (every fix but that one) beyond, so no suggestion shows the combination's numbers."""
 
 
 @dataclass
@@ -80,35 +81,6 @@ class BenchSection:
     benchmark: rm.Benchmark
     verified: dict[str, rm.Verification] = field(default_factory=dict)
     """Suggestion id -> the measured effect (the regional-compilation suggestion, from its arm)."""
-
-
-@dataclass
-class _Arm:
-    name: str
-    description: str
-    model: torch.nn.Module
-    calls: list[Call]
-    compiled: bool
-    config: dict[str, Any]
-    regional_paths: list[str]
-    fresh: bool = False
-    """Compile a fresh copy of the model (as the builder returned it), so the cold pass is a user's."""
-    variant: Variant | None = None
-    """The fixed copy the arm runs (its warm_up action, if applied, runs before compiling)."""
-    aot: str | None = None
-    """AOT arms: `whole` (export the model) or `regional` (export each repeated block class once)."""
-    aot_groups: list[list[str]] = field(default_factory=list)
-    """A regional AOT arm: the instances of each repeated block class."""
-    optimizer_compiled: bool = False
-    """Training steps: `optimizer.step` compiled too."""
-    optimizer: Any = None
-    """Training steps: the arm's own optimizer, built fresh when the arm starts (`Workload.optimizer`)."""
-    compile_options: dict[str, Any] = field(default_factory=dict)
-    """torch.compile options of this arm beyond the benchmark's (`dynamic=True`)."""
-    code: str | None = None
-    """What a user pastes to compile as this arm does (`rm.BenchmarkArm.code`)."""
-    compare_outputs: bool = True
-    """False for padded inputs: outputs have other shapes, so losses and gradients are judged."""
 
 
 class _Bench:
@@ -133,7 +105,7 @@ class _Bench:
         """Each call is a whole training step (an optimizer runs after backward)."""
         return self.train and self.workload.optimizer is not None
 
-    def new_optimizer(self, arm: _Arm) -> None:
+    def new_optimizer(self, arm: Arm) -> None:
         """The arm's own optimizer over its model's parameters, `step` compiled when the arm says."""
         if not self.steps:
             return
@@ -141,7 +113,7 @@ class _Bench:
         if arm.optimizer_compiled:
             arm.optimizer.step = torch.compile(arm.optimizer.step, **self.compile_kwargs())
 
-    def run_pass(self, fn: Callable[..., Any], arm: _Arm, **kw: Any) -> Sample:
+    def run_pass(self, fn: Callable[..., Any], arm: Arm, **kw: Any) -> Sample:
         """One pass of the arm's calls (training steps with its optimizer)."""
         kw.setdefault("seed", None)
         return run_pass(fn, self.workload, arm.calls, train=self.train, model=arm.model, optimizer=arm.optimizer, **kw)
@@ -153,7 +125,7 @@ class _Bench:
         return kw
 
     @contextlib.contextmanager
-    def _compiled(self, arm: _Arm) -> Iterator[Callable[..., Any]]:
+    def _compiled(self, arm: Arm) -> Iterator[Callable[..., Any]]:
         if not arm.compiled:
             yield arm.model
             return
@@ -172,7 +144,7 @@ class _Bench:
             torch.compile(lambda t: torch.relu(t) + 1, **self.compile_kwargs())(x)
         ti.fresh_dynamo_state()
 
-    def cudagraphs(self, arm: _Arm) -> bool:
+    def cudagraphs(self, arm: Arm) -> bool:
         """Whether the arm's compiled code runs under CUDA graph trees (reduce-overhead and
         max-autotune in inductor, or the cudagraphs backend)."""
         if not arm.compiled or arm.aot:
@@ -180,11 +152,11 @@ class _Bench:
         mode = arm.compile_options.get("mode", self.bench.mode)
         return self.bench.backend == "cudagraphs" or (self.bench.backend == "inductor" and mode in ("reduce-overhead", "max-autotune"))
 
-    def step(self, arm: _Arm) -> Callable[[], None] | None:
+    def step(self, arm: Arm) -> Callable[[], None] | None:
         """The step mark each call of a CUDA-graph arm begins with, else None."""
         return ti.cudagraph_mark_step_begin if self.cudagraphs(arm) else None
 
-    def timed(self, fn: Callable[..., Any], arm: _Arm) -> rm.LatencyStats:
+    def timed(self, fn: Callable[..., Any], arm: Arm) -> rm.LatencyStats:
         label = f"bench {arm.name}: timing"
         total = self.bench.warmup + self.bench.iters
         for i in range(self.bench.warmup):
@@ -203,7 +175,7 @@ class _Bench:
         self.progress(label, total, total)
         return latency_stats(times)
 
-    def warm_start(self, fn: Callable[..., Any], arm: _Arm) -> float | None:
+    def warm_start(self, fn: Callable[..., Any], arm: Arm) -> float | None:
         """What a new process pays with the caches shipped: this process' compile artifacts saved
         (`torch.compiler.save_cache_artifacts`), loaded into empty caches, then one pass compiled."""
         blob = ti.save_cache_artifacts()
@@ -231,7 +203,7 @@ class _Bench:
         ti.fresh_dynamo_state()
         return self.reference
 
-    def run_arm(self, arm: _Arm, report: rm.Report | None = None) -> rm.BenchmarkArm:
+    def run_arm(self, arm: Arm, report: rm.Report | None = None) -> rm.BenchmarkArm:
         if arm.aot:
             return run_aot_arm(
                 arm, self.workload, report, self.reference, lambda fn: self.timed(fn, arm),
@@ -266,7 +238,7 @@ class _Bench:
             )
         return out
 
-    def _run(self, arm: _Arm, out: rm.BenchmarkArm, step: Callable[[], None] | None) -> None:
+    def _run(self, arm: Arm, out: rm.BenchmarkArm, step: Callable[[], None] | None) -> None:
         """The arm's cold pass, warm-cache pass, numerics check and timed passes, into `out`."""
         seed = self.seed
         dev.reset_peak_memory(self.device)
@@ -282,6 +254,8 @@ class _Bench:
                 out.first_pass_s = round(time.perf_counter() - t0, 4)
             if arm.compiled:
                 out.compile_time_s = round(cold.compile_time_s, 4)
+                out.compile_phases = {k: round(v, 4) for k, v in cold.phases.items() if v > 0}
+                out.backward_compile_s = round(cold.backward_s, 4) if cold.backward_s else None
                 out.graph_count, out.graph_break_count, out.recompile_count = cold.graphs, cold.graph_breaks, cold.recompiles
                 self.progress(f"bench {arm.name}: compiling (warm cache)", 0, 0)
                 ti.fresh_dynamo_state()
@@ -308,226 +282,6 @@ def judge_arm(out: rm.BenchmarkArm, reference: Reference, sample: Sample, output
     """The arm's numerics: its first pass judged against eager's (`running.numerics`)."""
     check = reference.judge(sample, outputs)
     out.numerics, out.numerics_ok, out.max_abs_error = check, check.ok, check.max_abs_vs_eager
-
-
-def _arms(
-    report: rm.Report,
-    workload: Workload,
-    calls: list[Call],
-    facts: ModelFacts | None,
-    bench: BenchOptions,
-    variant: Variant | None,
-    train: bool = False,
-) -> list[_Arm]:
-    model = workload.model
-    backend = bench.backend + (f", mode={bench.mode}" if bench.mode and bench.mode != "default" else "")
-    arms = [
-        _Arm("eager", "the model as is, no compile", model, calls, False, {}, []),
-        _Arm("compiled", f"torch.compile(model, backend={backend})", model, calls, True, {}, [], fresh=True),
-    ]
-    steps = train and workload.optimizer is not None
-    if steps:
-        arms.append(
-            _fresh_compiled(
-                "compiled_optimizer",
-                f"torch.compile(model, backend={backend}), and optimizer.step = torch.compile(optimizer.step)",
-                model,
-                calls,
-                optimizer_compiled=True,
-                code="model = torch.compile(model); optimizer.step = torch.compile(optimizer.step)",
-            )
-        )
-    for mode in bench.modes if bench.backend == "inductor" else ():
-        if mode == (bench.mode or "default"):
-            continue  # that is `compiled`
-        options = {"mode": mode} if mode != "default" else {}
-        code = f'model = torch.compile(model, mode="{mode}")' if mode != "default" else None
-        arms.append(
-            _fresh_compiled(f"compiled[{mode}]", f"torch.compile(model, mode={mode!r})", model, calls, compile_options=options, code=code)
-        )
-    if bench.shape_arms and facts is not None and facts.varying_dims():
-        arms += _shape_arms(model, calls, facts, backend)
-        padded = _padded_arm(workload, calls, backend) if train and workload.pad else None
-        arms += [padded] if padded is not None else []
-    if variant is not None:
-        applied = ", ".join(report.fix.applied) if report.fix else ""
-        arms.append(
-            _Arm(
-                "compiled_fixed",
-                f"torch.compile of a copy with {applied} applied" + (", optimizer.step compiled" if steps else ""),
-                variant.model,
-                variant.calls,
-                True,
-                variant.config,
-                [],
-                variant=variant,
-                optimizer_compiled=steps,
-            )
-        )
-    if steps and bench.regional:
-        arms += _modular_arm(model, calls, facts)
-    if bench.regional and facts is not None and facts.repeated:
-        paths = [p for g in facts.repeated for p in g.paths]
-        shown = ", ".join(f"{len(g.paths)}x {g.class_name}" for g in facts.repeated)
-        if variant is not None:
-            arms.append(
-                _Arm(
-                    "regional_fixed",
-                    f"each repeated block compiled ({shown}), fixes applied",
-                    variant.model,
-                    variant.calls,
-                    True,
-                    variant.config,
-                    paths,
-                    variant=variant,
-                )
-            )
-        else:
-            arms.append(
-                _Arm("regional", f"each repeated block compiled ({shown}), the rest eager", model, calls, True, {}, paths, fresh=True)
-            )
-    if bench.aot:
-        arms.append(
-            _Arm(
-                "aot",
-                "torch.export of the model, AOTInductor-compiled into a package, loaded",
-                model,
-                calls,
-                True,
-                {},
-                [],
-                fresh=True,
-                aot="whole",
-            )
-        )
-        if facts is not None and facts.repeated:
-            shown = ", ".join(f"{len(g.paths)}x {g.class_name}" for g in facts.repeated)
-            groups = [list(g.paths) for g in facts.repeated]
-            arms.append(
-                _Arm(
-                    "aot_regional",
-                    f"each repeated block class exported and AOT-compiled once ({shown}), loaded per instance",
-                    model,
-                    calls,
-                    True,
-                    {},
-                    [],
-                    fresh=True,
-                    aot="regional",
-                    aot_groups=groups,
-                )
-            )
-        if variant is not None:
-            arms.append(
-                _Arm(
-                    "aot_fixed",
-                    "torch.export + AOTInductor of the copy with the fixes applied",
-                    variant.model,
-                    variant.calls,
-                    True,
-                    variant.config,
-                    [],
-                    variant=variant,
-                    aot="whole",
-                )
-            )
-    return arms
-
-
-def _fresh_compiled(name: str, description: str, model: torch.nn.Module, calls: list[Call], **kw: Any) -> _Arm:
-    """A whole-model compiled arm on a fresh copy of the model (its cold pass is a user's), options in `kw`."""
-    return _Arm(name, description, model, calls, True, {}, [], fresh=True, **kw)
-
-
-def _modular_arm(model: torch.nn.Module, calls: list[Call], facts: ModelFacts | None) -> list[_Arm]:
-    """Modular compilation (training steps): each top-level part compiled on its own, the optimizer eager;
-    none when the parts are the repeated blocks (that is `regional`) or there are fewer than two."""
-    paths = modular_paths(model)
-    regional = {p for g in facts.repeated for p in g.paths} if facts is not None else set()
-    if not paths or set(paths) == regional:
-        return []
-    shown = ", ".join(paths) if len(paths) <= 4 else f"{', '.join(paths[:3])} and {len(paths) - 3} more"
-    loop = f"for name in {tuple(paths)!r}: model.get_submodule(name).compile()"
-    return [_Arm("modular", f"each top-level part compiled on its own ({shown})", model, calls, True, {}, paths, fresh=True, code=loop)]
-
-
-def _shape_arms(model: torch.nn.Module, calls: list[Call], facts: ModelFacts, backend: str) -> list[_Arm]:
-    """The shape strategies beside `compiled` (automatic dynamic shapes), everything else as it has (the
-    optimizer eager): `dynamic=True`, and every varying dim marked dynamic before the first call (one
-    mark_dynamic action, all together)."""
-    varying = facts.varying_dims()
-    shown = ", ".join(f"{arg} dim {','.join(map(str, dims))}" for arg, dims in varying.items())
-    arms = [
-        _fresh_compiled(
-            "dynamic",
-            f"torch.compile(model, backend={backend}, dynamic=True)",
-            model,
-            calls,
-            compile_options={"dynamic": True},
-            code="model = torch.compile(model, dynamic=True)",
-        )
-    ]
-    first, dims = next(iter(varying.items()))
-    action = rm.FixAction(type="mark_dynamic", argument=first, dims=dims, marks=varying)
-    try:
-        marked = make_variant(model, calls, [action])
-    except Exception:  # noqa: BLE001 - an input that cannot be marked: no such arm
-        return arms
-    arms.append(
-        _Arm(
-            "marked",
-            f"mark_dynamic on {shown}, then torch.compile",
-            marked.model,
-            marked.calls,
-            True,
-            {},
-            [],
-            variant=marked,
-            code="; ".join(f"torch._dynamo.mark_dynamic({arg}, {d})" for arg, dims in varying.items() for d in dims)
-            + "  # each batch, before the compiled call",
-        )
-    )
-    return arms
-
-
-def _padded_arm(workload: Workload, calls: list[Call], backend: str) -> _Arm | None:
-    """`Workload.pad`: every call padded up to a multiple of a bucket, compiled as `compiled` is, judged on
-    its losses (its outputs have other shapes). The bucket: the smallest of 8, 16, 32... that leaves fewer
-    sizes than the data has, within the recompile limit (8 when none does but 8 pads something)."""
-    assert workload.pad is not None
-    names = forward_arg_names(workload.model) or []
-    chosen = None
-    for bucket in (8, 16, 32, 64, 128, 256):
-        found = pad_calls(calls, names, workload.pad, bucket)
-        if found is None:
-            return None
-        _, before, after = found
-        if len(after) < len(before) and len(after) <= RECOMPILE_LIMIT:
-            chosen = (bucket, found)
-            break
-        if bucket == 8 and after != before and len(after) <= RECOMPILE_LIMIT:
-            chosen = chosen or (bucket, found)
-    if chosen is None:
-        return None
-    bucket, (padded, _, after) = chosen
-    shown = ", ".join(f"{a} dim {d}" for a, (d, _) in workload.pad.items())
-    return _fresh_compiled(
-        "padded",
-        f"{shown} padded to multiples of {bucket} ({len(after)} size(s)), then torch.compile(model, backend={backend})",
-        workload.model,
-        padded,
-        compare_outputs=False,
-        code=f"pad {shown} up to a multiple of {bucket} in your collate function",
-    )
-
-
-def _fixed_variant(report: rm.Report, model: torch.nn.Module, calls: list[Call]) -> Variant | None:
-    """The combined fix as the fix phase applied it, on a fresh copy (None when nothing was applied)."""
-    if report.fix is None or not report.fix.applied:
-        return None
-    by_id = {s.id: s for s in report.suggestions}
-    actions = [by_id[i].action for i in report.fix.applied if i in by_id and by_id[i].action is not None]
-    return make_variant(model, calls, [a for a in actions if a is not None])
 
 
 def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
@@ -565,11 +319,15 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
     runner.prime()
     source = ctx.pristine if ctx.pristine is not None else workload.model
     try:
-        variant = _fixed_variant(report, source, calls)
+        variant = fixed_variant(report, source, calls)
     except Exception as exc:  # noqa: BLE001 - the other arms still run
         variant = None
         result.notes.append(f"the fixed copy could not be rebuilt: {type(exc).__name__}: {exc}")
-    for arm in _arms(report, workload, calls, ctx.facts, bench, variant, ctx.settings.train):
+    arms = arms_for(report, workload, calls, ctx.facts, bench, variant, ctx.settings.train)
+    if bench.per_fix and variant is not None:
+        at = next(i for i, a in enumerate(arms) if a.name == "compiled_fixed") + 1
+        arms[at:at] = fix_arms(report, source, calls, runner.steps)
+    for arm in arms:
         if arm.fresh and ctx.pristine is not None:
             arm.model = copy_model(ctx.pristine)
         if arm.aot and ctx.settings.train:

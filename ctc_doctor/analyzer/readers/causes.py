@@ -243,6 +243,7 @@ def _cause(
         summary=describe(kind, source, named.dim if named is not None else None, values, per_instance, reason),
         suggestion_ids=suggestion_ids,
         expected=first_rc.expected if all(rc.expected for rc, _ in events) else None,
+        trigger=next((rc.trigger for rc, _ in events if rc.trigger), None),
     )
 
 
@@ -266,5 +267,9 @@ def arm_recompiles(events: list[tuple[str, str, dict[str, object]]]) -> list[rm.
 
 
 def attach_causes(report: rm.Report) -> None:
-    """Set `report.recompile_causes` from its recompiles and suggestions (call once both are final)."""
+    """Set `report.recompile_causes` from its recompiles and suggestions (call once both are final), then
+    what each costs and how it recurs, and the compile profile (`costs.attach_costs`)."""
+    from .costs import attach_costs
+
     report.recompile_causes = recompile_causes(report.recompiles, report.suggestions, input_names(report))
+    attach_costs(report)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...reports import models as rm
+from .costs import add_costs
 from .gb_registry import registry_hints, registry_ids_for
 from .parsing import ParsedBreak, parse_break_text
 from .sources import RawFrame, classify_file, function_name, is_tool_frame, source_line
@@ -180,8 +181,9 @@ def is_skipped_frame(metrics: dict[str, Any]) -> bool:
     return bool(metrics.get("fail_type")) and not metrics.get("graph_op_count")
 
 
-def compile_metric(compile_id: str, m: dict[str, Any]) -> rm.CompileMetric:
-    """One `compilation_metrics` dict as a report row."""
+def compile_metric(compile_id: str, m: dict[str, Any], backward: dict[str, Any] | None = None) -> rm.CompileMetric:
+    """One `compilation_metrics` dict (and its `bwd_compilation_metrics`, when the backward compiled) as a
+    report row, with its phases and caches (`readers.costs`)."""
 
     def first_line(value: Any) -> str | None:
         if not value:
@@ -193,7 +195,7 @@ def compile_metric(compile_id: str, m: dict[str, Any]) -> rm.CompileMetric:
         return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
     reasons = m.get("restart_reasons")
-    return rm.CompileMetric(
+    metric = rm.CompileMetric(
         compile_id=compile_id,
         function=function_name(str(m.get("co_name"))) if m.get("co_name") else None,
         file=m.get("co_filename") if isinstance(m.get("co_filename"), str) else None,
@@ -209,3 +211,4 @@ def compile_metric(compile_id: str, m: dict[str, Any]) -> rm.CompileMetric:
         restart_reasons=[r for r in (first_line(x) for x in (reasons if isinstance(reasons, list) else [])) if r],
         recompile_reason=first_line(m.get("recompile_reason")),
     )
+    return add_costs(metric, m, backward)

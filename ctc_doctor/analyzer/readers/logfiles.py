@@ -30,6 +30,7 @@ from typing import IO, Any, Literal
 from ...errors import LogsInvalid
 from ...reports import models as rm
 from ...reports.compile_id import CompileId
+from .costs import METRIC_KEYS as COST_KEYS
 
 TRACE_PREFIX = "dedicated_log_torch_trace_"
 MAX_PAYLOAD_CHARS = 2_000_000
@@ -102,7 +103,7 @@ KNOWN_EVENTS = frozenset(
     }
 )
 # What a report uses. The rest is counted and skipped without parsing its JSON or keeping its payload.
-USED_EVENTS = frozenset({"compilation_metrics", "dynamo_cpp_guards_str", "dynamo_output_graph"})
+USED_EVENTS = frozenset({"compilation_metrics", "bwd_compilation_metrics", "dynamo_cpp_guards_str", "dynamo_output_graph"})
 USED_ARTIFACTS = frozenset({"dynamo_graph_break_reason", "recompile_reasons", "torch_version"})
 # compilation_metrics has ~100 keys, some of them big JSON strings (configs): keep these only.
 METRIC_KEYS = frozenset(
@@ -419,8 +420,8 @@ def read_trace(path: str, counter: ParseCounter, *, keep_guard_text: bool = Fals
         kind = f"artifact:{artifact}" if artifact else name
         payload = md.get(name)
         data: dict[str, Any] = payload if isinstance(payload, dict) else {}
-        if name == "compilation_metrics":
-            data = {k: v for k, v in data.items() if k in METRIC_KEYS}
+        if name in ("compilation_metrics", "bwd_compilation_metrics"):
+            data = {k: v for k, v in data.items() if k in METRIC_KEYS or k in COST_KEYS}
         rank = md.get("rank") if isinstance(md.get("rank"), int) else file_rank
         record = TraceRecord(kind, compile_id_of(md), rank, data, None, path, lineno)
         md5 = md.get("has_payload") if isinstance(md.get("has_payload"), str) else None

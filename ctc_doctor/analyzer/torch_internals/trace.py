@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from ...reports.compile_id import CompileId
+from ..readers.costs import phase_split
 from ..readers.sources import RawFrame
 from ..readers.text import guard_line_count
 from .dynamo import break_details
@@ -27,7 +28,7 @@ from .logs import artifact_handler, message_of, quiet_torch_stderr
 
 # Trace event kinds worth keeping; everything else (chromium_event, describe_*, bytecode dumps) is
 # dropped in the handler so memory stays small on big models.
-_KEEP_EVENTS = ("dynamo_start", "compilation_metrics", "dynamo_cpp_guards_str", "str")
+_KEEP_EVENTS = ("dynamo_start", "compilation_metrics", "bwd_compilation_metrics", "dynamo_cpp_guards_str", "str")
 _KEEP_ARTIFACTS = ("dynamo_graph_break_reason", "recompile_reasons")
 
 
@@ -36,7 +37,8 @@ class TraceEvent:
     """One kept structured-trace event."""
 
     kind: str
-    """dynamo_start, compilation_metrics, dynamo_cpp_guards_str, dynamo_graph_break_reason, recompile_reasons."""
+    """dynamo_start, compilation_metrics, bwd_compilation_metrics, dynamo_cpp_guards_str,
+    dynamo_graph_break_reason, recompile_reasons."""
     compile_id: str | None
     data: dict[str, Any]
     payload: str | None
@@ -218,6 +220,10 @@ class CompileStats:
     compile_time_s: float = 0.0
     recompile_events: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     """(compile id, guard-failure payload, that compile's metrics) per recompile, in order."""
+    phases: dict[str, float] = field(default_factory=dict)
+    """Seconds per compile phase (`readers.costs.PHASES`), backward compiles included."""
+    backward_s: float = 0.0
+    """The backward graphs' compiles (lazy, at the first backward; not in compile_time_s)."""
 
 
 @contextlib.contextmanager
@@ -232,6 +238,13 @@ def count_compiles() -> Iterator[CompileStats]:
         yield stats
     metrics = {ev.compile_id: ev.data for ev in result.events if ev.kind == "compilation_metrics" and ev.compile_id}
     for ev in result.events:
+        if ev.kind in ("compilation_metrics", "bwd_compilation_metrics"):
+            backward = ev.kind == "bwd_compilation_metrics"
+            for name, seconds in phase_split(ev.data, backward=backward).items():
+                stats.phases[name] = stats.phases.get(name, 0.0) + seconds
+            if backward:
+                stats.backward_s += float(ev.data.get("duration_us") or 0) / 1e6
+                continue
         if ev.kind == "compilation_metrics":
             stats.frames += 1
             stats.compile_time_s += float(ev.data.get("entire_frame_compile_time_s") or 0.0)

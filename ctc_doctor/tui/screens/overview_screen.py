@@ -14,6 +14,7 @@ from ...reports.advice import next_steps
 from ...reports.labels import benchmark_headline, bisect_summary_line, module_label
 from ...reports.models import Report
 from ...reports.render import divergence_text, header_text, logs_text, rank_table, verdict_panel
+from ...reports.views.costs import profile_text
 from .section_screen import SectionScreen
 
 NOT_RUN = "not run"
@@ -123,7 +124,10 @@ def _target(report: Report) -> Table:
 def overview(report: Report) -> list[RenderableType]:
     parts: list[RenderableType] = [header_text(report), verdict_panel(report)]
     parts.extend(p for p in (logs_text(report), rank_table(report), divergence_text(report)) if p is not None)
-    parts += [_counts(report), Text(""), _phases(report), Text(""), _target(report)]
+    parts += [_counts(report), Text("")]
+    profile = profile_text(report)
+    parts += [profile, Text("")] if profile is not None else []
+    parts += [_phases(report), Text(""), _target(report)]
     if report.errors:
         errors = Text()
         for err in report.errors:

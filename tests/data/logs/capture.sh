@@ -20,6 +20,10 @@ one_trace() {  # name fixture
 
 one_trace showcase_trace showcase
 one_trace transformers_gpt2_trace transformers_gpt2
+# inductor, forward and backward (compile phases, backward compiles, caches): ~60 s on a 2-core CPU
+TORCH_TRACE="$TMP/train_step_inductor_trace" $PY -m ctc_doctor.fixtures.capture train_step --backend inductor --train >/dev/null 2>&1
+rm -rf "$OUT/train_step_inductor_trace" && mkdir -p "$OUT/train_step_inductor_trace"
+for f in "$TMP/train_step_inductor_trace"/*.log; do gzip -9 -n -c "$f" > "$OUT/train_step_inductor_trace/$(basename "$f").gz"; done
 
 TORCH_LOGS="graph_breaks,recompiles,perf_hints" $PY -m ctc_doctor.fixtures.capture showcase 2> "$OUT/showcase_torch_logs.log" >/dev/null
 TORCH_LOGS="graph_breaks,recompiles,perf_hints" TORCH_LOGS_FORMAT="%(message)s" \

@@ -1,0 +1,304 @@
+"""The benchmark's arms: which ways of compiling the model are measured, each as an `Arm` (the model
+copy it runs, its calls, its options and the code a user pastes to compile as it does)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ...reports import models as rm
+from ...workload import Call, Workload
+from ..fixes.facts import ModelFacts
+from ..fixes.variants import Variant, make_variant
+from ..running.modules import forward_arg_names, modular_paths
+from .bench_numbers import RECOMPILE_LIMIT, pad_calls
+
+if TYPE_CHECKING:
+    from .bench import BenchOptions
+
+
+@dataclass
+class Arm:
+    name: str
+    description: str
+    model: torch.nn.Module
+    calls: list[Call]
+    compiled: bool
+    config: dict[str, Any]
+    regional_paths: list[str]
+    fresh: bool = False
+    """Compile a fresh copy of the model (as the builder returned it), so the cold pass is a user's."""
+    variant: Variant | None = None
+    """The fixed copy the arm runs (its warm_up action, if applied, runs before compiling)."""
+    aot: str | None = None
+    """AOT arms: `whole` (export the model) or `regional` (export each repeated block class once)."""
+    aot_groups: list[list[str]] = field(default_factory=list)
+    """A regional AOT arm: the instances of each repeated block class."""
+    optimizer_compiled: bool = False
+    """Training steps: `optimizer.step` compiled too."""
+    optimizer: Any = None
+    """Training steps: the arm's own optimizer, built fresh when the arm starts (`Workload.optimizer`)."""
+    compile_options: dict[str, Any] = field(default_factory=dict)
+    """torch.compile options of this arm beyond the benchmark's (`dynamic=True`)."""
+    code: str | None = None
+    """What a user pastes to compile as this arm does (`rm.BenchmarkArm.code`)."""
+    compare_outputs: bool = True
+    """False for padded inputs: outputs have other shapes, so losses and gradients are judged."""
+
+
+def arms_for(
+    report: rm.Report,
+    workload: Workload,
+    calls: list[Call],
+    facts: ModelFacts | None,
+    bench: BenchOptions,
+    variant: Variant | None,
+    train: bool = False,
+) -> list[Arm]:
+    model = workload.model
+    backend = bench.backend + (f", mode={bench.mode}" if bench.mode and bench.mode != "default" else "")
+    arms = [
+        Arm("eager", "the model as is, no compile", model, calls, False, {}, []),
+        Arm("compiled", f"torch.compile(model, backend={backend})", model, calls, True, {}, [], fresh=True),
+    ]
+    steps = train and workload.optimizer is not None
+    if steps:
+        arms.append(
+            _fresh_compiled(
+                "compiled_optimizer",
+                f"torch.compile(model, backend={backend}), and optimizer.step = torch.compile(optimizer.step)",
+                model,
+                calls,
+                optimizer_compiled=True,
+                code="model = torch.compile(model); optimizer.step = torch.compile(optimizer.step)",
+            )
+        )
+    for mode in bench.modes if bench.backend == "inductor" else ():
+        if mode == (bench.mode or "default"):
+            continue  # that is `compiled`
+        options = {"mode": mode} if mode != "default" else {}
+        code = f'model = torch.compile(model, mode="{mode}")' if mode != "default" else None
+        arms.append(
+            _fresh_compiled(f"compiled[{mode}]", f"torch.compile(model, mode={mode!r})", model, calls, compile_options=options, code=code)
+        )
+    if bench.shape_arms and facts is not None and facts.varying_dims():
+        arms += _shape_arms(model, calls, facts, backend)
+        padded = _padded_arm(workload, calls, backend) if train and workload.pad else None
+        arms += [padded] if padded is not None else []
+    if variant is not None:
+        applied = ", ".join(report.fix.applied) if report.fix else ""
+        arms.append(
+            Arm(
+                "compiled_fixed",
+                f"torch.compile of a copy with {applied} applied" + (", optimizer.step compiled" if steps else ""),
+                variant.model,
+                variant.calls,
+                True,
+                variant.config,
+                [],
+                variant=variant,
+                optimizer_compiled=steps,
+            )
+        )
+    if steps and bench.regional:
+        arms += _modular_arm(model, calls, facts)
+    if bench.regional and facts is not None and facts.repeated:
+        paths = [p for g in facts.repeated for p in g.paths]
+        shown = ", ".join(f"{len(g.paths)}x {g.class_name}" for g in facts.repeated)
+        if variant is not None:
+            arms.append(
+                Arm(
+                    "regional_fixed",
+                    f"each repeated block compiled ({shown}), fixes applied",
+                    variant.model,
+                    variant.calls,
+                    True,
+                    variant.config,
+                    paths,
+                    variant=variant,
+                )
+            )
+        else:
+            arms.append(
+                Arm("regional", f"each repeated block compiled ({shown}), the rest eager", model, calls, True, {}, paths, fresh=True)
+            )
+    if bench.aot:
+        arms.append(
+            Arm(
+                "aot",
+                "torch.export of the model, AOTInductor-compiled into a package, loaded",
+                model,
+                calls,
+                True,
+                {},
+                [],
+                fresh=True,
+                aot="whole",
+            )
+        )
+        if facts is not None and facts.repeated:
+            shown = ", ".join(f"{len(g.paths)}x {g.class_name}" for g in facts.repeated)
+            groups = [list(g.paths) for g in facts.repeated]
+            arms.append(
+                Arm(
+                    "aot_regional",
+                    f"each repeated block class exported and AOT-compiled once ({shown}), loaded per instance",
+                    model,
+                    calls,
+                    True,
+                    {},
+                    [],
+                    fresh=True,
+                    aot="regional",
+                    aot_groups=groups,
+                )
+            )
+        if variant is not None:
+            arms.append(
+                Arm(
+                    "aot_fixed",
+                    "torch.export + AOTInductor of the copy with the fixes applied",
+                    variant.model,
+                    variant.calls,
+                    True,
+                    variant.config,
+                    [],
+                    variant=variant,
+                    aot="whole",
+                )
+            )
+    return arms
+
+
+def _fresh_compiled(name: str, description: str, model: torch.nn.Module, calls: list[Call], **kw: Any) -> Arm:
+    """A whole-model compiled arm on a fresh copy of the model (its cold pass is a user's), options in `kw`."""
+    return Arm(name, description, model, calls, True, {}, [], fresh=True, **kw)
+
+
+def _modular_arm(model: torch.nn.Module, calls: list[Call], facts: ModelFacts | None) -> list[Arm]:
+    """Modular compilation (training steps): each top-level part compiled on its own, the optimizer eager;
+    none when the parts are the repeated blocks (that is `regional`) or there are fewer than two."""
+    paths = modular_paths(model)
+    regional = {p for g in facts.repeated for p in g.paths} if facts is not None else set()
+    if not paths or set(paths) == regional:
+        return []
+    shown = ", ".join(paths) if len(paths) <= 4 else f"{', '.join(paths[:3])} and {len(paths) - 3} more"
+    loop = f"for name in {tuple(paths)!r}: model.get_submodule(name).compile()"
+    return [Arm("modular", f"each top-level part compiled on its own ({shown})", model, calls, True, {}, paths, fresh=True, code=loop)]
+
+
+def _shape_arms(model: torch.nn.Module, calls: list[Call], facts: ModelFacts, backend: str) -> list[Arm]:
+    """The shape strategies beside `compiled` (automatic dynamic shapes), everything else as it has (the
+    optimizer eager): `dynamic=True`, and every varying dim marked dynamic before the first call (one
+    mark_dynamic action, all together)."""
+    varying = facts.varying_dims()
+    shown = ", ".join(f"{arg} dim {','.join(map(str, dims))}" for arg, dims in varying.items())
+    arms = [
+        _fresh_compiled(
+            "dynamic",
+            f"torch.compile(model, backend={backend}, dynamic=True)",
+            model,
+            calls,
+            compile_options={"dynamic": True},
+            code="model = torch.compile(model, dynamic=True)",
+        )
+    ]
+    first, dims = next(iter(varying.items()))
+    action = rm.FixAction(type="mark_dynamic", argument=first, dims=dims, marks=varying)
+    try:
+        marked = make_variant(model, calls, [action])
+    except Exception:  # noqa: BLE001 - an input that cannot be marked: no such arm
+        return arms
+    arms.append(
+        Arm(
+            "marked",
+            f"mark_dynamic on {shown}, then torch.compile",
+            marked.model,
+            marked.calls,
+            True,
+            {},
+            [],
+            variant=marked,
+            code="; ".join(f"torch._dynamo.mark_dynamic({arg}, {d})" for arg, dims in varying.items() for d in dims)
+            + "  # each batch, before the compiled call",
+        )
+    )
+    return arms
+
+
+def _padded_arm(workload: Workload, calls: list[Call], backend: str) -> Arm | None:
+    """`Workload.pad`: every call padded up to a multiple of a bucket, compiled as `compiled` is, judged on
+    its losses (its outputs have other shapes). The bucket: the smallest of 8, 16, 32... that leaves fewer
+    sizes than the data has, within the recompile limit (8 when none does but 8 pads something)."""
+    assert workload.pad is not None
+    names = forward_arg_names(workload.model) or []
+    chosen = None
+    for bucket in (8, 16, 32, 64, 128, 256):
+        found = pad_calls(calls, names, workload.pad, bucket)
+        if found is None:
+            return None
+        _, before, after = found
+        if len(after) < len(before) and len(after) <= RECOMPILE_LIMIT:
+            chosen = (bucket, found)
+            break
+        if bucket == 8 and after != before and len(after) <= RECOMPILE_LIMIT:
+            chosen = chosen or (bucket, found)
+    if chosen is None:
+        return None
+    bucket, (padded, _, after) = chosen
+    shown = ", ".join(f"{a} dim {d}" for a, (d, _) in workload.pad.items())
+    return _fresh_compiled(
+        "padded",
+        f"{shown} padded to multiples of {bucket} ({len(after)} size(s)), then torch.compile(model, backend={backend})",
+        workload.model,
+        padded,
+        compare_outputs=False,
+        code=f"pad {shown} up to a multiple of {bucket} in your collate function",
+    )
+
+
+ALONE_UP_TO = 3
+"""Per-fix arms: each fix alone up to this many applied fixes; leave-one-out beyond (as many arms as fixes)."""
+
+
+def fix_arms(report: rm.Report, model: torch.nn.Module, calls: list[Call], steps: bool) -> list[Arm]:
+    """`BenchOptions.per_fix`: one arm per applied fix, that fix alone (`fixed[S1]`) or every other one
+    (`fixed[-S1]`); a fix whose copy cannot be built gets no arm."""
+    applied = report.fix.applied if report.fix else []
+    actions = {s.id: s.action for s in report.suggestions if s.id in applied and s.action is not None}
+    if len(actions) < 2:
+        return []
+    alone = len(actions) <= ALONE_UP_TO
+    arms = []
+    for sid in actions:
+        chosen = [sid] if alone else [other for other in actions if other != sid]
+        try:
+            v = make_variant(model, calls, [a for i, a in actions.items() if i in chosen])
+        except Exception:  # noqa: BLE001 - that fix gets no arm of its own
+            continue
+        name, what = (f"fixed[{sid}]", f"{sid} alone") if alone else (f"fixed[-{sid}]", f"every fix but {sid}")
+        arms.append(
+            Arm(
+                name,
+                f"torch.compile of a copy with {what} applied",
+                v.model,
+                v.calls,
+                True,
+                v.config,
+                [],
+                variant=v,
+                optimizer_compiled=steps,
+            )
+        )
+    return arms
+
+
+def fixed_variant(report: rm.Report, model: torch.nn.Module, calls: list[Call]) -> Variant | None:
+    """The combined fix as the fix phase applied it, on a fresh copy (None when nothing was applied)."""
+    if report.fix is None or not report.fix.applied:
+        return None
+    by_id = {s.id: s for s in report.suggestions}
+    actions = [by_id[i].action for i in report.fix.applied if i in by_id and by_id[i].action is not None]
+    return make_variant(model, calls, [a for a in actions if a is not None])

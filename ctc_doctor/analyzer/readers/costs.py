@@ -1,0 +1,195 @@
+"""What compiling cost and what each recompile cause costs, from torch's compilation metrics (torch-free).
+
+Each compile id's `compilation_metrics` carries nested cumulative timers: Dynamo's whole frame compile
+holds AOTAutograd's, which holds Inductor's, which holds its code generation, which holds the C++/Triton
+kernel compile. Differencing the chain gives each phase's own seconds, so the phases add up to the
+measured compile time by construction (a timer an older torch or another backend does not write folds
+into the phase above it). The backward graph compiles lazily, at the first backward, with its own
+`bwd_compilation_metrics` under the same compile id: its phases are added to the same buckets and
+its total is kept apart as `backward_s`. The logs reader keeps the same keys (`logfiles.METRIC_KEYS`).
+
+`attach_costs` then gives the report its `compile_profile` (by phase, by compile, by cause, caches) and
+each recompile cause its `compile_time_s` and `recurrence`: `one_off` (a fixed pair of states: grad
+mode on/off, train/eval, a decoding loop's prefill and decode; marked expected; a flag of the user's
+own stays `bounded`, a cause to fix), `recurring`
+(a new compile per new value, or the recompile limit hit: from then on the frame runs eagerly), or
+`bounded` (a few variants, then it settles).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...reports import models as rm
+
+PHASES = ("dynamo", "aot_autograd", "inductor", "codegen", "kernel_compile", "other")
+_CHAIN = (
+    ("dynamo", "dynamo_cumulative_compile_time_us"),
+    ("aot_autograd", "aot_autograd_cumulative_compile_time_us"),
+    ("inductor", "inductor_cumulative_compile_time_us"),
+    ("codegen", "inductor_code_gen_cumulative_compile_time_us"),
+    ("kernel_compile", "triton_compile_time_us"),
+)
+_BACKWARD_TOTAL = "backward_cumulative_compile_time_us"
+_CACHES = {
+    "fx_graph": ("inductor_fx_local_cache_hit_count", "inductor_fx_local_cache_miss_count"),
+    "fx_graph_remote": ("inductor_fx_remote_cache_hit_count", "inductor_fx_remote_cache_miss_count"),
+    "aot_autograd": ("aotautograd_local_cache_hit_count", "aotautograd_local_cache_miss_count"),
+    "aot_autograd_remote": ("aotautograd_remote_cache_hit_count", "aotautograd_remote_cache_miss_count"),
+}
+PASS_KEYS = ("pre_grad_pass_time_us", "joint_graph_pass_time_us", "post_grad_pass_time_us")
+METRIC_KEYS = frozenset(
+    {"duration_us", _BACKWARD_TOTAL, *(k for _, k in _CHAIN), *PASS_KEYS, *(k for pair in _CACHES.values() for k in pair)}
+)
+"""The compilation-metrics keys this module reads (beside `entire_frame_compile_time_s`)."""
+ONE_OFF_KINDS = ("global_state",)
+RECURRING_VALUES = 3
+"""A value cause that compiled this many distinct values, each anew in one frame, does not settle."""
+
+
+def _seconds(m: dict[str, Any], key: str) -> float | None:
+    value = m.get(key)
+    return value / 1e6 if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def phase_split(m: dict[str, Any], backward: bool = False) -> dict[str, float]:
+    """One compile's seconds per phase (`PHASES`), from its nested timers; {} without a total. A
+    backward compile starts at AOTAutograd (its Dynamo work was the forward's)."""
+    chain = list(_CHAIN[1:] if backward else _CHAIN)
+    total = _seconds(m, _BACKWARD_TOTAL if backward else chain[0][1])
+    if total is None:
+        total = _seconds(m, "duration_us") if backward else m.get("entire_frame_compile_time_s")
+    if not isinstance(total, (int, float)) or total <= 0:
+        return {}
+    levels = [(chain[0][0], float(total))]
+    for name, key in chain[1:]:
+        value = _seconds(m, key)
+        if value is not None:  # an inner timer is capped by its outer one (kernel compiles summed over workers)
+            levels.append((name, min(value, levels[-1][1])))
+    inner = [value for _, value in levels[1:]] + [0.0]
+    return {name: value - below for (name, value), below in zip(levels, inner, strict=True)}
+
+
+def caches(m: dict[str, Any]) -> dict[str, list[int]]:
+    """{cache: [hits, misses]} for the caches the compile consulted."""
+    out = {}
+    for name, (hit, miss) in _CACHES.items():
+        h, n = m.get(hit), m.get(miss)
+        if isinstance(h, int) or isinstance(n, int):
+            out[name] = [h if isinstance(h, int) else 0, n if isinstance(n, int) else 0]
+    return out
+
+
+def add_costs(metric: rm.CompileMetric, m: dict[str, Any], backward: dict[str, Any] | None) -> rm.CompileMetric:
+    """A compile metric with its phases, backward compile and cache counts filled."""
+    phases = phase_split(m)
+    metric.backward_s = None
+    if backward:
+        for name, seconds in phase_split(backward, backward=True).items():
+            phases[name] = phases.get(name, 0.0) + seconds
+        total = _seconds(backward, _BACKWARD_TOTAL) or _seconds(backward, "duration_us")
+        metric.backward_s = round(total, 4) if total is not None else None
+    metric.phases = {k: round(v, 4) for k, v in phases.items() if v > 0}
+    passes = [s for k in PASS_KEYS for d in (m, backward or {}) if (s := _seconds(d, k)) is not None]
+    metric.graph_passes_s = round(sum(passes), 4) if passes else None
+    found = caches(m)
+    for name, (h, n) in caches(backward or {}).items():
+        found[name] = [found.get(name, [0, 0])[0] + h, found.get(name, [0, 0])[1] + n]
+    metric.caches = found
+    return metric
+
+
+def _total(m: rm.CompileMetric) -> float:
+    return (m.duration_s or 0.0) + (m.backward_s or 0.0)
+
+
+def recurrence(cause: rm.RecompileCause, report: rm.Report) -> tuple[rm.Recurrence, str | None]:
+    """(how the cause recurs, why it is expected when it is a one-off)."""
+    functions = set(cause.functions)
+    limit = any(m.function in functions and "limit" in (m.fail_reason or "").lower() for m in report.compile_metrics if m.fail_reason)
+    if limit:
+        return "recurring", None
+    if cause.expected:
+        return "one_off", cause.expected
+    source = cause.source or ""
+    values = {v.strip() for v in cause.values}
+    if cause.kind in ONE_OFF_KINDS or source.endswith(".training"):
+        what = "grad mode" if "grad" in " ".join([*cause.values, cause.summary]).lower() else (source or cause.kind)
+        return "one_off", f"{what} switches between training and evaluation: one extra compile per function, once"
+    per_code = len(cause.recompiles) / max(cause.code_objects, 1)
+    if cause.kind in ("value", "attribute", "object_id") and len(values) >= RECURRING_VALUES and per_code >= 2:
+        return "recurring", None
+    return "bounded", None
+
+
+def attach_costs(report: rm.Report) -> None:
+    """Each cause's compile seconds and recurrence (one-offs marked expected, the verdict recounted),
+    then `report.compile_profile`. Call after `attach_causes`."""
+    by_compile = {m.compile_id: m for m in report.compile_metrics}
+    by_recompile = {rc.id: rc for rc in report.recompiles}
+    changed = False
+    for cause in report.recompile_causes:
+        ids = [by_recompile[r].compile_id for r in cause.recompiles if r in by_recompile]
+        cause.compile_time_s = round(sum(_total(by_compile[c]) for c in ids if c in by_compile), 4)
+        cause.recurrence, why = recurrence(cause, report)
+        if cause.recurrence == "one_off" and why and not cause.expected:
+            cause.expected = why
+            for r in cause.recompiles:
+                if r in by_recompile and not by_recompile[r].expected:
+                    by_recompile[r].expected = why
+                    changed = True
+    if changed:
+        rm.refresh_verdict(report)
+    report.compile_profile = compile_profile(report)
+
+
+def compile_profile(report: rm.Report) -> rm.CompileProfile | None:
+    """Where the report's compile time went: by phase, by compile (its function and module), by cause."""
+    metrics = [m for m in report.compile_metrics if _total(m) > 0]
+    if not metrics:
+        return None
+    total = sum(_total(m) for m in metrics)
+    phases = {name: 0.0 for name in PHASES}
+    for m in metrics:
+        split = m.phases or {"other": _total(m)}
+        for name, seconds in split.items():
+            phases[name] = phases.get(name, 0.0) + seconds
+        phases["other"] += max(_total(m) - sum(split.values()), 0.0)
+    caches_seen: dict[str, list[int]] = {}
+    for m in metrics:
+        for name, (h, n) in m.caches.items():
+            caches_seen[name] = [caches_seen.get(name, [0, 0])[0] + h, caches_seen.get(name, [0, 0])[1] + n]
+    recompile_of = {rc.compile_id: rc for rc in report.recompiles}
+    cause_of = {r: c.id for c in report.recompile_causes for r in c.recompiles}
+    rows = []
+    for m in sorted(metrics, key=_total, reverse=True):
+        rc = recompile_of.get(m.compile_id)
+        paths = m.module_paths or (rc.module_paths if rc is not None else [])
+        rows.append(
+            rm.CostRow(
+                key=m.compile_id,
+                label=f"{m.function or '?'}" + (f" in {paths[-1] or '(root)'}" if paths else ""),
+                seconds=round(_total(m), 4),
+                share=round(_total(m) / total, 4),
+                cause=cause_of.get(rc.id) if rc is not None else None,
+            )
+        )
+    causes = sorted(
+        (
+            rm.CostRow(key=c.id, label=c.summary, seconds=c.compile_time_s or 0.0, share=round((c.compile_time_s or 0.0) / total, 4))
+            for c in report.recompile_causes
+        ),
+        key=lambda r: r.seconds,
+        reverse=True,
+    )
+    return rm.CompileProfile(
+        total_s=round(total, 4),
+        phases={k: round(v, 4) for k, v in phases.items() if v >= 0.0005},
+        backward_s=round(sum(m.backward_s or 0.0 for m in metrics), 4),
+        graph_passes_s=round(sum(m.graph_passes_s or 0.0 for m in metrics), 4) or None,
+        compiles=rows,
+        causes=causes,
+        caches=caches_seen,
+        backend=report.environment.backend if report.environment else None,
+        first_compile_s=round(sum(_total(m) for m in metrics if m.compile_id not in recompile_of), 4),
+    )

@@ -1,0 +1,1 @@
+"""Parts of the terminal summary, apart from `reports.render` (torch-free, rich only)."""
