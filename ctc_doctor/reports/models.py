@@ -347,6 +347,7 @@ class CostRow(_Model):
     label: str
     """The compiled function and its module path, or the cause's summary."""
     seconds: float
+    """Its compile seconds (a cause: its recompiles', frames and backward graphs)."""
     share: float
     """Of the profile's total."""
     cause: str | None = None
