@@ -238,3 +238,36 @@ def test_modes_add_one_arm_each_beside_compiled_and_an_unknown_mode_is_a_usage_e
     assert modular.code == "for name in ('embed', 'pos', 'blocks.0', 'blocks.1', 'norm', 'loss'): model.get_submodule(name).compile()"
     bad = cli("bench", f"{FIX_TARGETS}:mlp_train_adamw", "--modes", "fastest")
     assert bad.returncode == 2 and "unknown mode fastest" in bad.stderr
+
+
+def test_runs_of_a_model_that_draws_random_numbers_are_seeded_alike_and_leave_the_users_stream_alone():
+    """Dropout and rand_like in forward (training mode): the fix checks and the benchmark compare runs
+    seeded alike per call, so the judgement is a real one (eager's own error against float64 is the
+    rand_like noise drawn in float64, not another dropout mask), and say so; the user's random stream
+    after the doctor's calls is the stream without them."""
+    workload = load_workload(f"{FIX_TARGETS}:noisy_train", seed=0)
+    torch.manual_seed(123)
+    without = torch.rand(4)
+    torch.manual_seed(123)
+    run_pass(workload.model, workload, workload.calls(), seed=0, train=True, collect=True)
+    assert torch.equal(torch.rand(4), without)  # the doctor's seeded calls forked the generators
+    bench = BenchOptions(backend="aot_eager", iters=1, warmup=0, regional=False, fresh_cache=False)
+    report = analyze(workload, AnalyzeOptions(explain=False, train=True, fix=FixOptions(), bench=bench))
+    assert report.fix.applied, [(s.id, s.verified) for s in report.suggestions]
+    n = report.fix.verification.numerics
+    assert n.ok and n.random == "same seed per call" and n.ratio == 1.0 and n.eager_error < 0.01, n
+    compiled = next(a for a in report.benchmark.arms if a.name == "compiled")
+    assert compiled.numerics_ok and compiled.numerics.random.startswith("same seed per call")
+    assert "draws random numbers" in report.benchmark.settings["random"]
+
+
+@pytest.mark.inductor
+def test_inductor_draws_dropout_its_own_way_so_its_numerics_come_from_a_compile_with_fallback_random():
+    """Inductor's dropout draws other numbers than eager's from the same seed: the arm is timed on its own
+    compile and judged on a second one with fallback_random, which draws as eager does."""
+    workload = load_workload(f"{FIX_TARGETS}:noisy_train", seed=0)
+    bench = BenchOptions(backend="inductor", iters=1, warmup=0, regional=False, fresh_cache=False, per_fix=False)
+    report = analyze(workload, AnalyzeOptions(explain=False, train=True, bench=bench, suggest=False))
+    compiled = next(a for a in report.benchmark.arms if a.name == "compiled")
+    assert compiled.error is None and compiled.numerics_ok, compiled.numerics
+    assert "fallback_random" in compiled.numerics.random and compiled.numerics.ratio < 1.5

@@ -507,3 +507,40 @@ def test_a_grad_mode_switch_in_an_evaluation_loop_is_a_one_off_and_each_cause_sa
     assert "in estimate_loss, no_grad)" in " ".join(result.stderr.split())  # where the first recompile was triggered
     assert cause.trigger.endswith("train.py:6 in estimate_loss, no_grad")
     assert not any("Keep grad mode" in step for step in next_steps(report))  # no step for a one-off
+
+
+def test_a_script_with_dropout_gets_its_fixes_verified_on_replays_seeded_alike(cli, tmp_path):
+    """A training-mode model with dropout and noise drawn in forward, under `run`: the replays of its
+    recorded calls are seeded alike per call, so the fix check compares like with like (before, two
+    unseeded eager runs differed by their dropout masks and the judgement was noise) and says how."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import logging, torch\n"
+        "log = logging.getLogger('train')\n"
+        "class Net(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc, self.drop, self.out = torch.nn.Linear(16, 16), torch.nn.Dropout(0.1), torch.nn.Linear(16, 4)\n"
+        "    def forward(self, x):\n"
+        "        h = self.drop(torch.relu(self.fc(x)))\n"
+        "        h = h + 0.01 * torch.rand_like(h)\n"
+        "        log.warning('step')\n"
+        "        return self.out(h)\n"
+        "torch.manual_seed(1)\n"
+        "model = torch.compile(Net(), backend='eager')\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for step in range(4):\n"
+        "    model(torch.randn(8, 16)).pow(2).mean().backward()\n"
+        "    opt.step()\n"
+        "    opt.zero_grad()\n"
+        "print('after', torch.rand(2).tolist())\n"
+    )
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    out = tmp_path / "r.json"
+    result = cli("run", "--no-bisect", "--json", str(out), "-q", "--", str(script))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == plain.stdout  # the script's own random stream, as without the doctor
+    report = load_report(out)
+    assert report.fix.applied, [(s.id, s.verified) for s in report.suggestions]
+    n = report.fix.verification.numerics
+    assert n.ok and n.random == "same seed per call" and n.ratio == 1.0 and n.eager_error < 0.01, n

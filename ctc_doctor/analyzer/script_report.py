@@ -107,7 +107,7 @@ def _rank_report(
         notes.append(f"{primary.name}'s inputs were too big to keep: no module paths, bisection or fixes.")
     backend = config.get("backend") or "eager"
     device = _device_of(model)
-    settings = RunSettings(backend=backend, train=False, seed=None, device=device)
+    settings = RunSettings(backend=backend, train=False, seed=0, device=device)  # the replays, seeded per call (`calls.seeded`)
     index = ModuleIndex(model)
     inputs = ModuleInputs(model) if model is not None and rank == 0 and config.get("bisect") else None
     lines_run = None

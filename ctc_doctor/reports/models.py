@@ -693,6 +693,9 @@ class NumericsCheck(_Model):
     """Why it fails, one line."""
     note: str | None = None
     """Why the method is not float64_reference."""
+    random: str | None = None
+    """The model draws random numbers (dropout, rand): how the runs were made comparable (every call
+    seeded alike; for inductor, a compile with `fallback_random`); None: it draws none (schema 1.11)."""
 
 
 class Verification(_Model):

@@ -1,5 +1,7 @@
 """Builders for the fix tests, loaded in-process as file targets (no backend registration here)."""
 
+import logging
+
 import torch
 
 from ctc_doctor import Workload
@@ -116,3 +118,27 @@ def mlp_train_adamw():
 def bad_optimizer():
     """An optimizer factory that raises (a negative learning rate)."""
     return Workload(torch.nn.Linear(4, 4), args=(torch.randn(2, 4),), optimizer=lambda params: torch.optim.AdamW(params, lr=-1.0))
+
+
+_LOG = logging.getLogger("fix_targets")
+
+
+class _Noisy(torch.nn.Module):
+    """Dropout and noise drawn in forward, and a logger call that breaks the graph."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 16)
+        self.drop = torch.nn.Dropout(0.1)
+        self.out = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        h = self.drop(torch.relu(self.fc(x)))
+        h = h + 0.01 * torch.rand_like(h)
+        _LOG.warning("noisy step")
+        return self.out(h)
+
+
+def noisy_train():
+    """A model that draws random numbers (dropout, rand_like) in training mode, with a logger break."""
+    return Workload(_Noisy(), args=(torch.randn(8, 16),), variants=[(torch.randn(8, 16),)], name="noisy_train")

@@ -31,7 +31,7 @@ from ..readers.text import describe_error
 from ..running import device as dev
 from ..running.calls import Sample, preserved_state, run_pass
 from ..running.copying import copy_model
-from ..running.numerics import Reference, loose_backend, make_reference
+from ..running.numerics import Reference, differ, loose_backend, make_reference
 from .bench_aot import run_aot_arm
 from .bench_arms import Arm, arms_for, fix_arms, fixed_variant
 from .bench_numbers import best_for_job, latency_stats, pace, spread
@@ -96,6 +96,8 @@ class _Bench:
         self.eager: Sample | None = None
         """What the eager arm's first pass produced."""
         self.reference: Reference | None = None
+        self.random = False
+        """The model draws random numbers (dropout, rand): eager from another seed gave other results."""
 
     def grad(self) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext() if self.train else torch.no_grad()
@@ -191,6 +193,33 @@ class _Bench:
         ti.fresh_dynamo_state()
         return round(started.compile_time_s, 4)
 
+    def draws_random(self, arm: Arm) -> bool:
+        """Whether the model draws random numbers: the eager pass once more from another seed, compared."""
+        if self.eager is None or self.seed is None:
+            return False
+        with preserved_state(arm.model, parameters=self.steps), self.grad():
+            self.new_optimizer(arm)
+            other = self.run_pass(arm.model, arm, seed=self.seed + 7919, collect=True)
+        return differ(self.eager, other)
+
+    def like_eager(self, arm: Arm) -> bool:
+        """A random model's compiled inductor arm: its numerics need a compile that draws as eager does."""
+        return self.random and arm.compiled and not arm.aot and self.bench.backend == "inductor"
+
+    def comparable_pass(self, arm: Arm, step: Callable[[], None] | None, start: dict[str, torch.Tensor]) -> Sample:
+        """The arm compiled once more with `fallback_random` (inductor's own random kernels draw other numbers
+        than eager's), from the state the arm started in, one seeded pass collected for the judgement; the
+        timings stay those of the arm's own compile."""
+        self.progress(f"bench {arm.name}: numerics (random numbers drawn as eager draws them)", 0, 0)
+        with preserved_state(arm.model, parameters=True):
+            arm.model.load_state_dict(start)
+            self.new_optimizer(arm)
+            ti.fresh_dynamo_state()
+            with ti.random_like_eager(), self._compiled(arm) as fn:
+                sample = self.run_pass(fn, arm, seed=self.seed, collect=True, step=step)
+            ti.fresh_dynamo_state()
+        return sample
+
     def make_reference(self, calls: list[Call]) -> Reference | None:
         """After the eager arm: the same calls through a float64 copy of the model, once for every arm."""
         if self.eager is None:
@@ -245,6 +274,7 @@ class _Bench:
         if arm.variant is not None:
             arm.variant.run_warm_up(self.workload, seed)
         self.new_optimizer(arm)  # fresh state: the first pass starts where eager's and the reference's did
+        start = {k: v.detach().clone() for k, v in arm.model.state_dict().items()} if self.like_eager(arm) else {}
         with self._compiled(arm) as fn:
             self.progress(f"bench {arm.name}: {'compiling (cold)' if arm.compiled else 'first pass'}", 0, 0)
             with ti.count_compiles() as cold:
@@ -264,7 +294,8 @@ class _Bench:
                 out.warm_compile_time_s = round(warm.compile_time_s, 4)
             if not arm.compiled:
                 self.eager = outputs
-            elif self.reference is not None:
+                self.random = self.draws_random(arm)
+            elif self.reference is not None and not self.like_eager(arm):
                 judge_arm(out, self.reference, outputs, arm.compare_outputs)
             with ti.count_compiles() as during:
                 out.latency_ms = self.timed(fn, arm)
@@ -275,7 +306,13 @@ class _Bench:
                     out.error = f"{extra} compile(s) during the timed passes: latency includes them"
                 out.recompile_causes = recompile_causes(arm_recompiles(cold.recompile_events + during.recompile_events))
                 if self.bench.aot and self.bench.backend == "inductor" and arm.name == "compiled":
-                    out.warm_start_compile_s = self.warm_start(fn, arm)  # last: it clears the compiled code
+                    out.warm_start_compile_s = self.warm_start(fn, arm)  # it clears the compiled code
+        if self.reference is not None and self.like_eager(arm):
+            judge_arm(out, self.reference, self.comparable_pass(arm, step, start), arm.compare_outputs)
+            if out.numerics is not None:
+                out.numerics.random = "judged on a second compile with torch._inductor.config.fallback_random=True, same seed per call"
+        elif self.random and arm.compiled and out.numerics is not None:
+            out.numerics.random = "same seed per call (this backend draws as eager does)"
 
 
 def judge_arm(out: rm.BenchmarkArm, reference: Reference, sample: Sample, outputs: bool = True) -> None:
@@ -345,6 +382,11 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
             if reference is not None:
                 result.settings["numerics"] = reference.method + (f" ({reference.note})" if reference.note else "")
                 result.settings["numerics_reference_s"] = reference.duration_s
+            if runner.random:
+                result.settings["random"] = (
+                    "the model draws random numbers (eager from another seed differs): every run seeded alike per call; "
+                    "inductor arms judged on a second compile with fallback_random=True"
+                )
     eager = next((a for a in result.arms if a.name == "eager"), None)
     if eager and eager.latency_ms:
         for arm_result in result.arms:

@@ -28,7 +28,7 @@ from ..fixes.variants import Variant, VariantError, make_variant
 from ..readers.text import describe_error
 from ..running.calls import preserved_state, run_pass
 from ..running.copying import copy_model
-from ..running.numerics import Reference, loose_backend, make_reference, tolerance
+from ..running.numerics import Reference, differ, loose_backend, make_reference, tolerance
 from .context import PhaseContext
 
 
@@ -99,12 +99,20 @@ def make_fix_reference(ctx: PhaseContext) -> Reference:
     model = copy_model(source) if ctx.pristine is not None else source
     workload = dataclasses.replace(ctx.workload, model=model)
     train = ctx.settings.train
+    seed = ctx.settings.seed
     with preserved_state(model), contextlib.nullcontext() if train else torch.no_grad():
-        eager = run_pass(model, workload, ctx.calls, seed=ctx.settings.seed, train=train, collect=True)
-    return make_reference(
-        source, ctx.workload, ctx.calls, eager, seed=ctx.settings.seed, train=train,
+        eager = run_pass(model, workload, ctx.calls, seed=seed, train=train, collect=True)
+    with preserved_state(model), contextlib.nullcontext() if train else torch.no_grad():
+        random = seed is not None and differ(eager, run_pass(model, workload, ctx.calls, seed=seed + 7919, train=train, collect=True))
+    reference = make_reference(
+        source, ctx.workload, ctx.calls, eager, seed=seed, train=train,
         device=ctx.settings.device or "cpu", loose=loose_backend(ctx.settings.backend),
     )  # fmt: skip
+    if random:  # eager from another seed differs: dropout, rand
+        reference.random = "same seed per call" + (
+            "; the checks compile with torch._inductor.config.fallback_random=True" if ctx.settings.backend == "inductor" else ""
+        )
+    return reference
 
 
 @dataclass
@@ -163,7 +171,9 @@ class _Checker:
             error = f"the eager call before compiling raised {type(exc).__name__}: {describe_error(exc)}"[:500]
             return rm.Verification(applied=False, error=error, duration_s=round(time.perf_counter() - t0, 3)), None
         try:
-            with preserved_state(variant.model):
+            # inductor draws random numbers its own way: the check compiles with eager's random kernels
+            like_eager = ti.random_like_eager() if ctx.settings.backend == "inductor" else contextlib.nullcontext()
+            with preserved_state(variant.model), like_eager:
                 compiled = CompiledRun(fixed, variant.calls, ctx.settings, dynamo_config=variant.config, collect=True)
                 compiled.run()
             with preserved_state(variant.model):

@@ -81,8 +81,28 @@ def run_call(
     """
     if workload.before_call is not None:
         workload.before_call(workload.model if model is None else model, index)
-    if seed is not None:
-        torch.manual_seed(seed + index)
+    with seeded(seed + index if seed is not None else None):
+        return _call(fn, workload, call, train=train, sample=sample, optimizer=optimizer)
+
+
+@contextlib.contextmanager
+def seeded(seed: int | None) -> Iterator[None]:
+    """Every generator (CPU, and each CUDA device already in use) seeded with `seed` for the block, then
+    put back as it was: two runs of a call from the same seed draw the same random numbers (dropout,
+    rand), and the user's own random stream goes on as if the doctor had not called anything. None: as is."""
+    if seed is None:
+        yield
+        return
+    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()  # an idle CUDA is not woken (nor its seed queued)
+    devices = list(range(torch.cuda.device_count())) if cuda else []
+    with torch.random.fork_rng(devices=devices):
+        torch.random.default_generator.manual_seed(seed)
+        if cuda:
+            torch.cuda.manual_seed_all(seed)
+        yield
+
+
+def _call(fn: Any, workload: Workload, call: Call, *, train: bool, sample: Sample | None, optimizer: Any) -> Any:
     out = fn(*call.args, **dict(call.kwargs))
     loss = None
     if train:

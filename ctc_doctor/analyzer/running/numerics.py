@@ -172,10 +172,23 @@ class Reference:
     amplified rounding (Adam's first update is about lr x the sign of each gradient, and a compiled
     optimizer orders its float math its own way), so it gets STEP_TOLERANCE."""
 
+    random: str | None = None
+    """How runs of a model that draws random numbers were made comparable (`rm.NumericsCheck.random`)."""
+
     def judge(self, candidate: Sample, outputs: bool = True) -> rm.NumericsCheck:
         """The candidate's results against eager's (see the module doc); `outputs=False`: its losses and
         gradients only (a run on padded inputs, whose outputs have other shapes)."""
-        return _judge(candidate, self, outputs)
+        check = _judge(candidate, self, outputs)
+        check.random = self.random
+        return check
+
+
+def differ(a: Sample, b: Sample) -> bool:
+    """Whether two runs of the same calls gave other results (the model draws random numbers, when
+    the two runs were seeded differently)."""
+    pairs = [*zip(a.losses, b.losses, strict=False)]
+    pairs += [(x, y) for xs, ys in zip(a.outputs, b.outputs, strict=False) for x, y in zip(xs, ys, strict=False)]
+    return any(x.shape != y.shape or not torch.equal(x, y) for x, y in pairs)
 
 
 def make_reference(

@@ -119,6 +119,23 @@ def fresh_inductor_cache(enabled: bool = True) -> Iterator[bool]:
         yield True
 
 
+@contextlib.contextmanager
+def random_like_eager() -> Iterator[bool]:
+    """`torch._inductor.config.fallback_random = True` for the block: inductor draws random numbers with
+    eager's kernels (dropout, rand) instead of its own, so a seeded compiled run matches a seeded eager
+    one. Yields False (and changes nothing) where the option is missing."""
+    try:
+        config = importlib.import_module("torch._inductor.config")
+    except ImportError:
+        yield False
+        return
+    if not hasattr(config, "fallback_random"):
+        yield False
+        return
+    with config.patch({"fallback_random": True}):
+        yield True
+
+
 def backend_names() -> list[str] | None:
     """Every registered torch.compile backend (debug ones included); None when torch cannot say."""
     try:
