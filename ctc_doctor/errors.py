@@ -49,6 +49,9 @@ class ExitCode(IntEnum):
     """`run`: the script raised or exited non-zero (a rank did, with several); its report was still written."""
     NOTHING_COMPILED = 12
     """`run`: the script ended without calling torch.compile: there was nothing to diagnose."""
+    PATCH_REFUSED = 13
+    """`--write`/`--diff`: a file changed since the analysis, is not the user's, or no longer holds the
+    edited lines: nothing was written."""
     INTERNAL_ERROR = 70
     """A bug in ctc-doctor itself. Re-run with --debug and report it."""
     INTERRUPTED = 130

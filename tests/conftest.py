@@ -76,12 +76,14 @@ def bisected(name: str, strategy: str = "both", train: bool = False) -> Report:
     return analyze(workload, options)
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    """Run `python -m ctc_doctor ARGS` in a subprocess from the repo root."""
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 240, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run `python -m ctc_doctor ARGS` in a subprocess from the repo root (or `cwd`)."""
     full_env = {**os.environ, "PYTHONPATH": str(TARGETS), "COLUMNS": "120", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "ctc_doctor", *args],
-        cwd=REPO,
+        cwd=cwd or REPO,
         env=full_env,
         capture_output=True,
         text=True,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 import torch
@@ -379,3 +380,62 @@ def test_a_length_that_drops_to_one_is_a_one_off_recompile_not_a_mark_dynamic_fi
     assert "mark-dynamic" not in rules and "specialized-size" in rules, list(rules)
     advice = rules["specialized-size"]
     assert not advice.auto_applicable and advice.category == "advice" and "8 → 1" in advice.rationale
+
+
+def test_the_verified_edits_come_out_as_a_patch_git_applies_and_write_refuses_a_changed_file(cli, tmp_path):
+    """`fix --diff`: one patch on stdout, paths relative to the repository root, that `git apply` takes (the
+    model's own prints kept off stdout); after it, a re-analysis finds no break. `fix --write` makes the
+    same edit in place, and refuses (exit 13, nothing written) a file changed since the analysis."""
+    repo = tmp_path / "repo"
+    (repo / "proj").mkdir(parents=True)
+    source = (
+        "import torch\n\n\n"
+        "class Net(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(8, 8)\n\n"
+        "    def forward(self, x):\n"
+        "        h = self.fc(x)\n"
+        "        print('h', h.shape)\n"
+        "        scores = torch.relu(h)\n"
+        "        if scores.sum() > 0:\n"
+        "            scores = scores * 2\n"
+        "        return scores\n\n\n"
+        "def build():\n"
+        "    return Net(), (torch.randn(4, 8),)\n"
+    )
+    models = repo / "proj" / "models.py"
+    models.write_text(source)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "init"], check=True)
+    out = tmp_path / "r.json"
+    result = cli("fix", "models.py:build", "--diff", "--no-bisect", "-q", "--json", str(out), cwd=repo / "proj")
+    assert result.returncode == 0, result.stderr
+    patch = result.stdout
+    assert patch.startswith("--- a/proj/models.py\n+++ b/proj/models.py\n"), patch  # from the repository root
+    assert "+        if not torch.compiler.is_compiling():" in patch and "torch.where(" in patch
+    assert "h torch.Size" not in patch  # the model's prints went to stderr
+    (tmp_path / "p.patch").write_text(patch)
+    subprocess.run([*git, "apply", str(tmp_path / "p.patch")], check=True)
+    again = cli("models.py:build", "--no-bisect", "--no-fix", "--no-bench", "-q", "--json", str(out), cwd=repo / "proj")
+    assert again.returncode == 0 and load_report(out).summary.verdict == "clean", again.stderr
+    patched = models.read_text()
+    models.write_text(source)
+    result = cli("fix", "models.py:build", "--write", "--no-bisect", "-q", cwd=repo / "proj")
+    assert result.returncode == 0 and "wrote proj/models.py (" in result.stderr, result.stderr
+    assert models.read_text() == patched  # the same edit as the patch
+    models.write_text(source)
+    report = cli("fix", "models.py:build", "--no-bisect", "-q", "--json", str(out), cwd=repo / "proj")
+    assert report.returncode == 0
+    models.write_text(source + "# edited after the analysis\n")
+    from ctc_doctor.cli.patches import emit, is_library
+
+    said: list[str] = []
+    assert emit(load_report(out), diff=False, write=True, say=said.append) == 13
+    assert said == ["error: proj/models.py changed since the analysis: not written (run the analysis again)"]
+    assert models.read_text().endswith("# edited after the analysis\n")
+    assert is_library("/usr/lib/python3/site-packages/transformers/modeling_utils.py")
+    bad = cli("fix", "models.py:build", "--diff", "--json", "-", cwd=repo / "proj")
+    assert bad.returncode == 2 and "--diff prints the patch on stdout" in bad.stderr

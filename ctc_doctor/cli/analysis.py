@@ -166,9 +166,13 @@ def run_analysis(spec: str, load: Callable[[], Workload], args: AnalysisArgs, po
     if args.tui:
         run_live(args.json_out)
     console = stderr_console()
+    if args.print_diff and args.json_out == "-":
+        fail("--diff prints the patch on stdout: write the JSON report to a file (--json PATH)", ExitCode.USAGE)
+    if (args.print_diff or args.write) and args.no_fix:
+        fail("--diff and --write need the verified fixes: drop --no-fix", ExitCode.USAGE)
     _check_device_and_backends(args, args.rebuild_spec or spec)
     with one_line_errors(args.debug):
-        with stdout_reserved(args.json_out == "-") as real_stdout:
+        with stdout_reserved(args.json_out == "-" or args.print_diff) as real_stdout:
             report = _analyze_with_progress(spec, load, args, console)
             if args.json_out:
                 write_report(report, args.json_out, real_stdout, redact=args.redact)
@@ -183,6 +187,12 @@ def run_analysis(spec: str, load: Callable[[], Workload], args: AnalysisArgs, po
         message = fatal.message.removesuffix("; partial report")  # the timeout's own words
         written = f"; partial report written to {args.json_out}" if args.json_out and args.json_out != "-" else ""
         fail(f"{message}{hint}{written}", ERROR_PHASE_EXIT[fatal.phase])
+    if args.print_diff or args.write:
+        from .patches import emit
+
+        code = emit(report, diff=args.print_diff, write=args.write, say=lambda text: click.echo(f"ctc-doctor: {text}", err=True))
+        if code:
+            sys.exit(code)
     if policy is not None and not gate(report, policy):
         sys.exit(int(ExitCode.CHECK_FAILED))
 

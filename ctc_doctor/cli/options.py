@@ -139,7 +139,20 @@ def fix_options(full_run: bool) -> Callable[[F], F]:
                 "--probe-shapes",
                 is_flag=True,
                 help="Vary each input dimension to find the ones that recompile; recommend mark_dynamic calls.",
-            )
+            ),
+            click.option(
+                "--diff",
+                "print_diff",
+                is_flag=True,
+                help="Print the verified source edits as one patch on stdout (`git apply` / `patch -p1` from the "
+                "repository root); the other fixes as snippets on stderr.",
+            ),
+            click.option(
+                "--write",
+                is_flag=True,
+                help="Make the verified source edits in your files (never an installed package's; refused, exit 13, "
+                "when a file changed since the analysis).",
+            ),
         ],
         click.option("--no-fix", is_flag=True, help="Do not apply and verify the auto-applicable suggestions."),
         full_run,
@@ -309,6 +322,8 @@ class AnalysisArgs:
     # the verified fixes
     no_fix: bool = False
     probe_shapes: bool = False
+    print_diff: bool = False
+    write: bool = False
     # the benchmark: a command without its options has no bench_backend
     no_bench: bool = False
     bench_backend: str | None = None

@@ -776,6 +776,10 @@ class Suggestion(_Model):
     """Code to use, when the change is not a diff of the user's file."""
     diff: str | None = None
     """Unified diff against the user's source file, when the change is local and mechanical."""
+    file: str | None = None
+    """The source file the diff edits, absolute (schema 1.11)."""
+    file_sha256: str | None = None
+    """Its content hash when the diff was made: `fix --write` refuses a file changed since (schema 1.11)."""
     references: list[str] = Field(default_factory=list)
     """The graph-break site page of the GB id, torch docs."""
     action: FixAction | None = None

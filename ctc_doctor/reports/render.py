@@ -161,8 +161,9 @@ def _fix_panel(report: Report) -> Panel | None:
     return Panel(Group(*body), title="fix (verified on a copy; your model is unchanged)", expand=True)  # type: ignore[arg-type]
 
 
-def _fix_diffs(report: Report) -> list[object]:
-    """The applied fixes' diffs, outside any panel and wrapped, never cut: the key line is the point."""
+def _fix_diffs(report: Report, width: int) -> list[object]:
+    """The applied fixes' diffs, outside any panel, never re-wrapped (a wrapped line is no patch): a diff
+    with a line wider than the terminal is pointed to instead (`--diff` prints it whole)."""
     if report.fix is None:
         return []
     by_id = {s.id: s for s in report.suggestions}
@@ -173,7 +174,11 @@ def _fix_diffs(report: Report) -> list[object]:
             from rich.syntax import Syntax  # pygments: only when there is a diff to show
 
             parts.append(Text(f"{sid}: {s.title}", style="bold"))
-            parts.append(Syntax(s.diff.rstrip("\n"), "diff", theme="ansi_dark", background_color="default", word_wrap=True))
+            if max(len(line) for line in s.diff.splitlines()) > width:
+                where = short_path(s.file or "?")
+                parts.append(Text(f"    its diff is wider than this terminal: `--diff` prints the patch whole ({where})", style="dim"))
+                continue
+            parts.append(Syntax(s.diff.rstrip("\n"), "diff", theme="ansi_dark", background_color="default", word_wrap=False))
     return parts
 
 
@@ -545,7 +550,7 @@ def render_summary(report: Report, console: Console, *, top: int = 10) -> None:
     fix_panel = _fix_panel(report)
     if fix_panel is not None:
         parts.append(fix_panel)
-        parts.extend(_fix_diffs(report))
+        parts.extend(_fix_diffs(report, console.width))
     if report.shape_probe is not None:
         parts.append(probe_text(report))
     if report.benchmark is not None:

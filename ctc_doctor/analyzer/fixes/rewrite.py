@@ -72,11 +72,26 @@ def _file_lines(file: str) -> list[str]:
 
 
 def _display_path(file: str) -> str:
-    try:
-        rel = os.path.relpath(file)
-    except ValueError:
-        return file
-    return file if rel.startswith("..") else rel
+    """The file as a patch names it: relative to its git repository's root, else to the current
+    directory, else its absolute path without the leading separator (never `a//home/...`)."""
+    folder = os.path.dirname(os.path.abspath(file))
+    root = None
+    while root is None:
+        if os.path.exists(os.path.join(folder, ".git")):
+            root = folder
+        elif os.path.dirname(folder) == folder:
+            break
+        folder = os.path.dirname(folder)
+    for base in (root, os.getcwd()):
+        if base is None:
+            continue
+        try:
+            rel = os.path.relpath(file, base)
+        except ValueError:
+            continue
+        if not rel.startswith(".."):
+            return rel.replace(os.sep, "/")
+    return os.path.abspath(file).lstrip(os.sep).replace(os.sep, "/")
 
 
 def _enclosing(tree: ast.Module, line: int) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, str | None]:

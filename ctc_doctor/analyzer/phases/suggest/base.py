@@ -3,6 +3,7 @@ rule states a suggestion (a source edit with its diff, a config option, a module
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,7 +84,12 @@ def source_edit(
         if auto
         else None
     )
-    ctx.add(rule, title, rationale, "source_edit", applies, auto_applicable=auto, diff=plan.diff(), references=references, action=action)
+    with open(plan.file, "rb") as fh:
+        digest = hashlib.sha256(fh.read()).hexdigest()
+    ctx.add(
+        rule, title, rationale, "source_edit", applies, auto_applicable=auto, diff=plan.diff(),
+        file=plan.file, file_sha256=digest, references=references, action=action,
+    )  # fmt: skip
     return True
 
 
