@@ -123,7 +123,8 @@ def test_redaction_leaves_no_absolute_path_of_a_model_outside_root_and_home(cli,
     assert site["user_frame"]["file"] == "<abs>/models/m.py"
     assert data["bisect"]["repro_paths"] and all(p.startswith("<abs>/out/") for p in data["bisect"]["repro_paths"])
     diffs = [s["diff"] for s in data["suggestions"] if s["diff"]]
-    assert diffs and all(d.startswith("--- a/<abs>/models/m.py\n+++ b/<abs>/models/m.py") for d in diffs), diffs[0][:80]
+    # a file outside any repository and the current directory: named from its own folder (`patch -p1` there)
+    assert diffs and all(d.startswith("--- a/m.py\n+++ b/m.py") for d in diffs), diffs[0][:80]
     assert "<abs>/models/m.py:build" in data["run"]["command"]
 
 

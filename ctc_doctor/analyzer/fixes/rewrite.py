@@ -73,7 +73,7 @@ def _file_lines(file: str) -> list[str]:
 
 def _display_path(file: str) -> str:
     """The file as a patch names it: relative to its git repository's root, else to the current
-    directory, else its absolute path without the leading separator (never `a//home/...`)."""
+    directory, else its own name (applied from its folder; never `a//home/...`)."""
     folder = os.path.dirname(os.path.abspath(file))
     root = None
     while root is None:
@@ -91,7 +91,7 @@ def _display_path(file: str) -> str:
             continue
         if not rel.startswith(".."):
             return rel.replace(os.sep, "/")
-    return os.path.abspath(file).lstrip(os.sep).replace(os.sep, "/")
+    return os.path.basename(file)
 
 
 def _enclosing(tree: ast.Module, line: int) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, str | None]:
