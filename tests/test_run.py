@@ -544,3 +544,33 @@ def test_a_script_with_dropout_gets_its_fixes_verified_on_replays_seeded_alike(c
     assert report.fix.applied, [(s.id, s.verified) for s in report.suggestions]
     n = report.fix.verification.numerics
     assert n.ok and n.random == "same seed per call" and n.ratio == 1.0 and n.eager_error < 0.01, n
+
+
+def test_run_diff_prints_the_verified_edit_as_a_patch_and_the_scripts_output_on_stderr(cli, tmp_path):
+    (tmp_path / "models.py").write_text(
+        "import torch\n\n\n"
+        "class Net(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(8, 8)\n\n"
+        "    def forward(self, x):\n"
+        "        h = self.fc(x)\n"
+        "        print('h', h.shape)\n"
+        "        return torch.relu(h)\n"
+    )
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\nfrom models import Net\n"
+        "model = torch.compile(Net(), backend='eager')\n"
+        "for _ in range(3):\n"
+        "    model(torch.randn(4, 8))\n"
+        "print('trained')\n"
+    )
+    result = cli("run", "--diff", "--no-bisect", "-q", "--", str(script), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("--- a/models.py\n+++ b/models.py\n") and "trained" not in result.stdout, result.stdout
+    assert "+        if not torch.compiler.is_compiling():" in result.stdout and "trained" in result.stderr
+    (tmp_path / "p.patch").write_text(result.stdout)
+    applied = subprocess.run(["git", "apply", "p.patch"], cwd=tmp_path, capture_output=True, text=True)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert "if not torch.compiler.is_compiling():" in (tmp_path / "models.py").read_text()

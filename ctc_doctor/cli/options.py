@@ -436,6 +436,8 @@ class RunArgs:
     debug: bool = False
     progress_fd: int | None = None
     compare: str | None = None
+    print_diff: bool = False
+    write: bool = False
 
     def strategies(self) -> list[str]:
         """`--compare`'s strategies, in the order given (eager first when it is among them); a name

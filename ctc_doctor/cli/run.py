@@ -76,6 +76,13 @@ _RUN_PHASES = {
 )
 @click.option("--no-bisect", is_flag=True, help="Skip the bisection of the compiled module.")
 @click.option("--no-fix", is_flag=True, help="Skip verifying the suggestions on copies of the compiled module.")
+@click.option(
+    "--diff",
+    "print_diff",
+    is_flag=True,
+    help="Print the verified source edits as one patch on stdout (the script's own stdout then goes to stderr).",
+)
+@click.option("--write", is_flag=True, help="Make the verified source edits in your files (refused, exit 13, if one changed meanwhile).")
 @GUARDS
 @TOP
 @REDACT
@@ -129,10 +136,14 @@ def run(command: tuple[str, ...], **kw: Any) -> None:
             click.echo(f"ctc-doctor: {text}", err=True)
 
     strategies = args.strategies()
+    if args.print_diff and args.json_out == "-":
+        raise click.UsageError("--diff prints the patch on stdout: write the JSON report to a file (--json PATH)")
+    if (args.print_diff or args.write) and args.no_fix:
+        raise click.UsageError("--diff and --write need the verified fixes: drop --no-fix")
     with one_line_errors(args.debug):
         argv = script_command(list(command))
         options = args.run_options(gated=policy is not None)
-        stdout = sys.stderr if args.json_out == "-" else None
+        stdout = sys.stderr if args.json_out == "-" or args.print_diff else None
         with _fresh_inductor_cache(bool(strategies)):
             result = run_script(argv, options, say=say, progress=progress, stdout=stdout)
         report = result.report
@@ -149,6 +160,10 @@ def run(command: tuple[str, ...], **kw: Any) -> None:
         print_summary(report, console, top=args.top, json_out=args.json_out)
         if report.comparison:
             console.print(_comparison_table(report))
+    if (args.print_diff or args.write) and code == ExitCode.OK:
+        from .patches import emit as emit_patches
+
+        code = ExitCode(emit_patches(report, diff=args.print_diff, write=args.write, say=say))
     if policy is not None and code == ExitCode.OK and not gate(report, policy):
         code = ExitCode.CHECK_FAILED
     sys.exit(int(code))
