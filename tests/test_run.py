@@ -574,3 +574,43 @@ def test_run_diff_prints_the_verified_edit_as_a_patch_and_the_scripts_output_on_
     applied = subprocess.run(["git", "apply", "p.patch"], cwd=tmp_path, capture_output=True, text=True)
     assert applied.returncode == 0, applied.stdout + applied.stderr
     assert "if not torch.compiler.is_compiling():" in (tmp_path / "models.py").read_text()
+
+
+def test_ddps_own_breaks_are_the_wrappers_expected_and_a_user_break_inside_stays_the_users(cli, tmp_path):
+    """Two gloo ranks compiling `DDP(model)`: DDP's skipped `_inside_ddp_forward` and its Logger
+    bookkeeping break on every call by design: owner `wrapper`, expected, no suggestion, not in the
+    verdict. A print inside the wrapped model's own forward is still the user's break, with its fix."""
+    script = tmp_path / "ddp.py"
+    script.write_text(
+        "import sys, torch, torch.distributed as dist\n"
+        "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+        "class Net(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(16, 4)\n"
+        "    def forward(self, x):\n"
+        "        if len(sys.argv) > 1:\n"
+        "            print('forward', x.shape)\n"
+        "        return self.fc(x)\n"
+        "dist.init_process_group('gloo')\n"
+        "ddp = torch.compile(DDP(Net()), backend='eager')\n"
+        "for _ in range(3):\n"
+        "    ddp(torch.randn(8, 16)).sum().backward()\n"
+        "dist.destroy_process_group()\n"
+    )
+    out = tmp_path / "r.json"
+    clean = cli("run", "--nproc", "2", "--no-bisect", "--no-fix", "--json", str(out), "-q", "--", str(script))
+    assert clean.returncode == 0, clean.stderr
+    report = load_report(out)
+    wrapper = [s for s in report.graph_breaks if s.owner == "wrapper"]
+    assert len(wrapper) == len(report.graph_breaks) >= 2 and all(s.wrapper == "DistributedDataParallel" and s.expected for s in wrapper)
+    assert report.summary.expected_break_sites == len(wrapper) and report.summary.verdict == "clean"
+    assert not [s for s in report.suggestions if set(s.applies_to) & {w.id for w in wrapper}]
+    assert next_steps(report)[0].startswith("Nothing of yours to fix: the ")
+    mixed = cli("run", "--nproc", "2", "--no-bisect", "--json", str(out), "-q", "--", str(script), "print")
+    assert mixed.returncode == 0, mixed.stderr
+    report = load_report(out)
+    (mine,) = [s for s in report.graph_breaks if s.owner == "user"]
+    assert not mine.expected and mine.user_frame.line == 9 and report.summary.verdict == "graph_breaks"
+    assert any(mine.id in s.applies_to for s in report.suggestions)
+    assert all(s.expected for s in report.graph_breaks if s is not mine)

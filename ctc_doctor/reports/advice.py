@@ -45,7 +45,7 @@ def next_steps(report: Report) -> list[str]:
     if report.suggestions:
         steps.extend(_suggestion_steps(report))
         return steps + _bisect_steps(report)
-    for site in report.graph_breaks[:3]:
+    for site in [s for s in report.graph_breaks if not s.expected][:3]:
         frame = site.own_frame or site.user_frame
         where = f"{short_path(frame.file)}:{frame.line}"
         mod = module_label(site.module_paths, 30)
@@ -76,6 +76,15 @@ def next_steps(report: Report) -> list[str]:
                 "Every exercised module compiles with fullgraph=True on its first-call inputs; "
                 "run the full analysis (`ctc-doctor TARGET`) for recompiles."
             )
+    elif report.summary.verdict == "clean" and report.summary.expected_break_sites:
+        wrappers = sorted({s.wrapper for s in report.graph_breaks if s.wrapper})
+        ops = max([g.op_count for g in report.graphs] + [m.op_count or 0 for m in report.compile_metrics], default=0)
+        largest = f"; the largest, {ops} ops, is your model's" if ops else ""
+        steps.append(
+            f"Nothing of yours to fix: the {report.summary.expected_break_sites} break site(s) are {', '.join(wrappers)}'s own "
+            f"code, eager by design (they split each call into {report.summary.graph_count} graphs{largest}). "
+            "An alternative to measure: compile the inner module before wrapping it."
+        )
     elif report.summary.verdict == "clean":
         steps.append("Nothing to fix: this workload compiles to one graph per call without recompiles.")
     return steps

@@ -113,6 +113,13 @@ class GraphBreakSite(_Model):
     """True when `user_frame` is in the user's code, not in site-packages, torch or the standard library."""
     library: str | None = None
     """The library that holds `user_frame` (`torch`, `transformers`, `stdlib`...) when not own code."""
+    owner: Literal["user", "library", "wrapper"] | None = None
+    """Whose code breaks: the user's, a library the model calls (transformers, timm...), or a framework
+    wrapper around the model (DDP, FSDP, accelerate, the Trainer, Lightning); schema 1.11."""
+    wrapper: str | None = None
+    """The wrapper, when `owner` is wrapper (`DistributedDataParallel`)."""
+    expected: str | None = None
+    """Why the site is a wrapper's by-design break, one sentence: not in the verdict, no advice (schema 1.11)."""
     frame_skipped: bool = False
     """True when Dynamo gave up on the whole function (e.g. a graph break in a loop): it ran fully eager."""
     ops_in_split_graphs: int = 0
@@ -404,6 +411,9 @@ class Summary(_Model):
     """Recompilations over the whole workload."""
     expected_recompiles: int = 0
     """Of `recompile_count`, the one-offs a loop pays by design (`Recompile.expected`): not in the verdict."""
+    expected_break_sites: int = 0
+    """Of `unique_break_sites`, a framework wrapper's by-design breaks (`GraphBreakSite.expected`): not in
+    the verdict (schema 1.11)."""
     frames_skipped: int = 0
     """Functions Dynamo gave up on entirely (run fully eager)."""
     analysis_run: bool = True
@@ -1221,8 +1231,9 @@ def refresh_verdict(report: Report) -> None:
     (after recompiles were marked expected, or several ranks merged)."""
     s = report.summary
     s.expected_recompiles = sum(1 for rc in report.recompiles if rc.expected)
+    s.expected_break_sites = sum(1 for site in report.graph_breaks if site.expected)
     failed = s.verdict == "failed" or any(e.phase in FAILED_PHASES for e in report.errors)
-    s.verdict = compute_verdict(s.unique_break_sites, s.recompile_count - s.expected_recompiles, failed)
+    s.verdict = compute_verdict(s.unique_break_sites - s.expected_break_sites, s.recompile_count - s.expected_recompiles, failed)
 
 
 def compute_verdict(summary_breaks: int, recompiles: int, failed: bool) -> Verdict:
@@ -1272,11 +1283,12 @@ def summarize(
         graphs_compiled=len(graphs),
         graph_break_count=sum(s.occurrences for s in graph_breaks),
         unique_break_sites=len(graph_breaks),
+        expected_break_sites=sum(1 for s in graph_breaks if s.expected),
         recompile_count=len(recompiles),
         frames_skipped=frames_skipped,
         analysis_run=analysis_run,
         compile_time_s=round(sum(m.duration_s or 0.0 for m in compile_metrics), 4),
-        verdict=compute_verdict(len(graph_breaks), len(recompiles), failed),
+        verdict=compute_verdict(sum(1 for s in graph_breaks if not s.expected), len(recompiles), failed),
     )
 
 

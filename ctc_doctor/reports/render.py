@@ -95,12 +95,16 @@ def verdict_panel(report: Report) -> Panel:
         found = f"{len(b.smallest_failing)} smallest failing module(s)" if b else "bisection did not run"
         lines.append(f"{found} · break and recompile counts not measured: run `ctc-doctor TARGET` for them")
         return Panel(lines, title="verdict", expand=False)
-    if s.verdict == "clean" and s.expected_recompiles:
+    if s.verdict == "clean" and s.expected_break_sites:
+        label = "CLEAN: your model's code compiles without breaks; the framework wrapper's own breaks are by design"
+    elif s.verdict == "clean" and s.expected_recompiles:
         label = "CLEAN: one graph per call; its only recompiles are expected one-offs"
     lines.append(label + "\n", style=style)
     lines.append(
         f"{graphs_text(report)} · {s.graph_break_count} break event(s) at "
-        f"{s.unique_break_sites} site(s) · {recompiles_text(s)}"
+        f"{s.unique_break_sites} site(s)"
+        + (f" ({s.expected_break_sites} a wrapper's, expected)" if s.expected_break_sites else "")
+        + f" · {recompiles_text(s)}"
         + (f" from {len(report.recompile_causes)} cause(s)" if report.recompile_causes else "")
         + (f" · {s.frames_skipped} function(s) skipped (ran eager)" if s.frames_skipped else "")
         + f" · {compile_time_text(report)}"
@@ -208,7 +212,9 @@ def _break_rows(sites: list[GraphBreakSite], top: int) -> Group:
         for mark in site_marks(site):
             reason.append(f" ({mark})", style="bold")
         parts.append(_indented(reason))
-        if site.hints:
+        if site.expected:
+            parts.append(_indented(f"expected, {site.wrapper}'s by design: {site.expected}", "green"))
+        elif site.hints:
             parts.append(_indented(f"hint: {site.hints[0]}", "dim"))
     return Group(*parts)  # type: ignore[arg-type]
 
@@ -381,7 +387,9 @@ def _break_table(sites: list[GraphBreakSite], top: int) -> Table:
         cell = Text(site.reason)
         for mark in site_marks(site):
             cell.append(f" ({mark})", style="bold")
-        if site.hints:
+        if site.expected:
+            cell.append(f"\nexpected, {site.wrapper}'s by design: {site.expected}", style="green")
+        elif site.hints:
             cell.append(f"\nhint: {site.hints[0]}", style="dim")
         module = Text(module_label(site.module_paths))
         if site.module_class:

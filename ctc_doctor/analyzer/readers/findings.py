@@ -19,6 +19,7 @@ from .gb_registry import registry_hints, registry_ids_for
 from .parsing import ParsedBreak, parse_break_text
 from .sources import RawFrame, classify_file, function_name, is_tool_frame, source_line
 from .text import guard_line_count
+from .wrappers import mark_wrapper_breaks
 
 UNKNOWN_FUNCTION = "?"
 """Function name of a frame known only by file:line (a TORCH_LOGS break whose stack torch suppressed)."""
@@ -162,7 +163,9 @@ def group_break_sites(
                 ranks=sorted(group["ranks"]),
             )
         )
-    sites.sort(key=lambda s: (-s.occurrences, -s.ops_in_split_graphs, s.user_frame.file, s.user_frame.line))
+    mark_wrapper_breaks(sites)
+    # the user's and the libraries' sites first, a wrapper's by-design ones last
+    sites.sort(key=lambda s: (bool(s.expected), -s.occurrences, -s.ops_in_split_graphs, s.user_frame.file, s.user_frame.line))
     for i, site in enumerate(sites, 1):
         site.id = f"B{i}"
     return sites

@@ -160,7 +160,9 @@ def first_sentence(text: str) -> str:
     text = " ".join(text.split())
     m = re.match(r"(.+?[.!?])(?=\s+[A-Z]|$)", text)
     sentence = m.group(1) if m else text
-    return sentence if len(sentence) <= 200 else sentence[:197] + "..."
+    if len(sentence) <= 400:
+        return sentence
+    return sentence[:400].rsplit(" ", 1)[0] + " …"  # a very long one: cut between words, never inside one
 
 
 def _unique(items: list[str]) -> list[str]:
