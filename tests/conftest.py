@@ -91,6 +91,19 @@ def run_cli(
     )
 
 
+PRINTING_NET = (
+    "import torch\n\n\n"
+    "class Net(torch.nn.Module):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        self.fc = torch.nn.Linear(8, 8)\n\n"
+    "    def forward(self, x):\n"
+    "        h = self.fc(x)\n"
+    "        print('h', h.shape)\n"
+)
+"""The head of a user's model file whose forward prints (a graph break with a source fix): tests add its end."""
+
+
 @pytest.fixture
 def cli():
     return run_cli

@@ -19,7 +19,7 @@ from ctc_doctor.reports import SCHEMA_VERSION, load_report
 from ctc_doctor.reports.advice import GUARD_ADVICE, next_steps
 from ctc_doctor.reports.markdown import render_markdown
 
-from .conftest import TARGETS, analyzed, fixed, run_cli
+from .conftest import PRINTING_NET, TARGETS, analyzed, fixed, run_cli
 
 # Rules that must fire on each fixture (others may fire too).
 RULES = {
@@ -388,15 +388,7 @@ def test_the_verified_edits_come_out_as_a_patch_git_applies_and_write_refuses_a_
     same edit in place, and refuses (exit 13, nothing written) a file changed since the analysis."""
     repo = tmp_path / "repo"
     (repo / "proj").mkdir(parents=True)
-    source = (
-        "import torch\n\n\n"
-        "class Net(torch.nn.Module):\n"
-        "    def __init__(self):\n"
-        "        super().__init__()\n"
-        "        self.fc = torch.nn.Linear(8, 8)\n\n"
-        "    def forward(self, x):\n"
-        "        h = self.fc(x)\n"
-        "        print('h', h.shape)\n"
+    source = PRINTING_NET + (
         "        scores = torch.relu(h)\n"
         "        if scores.sum() > 0:\n"
         "            scores = scores * 2\n"

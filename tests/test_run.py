@@ -25,7 +25,7 @@ from ctc_doctor.reports.models import Report
 from ctc_doctor.reports.verdicts import strategy_verdict
 from ctc_doctor.tui.live_run import LiveRun
 
-from .conftest import REPO, TARGETS, ctrl_c_reaches_the_child
+from .conftest import PRINTING_NET, REPO, TARGETS, ctrl_c_reaches_the_child
 
 SCRIPTS = REPO / "ctc_doctor" / "fixtures" / "scripts"
 TRAIN = SCRIPTS / "train.py"
@@ -547,17 +547,7 @@ def test_a_script_with_dropout_gets_its_fixes_verified_on_replays_seeded_alike(c
 
 
 def test_run_diff_prints_the_verified_edit_as_a_patch_and_the_scripts_output_on_stderr(cli, tmp_path):
-    (tmp_path / "models.py").write_text(
-        "import torch\n\n\n"
-        "class Net(torch.nn.Module):\n"
-        "    def __init__(self):\n"
-        "        super().__init__()\n"
-        "        self.fc = torch.nn.Linear(8, 8)\n\n"
-        "    def forward(self, x):\n"
-        "        h = self.fc(x)\n"
-        "        print('h', h.shape)\n"
-        "        return torch.relu(h)\n"
-    )
+    (tmp_path / "models.py").write_text(PRINTING_NET + "        return torch.relu(h)\n")
     script = tmp_path / "train.py"
     script.write_text(
         "import torch\nfrom models import Net\n"
