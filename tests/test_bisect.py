@@ -293,7 +293,7 @@ def test_bisect_command_writes_the_report_and_a_repro_beside_it(cli, tmp_path):
         "ctc_repro_user_targets_printing_model_root.py",
         "ctc_repro_zoo_parent_break_body.py",
     ]
-    assert "← smallest failing" in result.stderr
+    assert "← smallest failing" in result.stdout
 
 
 def test_the_full_run_bisects_when_it_finds_breaks_and_not_when_told_not_to(cli):

@@ -322,7 +322,7 @@ def test_fix_and_bench_commands_write_the_sections_and_markdown_shows_them(cli, 
         "--no-explain",
     )
     assert result.returncode == 0, result.stderr
-    assert "benchmark: eager" in result.stderr and "compiled_fixed" in result.stderr
+    assert "benchmark: eager" in result.stdout and "compiled_fixed" in result.stdout
     report = load_report(out)
     assert [a.name for a in report.benchmark.arms] == ["eager", "compiled", "compiled_fixed"]
     text = render_markdown(report)

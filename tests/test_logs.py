@@ -282,7 +282,7 @@ def test_logs_command_writes_a_report_that_loads_renders_and_diffs(cli, tmp_path
     out = tmp_path / "r.json"
     result = cli("logs", str(TWO_RANKS), "--json", str(out))
     assert result.returncode == 0, result.stderr
-    assert "ranks diverge" in result.stderr and "rank 1" in result.stderr
+    assert "ranks diverge" in result.stdout and "rank 1" in result.stdout
     report = load_report(out)
     assert report.schema_version == "1.11" and report.source is not None and report.source.ranks == [0, 1]
     md = render_markdown(report)

@@ -78,7 +78,7 @@ def test_run_diagnoses_an_unmodified_training_script(cli, tmp_path):
         ["step", "2", "batch", "8"],
         ["step", "3", "batch", "4"],
     ]
-    assert result.stdout.rstrip().endswith("done")
+    assert result.stdout.index("done\n") < result.stdout.index("verdict")  # the script's output, then the report
     report = load_report(out)
     assert report.target.kind == "script" and report.target.command == [
         str(TRAIN),
@@ -103,7 +103,7 @@ def test_run_diagnoses_an_unmodified_training_script(cli, tmp_path):
     assert report.fix is not None and report.fix.applied
     v = report.fix.verification
     assert v.numerics_ok and v.after.unique_break_sites == 0 < v.before.unique_break_sites
-    assert "script: " in result.stderr and "blocks.1.norm" in result.stderr
+    assert "script: " in result.stdout and "blocks.1.norm" in result.stdout
 
 
 def test_run_json_dash_keeps_stdout_for_the_report_and_accepts_python_and_m(cli):
@@ -286,7 +286,7 @@ def test_two_ranks_report_each_rank_and_the_divergence_root_cause(cli, tmp_path)
     root = report.divergence[0]
     assert root.kind == "root_cause" and root.ranks == [1]
     assert "size of x (dim 0)" in root.message and "expected 8, actual 4" in root.message
-    assert "root cause" in result.stderr
+    assert "root cause" in result.stdout
 
 
 def test_timeout_stops_every_rank_of_a_hanging_script(cli, tmp_path):
@@ -400,7 +400,7 @@ def test_compare_runs_the_script_once_per_strategy_and_times_each_by_its_own_cal
     assert all(r.calls == 12 and r.period_ms and r.period_ms > 0 and r.error is None for r in rows.values())
     assert rows["eager"].graphs_compiled == 0 and rows["default"].graphs_compiled >= 1
     assert rows["default"].speedup is not None and rows["eager"].speedup is None
-    assert "fastest steady pace:" in result.stderr and "for 12 calls the least total time:" in result.stderr
+    assert "fastest steady pace:" in result.stdout and "for 12 calls the least total time:" in result.stdout
     few = cli("run", "--compare", "eager", "--no-bisect", "--no-fix", "--json", str(out), "-q", "--", str(script), "2")
     assert few.returncode == 0, few.stderr
     assert all("fewer than 4" in (r.error or "") for r in load_report(out).comparison)
@@ -465,7 +465,7 @@ def test_compare_marks_the_dims_the_scripts_own_run_saw_vary_and_compares_its_lo
     for name in ("default", "mark-dynamic"):
         assert rows[name].loss_call == 8 and rows[name].loss_ok and rows[name].loss_change < 1e-4, rows[name]
     assert sorted(next(o for o in report.compiled if o.analyzed).losses) == [0, 1, 2, 4, 8]
-    assert "loss Δ: the largest change of the loss against eager's" in result.stderr
+    assert "loss Δ: the largest change of the loss against eager's" in result.stdout
     drift = cli("run", "--compare", "eager", "--no-bisect", "--no-fix", "-q", "--json", str(out), "--", str(script), "drift")
     assert drift.returncode == 0, drift.stderr
     (row,) = [r for r in load_report(out).comparison if r.strategy == "default"]
@@ -503,8 +503,8 @@ def test_a_grad_mode_switch_in_an_evaluation_loop_is_a_one_off_and_each_cause_sa
     assert report.summary.verdict == "clean"  # a one-off is said, not alarmed on
     assert cause.compile_time_s > 0 and report.compile_profile is not None
     assert report.compile_profile.total_s >= cause.compile_time_s
-    assert "(expected: grad mode switches" in result.stderr and "its only recompiles are expected one-offs" in result.stderr
-    assert "in estimate_loss, no_grad)" in " ".join(result.stderr.split())  # where the first recompile was triggered
+    assert "(expected: grad mode switches" in result.stdout and "its only recompiles are expected one-offs" in result.stdout
+    assert "in estimate_loss, no_grad)" in " ".join(result.stdout.split())  # where the first recompile was triggered
     assert cause.trigger.endswith("train.py:6 in estimate_loss, no_grad")
     assert not any("Keep grad mode" in step for step in next_steps(report))  # no step for a one-off
 

@@ -28,6 +28,7 @@ from .output import (
     one_line_errors,
     print_summary,
     progress_writer,
+    report_console,
     run_live,
     stderr_console,
     stdout_reserved,
@@ -178,7 +179,8 @@ def run_analysis(spec: str, load: Callable[[], Workload], args: AnalysisArgs, po
                 write_report(report, args.json_out, real_stdout, redact=args.redact)
         eager_failed = any(e.phase == "eager" for e in report.errors)
         if not args.quiet and not eager_failed:  # nothing was analyzed: the one-line error says it all
-            print_summary(report, console, top=args.top, json_out=args.json_out)
+            summary = report_console(args.json_out == "-" or args.print_diff)
+            print_summary(report, summary, top=args.top, json_out=args.json_out)
     if args.bisect_only and report.bisect is None and not report.errors:
         fail("bisect needs an nn.Module model; the target returned a " + report.target.model_class, ExitCode.TARGET_INVALID)
     fatal = next((e for e in report.errors if e.phase in ERROR_PHASE_EXIT), None)

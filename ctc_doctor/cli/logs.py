@@ -15,7 +15,7 @@ from .output import (
     one_line_errors,
     print_summary,
     refuse_tui_with_json_on_stdout,
-    stderr_console,
+    report_console,
     write_report,
 )
 
@@ -27,7 +27,7 @@ from .output import (
 @GUARDS
 @TOP
 @REDACT
-@click.option("--quiet", "-q", is_flag=True, help="No summary on stderr.")
+@click.option("--quiet", "-q", is_flag=True, help="No summary.")
 @click.option("--tui", is_flag=True, help="Browse the report in the terminal UI.")
 @DEBUG
 def logs(
@@ -64,7 +64,7 @@ def logs(
     if tui:
         browse(report, json_out)
     elif not quiet:
-        print_summary(report, stderr_console(), top=top, json_out=json_out, save_hint=False)
+        print_summary(report, report_console(json_out == "-"), top=top, json_out=json_out, save_hint=False)
     stats = report.parse_stats
     if strict and stats is not None and (stats.unreadable or stats.unknown):
         first = f" (first: {stats.examples[0]})" if stats.examples else ""

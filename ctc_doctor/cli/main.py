@@ -36,7 +36,7 @@ def cli() -> None:
     ctc-doctor run -- train.py ARGS            your script, unmodified (--nproc N: torchrun ranks)
     ctc-doctor mypkg.models:build              analyze (build() returns (model, args[, variants]) or a Workload)
     ctc-doctor path/to/file.py:build --json report.json
-    ctc-doctor mypkg.models:build --json -     report on stdout, summary on stderr
+    ctc-doctor mypkg.models:build --json -     JSON on stdout, summary on stderr
     ctc-doctor bisect mypkg.models:build       smallest submodules that fail fullgraph=True
     ctc-doctor fix mypkg.models:build          apply the safe suggestions to a copy and verify them
     ctc-doctor bench mypkg.models:build        eager vs compiled vs fixed vs regional, measured

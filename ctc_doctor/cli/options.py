@@ -77,7 +77,7 @@ def analysis_options(f: F) -> F:
         GUARDS,
         TOP,
         REDACT,
-        click.option("--quiet", "-q", is_flag=True, help="No summary or progress on stderr."),
+        click.option("--quiet", "-q", is_flag=True, help="No summary or progress."),
         click.option(
             "--tui", is_flag=True, help="Watch the run in the terminal UI (phases, output; Escape cancels), then browse the report."
         ),

@@ -55,6 +55,16 @@ def stderr_console() -> Console:
     return Console(file=sys.stderr, highlight=False, soft_wrap=False)
 
 
+def report_console(stdout_carries_data: bool = False) -> Console:
+    """Where a command prints its report (the summary, a table): stdout, as pytest, ruff and git do, unless
+    stdout carries data (`--json -`, a patch from `--diff`); then stderr."""
+    from rich.console import Console
+
+    if stdout_carries_data:
+        return stderr_console()
+    return Console(file=sys.stdout, highlight=False, soft_wrap=False)
+
+
 def load_report_or_fail(path: str) -> Report:
     """A saved report, or its one-line error and exit code (REPORT_INVALID)."""
     from ..reports.io import load_report
@@ -111,10 +121,12 @@ def print_summary(report: Report, console: Console, *, top: int, json_out: str |
     from ..reports.render import render_summary
 
     render_summary(report, console, top=top)
+    console.file.flush()
+    notes = stderr_console()  # where the report went is a note, not the report
     if json_out and json_out != "-":
-        console.print(f"[dim]report written to {json_out}[/dim]")
+        notes.print(f"[dim]report written to {json_out}[/dim]")
     elif not json_out and save_hint:
-        console.print("[dim]save the full report with --json report.json[/dim]")
+        notes.print("[dim]save the full report with --json report.json[/dim]")
 
 
 def gate(report: Report, policy: Policy) -> bool:

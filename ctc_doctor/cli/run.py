@@ -21,8 +21,8 @@ from .output import (
     one_line_errors,
     print_summary,
     progress_writer,
+    report_console,
     run_live,
-    stderr_console,
     write_report,
 )
 
@@ -86,7 +86,7 @@ _RUN_PHASES = {
 @GUARDS
 @TOP
 @REDACT
-@click.option("--quiet", "-q", is_flag=True, help="No summary or progress on stderr (the script's own output still shows).")
+@click.option("--quiet", "-q", is_flag=True, help="No summary or progress (the script's own output still shows).")
 @click.option("--tui", is_flag=True, help="Watch the run in the terminal UI (phases, the script's output), then browse the report.")
 @click.option(
     "--check", "gate", is_flag=True, help="CI gate: exit 1 unless the run is clean (or within --max-graph-breaks/--max-recompiles)."
@@ -119,7 +119,7 @@ def run(command: tuple[str, ...], **kw: Any) -> None:
     policy = gate_args.policy(gate=args.gate)
     from ..analyzer.launch import run_script, script_command
 
-    console = stderr_console()
+    console = report_console(args.json_out == "-" or args.print_diff)
     emit = progress_writer(args.progress_fd)
     shown: list[str] = []
 

@@ -9,7 +9,7 @@ import click
 
 from ..errors import ExitCode
 from .options import REDACT
-from .output import browse, load_report_or_fail, stderr_console
+from .output import browse, load_report_or_fail, report_console
 
 SECTIONS = ["overview", "breaks", "recompiles", "modules", "suggestions", "benchmark", "compiles"]
 
@@ -26,7 +26,7 @@ def show(report_path: str, top: int, tui: bool) -> None:
     if tui:
         browse(report, report_path)
         return
-    render_summary(report, stderr_console(), top=top)
+    render_summary(report, report_console(), top=top)
 
 
 @click.command()

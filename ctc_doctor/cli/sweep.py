@@ -13,7 +13,7 @@ import click
 
 from ..errors import ExitCode
 from .options import DEBUG, REDACT
-from .output import fail, one_line_errors, stderr_console
+from .output import fail, one_line_errors, report_console, stderr_console
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -88,7 +88,7 @@ def sweep() -> None:
     "--full", is_flag=True, help="The whole analysis per target (bisection, verified fixes, benchmark), not just breaks and recompiles."
 )
 @REDACT
-@click.option("--quiet", "-q", is_flag=True, help="No progress or summary on stderr.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress or summary.")
 @DEBUG
 def sweep_run(
     manifest: str,
@@ -128,7 +128,9 @@ def sweep_run(
                 loaded, out, options, jobs=jobs or default_jobs(), shard_of=shard_of, on_start=on_start, on_done=on_done
             )
         if not quiet:
-            console.print(render_text(summary, width=console.width), end="", markup=False, highlight=False)
+            shown = report_console()
+            shown.print(render_text(summary, width=shown.width), end="", markup=False, highlight=False)
+            shown.file.flush()
             console.print(f"[dim]summary written to {out / 'summary.json'} and {out / 'summary.md'}[/dim]")
     if interrupted:
         fail("interrupted: the summary of what finished was written", ExitCode.INTERRUPTED)
@@ -187,7 +189,7 @@ def _sweep_progress(
 @sweep.command("merge")
 @click.argument("paths", nargs=-1, required=True, metavar="SWEEP_DIR...")
 @click.option("--out", "out_dir", required=True, metavar="DIR", help="Where the merged summary (and copies of the reports and logs) go.")
-@click.option("--quiet", "-q", is_flag=True, help="No summary on stderr.")
+@click.option("--quiet", "-q", is_flag=True, help="No summary.")
 def sweep_merge(paths: tuple[str, ...], out_dir: str, quiet: bool) -> None:
     """Merge the summaries of a sweep's shards (`--shard I/N` runs) into one."""
     from ..sweep.summary import merge_summaries, render_text, write_summary
@@ -196,9 +198,10 @@ def sweep_merge(paths: tuple[str, ...], out_dir: str, quiet: bool) -> None:
         merged = merge_summaries(list(paths), Path(out_dir))
         write_summary(merged, Path(out_dir))
     if not quiet:
-        console = stderr_console()
-        console.print(render_text(merged, width=console.width), end="", markup=False, highlight=False)
-        console.print(f"[dim]merged summary written to {Path(out_dir) / 'summary.json'}[/dim]")
+        shown = report_console()
+        shown.print(render_text(merged, width=shown.width), end="", markup=False, highlight=False)
+        shown.file.flush()
+        stderr_console().print(f"[dim]merged summary written to {Path(out_dir) / 'summary.json'}[/dim]")
 
 
 @sweep.command("diff")
