@@ -303,3 +303,20 @@ def test_the_built_in_transformers_manifest(tmp_path: Path) -> None:
     assert row["target"] == "ctc_doctor.fixtures.hf_sweep:BertModel" and row["status"] == "recompiles"
     assert [(c["kind"], c["source"], c["dim"]) for c in row["recompile_causes"]] == [("size", "input_ids", 1)]
     assert summary["environment"]["transformers"]
+
+
+def test_a_row_names_where_a_library_break_happens_with_the_users_frame_beside_it():
+    """`copy.deepcopy` in a forward breaks inside the standard library's copy.py: the sweep row keys the site
+    by that file (two library breaks reached from one user line stay apart) and keeps the user's line."""
+    from ctc_doctor.sweep.models import SweepTarget
+    from ctc_doctor.sweep.summary import _sites, _top_cause
+
+    from .conftest import analyzed
+
+    report = analyzed("deepcopy_in_forward")
+    [site] = _sites(report)
+    own = report.graph_breaks[0].own_frame
+    assert not site.own_code and site.file.endswith("copy.py") and site.file != "fixtures/zoo.py"
+    assert (site.own_file, site.own_line) == ("fixtures/zoo.py", own.line) and not site.expected
+    row = SweepTarget(target="t", index=0, status="graph_breaks", break_sites=[site])
+    assert _top_cause(row).endswith(f"copy.py:{site.line} (from fixtures/zoo.py:{own.line})")

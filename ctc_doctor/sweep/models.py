@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..reports.models import Environment, GuardKind
 
-SWEEP_SCHEMA_VERSION = "1.1"
+SWEEP_SCHEMA_VERSION = "1.2"
 
 Status = Literal["clean", "recompiles", "graph_breaks", "graph_breaks_and_recompiles", "failed", "error", "timeout", "skipped"]
 """A report's verdict; `error` (no usable report: import error, builder raised, crash, script failed),
@@ -30,12 +30,18 @@ class SweepSite(_Model):
     gb_id: str | None = None
     """The graph-break registry id (GB0170), when torch gave one."""
     file: str
-    """The last two components of the innermost frame's file (the user's, else the library's)."""
+    """The last two components of the file where it breaks: the innermost frame's (a library's, for a
+    break in library code; before schema 1.2, the user's frame when there was one)."""
     line: int
     function: str
     module_paths: list[str] = Field(default_factory=list)
     occurrences: int = 1
     own_code: bool = True
+    own_file: str | None = None
+    """A break in library code: the last two components of the user's own frame that reached it (1.2)."""
+    own_line: int | None = None
+    expected: bool = False
+    """A framework wrapper's by-design break (`GraphBreakSite.expected`; 1.2)."""
 
 
 class SweepCause(_Model):

@@ -55,7 +55,7 @@ def _reason_from_log(path: Path, exit_code: int | None) -> str | None:
 def _sites(report: Report) -> list[SweepSite]:
     out = []
     for site in report.graph_breaks:
-        frame = site.own_frame or site.user_frame
+        frame, own = site.user_frame, site.own_frame  # where it breaks; the user's line that reached it
         out.append(
             SweepSite(
                 gb_type=site.gb_type,
@@ -66,6 +66,9 @@ def _sites(report: Report) -> list[SweepSite]:
                 module_paths=list(site.module_paths),
                 occurrences=site.occurrences,
                 own_code=site.own_code,
+                own_file=file_key(own.file) if own is not None and not site.own_code else None,
+                own_line=own.line if own is not None and not site.own_code else None,
+                expected=site.expected is not None,
             )
         )
     return out
@@ -339,7 +342,8 @@ def _top_cause(row: SweepTarget) -> str:
         return row.reason
     if row.break_sites:
         site = row.break_sites[0]
-        return f"{site.gb_id or site.gb_type} at {site.file}:{site.line}"
+        beside = f" (from {site.own_file}:{site.own_line})" if site.own_file else ""
+        return f"{site.gb_id or site.gb_type} at {site.file}:{site.line}{beside}"
     if row.recompile_causes:
         return row.recompile_causes[0].summary
     return ""
