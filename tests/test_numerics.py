@@ -176,7 +176,10 @@ def test_a_training_step_with_an_optimizer_is_timed_in_steps_per_second_with_the
     report = analyze(workload, AnalyzeOptions(explain=False, train=True, backend="aot_eager", bench=bench))
     b = report.benchmark
     assert b is not None and b.settings["grad"].startswith("training step")
-    assert b.job_steps == 3 and b.job_best_arm == "eager"  # a 3-step job never pays for a compile
+    # a 3-step job is the first pass alone: the arm whose first pass (compile included) took least; eager
+    # nearly always, but a loaded machine can stall eager's first optimizer step longer than aot_eager compiles
+    firsts = {a.name: a.first_pass_s for a in b.arms}
+    assert b.job_steps == 3 and b.job_best_arm == min(firsts, key=firsts.__getitem__), firsts
     arms = {a.name: a for a in b.arms}
     assert list(arms) == ["eager", "compiled", "compiled_optimizer"], list(arms)
     for arm in arms.values():
