@@ -11,7 +11,6 @@ diff (`Suggestion.file_sha256`) before writing anything.
 from __future__ import annotations
 
 import difflib
-import hashlib
 import os
 import sys
 from collections.abc import Callable
@@ -44,23 +43,6 @@ class FileEdit:
         return "".join(difflib.unified_diff(self.before, self.after, f"a/{self.shown}", f"b/{self.shown}", n=3))
 
 
-def sha256_of(path: str) -> str:
-    with open(path, "rb") as fh:
-        return hashlib.sha256(fh.read()).hexdigest()
-
-
-def repo_root(path: str) -> str | None:
-    """The git top level holding `path` (the nearest parent with `.git`), or None."""
-    folder = os.path.dirname(os.path.abspath(path))
-    while True:
-        if os.path.exists(os.path.join(folder, ".git")):
-            return folder
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return None
-        folder = parent
-
-
 def is_library(path: str) -> bool:
     """An installed package's file (site-packages), or ctc-doctor's own (its examples): never written."""
     parts = os.path.abspath(path).split(os.sep)
@@ -73,7 +55,7 @@ def source_edits(report: Report) -> tuple[list[FileEdit], list[Suggestion]]:
     (mark_dynamic, a config, options: a snippet). The edits of one function are planned together, as the
     fix phase verified them together (`fixes.rewrite.plan_rewrite`); those of several functions of a file
     replace disjoint lines of the original."""
-    from ..analyzer.fixes.rewrite import RewriteError, parse_edits, plan_rewrite
+    from ..analyzer.fixes.rewrite import RewriteError, apply_replacements, parse_edits, patch_path, plan_rewrite
 
     by_id = {s.id: s for s in report.suggestions}
     groups: dict[str, dict[tuple[str | None, str | None], list[tuple[str, int]]]] = {}
@@ -95,18 +77,12 @@ def source_edits(report: Report) -> tuple[list[FileEdit], list[Suggestion]]:
             raise PatchError(f"{file} no longer exists")
         with open(file, encoding="utf-8") as fh:
             before = fh.read().splitlines(keepends=True)
-        after = list(before)
         try:
             replacements = [r for planned in functions.values() for r in plan_rewrite(file, planned).replacements]
         except RewriteError as exc:
             raise PatchError(f"{', '.join(owners[file])}: {exc}") from None
-        for first, last, text in sorted(replacements, key=lambda r: -r[0]):
-            after[first - 1 : last] = [t + "\n" for t in text]
-        root = repo_root(file) or os.getcwd()
-        shown = os.path.relpath(file, root)
-        if shown.startswith(".."):  # outside the repository and the current directory: from the file's own folder
-            root, shown = os.path.dirname(file), os.path.basename(file)
-        edits.append(FileEdit(file, shown.replace(os.sep, "/"), root, before, after, owners[file]))
+        root, shown = patch_path(file)
+        edits.append(FileEdit(file, shown, root, before, apply_replacements(before, replacements), owners[file]))
     return edits, other
 
 
@@ -118,7 +94,9 @@ def check_unchanged(report: Report, edit: FileEdit) -> None:
     expected = {by_id[i].file_sha256 for i in edit.suggestions if by_id[i].file_sha256}
     if not expected:
         raise PatchError(f"{edit.shown}: the report has no content hash for it (made before schema 1.11): not written")
-    if sha256_of(edit.path) not in expected:
+    from ..analyzer.fixes.rewrite import file_sha256
+
+    if file_sha256(edit.path) not in expected:
         raise PatchError(f"{edit.shown} changed since the analysis: not written (run the analysis again)")
 
 

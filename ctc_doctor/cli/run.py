@@ -207,16 +207,17 @@ def _compare(argv: list[str], options: Any, strategies: list[str], default: Repo
     from ..reports.models import CompiledObject, StrategyRow
     from ..reports.verdicts import compare_strategies, dynamic_marks, strategy_row
 
+    marks = dynamic_marks(default)
     rows: list[StrategyRow] = []
     runs: dict[str, CompiledObject | None] = {}
     for strategy in strategies:
         report = default
-        if strategy == "mark-dynamic" and not dynamic_marks(default):
+        if strategy == "mark-dynamic" and not marks:
             rows.append(StrategyRow(strategy=strategy, error="the script's own run had no size recompile to mark"))
             continue
         if strategy != "default":
             say(f"--compare: the script again, {strategy}")
-            again = dataclasses.replace(options, strategy=strategy, bisect=False, fix=False, marks=dynamic_marks(default) or None)
+            again = dataclasses.replace(options, strategy=strategy, bisect=False, fix=False, marks=marks or None)
             with _fresh_inductor_cache(True):
                 report = run_script(argv, again, say=say, stdout=stdout).report
         rows.append(strategy_row(strategy, report))

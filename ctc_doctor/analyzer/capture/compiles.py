@@ -384,24 +384,27 @@ _NOT_THE_CALLER = ("torch", "ctc_doctor", "python", "stdlib")
 torch's own wrappers, ctc-doctor's recorder, frozen and standard-library frames (functools, contextlib)."""
 
 
-def _caller(frame: Any) -> tuple[str | None, str | None]:
-    """The first frame outside torch, ctc-doctor and the standard library (`train.py:12`) and the package
-    it belongs to (None: the user's own code, the zoo's included)."""
+def _caller_frame(frame: Any) -> tuple[Any, str | None]:
+    """The first frame outside torch, ctc-doctor and the standard library, and the package it belongs to
+    (None: the user's own code, the zoo's included); (None, None) when there is none."""
     while frame is not None:
-        path = frame.f_code.co_filename
-        own, library = classify_file(path)
+        own, library = classify_file(frame.f_code.co_filename)
         if own or library not in _NOT_THE_CALLER:
-            return f"{short_path(path, width=10_000)}:{frame.f_lineno}", None if own else library
+            return frame, None if own else library
         frame = frame.f_back
     return None, None
 
 
+def _caller(frame: Any) -> tuple[str | None, str | None]:
+    """`_caller_frame` as `train.py:12`, and its package."""
+    found, library = _caller_frame(frame)
+    return (f"{short_path(found.f_code.co_filename, width=10_000)}:{found.f_lineno}", library) if found is not None else (None, None)
+
+
 def _trigger(frame: Any, context: tuple[Any, ...]) -> str:
     """`train.py:24 in estimate_loss, no_grad`: the script's line that made the call, and what was in force."""
-    site, _ = _caller(frame)
-    while frame is not None and f"{short_path(frame.f_code.co_filename, width=10_000)}:{frame.f_lineno}" != site:
-        frame = frame.f_back
-    where = f"{site} in {frame.f_code.co_name}" if frame is not None and site else (site or "?")
+    found, _ = _caller_frame(frame)
+    where = f"{short_path(found.f_code.co_filename, width=10_000)}:{found.f_lineno} in {found.f_code.co_name}" if found is not None else "?"
     grad, autocast, training = context
     states = [s for s, on in (("no_grad", not grad), ("autocast", autocast), ("eval", training is False)) if on]
     return ", ".join([where, *states])

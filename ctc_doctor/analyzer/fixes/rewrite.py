@@ -20,6 +20,7 @@ import ast
 import copy
 import difflib
 import functools
+import hashlib
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,10 +47,8 @@ class Plan:
 
     def diff(self, label: str | None = None) -> str:
         lines = _file_lines(self.file)
-        new = list(lines)
-        for first, last, text in sorted(self.replacements, key=lambda r: -r[0]):
-            new[first - 1 : last] = [t + "\n" for t in text]
-        name = label or _display_path(self.file)
+        new = apply_replacements(lines, self.replacements)
+        name = label or patch_path(self.file)[1]
         return "".join(difflib.unified_diff(lines, new, f"a/{name}", f"b/{name}", n=2))
 
 
@@ -71,27 +70,41 @@ def _file_lines(file: str) -> list[str]:
     return list(_load(file)[1])
 
 
-def _display_path(file: str) -> str:
-    """The file as a patch names it: relative to its git repository's root, else to the current
-    directory, else its own name (applied from its folder; never `a//home/...`)."""
-    folder = os.path.dirname(os.path.abspath(file))
-    root = None
-    while root is None:
-        if os.path.exists(os.path.join(folder, ".git")):
-            root = folder
-        elif os.path.dirname(folder) == folder:
-            break
+def repo_root(path: str) -> str | None:
+    """The git top level holding `path` (the nearest parent with `.git`), or None."""
+    folder = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(os.path.join(folder, ".git")):
+        if os.path.dirname(folder) == folder:
+            return None
         folder = os.path.dirname(folder)
-    for base in (root, os.getcwd()):
-        if base is None:
-            continue
-        try:
-            rel = os.path.relpath(file, base)
-        except ValueError:
-            continue
-        if not rel.startswith(".."):
-            return rel.replace(os.sep, "/")
-    return os.path.basename(file)
+    return folder
+
+
+def patch_path(file: str) -> tuple[str, str]:
+    """(where a patch of `file` applies, the file as the patch names it): its git repository's root, else
+    the current directory, else its own folder (never `a//home/...`)."""
+    root = repo_root(file) or os.getcwd()
+    try:
+        shown = os.path.relpath(file, root)
+    except ValueError:  # another drive
+        shown = ".."
+    if shown.startswith(".."):
+        root, shown = os.path.dirname(os.path.abspath(file)), os.path.basename(file)
+    return root, shown.replace(os.sep, "/")
+
+
+def apply_replacements(lines: list[str], replacements: list[tuple[int, int, list[str]]]) -> list[str]:
+    """The file's lines with each (first line, last line, new lines) replaced, 1-based inclusive, last first."""
+    new = list(lines)
+    for first, last, text in sorted(replacements, key=lambda r: -r[0]):
+        new[first - 1 : last] = [t + "\n" for t in text]
+    return new
+
+
+def file_sha256(path: str) -> str:
+    """The file's content hash (`Suggestion.file_sha256`: `--write` refuses a file changed since)."""
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
 
 
 def _enclosing(tree: ast.Module, line: int) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, str | None]:

@@ -92,11 +92,19 @@ def add_costs(metric: rm.CompileMetric, m: dict[str, Any], backward: dict[str, A
     metric.phases = {k: round(v, 4) for k, v in phases.items() if v > 0}
     passes = [s for k in PASS_KEYS for d in (m, backward or {}) if (s := _seconds(d, k)) is not None]
     metric.graph_passes_s = round(sum(passes), 4) if passes else None
-    found = caches(m)
-    for name, (h, n) in caches(backward or {}).items():
-        found[name] = [found.get(name, [0, 0])[0] + h, found.get(name, [0, 0])[1] + n]
-    metric.caches = found
+    metric.caches = _summed([caches(m), caches(backward or {})])
     return metric
+
+
+def _summed(counts: list[dict[str, list[int]]]) -> dict[str, list[int]]:
+    """{cache: [hits, misses]} added up."""
+    out: dict[str, list[int]] = {}
+    for one in counts:
+        for name, (hits, misses) in one.items():
+            total = out.setdefault(name, [0, 0])
+            total[0] += hits
+            total[1] += misses
+    return out
 
 
 def _total(m: rm.CompileMetric) -> float:
@@ -155,10 +163,7 @@ def compile_profile(report: rm.Report) -> rm.CompileProfile | None:
         for name, seconds in split.items():
             phases[name] = phases.get(name, 0.0) + seconds
         phases["other"] += max(_total(m) - sum(split.values()), 0.0)
-    caches_seen: dict[str, list[int]] = {}
-    for m in metrics:
-        for name, (h, n) in m.caches.items():
-            caches_seen[name] = [caches_seen.get(name, [0, 0])[0] + h, caches_seen.get(name, [0, 0])[1] + n]
+    caches_seen = _summed([m.caches for m in metrics])
     recompile_of = {rc.compile_id: rc for rc in report.recompiles}
     cause_of = {r: c.id for c in report.recompile_causes for r in c.recompiles}
     rows = []

@@ -3,14 +3,13 @@ rule states a suggestion (a source edit with its diff, a config option, a module
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from ....reports import models as rm
 from ....reports.links import DOCS, gb_pages
 from ...fixes.facts import ModelFacts
-from ...fixes.rewrite import RewriteError, plan_rewrite
+from ...fixes.rewrite import RewriteError, file_sha256, plan_rewrite
 
 
 @dataclass
@@ -84,11 +83,9 @@ def source_edit(
         if auto
         else None
     )
-    with open(plan.file, "rb") as fh:
-        digest = hashlib.sha256(fh.read()).hexdigest()
     ctx.add(
         rule, title, rationale, "source_edit", applies, auto_applicable=auto, diff=plan.diff(),
-        file=plan.file, file_sha256=digest, references=references, action=action,
+        file=plan.file, file_sha256=file_sha256(plan.file), references=references, action=action,
     )  # fmt: skip
     return True
 
