@@ -278,6 +278,10 @@ def test_ctrl_c_or_sigterm_stops_the_targets_and_still_writes_the_summary(tmp_pa
     summary = json.loads((out / "summary.json").read_text())
     [row] = summary["targets"]
     assert row["status"] == "error" and "interrupted" in row["reason"]
+    # the stop names what stopped it: a cancelled CI job's SIGTERM is not a Ctrl-C
+    name = "SIGTERM" if stop == signal.SIGTERM else "SIGINT"
+    assert summary["stopped_by"] == name and name in row["reason"] and f"stopped by {'Ctrl-C, ' * (name == 'SIGINT')}{name}" in stderr
+    assert ("Ctrl-C" in row["reason"]) == (stop == signal.SIGINT)
     assert any("never started" in note for note in summary["notes"])
     time.sleep(0.5)
     still = {int(p) for p in subprocess.run(["pgrep", "-f", "sleeps_in_build"], capture_output=True, text=True).stdout.split()}

@@ -82,3 +82,17 @@ def test_a_config_flip_that_moves_the_break_is_a_workaround_not_a_fix():
     keep = next(s for s in r.suggestions if s.rule == "keep-tensor")
     assert keep.category == "fix" and keep.verdict == "recommended"
     assert not any(f"[{flip.id}," in step for step in next_steps(r))
+
+
+def test_adaptive_timing_stops_once_the_median_is_known_within_two_percent():
+    """The benchmark's default timing: at least AUTO_MIN passes, then until the median's notch
+    (1.57 x IQR / sqrt(n)) is within 2 % of it."""
+    from ctc_doctor.analyzer.phases.bench_numbers import AUTO_MIN, settled
+
+    steady = [1.00, 1.01, 0.99, 1.00, 1.02]
+    assert not settled(steady[: AUTO_MIN - 1]) and settled(steady)
+    noisy = [1.0, 1.3, 0.8, 1.2, 0.9, 1.1]
+    assert not settled(noisy)
+    # a 6 % IQR needs more passes: 1.57 * 0.06 / sqrt(n) <= 0.02 from n = 23
+    wide = [1.0 + 0.03 * (-1) ** i for i in range(40)]
+    assert not settled(wide[:10]) and settled(wide[:24])

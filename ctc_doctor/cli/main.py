@@ -17,8 +17,8 @@ class _DefaultGroup(click.Group):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         first = next((a for a in args if not a.startswith("-")), None)
         if first is not None and first not in self.commands and not {"--help", "-h", "--version"} & set(args[:1]):
-            if first.endswith(".json"):
-                command = "show"
+            if first.endswith(".json") or os.path.isfile(os.path.join(first, "summary.json")):
+                command = "show"  # a report, or a sweep's directory
             elif os.path.isdir(first) or first.endswith((".log", ".log.gz")):
                 command = "logs"  # a TORCH_TRACE directory or a log file: never a TARGET
             else:
@@ -43,6 +43,7 @@ def cli() -> None:
     ctc-doctor demo                            the built-in example
     ctc-doctor report.json                     summary of a saved report (same as: show report.json)
     ctc-doctor tui report.json                 browse a saved report in the terminal UI
+    ctc-doctor show sweep/ --tui               browse a sweep: dashboard, targets, plot
     ctc-doctor logs ./trace                    diagnose TORCH_TRACE / TORCH_LOGS output of a run you cannot repeat
     ctc-doctor mypkg.models:build --tui        watch the analysis live, then browse its report
     ctc-doctor sweep models.txt --out sweep/   many models: a summary row each (merge, diff)

@@ -9,7 +9,7 @@ import click
 
 from ..errors import ExitCode
 from .options import REDACT
-from .output import browse, load_report_or_fail, report_console
+from .output import browse, fail, load_report_or_fail, report_console
 
 SECTIONS = ["overview", "breaks", "recompiles", "modules", "suggestions", "benchmark", "compiles"]
 
@@ -19,9 +19,14 @@ SECTIONS = ["overview", "breaks", "recompiles", "modules", "suggestions", "bench
 @click.option("--top", default=10, show_default=True, type=int, help="Break sites to show.")
 @click.option("--tui", is_flag=True, help="Browse the report in the terminal UI instead.")
 def show(report_path: str, top: int, tui: bool) -> None:
-    """Print the summary of a saved report (`ctc-doctor report.json` does the same)."""
+    """Print the summary of a saved report (`ctc-doctor report.json` does the same), or of a sweep
+    (its directory or summary.json: the dashboard, the slowest targets, the fleet's breaks)."""
     from ..reports.render import render_summary
+    from ..sweep.summary import is_sweep
 
+    if is_sweep(report_path):
+        show_sweep(report_path, tui, top)
+        return
     report = load_report_or_fail(report_path)
     if tui:
         browse(report, report_path)
@@ -33,13 +38,44 @@ def show(report_path: str, top: int, tui: bool) -> None:
 @click.argument("report_path", metavar="REPORT")
 @click.option("--section", type=click.Choice(SECTIONS), default="overview", show_default=True, help="Section to open.")
 def tui(report_path: str, section: str) -> None:
-    """Browse a saved report in the terminal UI (`ctc-doctor report.json --tui` does the same).
+    """Browse a saved report in the terminal UI (`ctc-doctor report.json --tui` does the same), or a
+    sweep directory (its dashboard, targets and plot; Enter opens a target's report, q comes back).
 
     \b
     keys: 1-7 or tab switch sections, / search, f filter, s sort, e export Markdown, ? help, q quit
     live: `ctc-doctor TARGET --tui` watches the analysis, then browses its report
     """
+    from ..sweep.summary import is_sweep
+
+    if is_sweep(report_path):
+        show_sweep(report_path, True)
+        return
     browse(load_report_or_fail(report_path), report_path, section)
+
+
+def show_sweep(path: str, tui: bool, top: int = 5) -> None:
+    """A sweep's text summary, or its browser: SweepApp, then the chosen target's report in DoctorApp,
+    then back to the sweep, until the sweep browser is quit."""
+    from ..errors import CtcDoctorError
+    from ..sweep.summary import load_summary, render_text
+
+    try:
+        summary, directory = load_summary(path)
+    except CtcDoctorError as exc:
+        fail(exc.one_line(), exc.exit_code)
+    if not tui:
+        shown = report_console()
+        shown.print(render_text(summary, width=shown.width, top=top), end="", markup=False, highlight=False)
+        return
+    from ..tui.sweep_app import SweepApp
+
+    cursor: str | None = None
+    while True:
+        chosen = SweepApp(summary, directory, cursor).run()
+        if not chosen:
+            return
+        cursor = next((r.target for r in summary.targets if r.report and str(directory / r.report) == chosen), None)
+        browse(load_report_or_fail(chosen), chosen)
 
 
 @click.command()

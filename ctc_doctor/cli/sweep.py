@@ -37,6 +37,7 @@ def sweep() -> None:
 
     \b
     ctc-doctor sweep models.txt --jobs 4 --out sweep/             one TARGET or `run -- script` per line
+    ctc-doctor sweep models.txt --bench --out sweep/              + speedup, compile time, memory, numerics
     ctc-doctor sweep models.txt --shard 2/8 --out sweep-2/        one CI matrix job's share
     ctc-doctor sweep merge sweep-*/ --out sweep/                  one summary from the shards
     ctc-doctor sweep diff before/ after/ --fail-on-regression     what a torch upgrade or a commit broke
@@ -87,6 +88,12 @@ def sweep() -> None:
 @click.option(
     "--full", is_flag=True, help="The whole analysis per target (bisection, verified fixes, benchmark), not just breaks and recompiles."
 )
+@click.option(
+    "--bench",
+    is_flag=True,
+    help="Breaks and recompiles plus a light benchmark per target (eager and compiled arms: speedup, compile time, "
+    "memory, numerics), without bisection or fix checks; scripts run under `run --compare eager,default`.",
+)
 @REDACT
 @click.option("--quiet", "-q", is_flag=True, help="No progress or summary.")
 @DEBUG
@@ -100,6 +107,7 @@ def sweep_run(
     backend: str | None,
     device: str | None,
     full: bool,
+    bench: bool,
     redact: bool,
     quiet: bool,
     debug: bool,
@@ -109,18 +117,20 @@ def sweep_run(
     MANIFEST is a file with one target per line (`pkg.mod:build [options]` or `run [options] --
     script [args]`, `#` comments), or `transformers`, the built-in manifest. A target that crashes,
     hangs or fails to import costs its row (status error or timeout, with the reason), never the sweep.
-    Exit codes: 0 the sweep ran (whatever the targets' verdicts), 2 bad manifest, 130 interrupted.
+    With --bench or --full, summary.md opens with the fleet's dashboard: pass rate, geometric-mean
+    speedup, compile time and memory ratio. Exit codes: 0 the sweep ran (whatever the targets'
+    verdicts), 2 bad manifest, 130 stopped (Ctrl-C or SIGTERM; the summary of what finished is written).
     """
     from ..sweep.manifest import parse_shard, read_manifest
     from ..sweep.runner import SweepOptions, default_jobs
-    from ..sweep.summary import render_text, run_sweep
+    from ..sweep.summary import render_text, run_sweep, stop_name
 
     with one_line_errors(debug):
         shard_of = parse_shard(shard_text) if shard_text else None
         if not quiet:
             click.echo(f"ctc-doctor: reading the manifest {manifest}", err=True)
         loaded = read_manifest(manifest, limit)
-        options = SweepOptions(timeout_s=timeout_s, backend=backend, device=device, full=full, redact=redact)
+        options = SweepOptions(timeout_s=timeout_s, backend=backend, device=device, full=full, bench=bench, redact=redact)
         out = Path(out_dir)
         console = stderr_console()
         with _sweep_progress(console, quiet, loaded, shard_of) as (on_start, on_done):
@@ -133,7 +143,7 @@ def sweep_run(
             shown.file.flush()
             console.print(f"[dim]summary written to {out / 'summary.json'} and {out / 'summary.md'}[/dim]")
     if interrupted:
-        fail("interrupted: the summary of what finished was written", ExitCode.INTERRUPTED)
+        fail(f"stopped by {stop_name(summary.stopped_by)}: the summary of what finished was written", ExitCode.INTERRUPTED)
 
 
 @contextlib.contextmanager
@@ -210,15 +220,43 @@ def sweep_merge(paths: tuple[str, ...], out_dir: str, quiet: bool) -> None:
 @click.option(
     "--fail-on-regression",
     is_flag=True,
-    help="Exit 1 when a target gained a break site or a recompile cause, went from clean to anything else, or stopped reaching a verdict.",
+    help="Exit 1 when a target gained a break site or a recompile cause, went from clean to anything else, stopped "
+    "reaching a verdict, went from pass to fail, or got slower, compiles longer or uses more memory beyond the thresholds.",
 )
-def sweep_diff(before: str, after: str, fail_on_regression: bool) -> None:
+@click.option(
+    "--speedup-threshold",
+    type=click.FloatRange(min=0),
+    default=0.05,
+    show_default=True,
+    metavar="FRACTION",
+    help="A speedup drop counts beyond this, or beyond the measured spread when that is wider.",
+)
+@click.option(
+    "--compile-threshold",
+    type=click.FloatRange(min=0),
+    default=0.25,
+    show_default=True,
+    metavar="FRACTION",
+    help="A cold compile time rise counts beyond this fraction (and 1 s).",
+)
+@click.option(
+    "--memory-threshold",
+    type=click.FloatRange(min=0),
+    default=0.10,
+    show_default=True,
+    metavar="FRACTION",
+    help="A drop of the memory ratio (eager peak / compiled peak) counts beyond this.",
+)
+def sweep_diff(
+    before: str, after: str, fail_on_regression: bool, speedup_threshold: float, compile_threshold: float, memory_threshold: float
+) -> None:
     """Compare two sweeps (directories or summary.json files): per target, then the fleet."""
-    from ..sweep.diff import diff_sweeps, render_sweep_diff
+    from ..sweep.diff import Thresholds, diff_sweeps, render_sweep_diff
     from ..sweep.summary import load_summary
 
+    limits = Thresholds(speedup=speedup_threshold, compile=compile_threshold, memory=memory_threshold)
     with one_line_errors():
-        result = diff_sweeps(load_summary(before)[0], load_summary(after)[0])
+        result = diff_sweeps(load_summary(before)[0], load_summary(after)[0], limits)
     click.echo(render_sweep_diff(result), nl=False)
     if fail_on_regression and result.regressions:
         sys.exit(int(ExitCode.CHECK_FAILED))

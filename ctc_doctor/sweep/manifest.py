@@ -4,6 +4,8 @@
     path/to/file.py:build --train          ... with options of its own (they win over the sweep's)
     run -- train.py --epochs 1             a script, like `ctc-doctor run -- train.py --epochs 1`
     run --nproc 2 -- train.py              ... on 2 torchrun ranks
+    [vision]                               a group: the targets below it, up to the next group,
+                                           get the fleet's numbers of their own in the summary
 
 Paths are relative to the directory the sweep runs in, as they would be on the command line. The
 built-in manifest `transformers` lists transformers' base model classes (`fixtures/hf_sweep.py`),
@@ -41,6 +43,8 @@ class Entry:
     tokens: tuple[str, ...]
     skip: str | None = None
     """Why the target is not run (built-in manifests only)."""
+    group: str | None = None
+    """The `[group]` line it is listed under."""
 
     @property
     def kind(self) -> str:
@@ -83,7 +87,11 @@ class Manifest:
         return hashlib.sha256("\n".join(e.line for e in self.entries).encode()).hexdigest()
 
 
-def _entry(index: int, tokens: list[str], where: str, skip: str | None = None) -> Entry:
+_GROUP = re.compile(r"^\s*\[([^\]\s][^\]]*)\]\s*(#.*)?$")
+"""`[name]` on a line of its own: the targets below it belong to that group."""
+
+
+def _entry(index: int, tokens: list[str], where: str, skip: str | None = None, group: str | None = None) -> Entry:
     first = tokens[0]
     ours = tokens[1 : tokens.index("--")] if "--" in tokens else tokens[1:]
     owned = sorted({t.split("=")[0] for t in ours} & _SWEEP_OWNS)
@@ -94,7 +102,7 @@ def _entry(index: int, tokens: list[str], where: str, skip: str | None = None) -
             raise ManifestInvalid(f"{where}: a run line needs `-- SCRIPT` (e.g. `run -- train.py`)")
     elif first.startswith("-"):
         raise ManifestInvalid(f"{where}: a line starts with a TARGET or `run`, not the option {first!r}")
-    return Entry(index, shlex.join(tokens), tuple(tokens), skip)
+    return Entry(index, shlex.join(tokens), tuple(tokens), skip, group)
 
 
 def read_manifest(path: str, limit: int | None = None) -> Manifest:
@@ -111,14 +119,19 @@ def read_manifest(path: str, limit: int | None = None) -> Manifest:
     entries: list[Entry] = []
     notes: list[str] = []
     seen: dict[str, int] = {}
+    group: str | None = None
     for number, raw in enumerate(text.splitlines(), 1):
+        header = _GROUP.match(raw)
+        if header:
+            group = header[1].strip()
+            continue
         try:
             tokens = shlex.split(raw, comments=True)
         except ValueError as exc:
             raise ManifestInvalid(f"{path}:{number}: {exc}") from exc
         if not tokens:
             continue
-        entry = _entry(len(entries), tokens, f"{path}:{number}")
+        entry = _entry(len(entries), tokens, f"{path}:{number}", group=group)
         if entry.line in seen:
             notes.append(f"{path}:{number} repeats line {seen[entry.line]} ({entry.line}): run once")
             continue

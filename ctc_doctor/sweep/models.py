@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..reports.models import Environment, GuardKind
 
-SWEEP_SCHEMA_VERSION = "1.2"
+SWEEP_SCHEMA_VERSION = "1.3"
 
 Status = Literal["clean", "recompiles", "graph_breaks", "graph_breaks_and_recompiles", "failed", "error", "timeout", "skipped"]
 """A report's verdict; `error` (no usable report: import error, builder raised, crash, script failed),
@@ -55,6 +55,42 @@ class SweepCause(_Model):
     """How many recompiles this cause explains."""
 
 
+class TargetBench(_Model):
+    """A target's benchmark, as the fleet dashboard reads it (`--bench`/`--full`; schema 1.3)."""
+
+    eager_ms: float | None = None
+    """Eager's median latency per pass (every call of the workload), milliseconds."""
+    compiled_ms: float | None = None
+    """The whole-model compiled arm's median latency, milliseconds."""
+    speedup: float | None = None
+    """Eager median / compiled median."""
+    spread: float | None = None
+    """The speedup's relative noise: eager's IQR/median plus compiled's (a change inside it is noise)."""
+    best_arm: str | None = None
+    """The benchmark's best arm with correct numerics (`Benchmark.best_arm`)."""
+    best_speedup: float | None = None
+    """The best arm's speedup over eager (1.0 when the best arm is eager)."""
+    compile_s: float | None = None
+    """The compiled arm's cold compile seconds (fresh caches)."""
+    warm_compile_s: float | None = None
+    """The compiled arm's compile seconds again with the caches the cold pass filled."""
+    peak_memory_eager_mb: float | None = None
+    peak_memory_compiled_mb: float | None = None
+    memory_ratio: float | None = None
+    """Eager peak / compiled peak (PyTorch's compression ratio: above 1 the compiled model uses less).
+    CUDA: the allocator's peak; CPU: the process's peak resident set, a rough figure."""
+    numerics_ok: bool | None = None
+    """The compiled arm's numerics judgement (None: not judged)."""
+    numerics: str | None = None
+    """Why the numerics failed, one line."""
+    error: str | None = None
+    """The compiled arm's error, when it failed (its latency, then, is not a speedup)."""
+    backend: str | None = None
+    device: str | None = None
+    duration_s: float | None = None
+    """The benchmark's wall time."""
+
+
 class SweepTarget(_Model):
     """One manifest line and what its run found."""
 
@@ -72,11 +108,36 @@ class SweepTarget(_Model):
     break_sites: list[SweepSite] = Field(default_factory=list)
     recompile_count: int = 0
     recompile_causes: list[SweepCause] = Field(default_factory=list)
+    bench: TargetBench | None = None
+    """The benchmark's numbers (`--bench`, `--full`; a build target that reached the benchmark; schema 1.3)."""
+    group: str | None = None
+    """The manifest's `[group]` this target is listed under (schema 1.3)."""
     duration_s: float = 0.0
     report: str | None = None
     """The target's full JSON report, relative to the sweep directory (None when none was written)."""
     log: str | None = None
     """The child's output (stdout and stderr), relative to the sweep directory."""
+
+
+class Dashboard(_Model):
+    """The four numbers PyTorch's own compile dashboard tracks, over a fleet or a group (schema 1.3)."""
+
+    targets: int
+    """Targets that ran (skipped ones excluded)."""
+    passed: int
+    """Targets that compiled and reached a verdict, with correct numerics where they were judged."""
+    pass_rate: float
+    benchmarked: int = 0
+    """Targets with a measured speedup (the means below are over these)."""
+    geomean_speedup: float | None = None
+    """Geometric mean of the compiled arm's speedup over eager."""
+    geomean_best_speedup: float | None = None
+    """Geometric mean of the best arm's speedup (eager counts as 1.0)."""
+    mean_compile_s: float | None = None
+    """Mean cold compile seconds of the compiled arm."""
+    p90_compile_s: float | None = None
+    geomean_memory_ratio: float | None = None
+    """Geometric mean of eager peak / compiled peak."""
 
 
 class Totals(_Model):
@@ -90,6 +151,10 @@ class Totals(_Model):
     recompiles: int = 0
     duration_s: float = 0.0
     """Sum of the targets' durations (the sweep's wall time is `wall_s`)."""
+    dashboard: Dashboard | None = None
+    """Pass rate, speedup, compile time and memory over the fleet (schema 1.3)."""
+    groups: dict[str, Dashboard] = Field(default_factory=dict)
+    """The same per manifest `[group]` (schema 1.3)."""
 
 
 class SweepSummary(_Model):
@@ -117,6 +182,9 @@ class SweepSummary(_Model):
     """In manifest order."""
     totals: Totals
     notes: list[str] = Field(default_factory=list)
+    stopped_by: str | None = None
+    """What stopped the sweep before every target ran: `SIGINT` (Ctrl-C), `SIGTERM` (a cancelled CI job,
+    a scheduler's limit); None when it ran to the end (schema 1.3)."""
 
 
 def sweep_schema_text() -> str:

@@ -33,6 +33,9 @@ class SweepOptions:
     device: str | None = None
     full: bool = False
     """The whole analysis per target (bisection, verified fixes, benchmark), not just the diagnosis."""
+    bench: bool = False
+    """The diagnosis and a light benchmark (eager and compiled arms: speedup, compile time, memory,
+    numerics), without bisection or fix checks; scripts: `run --compare eager,default`."""
     redact: bool = False
 
     def argv(self) -> list[str]:
@@ -40,7 +43,7 @@ class SweepOptions:
         out = [f"--timeout {self.timeout_s:g}"]
         out += [f"--backend {self.backend}"] if self.backend else []
         out += [f"--device {self.device}"] if self.device else []
-        out += ["--full"] if self.full else []
+        out += ["--full"] if self.full else ["--bench"] if self.bench else []
         out += ["--redact"] if self.redact else []
         return out
 
@@ -57,6 +60,8 @@ class Finished:
     log_path: Path
     killed: bool = False
     interrupted: bool = False
+    stopped_by: str | None = None
+    """The signal that stopped the sweep while this target ran (`SIGINT`, `SIGTERM`)."""
 
 
 @dataclass
@@ -104,9 +109,15 @@ def child_argv(entry: Entry, report_path: Path, options: SweepOptions) -> list[s
     ours += ["--redact"] if options.redact else []
     if entry.kind == "run":
         ours += [] if options.full else ["--no-bisect", "--no-fix"]
+        own = entry.tokens[1 : entry.tokens.index("--")]
+        if (options.full or options.bench) and not any(t == "--compare" or t.startswith("--compare=") for t in own):
+            ours += ["--compare", "eager,default"]  # a script's speedup: its own steps under each
         return [*base, "run", *ours, *entry.tokens[1:]]
     ours += ["--device", options.device] if options.device else []
-    ours += [] if options.full else ["--no-bisect", "--no-fix", "--no-bench"]
+    if options.bench and not options.full:
+        ours += ["--no-bisect", "--no-fix", "--no-regional"]
+    elif not options.full:
+        ours += ["--no-bisect", "--no-fix", "--no-bench"]
     return [*base, "analyze", entry.tokens[0], *ours, *entry.tokens[1:]]
 
 
@@ -136,7 +147,8 @@ def run_entries(
     pending = [e for e in entries if e.skip is None]
     running: list[_Running] = []
     results: list[Finished] = []
-    restore = _sigterm_as_interrupt()
+    stop: dict[str, str] = {}
+    restore = _sigterm_as_interrupt(stop)
     try:
         while pending or running:
             while pending and len(running) < jobs:
@@ -170,24 +182,28 @@ def run_entries(
                 results.append(finished)
                 on_done(finished)
     except KeyboardInterrupt:
+        by = stop.get("signal", "SIGINT")
         for job in running:
             signal_group(job.process, signal.SIGKILL)
             job.process.wait()
             job.log.close()  # type: ignore[attr-defined]
-            results.append(Finished(job.entry, None, time.perf_counter() - job.started, job.report_path, job.log_path, interrupted=True))
-        raise SweepInterrupted(results) from None
+            elapsed = time.perf_counter() - job.started
+            results.append(Finished(job.entry, None, elapsed, job.report_path, job.log_path, interrupted=True, stopped_by=by))
+        raise SweepInterrupted(results, by) from None
     finally:
         restore()
     return results
 
 
-def _sigterm_as_interrupt() -> Callable[[], None]:
+def _sigterm_as_interrupt(stop: dict[str, str]) -> Callable[[], None]:
     """The children run in sessions of their own, so a SIGTERM to the sweep (a cancelled CI job) would
-    orphan them: it stops them like Ctrl-C instead. Returns what puts the old handler back."""
+    orphan them: it stops them like Ctrl-C instead, noting `stop["signal"] = "SIGTERM"`. Returns what
+    puts the old handler back."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
 
     def on_term(signum: int, frame: object) -> None:
+        stop["signal"] = "SIGTERM"
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, on_term)
@@ -199,11 +215,12 @@ def _sigterm_as_interrupt() -> Callable[[], None]:
 
 
 class SweepInterrupted(Exception):
-    """Ctrl-C: carries what finished (and what was stopped) so the summary is still written."""
+    """Ctrl-C or SIGTERM: carries what finished (and what was stopped) so the summary is still written."""
 
-    def __init__(self, results: list[Finished]) -> None:
+    def __init__(self, results: list[Finished], signal_name: str = "SIGINT") -> None:
         super().__init__("interrupted")
         self.results = results
+        self.signal_name = signal_name
 
 
 def _enforce_limit(job: _Running, now: float, limit: float) -> None:

@@ -5,7 +5,8 @@ workload triggers are part of what is measured. Per compiled arm, in a fresh ind
 1. cold pass: `torch._dynamo.reset()`, then one pass; compile time is Dynamo's frame compile time
    (backend included) from its compilation metrics, graph/break/recompile counts from the same;
 2. warm pass: reset again and one more pass, now hitting the on-disk caches the cold pass filled;
-3. `warmup` untimed passes, then `iters` timed passes with device synchronisation: median and IQR.
+3. `warmup` untimed passes, then timed passes with device synchronisation until the median is settled
+   (adaptive, `bench_numbers.settled`) or `iters` of them: median and IQR.
 What the cold pass produced (outputs; training, losses and gradients too) is judged against eager's
 own, both against a float64 copy of the model run once after the eager arm (`running.numerics`).
 Inference runs under `torch.no_grad()`; `--train` times forward+backward. Arms that fail record their
@@ -34,7 +35,7 @@ from ..running.copying import copy_model
 from ..running.numerics import Reference, differ, loose_backend, make_reference
 from .bench_aot import run_aot_arm
 from .bench_arms import Arm, arms_for, fix_arms, fixed_variant
-from .bench_numbers import best_for_job, latency_stats, pace, spread
+from .bench_numbers import AUTO_BUDGET_S, AUTO_MAX, AUTO_MIN, best_for_job, latency_stats, pace, settled, spread
 from .context import PhaseContext
 
 
@@ -46,8 +47,9 @@ class BenchOptions:
     """torch.compile backend of the compiled arms."""
     mode: str | None = None
     """torch.compile mode (default, reduce-overhead, max-autotune); inductor only."""
-    iters: int = 20
-    """Timed passes per arm."""
+    iters: int | None = None
+    """Timed passes per arm; None (the default): adaptive, `AUTO_MIN` passes at least, then more until the
+    median is known to within 2 % (`settled`), `AUTO_MAX` passes or `AUTO_BUDGET_S` of timing."""
     warmup: int = 3
     """Untimed passes before timing."""
     regional: bool = True
@@ -57,7 +59,7 @@ class BenchOptions:
     objective: str = "balanced"
     """What the best arm optimises: latency, compile or balanced."""
     max_iters: int | None = None
-    """Timed passes at most: more than `iters` are run while the spread is wide (default 3 x iters)."""
+    """Timed passes at most: more than `iters` are run while the spread is wide (default 3 x iters; adaptive: AUTO_MAX)."""
     aot: bool = False
     """Add the ahead-of-time arms: aot (torch.export + AOTInductor), aot_regional, aot_fixed."""
     aot_strict: bool = False
@@ -159,17 +161,30 @@ class _Bench:
         return ti.cudagraph_mark_step_begin if self.cudagraphs(arm) else None
 
     def timed(self, fn: Callable[..., Any], arm: Arm) -> rm.LatencyStats:
+        """Warm-up passes, then timed passes: `iters` of them, more while the spread is wide (IQR over 5 % of
+        the median) up to `max_iters`; adaptive (iters None): until the median is settled, within a budget."""
         label = f"bench {arm.name}: timing"
-        total = self.bench.warmup + self.bench.iters
+        fixed = self.bench.iters is not None
+        least = self.bench.iters if self.bench.iters is not None else AUTO_MIN
+        limit = self.bench.max_iters or (3 * least if fixed else AUTO_MAX)
+        total = self.bench.warmup + least
         for i in range(self.bench.warmup):
             self.progress(label, i, total)
             self.run_pass(fn, arm, step=self.step(arm))
         dev.synchronize(self.device)
         times: list[float] = []
-        limit = self.bench.max_iters or 3 * self.bench.iters
-        # repeat until the spread is tight (IQR within 5 % of the median) or the limit is reached
-        while len(times) < self.bench.iters or (len(times) < limit and spread(times) > 0.05):
-            self.progress(label, self.bench.warmup + min(len(times), self.bench.iters), total)
+
+        def more() -> bool:
+            if len(times) < least:
+                return True
+            if len(times) >= limit:
+                return False
+            if fixed:
+                return spread(times) > 0.05
+            return not settled(times) and sum(times) < AUTO_BUDGET_S
+
+        while more():
+            self.progress(label, self.bench.warmup + min(len(times), least), total)
             t0 = time.perf_counter()
             self.run_pass(fn, arm, step=self.step(arm))
             dev.synchronize(self.device)
@@ -333,7 +348,7 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
         settings={
             "backend": bench.backend,
             "mode": bench.mode or "default",
-            "iters": bench.iters,
+            "iters": bench.iters if bench.iters is not None else _auto_iters(bench),
             "warmup": bench.warmup,
             "grad": _grad_setting(ctx),
             "fresh_cache": bench.fresh_cache and bench.backend == "inductor",
@@ -402,6 +417,10 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
     result.cold_start = cold_start(result) if bench.aot else None
     result.duration_s = round(time.perf_counter() - t0, 3)
     return BenchSection(result, _regional_verifications(report, result))
+
+
+def _auto_iters(bench: BenchOptions) -> str:
+    return f"auto: {AUTO_MIN} to {bench.max_iters or AUTO_MAX} passes, until the median is known within 2 % or {AUTO_BUDGET_S:g} s"
 
 
 def _grad_setting(ctx: PhaseContext) -> str:

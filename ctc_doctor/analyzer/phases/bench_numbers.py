@@ -24,6 +24,27 @@ def latency_stats(times: list[float]) -> rm.LatencyStats:
     return rm.LatencyStats(median=round(statistics.median(ms), 4), iqr=round(iqr, 4), n=len(ms))
 
 
+AUTO_MIN = 5
+"""Adaptive timing: timed passes at least."""
+AUTO_MAX = 100
+"""Adaptive timing: timed passes at most."""
+AUTO_BUDGET_S = 5.0
+"""Adaptive timing: past this many seconds of timed passes an arm stops once it has AUTO_MIN of them."""
+SETTLED = 0.02
+"""Adaptive timing stops when the median is known to within this fraction of itself."""
+
+
+def settled(times: list[float]) -> bool:
+    """Whether the median of `times` is known to within SETTLED of itself: the half-width of the
+    median's notch, 1.57 x IQR / sqrt(n) (McGill, Tukey and Larsen's ~95 % interval for comparing
+    medians), at most SETTLED x median."""
+    if len(times) < AUTO_MIN:
+        return False
+    q = statistics.quantiles(times, n=4, method="inclusive")
+    median = statistics.median(times)
+    return median <= 0 or 1.57 * (q[2] - q[0]) / len(times) ** 0.5 <= SETTLED * median
+
+
 def spread(times: list[float]) -> float:
     """IQR over median; 1.0 (wide) until there are enough passes to say."""
     if len(times) < 4:
