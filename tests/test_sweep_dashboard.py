@@ -89,6 +89,13 @@ def test_the_fleet_totals_are_computed_from_the_rows(swept: Path) -> None:
     tiny, shapes = summary.totals.groups["tiny"], summary.totals.groups["shapes"]
     assert (tiny.targets, tiny.passed, shapes.targets, shapes.passed) == (2, 2, 2, 1)
     assert totals(summary.targets) == summary.totals  # read back, recomputed: the same
+    # a merge (of shards; here of the one) keeps the rows' numbers and recomputes the same dashboard
+    merged = run_cli("sweep", "merge", str(swept), "--out", str(swept.parent / "merged"), "-q")
+    assert merged.returncode == 0, merged.stderr
+    again, _ = load_summary(swept.parent / "merged")
+    assert [r.bench for r in again.targets] == [r.bench for r in summary.targets]
+    assert [r.group for r in again.targets] == [r.group for r in summary.targets]
+    assert again.totals.dashboard == board and again.totals.groups == summary.totals.groups
 
 
 def test_summary_md_opens_with_the_dashboard_and_ranks_what_needs_a_look(swept: Path) -> None:
