@@ -248,6 +248,25 @@ def test_compile_metrics_guards_and_graphs_are_recorded_per_compile_id():
 
 
 @pytest.mark.compat
+def test_compile_seconds_are_shared_among_modules_by_their_graphs_nn_module_stack():
+    """A graph's ops carry the module they came from (`nn_module_stack`): the compile profile shares
+    each compile's seconds among them, folding repeated blocks into one row."""
+    from ctc_doctor.analyzer.readers.costs import stack_path
+
+    assert stack_path("L['self'].layers[0].fc") == stack_path("L['self'].layers.0.fc") == "layers.0.fc"
+    assert stack_path("self._modules['h']._modules['3'].attn") == "h.3.attn" and stack_path("L['self']") == ""
+    report = analyzed("print_in_forward")
+    by_graph = {g.compile_id: g.module_ops for g in report.graphs}
+    assert sum(by_graph["0/0"].values()) == next(g.op_count for g in report.graphs if g.compile_id == "0/0")
+    assert set(by_graph["0/0"]) >= {"encoder.fc"}
+    p = report.compile_profile
+    assert p is not None and {r.key for r in p.modules} >= {"encoder.fc", "head.fc"}
+    assert abs(sum(r.seconds for r in p.modules) - p.total_s) <= 0.01 * p.total_s  # every compile had a module
+    blocks = analyzed("repeated_blocks").compile_profile
+    assert blocks is not None and any(r.key == "blocks.*" and r.label == "blocks.* (64 blocks)" for r in blocks.modules)
+
+
+@pytest.mark.compat
 def test_train_mode_runs_backward_with_aot_eager_and_still_finds_the_break():
     report = analyzed("item_control_flow", train=True)
     assert report.environment.backend == "aot_eager" and report.target.train

@@ -34,7 +34,7 @@ from .labels import (
 )
 from .links import gb_page
 from .models import SCHEMA_VERSION, Report
-from .views.costs import PHASE_LABELS, levers
+from .views.costs import PHASE_LABELS, levers, modules_text
 
 _VERDICT = {
     "clean": "✅ clean: one graph per call, no recompiles",
@@ -255,6 +255,12 @@ def _compile_time(report: Report, add: Any) -> None:
     add("")
     if p.first_compile_s < p.total_s:
         add(f"First compiles {p.first_compile_s:.2f} s, recompiles {p.total_s - p.first_compile_s:.2f} s.")
+        add("")
+    if modules_text(p) is not None:
+        add("By module (an estimate: each compile's seconds shared among its graph's modules by op count):")
+        add("")
+        for row in p.modules[:5]:
+            add(f"- `{_cell(row.key or '(root)')}` {_cell(row.label)}: {row.seconds:.2f} s ({100 * row.share:.0f} %)")
         add("")
     for row in p.compiles[:5]:
         cause = f", cause {row.cause}" if row.cause else ""

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..version import __version__
 
-SCHEMA_VERSION = "1.11"
+SCHEMA_VERSION = "1.12"
 """major.minor: a minor bump adds optional fields; a major bump renames or removes fields."""
 
 Verdict = Literal["clean", "graph_breaks", "recompiles", "graph_breaks_and_recompiles", "failed"]
@@ -289,6 +289,9 @@ class Graph(_Model):
     """Placeholder count."""
     ops: dict[str, int] = Field(default_factory=dict)
     """Op name -> count in this graph."""
+    module_ops: dict[str, int] = Field(default_factory=dict)
+    """Ops per module, from each node's `nn_module_stack` (its innermost module), the path relative to
+    the compiled frame's `self` (`""`: the frame's own code); live analyses only (schema 1.12)."""
 
 
 class PerfHint(_Model):
@@ -379,6 +382,10 @@ class CompileProfile(_Model):
     """Each compile, costliest first."""
     causes: list[CostRow] = Field(default_factory=list)
     """Each recompile cause, costliest first."""
+    modules: list[CostRow] = Field(default_factory=list)
+    """Compile seconds by module, costliest first: an estimate, each compile's seconds shared among the
+    modules its graph's ops came from (`Graph.module_ops`) by op count; repeated blocks fold into one row
+    (`h.*`, key `h.*`, label with their count). Live analyses with a recorded graph (schema 1.12)."""
     caches: dict[str, list[int]] = Field(default_factory=dict)
     """{cache: [hits, misses]} over the compiles."""
     backend: str | None = None

@@ -28,6 +28,7 @@ import torch
 from ...reports import models as rm
 from ...workload import Call, Workload
 from .. import torch_internals as ti
+from ..readers.costs import stack_path
 from ..readers.findings import break_record, compile_metric, group_break_sites, guard_set, is_skipped_frame
 from ..readers.parsing import classify_guard, split_recompile_reasons
 from ..readers.sources import RawFrame, function_name, is_dynamo_file
@@ -61,6 +62,8 @@ class RecordedGraph:
     """Dynamo attached its compile reason (explain reads the same attribute)."""
     break_reason: tuple[str, list[tuple[str, int, str]]] | None
     """(reason, user stack outermost first) when the graph ended at a graph break."""
+    module_ops: dict[str, int] = field(default_factory=dict)
+    """Ops per innermost module of their `nn_module_stack`, relative to the frame's `self`."""
 
 
 class RecordingBackend:
@@ -77,6 +80,7 @@ class RecordingBackend:
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Any:
         ops: dict[str, int] = defaultdict(int)
+        modules: dict[str, int] = defaultdict(int)
         nodes = inputs = functions = 0
         for node in gm.graph.nodes:
             nodes += 1
@@ -85,9 +89,14 @@ class RecordingBackend:
             elif node.op in ("call_function", "call_method", "call_module"):
                 ops[_op_name(gm, node)] += 1
                 functions += node.op == "call_function"
+                stack = node.meta.get("nn_module_stack") or {}
+                innermost = next(reversed(stack.values()), None) if isinstance(stack, dict) else None
+                modules[stack_path(innermost[0] if isinstance(innermost, tuple) and innermost else "")] += 1
         explained, reason = ti.graph_compile_reason(gm)
         self.graphs.append(
-            RecordedGraph(ti.current_compile_id(), dict(ops), nodes, inputs, functions, sum(ops.values()), explained, reason)
+            RecordedGraph(
+                ti.current_compile_id(), dict(ops), nodes, inputs, functions, sum(ops.values()), explained, reason, dict(modules)
+            )
         )
         return self.inner(gm, example_inputs, **kwargs)
 
@@ -401,6 +410,7 @@ def findings_of(
                 node_count=g.nodes,
                 input_count=g.inputs,
                 ops=g.ops,
+                module_ops=g.module_ops,
             )
         )
 

@@ -18,6 +18,8 @@ own stays `bounded`, a cause to fix), `recurring`
 
 from __future__ import annotations
 
+import re
+from collections import defaultdict
 from typing import Any
 
 from ...reports import models as rm
@@ -45,6 +47,73 @@ METRIC_KEYS = frozenset(
 ONE_OFF_KINDS = ("global_state",)
 RECURRING_VALUES = 3
 """A value cause that compiled this many distinct values, each anew in one frame, does not settle."""
+
+
+_FRAME_ROOT = re.compile(r"""^(?:[LG]\[['"][^'"]+['"]\]|self\b)""")
+_INDEXED = re.compile(r"""(?:\._modules)?\[['"]?([^\]'"]+)['"]?\]""")
+
+
+def stack_path(fqn: str) -> str:
+    """A node's `nn_module_stack` entry as a module path relative to the compiled frame's `self`:
+    `L['self'].layers.0.fc`, `L['self'].layers[0].fc` and `self._modules['layers']._modules['0'].fc`
+    all give `layers.0.fc`; the frame's own module gives `""`."""
+    rest = _FRAME_ROOT.sub("", fqn.strip(), count=1)
+    return _INDEXED.sub(r".\1", rest).strip(".")
+
+
+def _pattern(paths: list[str]) -> str | None:
+    """The one module a compiled frame ran (`blocks.3`), or the pattern of the repeated blocks that share
+    its code (`blocks.0` ... `blocks.63` -> `blocks.*`); None when they have no such common form."""
+    if len(paths) == 1:
+        return paths[0]
+    forms = {".".join("*" if part.isdigit() else part for part in p.split(".")) for p in paths}
+    return forms.pop() if len(forms) == 1 else None
+
+
+def _fold(path: str) -> tuple[str, str | None]:
+    """(the row a module path counts under, the concrete block it is one of): the path up to its
+    first list index, folded to `*` (`h.3.attn.c_attn` -> `h.*`, one of `h.3`), else its first two
+    parts (`embeddings.word_embeddings`)."""
+    kept: list[str] = []
+    for part in path.split(".") if path else []:
+        if part.isdigit() or part == "*":
+            return ".".join([*kept, "*"]), ".".join([*kept, part]) if part != "*" else None
+        kept.append(part)
+        if len(kept) == 2:
+            break
+    return ".".join(kept), None
+
+
+def module_costs(report: rm.Report, total: float) -> list[rm.CostRow]:
+    """Compile seconds by module (an estimate): each compile's seconds shared among the modules of its
+    graph's ops by op count (a compile without a graph: all to the frame's module); repeated blocks fold
+    into one row. None without recorded graphs (logs, a script's own backend)."""
+    graphs: dict[str, dict[str, int]] = defaultdict(dict)
+    for g in report.graphs:
+        for rel, n in g.module_ops.items():
+            graphs[g.compile_id][rel] = graphs[g.compile_id].get(rel, 0) + n
+    seconds: dict[str, float] = defaultdict(float)
+    blocks: dict[str, set[str]] = defaultdict(set)
+    for m in report.compile_metrics:
+        base = _pattern(m.module_paths) if m.module_paths else ""
+        if base is None or _total(m) <= 0 or not report.graphs:
+            continue
+        ops = graphs.get(m.compile_id) or {"": 1}  # no graph (a frame that broke at once): its tracing is its module's
+        count = sum(ops.values())
+        for rel, n in ops.items():
+            key, block = _fold(".".join(p for p in (base, rel) if p))
+            seconds[key] += _total(m) * n / count
+            if block is not None:
+                blocks[key].add(block)
+            elif key.endswith("*") and len(m.module_paths) > 1:
+                blocks[key].update(m.module_paths)
+    rows = []
+    for key, value in sorted(seconds.items(), key=lambda kv: -kv[1]):
+        label = key or "(the model's own code)"
+        if blocks.get(key):
+            label += f" ({len(blocks[key])} blocks)"
+        rows.append(rm.CostRow(key=key, label=label, seconds=round(value, 4), share=round(value / total, 4) if total else 0.0))
+    return rows
 
 
 def _seconds(m: dict[str, Any], key: str) -> float | None:
@@ -195,6 +264,7 @@ def compile_profile(report: rm.Report) -> rm.CompileProfile | None:
         compiles=rows,
         causes=causes,
         caches=caches_seen,
+        modules=module_costs(report, total),
         backend=report.environment.backend if report.environment else None,
         first_compile_s=round(sum(_total(m) for m in metrics if m.compile_id not in recompile_of), 4),
     )
