@@ -94,9 +94,7 @@ class RecordingBackend:
                 modules[stack_path(innermost[0] if isinstance(innermost, tuple) and innermost else "")] += 1
         explained, reason = ti.graph_compile_reason(gm)
         self.graphs.append(
-            RecordedGraph(
-                ti.current_compile_id(), dict(ops), nodes, inputs, functions, sum(ops.values()), explained, reason, dict(modules)
-            )
+            RecordedGraph(ti.current_compile_id(), dict(ops), nodes, inputs, functions, sum(ops.values()), explained, reason, dict(modules))
         )
         return self.inner(gm, example_inputs, **kwargs)
 
