@@ -72,6 +72,16 @@ def test_without_isolation_the_arms_run_in_this_process_and_the_report_says_so(c
     assert [a.name for a in b.arms] == ["eager", "compiled"] and all(a.crash is None and a.latency_ms for a in b.arms)
 
 
+def test_a_target_the_child_cannot_rebuild_runs_its_arms_in_process_and_says_why(cli, tmp_path):
+    out = tmp_path / "r.json"
+    result = cli("bench", "user_targets:fails_when_rebuilt", "--bench-backend", "eager", "--json", str(out), *QUICK)
+    assert result.returncode == 0, result.stderr
+    b = load_report(out).benchmark
+    assert not b.isolation.isolated and "the dataset is only mounted in the parent" in b.isolation.reason
+    assert any(n.startswith("every arm ran in this process: the child process could not start") for n in b.notes)
+    assert [(a.name, a.error) for a in b.arms] == [("eager", None), ("compiled", None)]
+
+
 def test_a_workload_object_no_child_can_rebuild_runs_its_arms_in_process_with_a_note():
     torch.manual_seed(0)
     workload = Workload(nn.Linear(4, 4), (torch.randn(2, 4),))

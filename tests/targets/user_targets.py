@@ -168,10 +168,8 @@ def plain_function():
 
 
 def fails_when_rebuilt():
-    """Builds in the analysing process, raises in an isolated trial's child (data only the parent has)."""
-    import sys
-
-    if "trial_worker" in sys.argv[0]:
+    """Builds in the analysing process, raises in the child of isolated trials or arms (data only the parent has)."""
+    if sys.argv[0].endswith(("trial_worker.py", "bench_worker.py")):
         raise RuntimeError("the dataset is only mounted in the parent")
     return printing_model()
 
