@@ -95,6 +95,7 @@ def hangs_while_tracing():
 def segfault_backend(gm, example_inputs):
     import ctypes
 
+    print("ctc_test: compiling, segfaulting", file=sys.stderr, flush=True)
     ctypes.string_at(0)  # SIGSEGV: only an isolated trial survives this
     return gm
 
