@@ -485,7 +485,8 @@ class RunInfo(_Model):
     exit_code: int | None = None
     """script: the script's exit code (the first rank that failed, with several)."""
     script_error: str | None = None
-    """script: the last error line when it raised (`ValueError: ... (at train.py:42)`)."""
+    """script: the last error line when it raised (`ValueError: ... (at train.py:42)`), or how its process
+    died when a signal killed it (`the script's process died (SIGSEGV)`, schema 1.12)."""
     stopped: str | None = None
     """script: why it did not run to its end: `max_steps`, `timeout`, `interrupted` (None: it did)."""
     ranks: int = 1
