@@ -16,10 +16,9 @@ one that crashes the process (a segfault, an abort) is a `crash` row too.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -365,7 +364,7 @@ def _start(ctx: PhaseContext, bench: BenchOptions) -> tuple[rm.Benchmark, BenchO
     )
     if bench.mode and bench.mode != "default" and bench.backend != "inductor":
         result.notes.append(f"--mode {bench.mode} applies to inductor only; ignored for backend {bench.backend}.")
-        bench = dataclasses.replace(bench, mode=None)
+        bench = replace(bench, mode=None)
     if bench.modes and bench.backend != "inductor":
         result.notes.append(f"--modes {','.join(bench.modes)}: modes are inductor's; no mode arms with backend {bench.backend}.")
     cuda_graph_modes = [m for m in bench.modes if m in ("reduce-overhead", "max-autotune")]
