@@ -317,6 +317,8 @@ def test_isolated_trials_turn_a_segfaulting_compile_into_a_crashed_row(cli, tmp_
     report = load_report(out)
     [row] = report.bisect.trials
     assert row.status == "crashed" and "SIGSEGV" in row.reason
+    # how the child died and its last words, as a crashed benchmark arm carries them
+    assert row.crash == "SIGSEGV" and row.stderr_tail[-1] == "ctc_test: compiling, segfaulting"
     assert report.bisect.isolated and report.summary.verdict == "failed"
 
 

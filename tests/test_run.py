@@ -144,6 +144,26 @@ def test_a_failing_script_still_yields_its_report_and_exit_code_11(cli, tmp_path
     assert any(e.phase == "script" for e in report.errors)
 
 
+def test_a_script_whose_compile_segfaults_keeps_the_report_its_traces_give_and_says_how_it_died(cli, tmp_path):
+    script = tmp_path / "crash.py"
+    script.write_text(
+        "import ctypes\n\nimport torch\n\n\n"
+        "@torch._dynamo.register_backend(name='segv')\n"
+        "def segv(gm, example_inputs):\n"
+        "    ctypes.string_at(0)\n\n\n"
+        "model = torch.nn.Linear(4, 4)\n"
+        "for _ in range(3):\n"
+        "    torch.compile(model, backend='eager')(torch.randn(2, 4))\n"
+        "torch.compile(lambda x: x * 2, backend='segv')(torch.randn(2))\n"
+    )
+    out = tmp_path / "r.json"
+    result = cli("run", "--json", str(out), "-q", "--", str(script))
+    assert result.returncode == ExitCode.SCRIPT_FAILED, result.stderr
+    report = load_report(out)
+    assert report.run.exit_code == -11 and report.run.script_error == "the script's process died (SIGSEGV)"
+    assert report.summary.graphs_compiled >= 1  # what compiled before the crash, from its traces
+
+
 def test_exit_codes_of_scripts_that_compile_nothing_or_exit_nonzero(cli, tmp_path):
     result = cli("run", "--", str(compiles_nothing(tmp_path)))
     assert result.returncode == ExitCode.NOTHING_COMPILED, result.stderr

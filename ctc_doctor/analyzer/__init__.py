@@ -3,7 +3,8 @@
 Layers, each importing only those below it (import-linter contracts in pyproject.toml check this):
 - entry points: `launch`, `script_runner`, `torchrun` (`ctc-doctor run`), `script_report`, then
   `pipeline` (`analyze()`: phase order, options, deadlines, progress), `offline` (`ctc-doctor logs`),
-  `trial_worker` (the child process that serves isolated bisection trials), then `target` (TARGET -> Workload);
+  `trial_worker` and `bench_worker` (the child processes of isolated bisection trials and benchmark
+  arms), then `target` (TARGET -> Workload);
 - `phases`: analysis, bisect, suggest, fix, probe, bench, each `run_<phase>(context[, options]) -> section`;
   they do not import one another;
 - `capture`: what watches torch (the live eager/compiled passes and their findings, attribution, module

@@ -228,7 +228,16 @@ def _run(
         report.run.stopped = "interrupted"
     if report.run.exit_code in (None, 0) and code != 0 and status != "timeout":
         report.run.exit_code = code
+    if code < 0 and status == "failed" and report.run.script_error is None:  # a native crash: no traceback to quote
+        report.run.script_error = f"the script's process died ({_signal_name(-code)})"
     return RunResult(report, status, code, notes)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _ended(status: Status, code: int) -> str:

@@ -17,12 +17,12 @@ that dies or hangs is the parent's to restart (`phases.bisect.trials.TrialWorker
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import asdict
-from typing import IO, Any
+from typing import Any
 
 from ..errors import CtcDoctorError
+from .running.worker import answer, serve_protocol
 
 
 class _Worker:
@@ -82,26 +82,20 @@ class _Worker:
             )
 
 
-def _answer(stream: IO[str], message: dict[str, Any]) -> None:
-    stream.write(json.dumps(message) + "\n")
-    stream.flush()
-
-
 def main(argv: list[str]) -> int:
-    protocol = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)  # the model's prints, Python or C level, must not corrupt the protocol
+    protocol = serve_protocol()  # the model's prints, Python or C level, must not corrupt the protocol
     with open(argv[1], encoding="utf-8") as fh:
         setup = json.load(fh)
     sys.path[:0] = [p for p in setup.get("sys_path", []) if p not in sys.path]
     try:
         worker = _Worker(setup)
     except CtcDoctorError as exc:
-        _answer(protocol, {"error": f"rebuilding the workload failed: {exc.one_line()}"})
+        answer(protocol, {"error": f"rebuilding the workload failed: {exc.one_line()}"})
         return 1
     except Exception as exc:  # noqa: BLE001 - the parent reports it on every trial's row
-        _answer(protocol, {"error": f"rebuilding the workload failed: {type(exc).__name__}: {str(exc).strip()[:300]}"})
+        answer(protocol, {"error": f"rebuilding the workload failed: {type(exc).__name__}: {str(exc).strip()[:300]}"})
         return 1
-    _answer(protocol, {"ready": True})
+    answer(protocol, {"ready": True})
     from .phases.bisect.trials import TrialOutcome
 
     for line in sys.stdin:
@@ -112,7 +106,7 @@ def main(argv: list[str]) -> int:
             outcome = worker.trial(request)
         except Exception as exc:  # noqa: BLE001 - reported as the row's reason
             outcome = TrialOutcome("crashed", 0.0, reason=f"{type(exc).__name__}: {str(exc).strip()[:300]}")
-        _answer(protocol, asdict(outcome))
+        answer(protocol, asdict(outcome))
     return 0
 
 

@@ -208,6 +208,13 @@ def bench_options(full_run: bool) -> Callable[[F], F]:
                 "varying dim) beside compiled (torch's automatic dynamic shapes).",
             ),
             click.option(
+                "--isolate-arms/--no-isolate-arms",
+                default=True,
+                show_default=True,
+                help="Run the arms in a child process that rebuilds TARGET, so a crash in one (a segfault, an abort) "
+                "costs that arm, not the run; off: in this process.",
+            ),
+            click.option(
                 "--steps",
                 "job_steps",
                 type=click.IntRange(min=1),
@@ -337,13 +344,14 @@ class AnalysisArgs:
     job_steps: int | None = None
     shape_arms: bool = False
     modes: str | None = None
+    isolate_arms: bool = True
     # what the command itself decides
     bisect_only: bool = False
     """`bisect`: the bisection alone, whether or not the model breaks."""
     rebuild_spec: str | None = None
     """The TARGET a child process rebuilds the model from (`demo` names its fixture's)."""
 
-    def bench_options(self) -> BenchOptions | None:
+    def bench_options(self, spec: str) -> BenchOptions | None:
         if self.no_bench or self.bisect_only or self.bench_backend is None:
             return None
         from ..analyzer.phases.bench import BenchOptions
@@ -360,6 +368,8 @@ class AnalysisArgs:
             job_steps=self.job_steps,
             shape_arms=self.shape_arms,
             modes=self.mode_list(),
+            isolate=self.isolate_arms,
+            target=self.rebuild_spec or spec,
         )
 
     def mode_list(self) -> tuple[str, ...]:
@@ -396,7 +406,7 @@ class AnalysisArgs:
         from ..analyzer.phases.fix import FixOptions
         from ..analyzer.pipeline import AnalyzeOptions
 
-        bench = self.bench_options()
+        bench = self.bench_options(spec)
         return AnalyzeOptions(
             fix=None if self.no_fix or self.bisect_only else FixOptions(),
             probe_shapes=self.probe_shapes,

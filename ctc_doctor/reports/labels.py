@@ -166,7 +166,7 @@ def benchmark_headline(b: Benchmark) -> str | None:
         return None
     if b.best_arm_reason:
         head = f"benchmark ({b.settings.get('backend', '?')}, {b.device}, objective {b.objective})"
-        return f"{head}: best {b.best_arm_reason}{pace_of_arm(b, best)}"
+        return f"{head}: best {b.best_arm_reason}{pace_of_arm(b, best)}{crashed_arms(b)}"
     text = f"benchmark ({b.settings.get('backend', '?')}, {b.device}): fastest {best.name}"
     if best.speedup_vs_eager is not None:
         text += f" {best.speedup_vs_eager:.2f}x vs eager"
@@ -174,7 +174,23 @@ def benchmark_headline(b: Benchmark) -> str | None:
         other = arms.get("compiled_fixed") or arms.get("regional_fixed") or arms.get("regional")
         if other is not None and other.compile_time_s is not None:
             text += f" · cold compile {compiled.compile_time_s:.1f} s (compiled) -> {other.compile_time_s:.1f} s ({other.name})"
-    return text + pace_of_arm(b, best)
+    return text + pace_of_arm(b, best) + crashed_arms(b)
+
+
+def crashed_arms(b: Benchmark) -> str:
+    """` · crashed: regional (SIGSEGV)`: the arms whose child process died (empty when none did)."""
+    crashed = [f"{a.name} ({a.crash})" for a in b.arms if a.crash]
+    return f" · crashed: {', '.join(crashed)}" if crashed else ""
+
+
+def crash_cell(arm: BenchmarkArm) -> str:
+    """`crashed (SIGSEGV)` for an arm whose child process died, else empty: what its latency cell shows."""
+    return f"crashed ({arm.crash})" if arm.crash else ""
+
+
+def stderr_tail_text(arm: BenchmarkArm, lines: int = 3) -> str:
+    """A crashed arm's last lines of stderr, ` | `-joined (empty when it left none)."""
+    return " | ".join(line.strip() for line in arm.stderr_tail[-lines:])
 
 
 def pace_of_arm(b: Benchmark, arm: BenchmarkArm) -> str:

@@ -20,6 +20,7 @@ from .labels import (
     cause_of,
     compile_time_text,
     compiled_line,
+    crash_cell,
     cudagraph_text,
     graphs_text,
     module_label,
@@ -29,6 +30,7 @@ from .labels import (
     script_outcome,
     short_path,
     site_marks,
+    stderr_tail_text,
     suggestion_status,
     verdict_label,
 )
@@ -176,7 +178,7 @@ def _benchmark(report: Report, add: Any) -> None:
         return "—" if value is None else format(value, fmt)
 
     for a in b.arms:
-        lat = f"{a.latency_ms.median:.3f} ± {a.latency_ms.iqr:.3f} ({a.latency_ms.n})" if a.latency_ms else "—"
+        lat = f"{a.latency_ms.median:.3f} ± {a.latency_ms.iqr:.3f} ({a.latency_ms.n})" if a.latency_ms else crash_cell(a) or "—"
         err = numerics_cell(a) or "—"
         warm = num(a.warm_compile_time_s, ".2f") if a.load_time_s is None else f"load {a.load_time_s:.2f}"
         add(
@@ -191,6 +193,9 @@ def _benchmark(report: Report, add: Any) -> None:
     for a in b.arms:
         if a.error:
             add(f"> {a.name}: {_cell(a.error, 300)}")
+            add("")
+        if a.stderr_tail:
+            add(f"> {a.name} stderr: {_cell(stderr_tail_text(a), 300)}")
             add("")
         for cause in a.recompile_causes:
             add(f"> {a.name} recompiles, {_cell(cause_headline(cause), 300)}")

@@ -492,7 +492,8 @@ class RunInfo(_Model):
     exit_code: int | None = None
     """script: the script's exit code (the first rank that failed, with several)."""
     script_error: str | None = None
-    """script: the last error line when it raised (`ValueError: ... (at train.py:42)`)."""
+    """script: the last error line when it raised (`ValueError: ... (at train.py:42)`), or how its process
+    died when a signal killed it (`the script's process died (SIGSEGV)`, schema 1.12)."""
     stopped: str | None = None
     """script: why it did not run to its end: `max_steps`, `timeout`, `interrupted` (None: it did)."""
     ranks: int = 1
@@ -570,6 +571,10 @@ class BisectTrial(_Model):
     repro_path: str | None = None
     """The standalone repro script of this module's failure, when one was written (an inferred row
     shares its representative's)."""
+    crash: str | None = None
+    """An isolated trial whose child process died: the signal (SIGSEGV, SIGABRT...) or `exit status N` (schema 1.12)."""
+    stderr_tail: list[str] = Field(default_factory=list)
+    """An isolated trial whose child process died: its last lines of stderr (schema 1.12)."""
 
 
 class BisectStrategyResult(_Model):
@@ -950,6 +955,11 @@ class BenchmarkArm(_Model):
     cudagraphs: CudaGraphStats | None = None
     """Compiled arms under CUDA graphs (`--mode reduce-overhead`/`max-autotune`, backend `cudagraphs`):
     step marking, recordings, skips and re-recordings with torch's reasons (schema 1.8)."""
+    crash: str | None = None
+    """The arm's child process died while running it: the signal (SIGSEGV, SIGABRT...) or `exit status N`;
+    `error` says so, and no verdict picks the arm (schema 1.12)."""
+    stderr_tail: list[str] = Field(default_factory=list)
+    """A crashed arm: the child process' last lines of stderr (schema 1.12)."""
 
 
 class CudaGraphStats(_Model):
@@ -968,6 +978,25 @@ class CudaGraphStats(_Model):
     """Re-recording reason -> times (`function=... reason=...`: an input's address or a static input changed)."""
     warnings: dict[str, int] = Field(default_factory=dict)
     """Torch's other warnings on CUDA graphs -> times (a graph recorded per distinct input size, ...)."""
+
+
+class BenchIsolation(_Model):
+    """Where the benchmark's arms ran, and what running them in a child process cost (schema 1.12)."""
+
+    isolated: bool
+    """Every arm ran in a child process (`python -m ctc_doctor.analyzer.bench_worker`), so a crash costs
+    that arm; False: every arm ran in the analysing process."""
+    reason: str
+    """Why: the default, --no-isolate-arms, or a target a child cannot rebuild (or a child that could not)."""
+    child_processes: int = 0
+    """Children started: one, plus one after each crash."""
+    startup_s: float = 0.0
+    """Seconds the children took to start (import torch, rebuild the workload, one eager call), all starts."""
+    replay_s: float = 0.0
+    """Seconds children started after a crash spent re-running the eager arm and the numerics reference
+    (what the arms after a crash are judged against)."""
+    crashed: list[str] = Field(default_factory=list)
+    """The arms whose child process died."""
 
 
 class Benchmark(_Model):
@@ -999,6 +1028,8 @@ class Benchmark(_Model):
     cold_start: str | None = None
     """With AOT arms: the cheapest way for a new process to get a compiled model (JIT compile, warm
     cache, or loading an AOT package built once), with the numbers."""
+    isolation: BenchIsolation | None = None
+    """Where the arms ran (a child process, or this one) and why, and what the child processes cost (schema 1.12)."""
 
 
 LogKind = Literal["torch_trace", "torch_logs"]

@@ -25,6 +25,7 @@ from .labels import (
     cause_of,
     compile_time_text,
     compiled_line,
+    crash_cell,
     cudagraph_text,
     fix_lists,
     folded_counts,
@@ -36,6 +37,7 @@ from .labels import (
     script_outcome,
     short_path,
     site_marks,
+    stderr_tail_text,
     suggestion_status,
     verdict_label,
     verification_numerics,
@@ -262,6 +264,8 @@ def _bench_rows(b: Benchmark) -> Group:
         head = Text(f"  {a.name}{' ★' if a.name == b.best_arm else ''}", style="bold" if a.name == b.best_arm else "")
         if a.latency_ms:
             head.append(f"  latency {a.latency_ms.median:.3f} ± {a.latency_ms.iqr:.3f} ms")
+        if a.crash:
+            head.append(f"  {crash_cell(a)}", style="red")
         if a.speedup_vs_eager is not None and a.name != "eager":
             head.append(f" ({a.speedup_vs_eager:.2f}x eager)")
         parts.append(head)
@@ -325,7 +329,7 @@ def bench_table(b: Benchmark) -> Table:
         return "" if value is None else format(value, fmt)
 
     for a in b.arms:
-        latency = f"{a.latency_ms.median:.3f} ± {a.latency_ms.iqr:.3f} ms" if a.latency_ms else ""
+        latency = f"{a.latency_ms.median:.3f} ± {a.latency_ms.iqr:.3f} ms" if a.latency_ms else crash_cell(a)
         name = Text(a.name + (" ★" if a.name == b.best_arm else ""), style="bold" if a.name == b.best_arm else "")
         table.add_row(
             name,
@@ -353,6 +357,8 @@ def _bench_parts(b: Benchmark, compact: bool = False) -> list[object]:
     for a in b.arms:
         if a.error:
             parts.append(Text(f"{a.name}: {a.error}", style="red" if a.latency_ms is None else "yellow"))
+        if a.stderr_tail:
+            parts.append(Text(f"  {a.name} stderr: {stderr_tail_text(a)}", style="dim"))
         for cause in a.recompile_causes:
             parts.append(Text(f"{a.name} recompiles, {cause_headline(cause)}", style="yellow"))
         graphs = cudagraph_text(a)

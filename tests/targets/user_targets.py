@@ -1,5 +1,6 @@
 """Builders used by the CLI tests as TARGETs (`user_targets:NAME`, with tests/targets on PYTHONPATH)."""
 
+import sys
 import time
 
 import torch
@@ -94,8 +95,65 @@ def hangs_while_tracing():
 def segfault_backend(gm, example_inputs):
     import ctypes
 
+    print("ctc_test: compiling, segfaulting", file=sys.stderr, flush=True)
     ctypes.string_at(0)  # SIGSEGV: only an isolated trial survives this
     return gm
+
+
+def _placeholders(gm):
+    return [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+
+
+@torch._dynamo.register_backend(name="ctc_test_regional_segfault")
+def regional_segfault_backend(gm, example_inputs):
+    """SIGSEGV on the graph of one `CrashBlock` compiled on its own (regional compilation, where the
+    block is `self`); every other graph runs eagerly."""
+    import ctypes
+
+    if any(name.lower().startswith("l_self_modules_crashy") for name in _placeholders(gm)):
+        print("ctc_test: one block compiled alone, segfaulting", file=sys.stderr, flush=True)
+        ctypes.string_at(0)
+    return gm
+
+
+@torch._dynamo.register_backend(name="ctc_test_arm_crashes")
+def arm_crashes_backend(gm, example_inputs):
+    """SIGABRT on the whole `CrashesByArm` model's graph (the compiled arm), SIGSEGV on one block's (regional)."""
+    import os
+
+    names = _placeholders(gm)
+    if any("modules_head" in name for name in names):
+        print("ctc_test: the whole model compiled, aborting", file=sys.stderr, flush=True)
+        os.abort()
+    return regional_segfault_backend(gm, example_inputs)
+
+
+class CrashBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.crashy = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return torch.relu(self.crashy(x)) + x
+
+
+class CrashesByArm(nn.Module):
+    """Three repeated blocks and a head: fine eagerly and compiled whole with `ctc_test_regional_segfault`,
+    a segfault when the blocks are compiled one by one."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(CrashBlock() for _ in range(3))
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def crashes_by_arm():
+    return CrashesByArm(), (torch.randn(2, 8),)
 
 
 def one_linear():
@@ -111,10 +169,8 @@ def plain_function():
 
 
 def fails_when_rebuilt():
-    """Builds in the analysing process, raises in an isolated trial's child (data only the parent has)."""
-    import sys
-
-    if "trial_worker" in sys.argv[0]:
+    """Builds in the analysing process, raises in the child of isolated trials or arms (data only the parent has)."""
+    if sys.argv[0].endswith(("trial_worker.py", "bench_worker.py")):
         raise RuntimeError("the dataset is only mounted in the parent")
     return printing_model()
 

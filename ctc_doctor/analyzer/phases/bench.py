@@ -10,7 +10,8 @@ workload triggers are part of what is measured. Per compiled arm, in a fresh ind
 What the cold pass produced (outputs; training, losses and gradients too) is judged against eager's
 own, both against a float64 copy of the model run once after the eager arm (`running.numerics`).
 Inference runs under `torch.no_grad()`; `--train` times forward+backward. Arms that fail record their
-error and the others still run.
+error and the others still run. With `isolate` the arms run in a child process (`bench_isolated`), so
+one that crashes the process (a segfault, an abort) is a `crash` row too.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -35,6 +36,7 @@ from ..running.copying import copy_model
 from ..running.numerics import Reference, differ, loose_backend, make_reference
 from .bench_aot import run_aot_arm
 from .bench_arms import Arm, arms_for, fix_arms, fixed_variant
+from .bench_isolated import run_isolated
 from .bench_numbers import AUTO_BUDGET_S, AUTO_MAX, AUTO_MIN, best_for_job, latency_stats, pace, settled, spread
 from .context import PhaseContext
 
@@ -74,6 +76,12 @@ class BenchOptions:
     per_fix: bool = True
     """With 2 or more fixes applied, measure each on its own: `fixed[S1]` (that fix alone) when 2 or 3
     were applied, `fixed[-S1]` (every fix but that one) beyond, so no suggestion shows the combination's numbers."""
+    isolate: bool = False
+    """Run the arms in a child process that rebuilds the workload from `target` (`bench_isolated`), so a
+    crash (segfault, abort) costs that arm; the CLI's default. Off, or with a target a child cannot
+    rebuild (the Python API's workload objects), they run in this process."""
+    target: str | None = None
+    """Importable TARGET the child rebuilds the workload from; default: the run's spec."""
 
 
 @dataclass
@@ -85,7 +93,9 @@ class BenchSection:
     """Suggestion id -> the measured effect (the regional-compilation suggestion, from its arm)."""
 
 
-class _Bench:
+class ArmRunner:
+    """Runs arms: their passes, timings and numerics judgement (the eager arm's outputs and the reference)."""
+
     def __init__(self, ctx: PhaseContext, bench: BenchOptions) -> None:
         self.workload = ctx.workload
         self.seed = ctx.settings.seed
@@ -337,14 +347,24 @@ def judge_arm(out: rm.BenchmarkArm, reference: Reference, sample: Sample, output
 
 
 def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
-    """Measure every arm; the regional suggestion gets the measured effect of its arm."""
+    """Measure every arm (in a child process when `bench.isolate`); the regional suggestion gets the
+    measured effect of its arm."""
     report = ctx.report
     assert report is not None
-    workload, calls = ctx.workload, ctx.calls
     t0 = time.perf_counter()
-    runner = _Bench(ctx, bench)
+    result, bench = _start(ctx, bench)
+    if not run_isolated(ctx, bench, result):
+        _run_in_process(ctx, bench, result)
+    _conclude(result, bench, len(ctx.calls))
+    result.duration_s = round(time.perf_counter() - t0, 3)
+    return BenchSection(result, _regional_verifications(report, result))
+
+
+def _start(ctx: PhaseContext, bench: BenchOptions) -> tuple[rm.Benchmark, BenchOptions]:
+    """The benchmark's settings and the notes on options that do not apply; the options as they apply."""
+    device = ctx.settings.device or "cpu"
     result = rm.Benchmark(
-        device=runner.device,
+        device=device,
         settings={
             "backend": bench.backend,
             "mode": bench.mode or "default",
@@ -353,70 +373,97 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
             "grad": _grad_setting(ctx),
             "fresh_cache": bench.fresh_cache and bench.backend == "inductor",
             "torch_threads": torch.get_num_threads(),
-            "pass": f"{len(calls)} call(s): the first call and its variants",
+            "pass": f"{len(ctx.calls)} call(s): the first call and its variants",
             **({"aot_export": "strict" if bench.aot_strict else "non-strict"} if bench.aot else {}),
         },
     )
     if bench.mode and bench.mode != "default" and bench.backend != "inductor":
         result.notes.append(f"--mode {bench.mode} applies to inductor only; ignored for backend {bench.backend}.")
-        bench = BenchOptions(**{**bench.__dict__, "mode": None})
-        runner.bench = bench
+        bench = replace(bench, mode=None)
     if bench.modes and bench.backend != "inductor":
         result.notes.append(f"--modes {','.join(bench.modes)}: modes are inductor's; no mode arms with backend {bench.backend}.")
     cuda_graph_modes = [m for m in bench.modes if m in ("reduce-overhead", "max-autotune")]
-    if cuda_graph_modes and not runner.device.startswith("cuda"):
+    if cuda_graph_modes and not device.startswith("cuda"):
         result.notes.append(f"{', '.join(cuda_graph_modes)} use CUDA graphs: on CPU they measure inductor without them.")
-    if bench.mode == "reduce-overhead" and not runner.device.startswith("cuda"):
+    if bench.mode == "reduce-overhead" and not device.startswith("cuda"):
         result.notes.append("reduce-overhead uses CUDA graphs: on CPU it behaves like the default mode.")
-    runner.prime()
-    source = ctx.pristine if ctx.pristine is not None else workload.model
+    return result, bench
+
+
+def plan_arms(ctx: PhaseContext, runner: ArmRunner, notes: list[str]) -> list[Arm]:
+    """The arms to measure, in order (eager first); why an arm is left out goes to `notes`."""
+    report, bench = ctx.report, runner.bench
+    assert report is not None
+    source = ctx.pristine if ctx.pristine is not None else ctx.workload.model
     try:
-        variant = fixed_variant(report, source, calls)
+        variant = fixed_variant(report, source, ctx.calls)
     except Exception as exc:  # noqa: BLE001 - the other arms still run
         variant = None
-        result.notes.append(f"the fixed copy could not be rebuilt: {type(exc).__name__}: {exc}")
-    arms = arms_for(report, workload, calls, ctx.facts, bench, variant, ctx.settings.train)
+        notes.append(f"the fixed copy could not be rebuilt: {type(exc).__name__}: {exc}")
+    arms = arms_for(report, ctx.workload, ctx.calls, ctx.facts, bench, variant, ctx.settings.train)
     if bench.per_fix and variant is not None:
         at = next(i for i, a in enumerate(arms) if a.name == "compiled_fixed") + 1
-        arms[at:at] = fix_arms(report, source, calls, runner.steps)
-    for arm in arms:
-        if arm.fresh and ctx.pristine is not None:
-            arm.model = copy_model(ctx.pristine)
-        if arm.aot and ctx.settings.train:
-            result.notes.append(f"{arm.name}: AOT arms are inference only; not run with --train.")
-            continue
-        measured = runner.run_arm(arm, report)
-        if arm.fresh:
-            arm.model = workload.model  # one fresh copy at a time
+        arms[at:at] = fix_arms(report, source, ctx.calls, runner.steps)
+    if ctx.settings.train:
+        notes.extend(f"{a.name}: AOT arms are inference only; not run with --train." for a in arms if a.aot)
+        arms = [a for a in arms if not a.aot]
+    return arms
+
+
+def measure_arm(ctx: PhaseContext, runner: ArmRunner, arm: Arm) -> rm.BenchmarkArm:
+    """One arm measured (a fresh arm on its own copy of the pristine model, dropped after)."""
+    if arm.fresh and ctx.pristine is not None:
+        arm.model = copy_model(ctx.pristine)
+    measured = runner.run_arm(arm, ctx.report)
+    if arm.fresh:
+        arm.model = ctx.workload.model  # one fresh copy at a time
+    return measured
+
+
+def after_eager(runner: ArmRunner, calls: list[Call]) -> dict[str, Any]:
+    """After the eager arm: the numerics reference every other arm is judged against; the settings it adds."""
+    settings: dict[str, Any] = {}
+    reference = runner.make_reference(calls)
+    if reference is not None:
+        settings["numerics"] = reference.method + (f" ({reference.note})" if reference.note else "")
+        settings["numerics_reference_s"] = reference.duration_s
+    if runner.random:
+        settings["random"] = (
+            "the model draws random numbers (eager from another seed differs): every run seeded alike per call; "
+            "inductor arms judged on a second compile with fallback_random=True"
+        )
+    return settings
+
+
+def _run_in_process(ctx: PhaseContext, bench: BenchOptions, result: rm.Benchmark) -> None:
+    """Every arm in this process, eager first (a crash in one ends the run)."""
+    runner = ArmRunner(ctx, bench)
+    runner.prime()
+    for arm in plan_arms(ctx, runner, result.notes):
+        measured = measure_arm(ctx, runner, arm)
         result.arms.append(measured)
         if arm.name == "eager" and measured.error:
             result.notes.append("eager failed: nothing to compare against.")
             break
         if arm.name == "eager":
-            reference = runner.make_reference(calls)
-            if reference is not None:
-                result.settings["numerics"] = reference.method + (f" ({reference.note})" if reference.note else "")
-                result.settings["numerics_reference_s"] = reference.duration_s
-            if runner.random:
-                result.settings["random"] = (
-                    "the model draws random numbers (eager from another seed differs): every run seeded alike per call; "
-                    "inductor arms judged on a second compile with fallback_random=True"
-                )
+            result.settings.update(after_eager(runner, ctx.calls))
+
+
+def _conclude(result: rm.Benchmark, bench: BenchOptions, calls: int) -> None:
+    """Speedups, pace, the arm for the job, the best arm and the cold start, from the arms measured."""
     eager = next((a for a in result.arms if a.name == "eager"), None)
     if eager and eager.latency_ms:
         for arm_result in result.arms:
             if arm_result.latency_ms and arm_result.latency_ms.median > 0:
                 arm_result.speedup_vs_eager = round(eager.latency_ms.median / arm_result.latency_ms.median, 3)
     for arm_result in result.arms:
-        pace(arm_result, eager, len(calls))
+        pace(arm_result, eager, calls)
     if bench.job_steps is not None:
         result.job_steps = bench.job_steps
-        result.job_best_arm = best_for_job(result.arms, len(calls), bench.job_steps)
+        result.job_best_arm = best_for_job(result.arms, calls, bench.job_steps)
     result.objective = bench.objective  # type: ignore[assignment]
     result.best_arm, result.best_arm_reason, result.within_noise = best_arm(result, result.objective)
     result.cold_start = cold_start(result) if bench.aot else None
-    result.duration_s = round(time.perf_counter() - t0, 3)
-    return BenchSection(result, _regional_verifications(report, result))
 
 
 def _auto_iters(bench: BenchOptions) -> str:

@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ...reports.labels import cudagraph_text, numerics_cell
+from ...reports.labels import crash_cell, cudagraph_text, numerics_cell, stderr_tail_text
 from ...reports.models import Benchmark
 from ..widgets.bar_chart import bar_chart
 from .section_screen import SectionScreen
@@ -35,7 +35,7 @@ def arms_table(b: Benchmark) -> Table:
             Text(a.name + (" ★" if best else ""), style="bold green" if best else ""),
             _num(a.compile_time_s, ".2f"),
             _num(a.warm_compile_time_s, ".2f"),
-            _num(a.latency_ms.median if a.latency_ms else None, ".3f"),
+            _num(a.latency_ms.median if a.latency_ms else None, ".3f") if not a.crash else Text(crash_cell(a), style="red"),
             _num(a.latency_ms.iqr if a.latency_ms else None, ".3f"),
             _num(a.speedup_vs_eager, ".2f", "x"),
             _num(a.graph_count, "d"),
@@ -94,6 +94,8 @@ def benchmark_view(b: Benchmark | None) -> list[RenderableType]:
             body.append(f"{a.description}\n", style="dim")
         if a.error:
             body.append(f"{a.name}: {a.error}\n", style="red" if a.latency_ms is None else "yellow")
+        if a.stderr_tail:
+            body.append(f"{a.name} stderr: {stderr_tail_text(a)}\n", style="dim")
         graphs = cudagraph_text(a)
         if graphs:
             body.append(graphs + "\n", style="yellow")

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
-import sys
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -26,6 +24,7 @@ from ...readers.sources import classify_file
 from ...running.calls import preserved_state
 from ...running.deadline import enforceable
 from ...running.modules import describe_inputs, path_key
+from ...running.worker import rebuild_setup
 from ..context import PhaseContext
 from .repro import write_repros
 from .search import Search, bisect_parent, bottom_up, build_tree, top_down
@@ -54,24 +53,9 @@ class BisectOptions:
     """Bisect even when the analysis found no graph break (the bisect command)."""
 
 
-_IMPORTABLE = re.compile(r"^[\w.\-/\\]+(:[\w.]+)?$")
-"""`pkg.mod`, `pkg.mod:build`, `path/file.py:build`: what the child can load (`<workload>`, `pytest ...` cannot)."""
-
-
 def worker_setup(ctx: PhaseContext, options: BisectOptions) -> dict[str, Any] | None:
     """What an isolated trial's child needs to rebuild the workload; None when the target is not importable."""
-    target = options.target or ctx.spec
-    if not _IMPORTABLE.match(target):
-        return None
-    settings = ctx.settings
-    return {
-        "target": target,
-        "seed": settings.seed,
-        "backend": settings.backend,
-        "train": settings.train,
-        "device": settings.device,
-        "sys_path": [p for p in sys.path if p],  # the target may sit on a path added at runtime
-    }
+    return rebuild_setup(options.target or ctx.spec, ctx.settings)
 
 
 def run_bisect(ctx: PhaseContext, options: BisectOptions) -> rm.Bisect:
@@ -211,6 +195,7 @@ def _rows(tree: nx.DiGraph, search: Search, index: ModuleIndex | None) -> list[r
             row.gb_type = outcome.gb_type
             row.registry_ids = list(outcome.registry_ids)
             row.reason = outcome.reason
+            row.crash, row.stderr_tail = outcome.crash, list(outcome.stderr_tail)
             if outcome.stack:
                 inner = outcome.stack[-1]
                 row.user_frame = _frame(*inner)

@@ -1,0 +1,131 @@
+"""The child process of isolated benchmark arms: `python -m ctc_doctor.analyzer.bench_worker SETUP.json`.
+
+It rebuilds the workload as the analysing process did (the target, seed, device and sys.path from the
+setup; the calls on the device; a pristine copy of the model taken before anything ran, when the parent
+had one; one eager call, so the model meets the arms after its first-call set-up as it does in the
+parent; the model facts), reads the report so far and the bench options, plans the arms exactly as
+`phases.bench` does in-process, and answers `{"ready": true, "arms": [...], "notes": [...]}`. Then it
+reads one request per line (`{"arm": NAME}`) and answers each with one line: the arm's row
+(`BenchmarkArm`, JSON), the settings the eager arm adds (the numerics reference), and `replay_s`, the
+seconds it spent first re-running eager and the reference when it was started after a crash and asked
+for a later arm. `{"progress": [phase, done, total]}` lines may come before an answer.
+
+The protocol stream is the original stdout; the model's prints go to stderr, which the parent keeps in
+a file and reads the tail of when this process dies (`running.worker.ChildWorker`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+from ..errors import CtcDoctorError
+from .running.worker import answer, serve_protocol
+
+
+class _Arms:
+    """The rebuilt workload and the arms planned on it, measured on request."""
+
+    def __init__(self, setup: dict[str, Any], progress: Any) -> None:
+        import torch
+
+        from ..reports import models as rm
+        from ..workload import Call
+        from .fixes.model_facts import model_facts
+        from .phases.bench import ArmRunner, BenchOptions, plan_arms
+        from .phases.context import PhaseContext
+        from .running.calls import preserved_state, run_call, to_device
+        from .running.copying import CopyError, copy_model
+        from .running.settings import RunSettings
+        from .target import load_workload
+
+        seed, device = setup["seed"], setup.get("device")
+        workload = load_workload(setup["target"], seed=seed)
+        model = workload.model
+        if device is not None:
+            model.to(device)
+        calls = [Call(to_device(c.args, device), to_device(dict(c.kwargs), device)) for c in workload.calls()]
+        pristine = None
+        if setup.get("pristine"):
+            try:
+                pristine = copy_model(model)
+            except CopyError:
+                pristine = None
+        with preserved_state(model), torch.no_grad():  # the parent's model ran in the analysis first
+            run_call(model, workload, calls[0], 0, seed=seed, train=False)
+        with open(setup["report_file"], encoding="utf-8") as fh:
+            report = rm.Report.model_validate_json(fh.read())
+        bench = setup["bench"]
+        options = BenchOptions(**{**bench, "modes": tuple(bench.get("modes") or ()), "isolate": False})
+        self.ctx = PhaseContext(
+            workload=workload,
+            calls=calls,
+            settings=RunSettings(backend=setup["backend"], train=bool(setup["train"]), seed=seed, device=device),
+            spec=setup["target"],
+            progress=progress,
+            report=report,
+            facts=model_facts(model, calls),
+            pristine=pristine,
+        )
+        self.runner = ArmRunner(self.ctx, options)
+        self.notes: list[str] = []
+        self.arms = {a.name: a for a in plan_arms(self.ctx, self.runner, self.notes)}
+        self.primed = False
+
+    def plan(self) -> list[dict[str, Any]]:
+        return [{"name": a.name, "description": a.description, "code": a.code} for a in self.arms.values()]
+
+    def measure(self, name: str) -> dict[str, Any]:
+        from .phases.bench import after_eager, measure_arm
+
+        replay_s = 0.0
+        eager = self.arms.get("eager")
+        if name != "eager" and eager is not None and self.runner.eager is None:
+            # a child started after a crash: eager's outputs and the reference judge this arm
+            t0 = time.perf_counter()
+            measure_arm(self.ctx, self.runner, eager)
+            after_eager(self.runner, self.ctx.calls)
+            replay_s = time.perf_counter() - t0
+        arm = self.arms[name]
+        if arm.compiled and not self.primed:
+            self.runner.prime()  # the compiler's one-time costs, before the first compiled arm
+            self.primed = True
+        measured = measure_arm(self.ctx, self.runner, arm)
+        settings = after_eager(self.runner, self.ctx.calls) if name == "eager" and not measured.error else {}
+        return {"arm": measured.model_dump(mode="json"), "settings": settings, "replay_s": round(replay_s, 3)}
+
+
+def main(argv: list[str]) -> int:
+    protocol = serve_protocol()  # the model's prints, Python or C level, must not corrupt the protocol
+    with open(argv[1], encoding="utf-8") as fh:
+        setup = json.load(fh)
+    sys.path[:0] = [p for p in setup.get("sys_path", []) if p not in sys.path]
+
+    def progress(phase: str, done: int, total: int) -> None:
+        answer(protocol, {"progress": [phase, done, total]})
+
+    try:
+        arms = _Arms(setup, progress)
+    except CtcDoctorError as exc:
+        answer(protocol, {"error": f"rebuilding the workload failed: {exc.one_line()}"})
+        return 1
+    except Exception as exc:  # noqa: BLE001 - the parent runs the arms in its own process and says why
+        answer(protocol, {"error": f"rebuilding the workload failed: {type(exc).__name__}: {str(exc).strip()[:300]}"})
+        return 1
+    answer(protocol, {"ready": True, "arms": arms.plan(), "notes": arms.notes})
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        name = json.loads(line)["arm"]
+        try:
+            result = arms.measure(name)
+        except Exception as exc:  # noqa: BLE001 - one failing arm is a row, not the benchmark
+            result = {"arm": {"name": name, "error": f"{type(exc).__name__}: {str(exc).strip()[:300]}"}}
+        answer(protocol, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,118 @@
+"""The benchmark's arms in a child process, so that a crash in one (a segfault in a compiler, an abort,
+a CUDA error that kills the process) costs that arm, not the run.
+
+The parent (this module) starts `python -m ctc_doctor.analyzer.bench_worker SETUP.json`: the child
+rebuilds the workload from the TARGET as the parent built it (seed, device, a pristine copy taken
+before anything ran, one eager call as the analysis made), reads the report so far and the bench
+options, and answers with the arms it will measure. The parent then asks for one arm at a time, eager
+first, and each answer is that arm's row (and, for eager, the numerics settings). When the child dies
+mid-arm, the arm becomes a `crash` row (its signal or exit status, the tail of its stderr) and a new
+child is started for the arms after it; before its first arm, the new child re-runs the eager arm
+and the numerics reference (they judge every other arm), which `BenchIsolation.replay_s` counts.
+
+In-process instead (`bench._run_in_process`), said in `Benchmark.isolation`: with isolation off, a
+target a child cannot rebuild (the Python API's workload objects), or a child that cannot start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from typing import TYPE_CHECKING, Any
+
+from ...reports import models as rm
+from ..running.worker import ChildWorker, Death, rebuild_setup
+from .context import PhaseContext
+
+if TYPE_CHECKING:
+    from .bench import BenchOptions
+
+_STARTUP_S = 300.0
+"""A child imports torch, rebuilds the workload, copies the model and runs one eager call first."""
+WORKER_MODULE = "ctc_doctor.analyzer.bench_worker"
+
+
+def run_isolated(ctx: PhaseContext, bench: BenchOptions, result: rm.Benchmark) -> bool:
+    """Measure the arms in a child process into `result`; False (with `result.isolation` saying why)
+    when they must run in this process instead."""
+    target = bench.target or ctx.spec
+    setup = rebuild_setup(target, ctx.settings) if bench.isolate else None
+    if setup is None:
+        why = (
+            f"the target {target!r} is not importable: no child process can rebuild it"
+            if bench.isolate
+            else "isolation is off (--no-isolate-arms; the Python API's default)"
+        )
+        result.isolation = rm.BenchIsolation(isolated=False, reason=f"in this process: {why}")
+        if bench.isolate:
+            result.settings["isolation"] = "in-process"
+            result.notes.append(f"every arm ran in this process ({why}): a crash in one ends the run.")
+        return False
+    assert ctx.report is not None
+    with tempfile.TemporaryDirectory(prefix="ctc-bench-") as workdir:
+        report_file = os.path.join(workdir, "report.json")
+        with open(report_file, "w", encoding="utf-8") as fh:
+            fh.write(ctx.report.model_dump_json())
+        setup.update(bench=dataclasses.asdict(bench), report_file=report_file, pristine=ctx.pristine is not None)
+        child = ChildWorker(WORKER_MODULE, setup, startup_s=_STARTUP_S, prefix="ctc-bench-", workdir=workdir)
+        try:
+            ctx.progress("bench: starting the child process that runs the arms", 0, 0)
+            ready, problem = child.wait_ready(None)
+            if ready is None:
+                why = f"the child process could not start ({problem})"
+                result.isolation = rm.BenchIsolation(isolated=False, reason=f"in this process: {why}", child_processes=child.starts)
+                result.notes.append(f"every arm ran in this process: {why}.")
+                result.settings["isolation"] = "in-process"
+                return False
+            isolation = result.isolation = rm.BenchIsolation(
+                isolated=True,
+                reason="a child process (python -m ctc_doctor.analyzer.bench_worker) runs every arm, eager first: a crash costs that arm",
+            )
+            result.settings["isolation"] = "child process"
+            result.notes.extend(ready.get("notes", []))
+            _measure(ctx, child, ready["arms"], result, isolation)
+            isolation.child_processes = child.starts
+            isolation.startup_s = round(child.startup_total_s, 3)
+        finally:
+            child.shutdown()
+    return True
+
+
+def _measure(ctx: PhaseContext, child: ChildWorker, plan: list[dict[str, Any]], result: rm.Benchmark, isolation: rm.BenchIsolation) -> None:
+    """Ask the child for each planned arm in order; a death is that arm's `crash` row and a new child."""
+
+    def progress(event: Any) -> None:
+        phase, done, total = event
+        ctx.progress(str(phase), int(done), int(total))
+
+    for i, arm in enumerate(plan):
+        ready, problem = child.wait_ready(None)
+        if ready is None:  # the child after a crash could not start: the rest cannot be measured
+            for left in plan[i:]:
+                result.arms.append(rm.BenchmarkArm(**left, error=f"not run: after a crash, {problem}"))
+            return
+        answer = child.request({"arm": arm["name"]}, None, progress)
+        if isinstance(answer, Death):
+            result.arms.append(_crashed(arm, answer))
+            isolation.crashed.append(arm["name"])
+        elif answer is None or "arm" not in answer:
+            result.arms.append(rm.BenchmarkArm(**arm, error=f"the child process answered no result: {answer}"[:500]))
+        else:
+            result.arms.append(rm.BenchmarkArm.model_validate(answer["arm"]))
+            result.settings.update(answer.get("settings", {}))
+            isolation.replay_s = round(isolation.replay_s + float(answer.get("replay_s", 0.0)), 3)
+        if arm["name"] == "eager" and result.arms[-1].error:
+            result.notes.append("eager failed: nothing to compare against.")
+            return
+
+
+def _crashed(arm: dict[str, Any], death: Death) -> rm.BenchmarkArm:
+    """The row of an arm whose child process died while running it."""
+    last = f"; last stderr line: {death.stderr_tail[-1][:300]}" if death.stderr_tail else ""
+    return rm.BenchmarkArm(
+        **arm,
+        error=f"crashed ({death.how}): the child process running this arm died{last}"[:500],
+        crash=death.how,
+        stderr_tail=[line[:300] for line in death.stderr_tail],
+    )
