@@ -624,3 +624,59 @@ def test_ddps_own_breaks_are_the_wrappers_expected_and_a_user_break_inside_stays
     assert not mine.expected and mine.user_frame.line == 9 and report.summary.verdict == "graph_breaks"
     assert any(mine.id in s.applies_to for s in report.suggestions)
     assert all(s.expected for s in report.graph_breaks if s is not mine)
+
+
+DDP_SPLIT_SCRIPT = """\
+import sys, torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+torch.manual_seed(0)
+net = torch.nn.Sequential(
+    torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 4)
+)
+dist.init_process_group("gloo")
+if len(sys.argv) > 1:  # the usual way: the wrapper compiled
+    model = torch.compile(DDP(net, bucket_cap_mb=1), backend="aot_eager")
+else:  # the module compiled inside the wrapper: DDPOptimizer splits its graph per gradient bucket
+    model = DDP(torch.compile(net, backend="aot_eager"), bucket_cap_mb=1)
+for _ in range(6):
+    model(torch.randn(8, 512)).sum().backward()
+dist.destroy_process_group()
+"""
+
+
+def test_ddp_optimizers_bucket_splits_are_named_apart_from_breaks_and_compiling_inside_ddp_is_measured(cli, tmp_path):
+    """`DDP(torch.compile(model))` on two gloo ranks: DDPOptimizer splits the graph at its 1 MiB buckets
+    (2 subgraphs): the report says so, with the bucket cap, as no graph break. The script's globals
+    outlive it as under `python script.py` (freed at once, DDP's reducer hung on gloo one run in two).
+    For `torch.compile(DDP(model))`, `--compare default,inner` measures compiling inside the wrapper."""
+    script = tmp_path / "ddp_split.py"
+    script.write_text(DDP_SPLIT_SCRIPT)
+    out = tmp_path / "r.json"
+    inside = cli("run", "--nproc", "2", "--no-bisect", "--no-fix", "--timeout", "120", "--json", str(out), "--", str(script))
+    assert inside.returncode == 0, inside.stderr
+    report = load_report(out)
+    assert report.run.stopped is None and not [e for e in report.errors if e.phase == "timeout"]  # no hang
+    assert not report.graph_breaks and report.summary.verdict == "clean"
+    assert {(s.compile_id, s.subgraphs, s.bucket_cap_bytes, s.buckets) for s in report.ddp_splits} == {("0/0", 2, 2**20, 2)}
+    assert "DDPOptimizer split graph 0/0 into 2 subgraphs" in inside.stdout and "bucket cap 1 MiB" in inside.stdout
+    # the same from a TORCH_TRACE of a plain torchrun, offline: the subgraphs per rank (the cap is not in the trace)
+    trace = tmp_path / "trace"
+    plain = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", str(script)],
+        env={**os.environ, "TORCH_TRACE": str(trace)}, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert plain.returncode == 0, plain.stderr
+    offline = cli("logs", str(trace), "--json", str(tmp_path / "logs.json"), "-q")
+    assert offline.returncode == 0, offline.stderr
+    splits = load_report(tmp_path / "logs.json").ddp_splits
+    assert sorted((s.compile_id, s.subgraphs) for s in splits) == [("rank0:0/0", 2), ("rank1:0/0", 2)]
+    wrapped = cli(
+        "run", "--nproc", "2", "--no-bisect", "--no-fix", "--timeout", "120", "--compare", "default,inner",
+        "--json", str(out), "-q", "--", str(script), "wrap",
+    )  # fmt: skip
+    assert wrapped.returncode == 0, wrapped.stderr
+    report = load_report(out)
+    rows = {r.strategy: r for r in report.comparison}
+    assert rows["inner"].error is None and rows["inner"].period_ms and rows["inner"].verdict == "clean"
+    assert rows["inner"].graphs_compiled < rows["default"].graphs_compiled  # DDP's own breaks gone
+    assert all(s.owner == "wrapper" for s in report.graph_breaks)

@@ -44,6 +44,7 @@ from .readers.logfiles import (
 )
 from .readers.parsing import classify_guard, split_recompile_reasons
 from .readers.sources import function_name
+from .readers.wrappers import ddp_splits
 
 # Frame failures that are Dynamo giving up on a frame (it ran eager), not a crash of the job.
 _SKIP_FAILS = frozenset({"Unsupported", "SkipFrame", "SkipCodeRecursiveException", "RecompileLimitExceeded"})
@@ -81,6 +82,8 @@ class _Ingest:
     recompiles: list[_Recompile] = field(default_factory=list)
     guards: list[rm.GuardSet] = field(default_factory=list)
     perf_hints: list[rm.PerfHint] = field(default_factory=list)
+    ddp_children: list[tuple[str | None, str]] = field(default_factory=list)
+    """DDPOptimizer's subgraphs: (compile id, submodule name)."""
     skipped: set[str] = field(default_factory=set)
     ops: dict[str, int] = field(default_factory=dict)
     torch_version: str | None = None
@@ -165,6 +168,8 @@ def _trace_record(state: _Ingest, rec: TraceRecord) -> BreakRecord | None:
             rs.first_graphs += 1
     elif rec.kind == "dynamo_cpp_guards_str" and cid is not None:
         state.guards.append(guard_set(cid, rec.payload))
+    elif rec.kind == "optimize_ddp_split_child":
+        state.ddp_children.append((cid, str(rec.data.get("name"))))
     elif rec.kind == "artifact:torch_version" and rec.payload:
         version = re.search(r'"pytorch_version":\s*"([^"]+)"', rec.payload)
         state.torch_version = state.torch_version or (version.group(1) if version else None)
@@ -341,6 +346,7 @@ def _report(
         recompiles=recompiles,
         graphs=graphs,
         perf_hints=state.perf_hints,
+        ddp_splits=ddp_splits(state.ddp_children, []),
         compile_metrics=compile_metrics,
         guards=state.guards,
         notes=notes,

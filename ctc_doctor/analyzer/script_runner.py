@@ -35,6 +35,13 @@ class Outcome:
     """max_steps, interrupted, terminated (None: it ran to its end)."""
 
 
+_KEPT: list[object] = []
+"""The script's globals (or the exception that ended it, whose frames hold them), alive until this
+process exits, as `python script.py` keeps `__main__`'s: `runpy` hands back a copy that would otherwise
+be freed at once, running destructors mid-process that a plain run never runs there (DDP's reducer
+over a compiled module then hung on gloo, one run in two)."""
+
+
 def _run_script(command: list[str]) -> Outcome:
     """Run the command as `python COMMAND` would, in this process."""
     from .capture.compiles import StopScript
@@ -43,13 +50,14 @@ def _run_script(command: list[str]) -> Outcome:
     try:
         if command[0] == "-m":
             sys.argv = [command[1], *command[2:]]
-            runpy.run_module(command[1], run_name="__main__", alter_sys=True)
+            _KEPT.append(runpy.run_module(command[1], run_name="__main__", alter_sys=True))
         else:
             path = os.path.abspath(command[0])
             sys.argv = list(command)
             sys.path[0] = os.path.dirname(path)  # as `python script.py` sets it
-            runpy.run_path(path, run_name="__main__")
+            _KEPT.append(runpy.run_path(path, run_name="__main__"))
     except SystemExit as exc:
+        _KEPT.append(exc)
         code = exc.code
         if code is None:
             return Outcome(0)
@@ -58,13 +66,16 @@ def _run_script(command: list[str]) -> Outcome:
         print(code, file=sys.stderr)
         return Outcome(1, f"SystemExit: {code}")
     except StopScript as exc:
+        _KEPT.append(exc)
         reason = str(exc)
         if reason.startswith("--max-steps"):
             return Outcome(0, stopped="max_steps")
         return Outcome(128 + signal.SIGTERM, stopped="terminated")
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        _KEPT.append(exc)
         return Outcome(130, "KeyboardInterrupt", stopped="interrupted")
     except BaseException as exc:  # noqa: BLE001 - the script's own failure: reported as Python would
+        _KEPT.append(exc)
         _print_script_traceback(exc, command)
         return Outcome(1, f"{type(exc).__name__}: {describe_error(exc)}"[:500])
     return Outcome(0)

@@ -71,7 +71,8 @@ _RUN_PHASES = {
     metavar="STRATEGIES",
     help="Run the script once per way of compiling it and compare its pace: eager, default (the script's own), optimizer "
     "(its own, and each optimizer's step compiled), dynamic, mark-dynamic (the dims its own run saw vary), static, "
-    "reduce-overhead, max-autotune, max-autotune-no-cudagraphs (comma-separated, e.g. eager,default,optimizer); "
+    "inner (the module inside a compiled DDP wrapper compiled instead: DDP(torch.compile(model))), reduce-overhead, "
+    "max-autotune, max-autotune-no-cudagraphs (comma-separated, e.g. eager,default,optimizer); "
     "losses are compared with eager's.",
 )
 @click.option("--no-bisect", is_flag=True, help="Skip the bisection of the compiled module.")

@@ -80,10 +80,13 @@ def next_steps(report: Report) -> list[str]:
         wrappers = sorted({s.wrapper for s in report.graph_breaks if s.wrapper})
         ops = max([g.op_count for g in report.graphs] + [m.op_count or 0 for m in report.compile_metrics], default=0)
         largest = f"; the largest, {ops} ops, is your model's" if ops else ""
+        alternative = "" if report.comparison else " An alternative to measure: compile the inner module before wrapping it"
+        if alternative and "DistributedDataParallel" in wrappers:
+            alternative += ", `DDP(torch.compile(model))` (`ctc-doctor run --compare default,inner -- SCRIPT` measures it)"
         steps.append(
             f"Nothing of yours to fix: the {report.summary.expected_break_sites} break site(s) are {', '.join(wrappers)}'s own "
-            f"code, eager by design (they split each call into {report.summary.graph_count} graphs{largest}). "
-            "An alternative to measure: compile the inner module before wrapping it."
+            f"code, eager by design (they split each call into {report.summary.graph_count} graphs{largest})."
+            + (alternative + "." if alternative else "")
         )
     elif report.summary.verdict == "clean":
         steps.append("Nothing to fix: this workload compiles to one graph per call without recompiles.")

@@ -14,6 +14,7 @@ from .models import (
     Bisect,
     BisectTrial,
     CompiledObject,
+    DdpSplit,
     FixResult,
     GraphBreakSite,
     NumericsCheck,
@@ -350,3 +351,17 @@ def folded_counts(notes: list[str]) -> tuple[int, int]:
 def recompiles_text(s: Summary) -> str:
     """`3 recompile(s)`, `3 recompile(s) (2 expected)`: the ones a decoding loop pays by design apart."""
     return f"{s.recompile_count} recompile(s)" + (f" ({s.expected_recompiles} expected)" if s.expected_recompiles else "")
+
+
+def ddp_split_text(splits: list[DdpSplit]) -> str | None:
+    """One sentence for the summary: what DDPOptimizer did, that it is by design, and its knobs."""
+    if not splits:
+        return None
+    parts = ", ".join(f"{s.compile_id} into {s.subgraphs}" for s in splits[:4]) + (" ..." if len(splits) > 4 else "")
+    caps = {s.bucket_cap_bytes for s in splits if s.bucket_cap_bytes}
+    cap = f" (bucket cap {next(iter(caps)) / 2**20:g} MiB)" if len(caps) == 1 else ""
+    return (
+        f"DDPOptimizer split graph {parts} subgraphs at gradient-bucket boundaries{cap}, so each bucket's "
+        "all-reduce overlaps the backward: by design, not graph breaks. Fewer splits: a larger "
+        "DDP(bucket_cap_mb=...); none: torch._dynamo.config.optimize_ddp = False (no overlap)."
+    )

@@ -22,6 +22,7 @@ from .labels import (
     compiled_line,
     crash_cell,
     cudagraph_text,
+    ddp_split_text,
     graphs_text,
     module_label,
     numerics_cell,
@@ -292,6 +293,10 @@ def render_markdown(report: Report) -> str:
     add("")
     add(_summary_line(report))
     add("")
+    split = ddp_split_text(report.ddp_splits)
+    if split:
+        add(f"> {split}")
+        add("")
     add("| | |")
     add("|---|---|")
     if src is not None:

@@ -294,6 +294,21 @@ class Graph(_Model):
     the compiled frame's `self` (`""`: the frame's own code); live analyses only (schema 1.12)."""
 
 
+class DdpSplit(_Model):
+    """A compile DDPOptimizer split at gradient-bucket boundaries (`DDP(torch.compile(model))`): one
+    graph of the user's became `subgraphs`, compiled one by one so each bucket's all-reduce can start
+    while the backward goes on. By design, not a graph break (schema 1.12)."""
+
+    compile_id: str
+    """The compile whose graph was split."""
+    subgraphs: int
+    """Subgraphs it was split into (DDPOptimizer's `submod_N`)."""
+    bucket_cap_bytes: int | None = None
+    """The DDP bucket size in force (`DDP(bucket_cap_mb=...)`, 25 MiB by default), when torch said."""
+    buckets: int | None = None
+    """Gradient buckets DDPOptimizer made, when torch said."""
+
+
 class PerfHint(_Model):
     """A performance hint torch logged (mostly inductor's)."""
 
@@ -1222,6 +1237,8 @@ class Report(_Model):
     """Every graph compiled."""
     perf_hints: list[PerfHint] = Field(default_factory=list)
     """Performance hints torch logged."""
+    ddp_splits: list[DdpSplit] = Field(default_factory=list)
+    """Compiles DDPOptimizer split at gradient-bucket boundaries (not graph breaks; schema 1.12)."""
     compile_metrics: list[CompileMetric] = Field(default_factory=list)
     """Per frame compile."""
     compile_profile: CompileProfile | None = None

@@ -27,6 +27,7 @@ from .labels import (
     compiled_line,
     crash_cell,
     cudagraph_text,
+    ddp_split_text,
     fix_lists,
     folded_counts,
     graphs_text,
@@ -111,6 +112,9 @@ def verdict_panel(report: Report) -> Panel:
         + (f" · {s.frames_skipped} function(s) skipped (ran eager)" if s.frames_skipped else "")
         + f" · {compile_time_text(report)}"
     )
+    split = ddp_split_text(report.ddp_splits)
+    if split:
+        lines.append("\n" + split, style="green")
     if report.fix is not None and report.fix.verification is not None and report.fix.applied:
         v = report.fix.verification
         lines.append(f"\nwith fixes {', '.join(report.fix.applied)} (verified on a copy): {v.summary}", style="green")

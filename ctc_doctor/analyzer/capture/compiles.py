@@ -9,8 +9,9 @@ before: calls are watched from a forward pre-hook on the OptimizedModule, which 
 or from a plain wrapper around a compiled function. `--backend` replaces the script's backend;
 `--max-steps N` stops the script at the start of the primary object's call N+1. `run --compare` runs
 the script once per strategy: the recorder then leaves the objects uncompiled (`eager`, still watched,
-so the pace is measured the same way), replaces their `mode` or `dynamic`, or compiles the `step` of
-every optimizer the script creates (`optimizer`).
+so the pace is measured the same way), replaces their `mode` or `dynamic`, compiles the `step` of
+every optimizer the script creates (`optimizer`), or compiles the module inside a compiled
+DistributedDataParallel instead of the wrapper (`inner`).
 """
 
 from __future__ import annotations
@@ -220,6 +221,14 @@ class CompileRecorder:
                 return original(None, *args, **kwargs)
             if self.strategy == "eager":
                 return self._watch(model, model, kwargs)  # not compiled: watched as it is
+            if self.strategy == "inner" and isinstance(model, torch.nn.parallel.DistributedDataParallel):
+                watched = self._watch(model, model, kwargs)  # the wrapper runs eagerly, watched as it is
+                model.module = original(model.module, *args, **kwargs)  # DDP(torch.compile(model))
+                self._note(
+                    "--compare inner: the module inside DistributedDataParallel was compiled instead of the wrapper "
+                    "(DDP(torch.compile(model))); its parameter names gain `_orig_mod.`"
+                )
+                return watched
             compiled = original(model, *args, **kwargs)
             return self._watch(model, compiled, kwargs)
 
@@ -235,7 +244,7 @@ class CompileRecorder:
 
     def _strategy(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """The script's torch.compile options under `run --compare`'s strategy."""
-        if self.strategy in (None, "default", "eager", "optimizer", "mark-dynamic"):
+        if self.strategy in (None, "default", "eager", "optimizer", "mark-dynamic", "inner"):
             return kwargs
         if self.strategy in ("dynamic", "static"):
             return {**kwargs, "dynamic": self.strategy == "dynamic"}

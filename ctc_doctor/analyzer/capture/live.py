@@ -33,6 +33,7 @@ from ..readers.findings import break_record, compile_metric, group_break_sites, 
 from ..readers.parsing import classify_guard, split_recompile_reasons
 from ..readers.sources import RawFrame, function_name, is_dynamo_file
 from ..readers.text import describe_error
+from ..readers.wrappers import ddp_splits
 from ..running.calls import Sample, clear_grads, grads_of, run_call
 from ..running.copying import replayable
 from ..running.modules import path_key
@@ -332,6 +333,7 @@ class Findings:
     compile_metrics: list[rm.CompileMetric]
     guards: list[rm.GuardSet]
     perf_hints: list[rm.PerfHint]
+    ddp_splits: list[rm.DdpSplit]
     call_of_compile: dict[str, int | None]
     """Compile id -> the call during which it compiled."""
     frames_skipped: int
@@ -343,6 +345,7 @@ class Findings:
             "recompiles": self.recompiles,
             "graphs": self.graphs,
             "perf_hints": self.perf_hints,
+            "ddp_splits": self.ddp_splits,
             "compile_metrics": self.compile_metrics,
             "guards": self.guards,
         }
@@ -444,6 +447,9 @@ def findings_of(
         compile_metrics=[_with_paths(compile_metric(cid, m, backward.get(cid)), starts.get(cid, []), index) for cid, m in metrics.items()],
         guards=[guard_set(ev.compile_id or "?", ev.payload) for ev in cap.events if ev.kind == "dynamo_cpp_guards_str"],
         perf_hints=[rm.PerfHint(message=h.message, compile_id=h.compile_id, logger=h.logger) for h in cap.perf_hints],
+        ddp_splits=ddp_splits(
+            [(ev.compile_id, str(ev.data.get("name"))) for ev in cap.events if ev.kind == "optimize_ddp_split_child"], cap.ddp_buckets
+        ),
         call_of_compile=call_of_compile,
         frames_skipped=sum(1 for m in metrics.values() if is_skipped_frame(m)),
     )

@@ -103,7 +103,11 @@ KNOWN_EVENTS = frozenset(
     }
 )
 # What a report uses. The rest is counted and skipped without parsing its JSON or keeping its payload.
-USED_EVENTS = frozenset({"compilation_metrics", "bwd_compilation_metrics", "dynamo_cpp_guards_str", "dynamo_output_graph"})
+USED_EVENTS = frozenset(
+    {"compilation_metrics", "bwd_compilation_metrics", "dynamo_cpp_guards_str", "dynamo_output_graph", "optimize_ddp_split_child"}
+)
+_NO_PAYLOAD = ("dynamo_output_graph", "optimize_ddp_split_child")
+"""Used without their payload (a graph's code): that they happened is what counts."""
 USED_ARTIFACTS = frozenset({"dynamo_graph_break_reason", "recompile_reasons", "torch_version"})
 # compilation_metrics has ~100 keys, some of them big JSON strings (configs): keep these only.
 METRIC_KEYS = frozenset(
@@ -425,7 +429,7 @@ def read_trace(path: str, counter: ParseCounter, *, keep_guard_text: bool = Fals
         rank = md.get("rank") if isinstance(md.get("rank"), int) else file_rank
         record = TraceRecord(kind, compile_id_of(md), rank, data, None, path, lineno)
         md5 = md.get("has_payload") if isinstance(md.get("has_payload"), str) else None
-        if md5 is None or name == "dynamo_output_graph":
+        if md5 is None or name in _NO_PAYLOAD:
             skipping = md5 is not None
             yield record
             continue

@@ -53,3 +53,17 @@ def mark_wrapper_breaks(sites: list[rm.GraphBreakSite]) -> None:
         if wrapper:
             site.wrapper = wrapper
             site.expected = _WHY.get(wrapper, f"{wrapper} runs its own code around your model eagerly by design")
+
+
+def ddp_splits(split_children: list[tuple[str | None, str]], buckets: list[tuple[str | None, int, int]]) -> list[rm.DdpSplit]:
+    """The compiles DDPOptimizer split: `split_children` (compile id, submodule name) from its
+    `optimize_ddp_split_child` trace events, `buckets` (compile id, bucket cap, buckets) from its log line."""
+    names: dict[str, set[str]] = {}
+    for cid, name in split_children:
+        names.setdefault(cid or "?", set()).add(name)
+    said = {cid or "?": (cap, n) for cid, cap, n in buckets}
+    out = []
+    for cid, children in names.items():
+        cap, n = said.get(cid, (None, None))
+        out.append(rm.DdpSplit(compile_id=cid, subgraphs=len(children), bucket_cap_bytes=cap, buckets=n))
+    return out

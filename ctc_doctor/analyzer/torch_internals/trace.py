@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
+import re
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -28,7 +29,13 @@ from .logs import artifact_handler, message_of, quiet_torch_stderr
 
 # Trace event kinds worth keeping; everything else (chromium_event, describe_*, bytecode dumps) is
 # dropped in the handler so memory stays small on big models.
-_KEEP_EVENTS = ("dynamo_start", "compilation_metrics", "bwd_compilation_metrics", "dynamo_cpp_guards_str", "str")
+_KEEP_EVENTS = (
+    "dynamo_start", "compilation_metrics", "bwd_compilation_metrics", "dynamo_cpp_guards_str", "str", "optimize_ddp_split_child"
+)  # fmt: skip
+_NO_PAYLOAD = ("optimize_ddp_split_child",)
+"""Kept without their payload (a submodule's whole code): that they happened is what counts."""
+_DDP_LOGGER = "torch._dynamo.backends.distributed"
+_DDP_BUCKETS = re.compile(r"DDPOptimizer used bucket cap (\d+) and created (\d+) buckets")
 _KEEP_ARTIFACTS = ("dynamo_graph_break_reason", "recompile_reasons")
 
 
@@ -38,7 +45,7 @@ class TraceEvent:
 
     kind: str
     """dynamo_start, compilation_metrics, bwd_compilation_metrics, dynamo_cpp_guards_str,
-    dynamo_graph_break_reason, recompile_reasons."""
+    dynamo_graph_break_reason, recompile_reasons, optimize_ddp_split_child (DDPOptimizer's subgraphs)."""
     compile_id: str | None
     data: dict[str, Any]
     payload: str | None
@@ -65,6 +72,8 @@ class CaptureResult:
     strings: dict[int, str] = field(default_factory=dict)
     torch_logs: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     """Warnings and errors torch logged in the block, kept off stderr: (level, logger, first line) -> count."""
+    ddp_buckets: list[tuple[str | None, int, int]] = field(default_factory=list)
+    """DDPOptimizer's split of a compile: (compile id, bucket cap in bytes, buckets), from its INFO line."""
 
     def resolve_file(self, value: Any) -> str:
         """Trace stacks carry interned file ids; map them back to paths."""
@@ -127,6 +136,8 @@ class _TraceHandler(logging.Handler):
             path, idx = md["str"]
             self.sink.strings[idx] = path
             return
+        if kind in _NO_PAYLOAD:
+            payload = None
         if kind == "dynamo_cpp_guards_str" and not self.keep_guard_text:
             payload = str(guard_line_count(payload or ""))  # findings.guard_set reads the digits back
         event = TraceEvent(kind, _compile_id_of(md), dict(md.get(kind) or {}), payload)
@@ -136,6 +147,39 @@ class _TraceHandler(logging.Handler):
                 event.exc_gb_type = gb_type
                 event.exc_stack = stack
         self.sink.events.append(event)
+
+
+class _DdpBucketHandler(logging.Handler):
+    """DDPOptimizer's `used bucket cap N and created K buckets` (INFO on its module's logger)."""
+
+    def __init__(self, sink: CaptureResult) -> None:
+        super().__init__(logging.DEBUG)
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        found = _DDP_BUCKETS.search(message_of(record))
+        if found:
+            self.sink.ddp_buckets.append((current_compile_id(), int(found[1]), int(found[2])))
+
+
+@contextlib.contextmanager
+def _ddp_bucket_log(sink: CaptureResult) -> Iterator[None]:
+    """DDPOptimizer's INFO line caught for the block, kept off torch's stderr unless the user's logging
+    shows INFO there already."""
+    log = logging.getLogger(_DDP_LOGGER)
+    saved = (log.level, log.propagate)
+    handler = _DdpBucketHandler(sink)
+    shown = log.isEnabledFor(logging.INFO)
+    log.addHandler(handler)
+    if not shown:
+        log.setLevel(logging.INFO)
+        log.propagate = False
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(saved[0])
+        log.propagate = saved[1]
 
 
 class _PerfHintHandler(logging.Handler):
@@ -201,7 +245,7 @@ def _capture(*, backend: str, keep_guard_text: bool) -> Iterator[CaptureResult]:
     try:
         if trace_log is not None:
             trace_log.addHandler(handler)
-        with artifact_handler("perf_hints", _PerfHintHandler(result), modules):
+        with artifact_handler("perf_hints", _PerfHintHandler(result), modules), _ddp_bucket_log(result):
             yield result
     finally:
         if trace_log is not None:
