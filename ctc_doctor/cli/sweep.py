@@ -214,6 +214,13 @@ def sweep_merge(paths: tuple[str, ...], out_dir: str, quiet: bool) -> None:
         stderr_console().print(f"[dim]merged summary written to {Path(out_dir) / 'summary.json'}[/dim]")
 
 
+def _threshold(name: str, default: float, text: str) -> Callable[[Any], Any]:
+    """`--NAME-threshold FRACTION`: how far one of a sweep's numbers may move before `sweep diff` counts it."""
+    return click.option(
+        f"--{name}-threshold", type=click.FloatRange(min=0), default=default, show_default=True, metavar="FRACTION", help=text
+    )
+
+
 @sweep.command("diff")
 @click.argument("before", metavar="BEFORE")
 @click.argument("after", metavar="AFTER")
@@ -223,30 +230,9 @@ def sweep_merge(paths: tuple[str, ...], out_dir: str, quiet: bool) -> None:
     help="Exit 1 when a target gained a break site or a recompile cause, went from clean to anything else, stopped "
     "reaching a verdict, went from pass to fail, or got slower, compiles longer or uses more memory beyond the thresholds.",
 )
-@click.option(
-    "--speedup-threshold",
-    type=click.FloatRange(min=0),
-    default=0.05,
-    show_default=True,
-    metavar="FRACTION",
-    help="A speedup drop counts beyond this, or beyond the measured spread when that is wider.",
-)
-@click.option(
-    "--compile-threshold",
-    type=click.FloatRange(min=0),
-    default=0.25,
-    show_default=True,
-    metavar="FRACTION",
-    help="A cold compile time rise counts beyond this fraction (and 1 s).",
-)
-@click.option(
-    "--memory-threshold",
-    type=click.FloatRange(min=0),
-    default=0.10,
-    show_default=True,
-    metavar="FRACTION",
-    help="A drop of the memory ratio (eager peak / compiled peak) counts beyond this.",
-)
+@_threshold("speedup", 0.05, "A speedup drop counts beyond this, or beyond the measured spread when that is wider.")
+@_threshold("compile", 0.25, "A cold compile time rise counts beyond this fraction (and 1 s).")
+@_threshold("memory", 0.10, "A drop of the memory ratio (eager peak / compiled peak) counts beyond this.")
 def sweep_diff(
     before: str, after: str, fail_on_regression: bool, speedup_threshold: float, compile_threshold: float, memory_threshold: float
 ) -> None:
