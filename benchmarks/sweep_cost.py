@@ -7,7 +7,7 @@ installed, two tiny transformers models of the built-in manifest. It prints each
 mode, the median per mode and its ratio to the diagnosis, and how many timed passes the adaptive rule
 ran per arm (its median and range).
 
-    .venv/bin/python benchmarks/sweep_cost.py [--backend inductor] [--modes diagnose bench fixed full]
+    .venv/bin/python benchmarks/sweep_cost.py [--backend inductor] [--device cuda] [--modes diagnose bench fixed full]
 """
 
 from __future__ import annotations
@@ -44,9 +44,12 @@ def main() -> None:
     parser.add_argument("--backend", default="inductor", help="the benchmark's backend (--bench-backend on every line)")
     parser.add_argument("--modes", nargs="*", default=list(MODES), choices=list(MODES))
     parser.add_argument("--timeout", default="900")
+    parser.add_argument("--device", default=None, help="the sweep's --device (cuda on a GPU machine)")
     args = parser.parse_args()
     targets = _targets()
     seconds: dict[str, dict[str, float]] = {}
+    timing: dict[str, float] = {}
+    """Per mode: seconds of timed passes over every target and arm (median x passes), from the reports."""
     passes: list[int] = []
     with tempfile.TemporaryDirectory() as tmp:
         for mode in args.modes:
@@ -56,14 +59,18 @@ def main() -> None:
             manifest.write_text("\n".join(lines) + "\n")
             out = Path(tmp) / mode
             command = [sys.executable, "-m", "ctc_doctor", "sweep", str(manifest), "--jobs", "1", "-q", "--out", str(out)]
-            subprocess.run([*command, "--timeout", args.timeout, *MODES[mode]], check=True)
+            device = ["--device", args.device] if args.device else []
+            subprocess.run([*command, "--timeout", args.timeout, *device, *MODES[mode]], check=True)
             summary = json.loads((out / "summary.json").read_text())
             seconds[mode] = {}
+            timing[mode] = 0.0
             for target, row in zip(targets, summary["targets"], strict=True):
                 seconds[mode][target] = row["duration_s"]
-                if mode == "bench" and row.get("report"):
-                    bench = json.loads((out / row["report"]).read_text()).get("benchmark") or {}
-                    passes += [a["latency_ms"]["n"] for a in bench.get("arms", []) if a.get("latency_ms")]
+                bench = json.loads((out / row["report"]).read_text()).get("benchmark") or {} if row.get("report") else {}
+                timed = [a["latency_ms"] for a in bench.get("arms", []) if a.get("latency_ms")]
+                timing[mode] += sum(t["n"] * t["median"] / 1000 for t in timed)
+                if mode == "bench":
+                    passes += [t["n"] for t in timed]
                 if row["status"] in ("error", "timeout", "failed"):
                     print(f"  {mode}: {target}: {row['status']}: {row.get('reason')}", file=sys.stderr)
     width = max(len(t.rsplit(":", 1)[-1]) for t in targets)
@@ -75,6 +82,8 @@ def main() -> None:
     base = medians.get("diagnose")
     if base:
         print(f"{'vs diagnose':<{width}}  " + "  ".join(f"{medians[m] / base:>8.2f}x" for m in args.modes))
+    if any(timing.values()):
+        print("timed passes, all targets: " + ", ".join(f"{m} {timing[m]:.1f} s" for m in args.modes if timing[m]))
     if passes:
         print(f"adaptive timing: {statistics.median(passes):.0f} timed passes per arm (median; {min(passes)}-{max(passes)})")
 

@@ -189,6 +189,8 @@ def _run(
     progress("script", 0, 0)
     proc = subprocess.Popen(runner, env=env, stdout=stdout, start_new_session=True)
     status, code = _wait(proc, options, say, _Progress(str(config["progress_path"]), progress))
+    if status in ("timeout", "interrupted"):
+        _kill_ranks(out)
     say(f"the script {_ended(status, code)} after {time.perf_counter() - t0:.1f} s")
 
     from ..errors import ReportError
@@ -314,6 +316,21 @@ def _wait(proc: subprocess.Popen[bytes], options: RunOptions, say: Callable[[str
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _kill_ranks(out: str) -> None:
+    """SIGKILL whatever is left of each rank's session once the script was stopped: torchrun starts
+    every rank in a session of its own, so a rank stuck in a collective outlives a kill of torchrun's group
+    (torchrun itself would kill it 30 s after its SIGTERM, unless it was killed first)."""
+    for name in os.listdir(out) if os.path.isdir(out) else []:
+        if name.startswith("rank") and name.endswith(".pid"):
+            try:
+                with open(os.path.join(out, name), encoding="ascii") as fh:
+                    pid = int(fh.read().strip() or 0)
+                if pid > 0:
+                    os.killpg(pid, signal.SIGKILL)
+            except (OSError, ValueError):
+                pass  # gone already, or never a group leader
 
 
 def _stop(proc: subprocess.Popen[bytes], sig: int, grace_s: float, follow: _Progress) -> int:

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from ..reports import models as rm
-from ..reports.verdicts import judge_one
+from ..reports.verdicts import judge_one, site_costs
 from ..workload import Call, Workload
 from . import torch_internals as ti
 from .fixes.facts import ModelFacts
@@ -359,6 +359,7 @@ def _merge_verdicts(report: rm.Report) -> None:
         judged = judge_one(report, suggestion)
         if judged is not None:
             suggestion.deltas, suggestion.verdict, suggestion.verdict_reason = judged
+    site_costs(report)
 
 
 @contextlib.contextmanager

@@ -116,6 +116,8 @@ def main(argv: list[str]) -> int:
         config = json.load(fh)
     command = argv[2:]
     rank = int(os.environ.get("RANK", "0"))
+    with open(os.path.join(config["out_dir"], f"rank{rank}.pid"), "w", encoding="ascii") as fh:
+        fh.write(str(os.getpid()))  # torchrun starts each rank in a session of its own: the parent's last resort
     from ..reports.models import started_now
 
     started_at = started_now()

@@ -20,6 +20,7 @@ from .labels import (
     cause_of,
     compile_time_text,
     compiled_line,
+    cost_text,
     crash_cell,
     cudagraph_text,
     ddp_split_text,
@@ -345,6 +346,8 @@ def render_markdown(report: Report) -> str:
             if not site.own_code:
                 loc += f" (in {site.library})"
             reason = site.reason + "".join(f" ({mark})" for mark in site_marks(site))
+            cost = cost_text(site)
+            reason += f"; {cost}" if cost and not site.expected else ""
             add(
                 f"| {site.id} | {_cell(loc)} | {_cell(module_label(site.module_paths, None))} | "
                 f"{_cell(', '.join(site.registry_ids) or '—')} | {site.occurrences} | {_cell(reason)} |"

@@ -80,6 +80,22 @@ class Frame(_Model):
     """The source line, stripped, when it could be read."""
 
 
+class BreakCost(_Model):
+    """What a break site costs at run time (schema 1.12)."""
+
+    graphs_added: int = 0
+    """Graphs it splits a call into beyond one: the first compiles of frames that ended at it."""
+    latency_ms: float | None = None
+    """Measured: the compiled arm's median latency per pass minus that of the arm with the fix that
+    removes it (its own arm where there is one); negative when the fix made it slower; 0.0 within noise."""
+    share: float | None = None
+    """`latency_ms` over the compiled arm's latency."""
+    measured_by: str | None = None
+    """The suggestion and arms it was measured with: `S1: benchmark compiled -> fixed[S1] (S1 alone)`."""
+    note: str | None = None
+    """Why there is no latency (`not measured: ...`), or what qualifies it (`within noise`, the fixes together)."""
+
+
 class GraphBreakSite(_Model):
     """One deduplicated graph-break site: the same gb_type at the same place, with every occurrence."""
 
@@ -124,6 +140,9 @@ class GraphBreakSite(_Model):
     """True when Dynamo gave up on the whole function (e.g. a graph break in a loop): it ran fully eager."""
     ops_in_split_graphs: int = 0
     """Ops in the graphs of the frames where this break happened: a measure of the work it splits."""
+    cost: BreakCost | None = None
+    """What it costs at run time: the graphs it adds, and the latency its fix's benchmark arm measured
+    (schema 1.12; None before the suggestions were judged)."""
     ranks: list[int] = Field(default_factory=list)
     """Distributed ranks that hit this site (offline reports of multi-rank logs; empty otherwise)."""
     first_call_only: bool | None = None

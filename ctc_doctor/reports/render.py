@@ -25,6 +25,7 @@ from .labels import (
     cause_of,
     compile_time_text,
     compiled_line,
+    cost_text,
     crash_cell,
     cudagraph_text,
     ddp_split_text,
@@ -222,6 +223,9 @@ def _break_rows(sites: list[GraphBreakSite], top: int) -> Group:
             parts.append(_indented(f"expected, {site.wrapper}'s by design: {site.expected}", "green"))
         elif site.hints:
             parts.append(_indented(f"hint: {site.hints[0]}", "dim"))
+        cost = cost_text(site)
+        if cost and not site.expected:
+            parts.append(_indented(cost, "dim"))
     return Group(*parts)  # type: ignore[arg-type]
 
 
@@ -401,6 +405,9 @@ def _break_table(sites: list[GraphBreakSite], top: int) -> Table:
             cell.append(f"\nexpected, {site.wrapper}'s by design: {site.expected}", style="green")
         elif site.hints:
             cell.append(f"\nhint: {site.hints[0]}", style="dim")
+        cost = cost_text(site)
+        if cost and not site.expected:
+            cell.append(f"\n{cost}", style="dim")
         module = Text(module_label(site.module_paths))
         if site.module_class:
             module.append(f"\n{site.module_class}", style="dim")

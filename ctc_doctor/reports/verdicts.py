@@ -415,3 +415,33 @@ def strategy_verdict(rows: list[rm.StrategyRow], steps: int | None = None) -> st
     if drifted:
         text += f"; left out, its loss drifted from eager's: {', '.join(drifted)}"
     return text
+
+
+def site_costs(report: rm.Report) -> None:
+    """Each break site's run-time cost: the graphs it adds, and the latency measured by the benchmark arm of
+    the suggestion that removes it (after `judge_one` filled the suggestions' deltas)."""
+    for site in report.graph_breaks:
+        added = len({c.rsplit(":", 1)[-1] for c in site.compile_ids if c.endswith("/0")}) or (1 if site.occurrences else 0)
+        cost = rm.BreakCost(graphs_added=added)
+        site.cost = cost
+        if site.expected:
+            cost.note = f"{site.wrapper or 'the wrapper'}'s eager code by design: not a cost you can fix in your model"
+            continue
+        for s in report.suggestions:
+            d = next((d for d in s.deltas if d.metric == "latency_ms"), None) if site.id in s.applies_to else None
+            if d is None or not d.before:
+                continue
+            cost.measured_by = f"{s.id}: {d.source}"
+            cost.latency_ms = round(d.before - d.after, 4) if d.better is not None else 0.0
+            cost.share = round(cost.latency_ms / d.before, 4)
+            if d.better is None:
+                cost.note = "within noise of the arm without it"
+            elif "together" in d.source:
+                cost.note = "measured with the other applied fixes together, not alone"
+            break
+        else:
+            cost.note = (
+                "not measured: no benchmarked fix removes it"
+                if report.benchmark is not None
+                else "not measured: the benchmark did not run (`ctc-doctor bench TARGET` measures its fix)"
+            )

@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Input, Static
 
-from ...reports.labels import short_path
+from ...reports.labels import cost_text, short_path
 from ...reports.links import gb_pages
 from ...reports.models import GraphBreakSite
 from ..report_index import location, site_matches
@@ -73,6 +73,9 @@ def site_detail(screen: SectionScreen, site: GraphBreakSite) -> list[RenderableT
     where.append(f"\nmodule: {index.module_text(site.module_paths, None)}" + (f" ({site.module_class})" if site.module_class else ""))
     if site.ops_in_split_graphs:
         where.append(f" · {site.ops_in_split_graphs} op(s) in the graphs it splits", style="dim")
+    cost = cost_text(site)
+    if cost:
+        where.append(f"\n{cost}", style="dim")
     parts: list[RenderableType] = [head, where, Text(""), Text("reason", style="bold"), Text(site.reason)]
     if site.explanation:
         parts += [Text("explanation", style="bold"), Text(site.explanation)]
