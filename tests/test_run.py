@@ -312,26 +312,38 @@ def test_two_ranks_report_each_rank_and_the_divergence_root_cause(cli, tmp_path)
 
 
 def test_timeout_stops_every_rank_of_a_hanging_script(cli, tmp_path):
-    """Rank 1 blocks SIGTERM, as a rank stuck in a collective is deaf to it: torchrun starts each rank in a
-    session of its own, so only the rank's own pid (`rank1.pid`) reaches it once the grace is over."""
+    out = tmp_path / "r.json"
+    started = time.monotonic()
+    result = cli("run", "--nproc", "2", "--timeout", "15", "--json", str(out), "--", str(hangs(tmp_path)), timeout=120)
+    assert result.returncode == ExitCode.TIMEOUT, result.stderr
+    assert time.monotonic() - started < 60
+    pids = [int(line.split()[1]) for line in result.stdout.splitlines() if line.startswith("pid ")]
+    assert len(pids) == 2 and not any(alive(p) for p in pids)
+    report = load_report(out)
+    assert report.run.stopped == "timeout" and [r.rank for r in report.ranks] == [0, 1]
+    assert any(e.type == "ScriptTimeout" for e in report.errors)
+    assert "SignalException" not in result.stderr
+
+
+def test_a_rank_deaf_to_signals_is_killed_through_its_own_session_once_the_grace_is_over(tmp_path):
+    """torchrun starts each rank in a session of its own and gives it 30 s after its SIGTERM: a rank deaf to
+    SIGTERM and SIGALRM (as one stuck in a collective is) outlived the kill of torchrun's group when the
+    grace ran out first. Its own session (`rank1.pid`) is killed too."""
+    from ctc_doctor.analyzer.launch import RunOptions, run_script
+
     script = hangs(tmp_path)
     script.write_text(
         "import os, signal\n"
         "if os.environ.get('RANK') == '1':\n"
-        "    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])\n" + script.read_text()
+        "    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM, signal.SIGALRM])\n" + script.read_text()
     )
-    out = tmp_path / "r.json"
-    started = time.monotonic()
-    result = cli("run", "--nproc", "2", "--timeout", "15", "--json", str(out), "--", str(script), timeout=180)
-    assert result.returncode == ExitCode.TIMEOUT, result.stderr
-    assert time.monotonic() - started < 90
-    pids = [int(line.split()[1]) for line in result.stdout.splitlines() if line.startswith("pid ")]
+    printed = tmp_path / "stdout.txt"
+    with open(printed, "w") as out:
+        result = run_script([str(script)], RunOptions(nproc=2, timeout_s=8, grace_s=3), say=lambda line: None, stdout=out)
+    assert result.status == "timeout"
     time.sleep(0.5)
-    assert len(pids) == 2 and not any(alive(p) for p in pids)
-    report = load_report(out)
-    assert report.run.stopped == "timeout" and [r.rank for r in report.ranks] == [0]  # rank 1 was killed
-    assert any(e.type == "ScriptTimeout" for e in report.errors)
-    assert "SignalException" not in result.stderr
+    pids = [int(line.split()[1]) for line in printed.read_text().splitlines() if line.startswith("pid ")]
+    assert len(pids) == 2 and not any(alive(p) for p in pids), pids
 
 
 # --- in-process pieces --------------------------------------------------------------------------------
@@ -691,3 +703,8 @@ def test_ddp_optimizers_bucket_splits_are_named_apart_from_breaks_and_compiling_
     assert rows["inner"].error is None and rows["inner"].period_ms and rows["inner"].verdict == "clean"
     assert rows["inner"].graphs_compiled < rows["default"].graphs_compiled  # DDP's own breaks gone
     assert all(s.owner == "wrapper" for s in report.graph_breaks)
+    # the wrapper's breaks priced by the `inner` row: the step it saves (or costs), per step
+    saved = round(rows["default"].period_ms - rows["inner"].period_ms, 4)
+    for site in report.graph_breaks:
+        assert site.cost.latency_ms == saved and site.cost.measured_by.startswith("run --compare: default -> inner"), site.cost
+        assert site.cost.graphs_added >= 1

@@ -149,7 +149,10 @@ def run(command: tuple[str, ...], **kw: Any) -> None:
             result = run_script(argv, options, say=say, progress=progress, stdout=stdout)
         report = result.report
         if strategies:
+            from ..reports.verdicts import site_costs
+
             report.comparison = _compare(argv, options, strategies, report, say, stdout)
+            site_costs(report)  # a wrapper's breaks are priced by the `inner` row
         report.run.command = command_line()
         if args.json_out:
             write_report(report, args.json_out, sys.stdout, redact=args.redact)

@@ -347,7 +347,7 @@ def render_markdown(report: Report) -> str:
                 loc += f" (in {site.library})"
             reason = site.reason + "".join(f" ({mark})" for mark in site_marks(site))
             cost = cost_text(site)
-            reason += f"; {cost}" if cost and not site.expected else ""
+            reason += f"; {cost}" if cost else ""
             add(
                 f"| {site.id} | {_cell(loc)} | {_cell(module_label(site.module_paths, None))} | "
                 f"{_cell(', '.join(site.registry_ids) or '—')} | {site.occurrences} | {_cell(reason)} |"

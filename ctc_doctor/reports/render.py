@@ -224,7 +224,7 @@ def _break_rows(sites: list[GraphBreakSite], top: int) -> Group:
         elif site.hints:
             parts.append(_indented(f"hint: {site.hints[0]}", "dim"))
         cost = cost_text(site)
-        if cost and not site.expected:
+        if cost:
             parts.append(_indented(cost, "dim"))
     return Group(*parts)  # type: ignore[arg-type]
 
@@ -406,7 +406,7 @@ def _break_table(sites: list[GraphBreakSite], top: int) -> Table:
         elif site.hints:
             cell.append(f"\nhint: {site.hints[0]}", style="dim")
         cost = cost_text(site)
-        if cost and not site.expected:
+        if cost:
             cell.append(f"\n{cost}", style="dim")
         module = Text(module_label(site.module_paths))
         if site.module_class:
