@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -107,3 +108,13 @@ PRINTING_NET = (
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _frozen_heap() -> None:
+    """What earlier test modules left alive (torch, cached analyses) out of the cyclic collector's reach,
+    as the CLI does once a model is built (`processes.freeze_heap`): each full collection during a
+    test's compiles then walks only that module's objects (zoo and capture tests: 140 -> 119 s). Garbage
+    cycles are collected first: only what is still alive is frozen."""
+    gc.collect()
+    gc.freeze()

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ExitCode
+from ..processes import freeze_heap
 
 
 @dataclass
@@ -152,6 +153,7 @@ def main(argv: list[str]) -> int:
         )
         if config.get("compare"):
             _seeded(0)  # every strategy's run starts from the same random state (the script's own seed wins)
+        freeze_heap()
         with recorder.installed():
             outcome = _run_script(command)
         if deadline and hasattr(signal, "setitimer"):

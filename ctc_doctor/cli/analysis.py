@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import ExitCode
+from ..processes import freeze_heap
 from .options import (
     GATE_OPTIONS,
     AnalysisArgs,
@@ -269,6 +270,7 @@ def _analyze_with_progress(spec: str, load: Callable[[], Workload], args: Analys
         if emit is not None:
             emit("load", 0, 0)
         workload = load()
+        freeze_heap()
 
         def on_progress(phase: str, done: int, total: int) -> None:
             if emit is not None:

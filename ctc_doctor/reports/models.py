@@ -64,7 +64,7 @@ ExplainMethod = Literal["same_trace", "separate_call"]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid")  # field docstrings: read by reports.io.described_schema
 
 
 class Frame(_Model):

@@ -20,7 +20,7 @@ STATUS_ORDER: tuple[Status, ...] = (
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid")
 
 
 class SweepSite(_Model):
@@ -191,7 +191,9 @@ def sweep_schema_text() -> str:
     """The JSON Schema of `summary.json`, as committed in `summary.schema.json`."""
     import json
 
-    schema = SweepSummary.model_json_schema()
+    from ..reports.io import described_schema
+
+    schema = described_schema(SweepSummary)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = f"https://ctc-doctor/sweep/{SWEEP_SCHEMA_VERSION}"
     return json.dumps(schema, indent=2, sort_keys=True) + "\n"

@@ -48,12 +48,12 @@ def length_specialized():
 
 
 def gpt2_train_labels():
-    """A 2-layer GPT-2 trained with labels (dropout 0) on three sequence lengths: the `loss_function`
+    """A 1-layer GPT-2 trained with labels (dropout 0) on three sequence lengths: the `loss_function`
     logger break, and one changing length shared by `input_ids`, `labels` and `attention_mask`."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     config = GPT2Config(
-        n_layer=2, n_head=2, n_embd=32, vocab_size=128, n_positions=64, bos_token_id=0, eos_token_id=0,
+        n_layer=1, n_head=2, n_embd=32, vocab_size=128, n_positions=64, bos_token_id=0, eos_token_id=0,
         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
     )  # fmt: skip
     model = GPT2LMHeadModel(config).train()
