@@ -331,15 +331,16 @@ def test_a_rank_deaf_to_signals_is_killed_through_its_own_session_once_the_grace
     grace ran out first. Its own session (`rank1.pid`) is killed too."""
     from ctc_doctor.analyzer.launch import RunOptions, run_script
 
-    script = hangs(tmp_path)
-    script.write_text(
-        "import os, signal\n"
+    script = tmp_path / "deaf.py"
+    script.write_text(  # the pid first: a rank slow to start on a busy machine is still seen
+        "import os, signal, time\n"
         "if os.environ.get('RANK') == '1':\n"
-        "    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM, signal.SIGALRM])\n" + script.read_text()
+        "    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM, signal.SIGALRM])\n"
+        "print('pid', os.getpid(), flush=True)\n" + hangs(tmp_path).read_text().replace("print('pid', os.getpid(), flush=True)\n", "")
     )
     printed = tmp_path / "stdout.txt"
     with open(printed, "w") as out:
-        result = run_script([str(script)], RunOptions(nproc=2, timeout_s=8, grace_s=3), say=lambda line: None, stdout=out)
+        result = run_script([str(script)], RunOptions(nproc=2, timeout_s=10, grace_s=3), say=lambda line: None, stdout=out)
     assert result.status == "timeout"
     time.sleep(0.5)
     pids = [int(line.split()[1]) for line in printed.read_text().splitlines() if line.startswith("pid ")]
