@@ -42,16 +42,15 @@ def compiles_nothing(tmp_path: Path) -> Path:
     return script
 
 
-def hangs(tmp_path: Path) -> Path:
+def hangs(tmp_path: Path, prelude: str = "", pid_first: bool = False) -> Path:
+    """A script that compiles once, prints its pid and hangs; `prelude` runs first, before torch is
+    imported; `pid_first` prints the pid before the import and the compile (a rank slow to start on a
+    busy machine is still seen)."""
+    pid = "print('pid', os.getpid(), flush=True)\n"
+    compile_once = "import torch\nf = torch.compile(lambda x: x * 2, backend='eager')\nf(torch.ones(3))\n"
+    body = pid + compile_once if pid_first else compile_once + pid
     script = tmp_path / "hang.py"
-    script.write_text(
-        "import os, time, torch\n"
-        "f = torch.compile(lambda x: x * 2, backend='eager')\n"
-        "f(torch.ones(3))\n"
-        "print('pid', os.getpid(), flush=True)\n"
-        "while True:\n"
-        "    time.sleep(0.05)\n"
-    )
+    script.write_text(prelude + "import os, time\n" + body + "while True:\n    time.sleep(0.05)\n")
     return script
 
 
@@ -331,13 +330,12 @@ def test_a_rank_deaf_to_signals_is_killed_through_its_own_session_once_the_grace
     grace ran out first. Its own session (`rank1.pid`) is killed too."""
     from ctc_doctor.analyzer.launch import RunOptions, run_script
 
-    script = tmp_path / "deaf.py"
-    script.write_text(  # the pid first: a rank slow to start on a busy machine is still seen
-        "import os, signal, time\n"
+    deaf = (
+        "import os, signal\n"
         "if os.environ.get('RANK') == '1':\n"
         "    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM, signal.SIGALRM])\n"
-        "print('pid', os.getpid(), flush=True)\n" + hangs(tmp_path).read_text().replace("print('pid', os.getpid(), flush=True)\n", "")
     )
+    script = hangs(tmp_path, prelude=deaf, pid_first=True)
     printed = tmp_path / "stdout.txt"
     with open(printed, "w") as out:
         result = run_script([str(script)], RunOptions(nproc=2, timeout_s=10, grace_s=3), say=lambda line: None, stdout=out)

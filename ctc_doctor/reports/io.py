@@ -33,41 +33,36 @@ def attribute_docstrings(cls: type) -> dict[str, str]:
     return out
 
 
-def described_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """`model`'s JSON Schema with each field's attribute docstring as its description (as in the
-    committed schemas), for the model and every model it holds."""
+def described_schema(model: type[BaseModel], kind: str, version: str) -> dict[str, Any]:
+    """`model`'s JSON Schema as committed (`report.schema.json`, `summary.schema.json`): each field's
+    attribute docstring as its description, for the model and every model it holds, and its `$id`."""
     schema = model.model_json_schema()
-    classes: dict[str, type] = {}
-    for cls in _models_under(model):
-        classes.setdefault(cls.__name__, cls)
+    classes = _model_classes(model)
     for name, section in [(model.__name__, schema), *schema.get("$defs", {}).items()]:
-        if name not in classes:
-            continue
-        docs = attribute_docstrings(classes[name])
+        docs = attribute_docstrings(classes[name]) if name in classes else {}
         for field, prop in section.get("properties", {}).items():
             if field in docs and "description" not in prop:
                 prop["description"] = docs[field]
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = f"https://ctc-doctor/{kind}/{version}"
     return schema
 
 
-def _models_under(model: type[BaseModel]) -> list[type[BaseModel]]:
-    """ctc-doctor's pydantic model classes, `model`'s own module's first (its `$defs` names are theirs)."""
-    found: list[type[BaseModel]] = []
+def _model_classes(model: type[BaseModel]) -> dict[str, type[BaseModel]]:
+    """ctc-doctor's pydantic model classes by name, as `$defs` names them (`model`'s own module's win a clash)."""
+    found: dict[str, type[BaseModel]] = {}
     todo = [BaseModel]
     while todo:
         for sub in todo.pop().__subclasses__():
             todo.append(sub)
-            if sub.__module__.startswith("ctc_doctor.") and sub not in found:
-                found.append(sub)
-    return sorted(found, key=lambda c: c.__module__ != model.__module__)
+            if sub.__module__.startswith("ctc_doctor.") and (sub.__name__ not in found or sub.__module__ == model.__module__):
+                found[sub.__name__] = sub
+    return found
 
 
 def report_json_schema() -> dict[str, Any]:
     """The JSON Schema of the report, as committed in `report.schema.json`."""
-    schema = described_schema(Report)
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = f"https://ctc-doctor/report/{SCHEMA_VERSION}"
-    return schema
+    return described_schema(Report, "report", SCHEMA_VERSION)
 
 
 def schema_text() -> str:

@@ -193,7 +193,5 @@ def sweep_schema_text() -> str:
 
     from ..reports.io import described_schema
 
-    schema = described_schema(SweepSummary)
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = f"https://ctc-doctor/sweep/{SWEEP_SCHEMA_VERSION}"
+    schema = described_schema(SweepSummary, "sweep", SWEEP_SCHEMA_VERSION)
     return json.dumps(schema, indent=2, sort_keys=True) + "\n"
