@@ -338,7 +338,7 @@ def test_a_rank_deaf_to_signals_is_killed_through_its_own_session_once_the_grace
     script = hangs(tmp_path, prelude=deaf, pid_first=True)
     printed = tmp_path / "stdout.txt"
     with open(printed, "w") as out:
-        result = run_script([str(script)], RunOptions(nproc=2, timeout_s=10, grace_s=3), say=lambda line: None, stdout=out)
+        result = run_script([str(script)], RunOptions(nproc=2, timeout_s=20, grace_s=3), say=lambda line: None, stdout=out)
     assert result.status == "timeout"
     time.sleep(0.5)
     pids = [int(line.split()[1]) for line in printed.read_text().splitlines() if line.startswith("pid ")]
