@@ -1,17 +1,22 @@
-"""Shared helpers: a per-process cache of fixture analyses, and a CLI runner (real subprocesses)."""
+"""Shared helpers: a cache of fixture analyses shared by the test processes, and a CLI runner (real
+subprocesses)."""
 
 from __future__ import annotations
 
 import gc
 import os
+import shutil
 import signal
 import subprocess
 import sys
-from functools import cache
+import tempfile
+from collections.abc import Callable
+from functools import cache, wraps
 from pathlib import Path
 
 import pytest
 import torch
+from filelock import FileLock
 
 import ctc_doctor
 from ctc_doctor import AnalyzeOptions, BisectOptions, analyze
@@ -30,12 +35,57 @@ def ctrl_c_reaches_the_child() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+_SHARED = "CTC_TEST_SHARED_REPORTS"
+"""The environment variable naming the folder where the session's processes (pytest-xdist workers) share
+the fixture analyses: each is computed by the first process that needs it, under a lock, and read back
+from its JSON by the others (about 30 analyses the two workers both needed, 2-25 s each)."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput") and _SHARED not in os.environ:  # the controller, before workers start
+        os.environ[_SHARED] = tempfile.mkdtemp(prefix="ctc-test-reports-")
+        config.add_cleanup(lambda: shutil.rmtree(os.environ.pop(_SHARED), ignore_errors=True))
+
+
+def shared(analysis: Callable[..., Report]) -> Callable[..., Report]:
+    """`analysis(...)` once per test session (see `_SHARED`), and once per process in memory."""
+
+    @cache
+    @wraps(analysis)
+    def once(*args: object, **kwargs: object) -> Report:
+        folder = os.environ.get(_SHARED)
+        if folder is None:
+            return analysis(*args, **kwargs)
+        key = [analysis.__name__, *map(str, args), *(f"{k}={v}" for k, v in sorted(kwargs.items()))]
+        path = Path(folder) / ("-".join(key) + ".json")
+        with FileLock(f"{path}.lock"):
+            if not path.exists():
+                path.write_text(analysis(*args, **kwargs).model_dump_json())
+        return Report.model_validate_json(path.read_text())
+
+    return once
+
+
+@shared
 def analyzed(name: str, train: bool = False) -> Report:
     """Analyze a zoo fixture once per test process (backend eager, or aot_eager with train)."""
     spec = all_fixtures()[name]
     torch.manual_seed(0)
     workload = spec.builder()()
     return analyze(workload, AnalyzeOptions(spec=spec.target, train=train))
+
+
+@shared
+def full_showcase() -> Report:
+    """The showcase through every phase: top-down bisection, the verified fix, the benchmark (eager backend,
+    2 timed passes), as `ctc-doctor demo` runs it."""
+    from ctc_doctor import BenchOptions, FixOptions
+
+    torch.manual_seed(0)
+    options = AnalyzeOptions(
+        spec="demo", bisect=BisectOptions(strategy="top-down"), fix=FixOptions(), bench=BenchOptions(backend="eager", iters=2, warmup=0)
+    )
+    return analyze(all_fixtures()["showcase"].builder()(), options)
 
 
 def doctor_frames(report: Report) -> list[str]:
@@ -50,7 +100,7 @@ def doctor_frames(report: Report) -> list[str]:
     return own + [p for p in places if p.startswith("ctc_doctor/")]  # a path kept relative
 
 
-@cache
+@shared
 def fixed(name: str) -> Report:
     """Analyze a zoo fixture with suggestions and the verified fix (eager backend), once per process."""
     from ctc_doctor import FixOptions
@@ -61,7 +111,7 @@ def fixed(name: str) -> Report:
     return analyze(workload, AnalyzeOptions(spec=spec.target, explain=False, fix=FixOptions()))
 
 
-@cache
+@shared
 def bisected(name: str, strategy: str = "both", train: bool = False) -> Report:
     """Bisect a zoo fixture once per test process (bisection only, no analysis compile)."""
     spec = all_fixtures()[name]

@@ -13,7 +13,7 @@ from ctc_doctor.reports import SCHEMA_VERSION, Report, dump_report, load_report
 from ctc_doctor.reports.compile_id import CompileId, compile_id_key
 from ctc_doctor.reports.io import schema_text
 
-from .conftest import REPO, analyzed
+from .conftest import REPO, analyzed, full_showcase
 
 SCHEMA_FILE = REPO / "ctc_doctor" / "reports" / "report.schema.json"
 
@@ -177,32 +177,15 @@ def _collapse(text: str) -> str:
     return " ".join(text.replace("│", " ").split())
 
 
-@pytest.fixture(scope="module")
-def full_showcase():
-    import torch
-
-    from ctc_doctor import AnalyzeOptions, analyze
-    from ctc_doctor.analyzer.phases.bench import BenchOptions
-    from ctc_doctor.analyzer.phases.bisect import BisectOptions
-    from ctc_doctor.analyzer.phases.fix import FixOptions
-    from ctc_doctor.fixtures.registry import all_fixtures
-
-    torch.manual_seed(0)
-    options = AnalyzeOptions(
-        spec="demo", bisect=BisectOptions(strategy="top-down"), fix=FixOptions(), bench=BenchOptions(backend="eager", iters=2, warmup=0)
-    )
-    return analyze(all_fixtures()["showcase"].builder()(), options)
-
-
 @pytest.mark.parametrize("width", [80, 120])
-def test_the_summary_is_whole_at_80_and_120_columns_in_a_ci_log(full_showcase, width):
+def test_the_summary_is_whole_at_80_and_120_columns_in_a_ci_log(width):
     import io
 
     from rich.console import Console
 
     from ctc_doctor.reports.render import render_summary
 
-    report = full_showcase
+    report = full_showcase()
     assert report.graph_breaks and report.recompile_causes and report.bisect and report.fix and report.benchmark
     buf = io.StringIO()
     render_summary(report, Console(width=width, file=buf, force_terminal=False, color_system=None))

@@ -16,11 +16,8 @@ import time
 from typing import Any
 
 import pytest
-import torch
 from rich.text import Text
 
-from ctc_doctor import AnalyzeOptions, BenchOptions, BisectOptions, FixOptions, analyze
-from ctc_doctor.fixtures.registry import all_fixtures
 from ctc_doctor.fixtures.synthetic import large_report
 from ctc_doctor.reports.io import dump_report
 from ctc_doctor.reports.markdown import render_markdown
@@ -35,7 +32,7 @@ from ctc_doctor.tui.screens.message_screen import MessageScreen
 from ctc_doctor.tui.widgets.detail_pane import DetailPane, plain_text
 from ctc_doctor.tui.widgets.virtual_table import VirtualTable
 
-from .conftest import REPO, TARGETS, analyzed
+from .conftest import REPO, TARGETS, analyzed, full_showcase
 
 SIZE = (120, 40)
 _TIME = re.compile(r"\d+\.\d+ ?(ms|s)\b")
@@ -98,15 +95,7 @@ def normalised(report: Report) -> Report:
 
 @pytest.fixture(scope="module")
 def showcase() -> Report:
-    spec = all_fixtures()["showcase"]
-    torch.manual_seed(0)
-    options = AnalyzeOptions(
-        spec="demo",
-        bisect=BisectOptions(strategy="top-down"),
-        fix=FixOptions(),
-        bench=BenchOptions(backend="eager", iters=2, warmup=0, fresh_cache=False),
-    )
-    return normalised(analyze(spec.builder()(), options))
+    return normalised(full_showcase())
 
 
 def test_each_applied_fix_is_measured_alone_so_no_suggestion_shows_the_combinations_numbers(showcase):
