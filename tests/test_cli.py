@@ -1,8 +1,12 @@
-"""The command line, through real subprocesses: output channels, exit codes, the bad-input matrix."""
+"""The command line, through real subprocesses: output channels, exit codes; the bad-input matrix in this
+process through click's runner (the same code up to the exit; the subprocess path of an error is the
+builder-error and --debug tests')."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+from collections.abc import Callable
 
 import pytest
 
@@ -10,7 +14,7 @@ from ctc_doctor.errors import ExitCode
 from ctc_doctor.reports import Report, load_report
 from ctc_doctor.reports.io import schema_text
 
-from .conftest import REPO
+from .conftest import REPO, TARGETS
 
 
 def test_help_lists_the_commands_and_does_not_import_torch():
@@ -97,9 +101,27 @@ BAD_INPUTS = [
 ]
 
 
+@pytest.fixture
+def in_process(monkeypatch: pytest.MonkeyPatch) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`ctc-doctor ARGS` in this process (click's runner), from the repo root with the test targets
+    importable: for errors raised before any compile, where a subprocess would cost a torch import."""
+    from click.testing import CliRunner
+
+    from ctc_doctor.cli.main import cli
+
+    monkeypatch.chdir(REPO)
+    monkeypatch.syspath_prepend(str(TARGETS))
+
+    def invoke(*args: str) -> subprocess.CompletedProcess[str]:
+        result = CliRunner().invoke(cli, list(args), prog_name="ctc-doctor")
+        return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
+
+    return invoke
+
+
 @pytest.mark.parametrize(("target", "code", "text"), BAD_INPUTS)
-def test_bad_input_gets_one_clear_line_and_its_exit_code(cli, target, code, text):
-    result = cli(target)
+def test_bad_input_gets_one_clear_line_and_its_exit_code(in_process, target, code, text):
+    result = in_process(target)
     assert result.returncode == code, result.stderr
     assert text in result.stderr
     assert "Traceback" not in result.stderr
@@ -193,7 +215,7 @@ def test_tui_with_json_on_stdout_is_a_usage_error(cli):
         (("bench", "--bench-backend", "nosuchbackend"), "no torch.compile backend named 'nosuchbackend'"),
     ],
 )
-def test_device_and_backend_are_usage_errors_before_the_model_is_built(cli, tmp_path, args, text):
+def test_device_and_backend_are_usage_errors_before_the_model_is_built(in_process, tmp_path, args, text):
     if args[0] == "--device" and args[1].startswith("cuda"):
         import torch
 
@@ -208,7 +230,7 @@ def test_device_and_backend_are_usage_errors_before_the_model_is_built(cli, tmp_
         "    return torch.nn.Linear(2, 2), (torch.ones(1, 2),)\n"
     )
     command = [*args[:1], f"{target}:build", *args[1:]] if args[0] == "bench" else [f"{target}:build", *args]
-    result = cli(*command)
+    result = in_process(*command)
     assert result.returncode == ExitCode.USAGE, result.stderr
     assert result.stderr.strip().splitlines() == [f"ctc-doctor: error: {result.stderr.split('error: ', 1)[1].strip()}"]
     assert text in result.stderr and not marker.exists()
