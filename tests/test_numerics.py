@@ -201,12 +201,16 @@ def test_a_training_step_with_an_optimizer_is_timed_in_steps_per_second_with_the
 def test_shape_arms_compare_automatic_dynamic_shapes_with_dynamic_true_and_the_varying_dims_marked():
     """`--shape-arms` on the built-in training step (batches of 16, 24 and 32 tokens): `compiled` is torch's
     automatic dynamic shapes (it recompiles), `dynamic` and `marked` (input_ids and labels dim 1 marked
-    together) compile once; each judged on the same steps. The modular arm runs beside them."""
+    together) compile once; each judged on the same steps. The modular arm runs beside them; `arms` leaves
+    out compiled_optimizer and regional, and the notes say so."""
     workload = load_workload("ctc_doctor.fixtures.zoo:train_step", seed=0)
-    bench = BenchOptions(backend="aot_eager", iters=2, warmup=0, regional=True, fresh_cache=False, shape_arms=True)
+    bench = BenchOptions(
+        backend="aot_eager", iters=2, warmup=0, fresh_cache=False, shape_arms=True, arms=("modular", "dynamic", "marked", "padded")
+    )
     report = analyze(workload, AnalyzeOptions(explain=False, train=True, backend="aot_eager", bench=bench))
     arms = {a.name: a for a in report.benchmark.arms}
-    assert {"compiled", "dynamic", "marked"} <= set(arms), list(arms)
+    assert list(arms) == ["eager", "compiled", "dynamic", "marked", "padded", "modular"], list(arms)
+    assert "--arms modular,dynamic,marked,padded: compiled_optimizer, regional not measured." in report.benchmark.notes
     assert arms["compiled"].recompile_count > 0
     assert arms["dynamic"].recompile_count == arms["marked"].recompile_count == 0
     assert arms["marked"].description.startswith("mark_dynamic on input_ids dim 1, labels dim 1")
@@ -241,6 +245,12 @@ def test_modes_add_one_arm_each_beside_compiled_and_an_unknown_mode_is_a_usage_e
     assert modular.code == "for name in ('embed', 'pos', 'blocks.0', 'blocks.1', 'norm', 'loss'): model.get_submodule(name).compile()"
     bad = cli("bench", f"{FIX_TARGETS}:mlp_train_adamw", "--modes", "fastest")
     assert bad.returncode == 2 and "unknown mode fastest" in bad.stderr
+    from click.testing import CliRunner
+
+    from ctc_doctor.cli.main import cli as command
+
+    wrong = CliRunner().invoke(command, ["bench", f"{FIX_TARGETS}:mlp_train_adamw", "--arms", "regional,fastest"])
+    assert wrong.exit_code == 2 and "unknown arm fastest (arms: compiled_optimizer," in wrong.stderr
 
 
 def test_runs_of_a_model_that_draws_random_numbers_are_seeded_alike_and_leave_the_users_stream_alone():

@@ -58,7 +58,9 @@ class _Arms:
         with open(setup["report_file"], encoding="utf-8") as fh:
             report = rm.Report.model_validate_json(fh.read())
         bench = setup["bench"]
-        options = BenchOptions(**{**bench, "modes": tuple(bench.get("modes") or ()), "isolate": False})
+        options = BenchOptions(
+            **{**bench, "modes": tuple(bench.get("modes") or ()), "arms": tuple(bench.get("arms") or ()), "isolate": False}
+        )
         self.ctx = PhaseContext(
             workload=workload,
             calls=calls,

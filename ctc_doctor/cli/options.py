@@ -208,6 +208,15 @@ def bench_options(full_run: bool) -> Callable[[F], F]:
                 "varying dim) beside compiled (torch's automatic dynamic shapes).",
             ),
             click.option(
+                "--arms",
+                default=None,
+                metavar="LIST",
+                callback=lambda ctx, param, value: _checked_arms(value),
+                help="Measure only these optional arms beside eager and compiled (comma-separated: compiled_optimizer, "
+                "compiled_fixed, fixed (each fix alone), regional, regional_fixed, modular, dynamic, marked, padded, "
+                "aot, aot_regional, aot_fixed) [default: every arm that applies]; each compiled arm costs a cold compile.",
+            ),
+            click.option(
                 "--isolate-arms/--no-isolate-arms",
                 default=True,
                 show_default=True,
@@ -232,14 +241,26 @@ def bench_options(full_run: bool) -> Callable[[F], F]:
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
+def _checked_arms(value: str | None) -> str | None:
+    """`--arms`: known optional arms, comma-separated; an unknown one is a usage error (exit 2)."""
+    from ..reports.models import ARM_KINDS
+
+    return _checked_list(value, ARM_KINDS, "arm", f"(arms: {', '.join(ARM_KINDS)}; eager and compiled always run)")
+
+
 def _checked_modes(value: str | None) -> str | None:
     """`--modes`: known inductor modes, comma-separated, each once; an unknown one is a usage error (exit 2)."""
+    return _checked_list(value, _MODES, "mode", f"; choose from {', '.join(_MODES)}")
+
+
+def _checked_list(value: str | None, known: tuple[str, ...], what: str, hint: str) -> str | None:
+    """A comma-separated option's names, each once; an unknown one is a usage error (exit 2)."""
     if not value:
         return None
-    names = list(dict.fromkeys(m.strip() for m in value.split(",") if m.strip()))
-    unknown = [m for m in names if m not in _MODES]
+    names = list(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise click.BadParameter(f"unknown mode {', '.join(unknown)}; choose from {', '.join(_MODES)}")
+        raise click.BadParameter(f"unknown {what} {', '.join(unknown)}{'' if hint.startswith(';') else ' '}{hint}")
     return ",".join(names)
 
 
@@ -344,6 +365,7 @@ class AnalysisArgs:
     job_steps: int | None = None
     shape_arms: bool = False
     modes: str | None = None
+    arms: str | None = None
     isolate_arms: bool = True
     # what the command itself decides
     bisect_only: bool = False
@@ -368,6 +390,7 @@ class AnalysisArgs:
             job_steps=self.job_steps,
             shape_arms=self.shape_arms,
             modes=self.mode_list(),
+            arms=tuple(a for a in (self.arms or "").split(",") if a),
             isolate=self.isolate_arms,
             target=self.rebuild_spec or spec,
         )

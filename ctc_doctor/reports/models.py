@@ -927,11 +927,21 @@ class LatencyStats(_Model):
     """Timed passes."""
 
 
+ARM_KINDS = (
+    "compiled_optimizer", "compiled_fixed", "fixed", "regional", "regional_fixed", "modular",
+    "dynamic", "marked", "padded", "aot", "aot_regional", "aot_fixed",
+)  # fmt: skip
+"""The benchmark's optional arms, as `--arms` names them (`fixed`: every per-fix arm); `eager`, `compiled`
+and the `--modes` arms always run when they apply."""
+
+
 class BenchmarkArm(_Model):
     """One way of running the model, measured."""
 
     name: str
-    """eager, compiled, compiled_fixed, regional or regional_fixed."""
+    """eager, compiled, compiled[MODE] (`--modes`), or one of the optional arms: compiled_optimizer,
+    compiled_fixed, fixed[S1] (that fix alone) or fixed[-S1] (every fix but that one), regional,
+    regional_fixed, modular, dynamic, marked, padded, aot, aot_regional, aot_fixed."""
     description: str = ""
     """What the arm runs, one line."""
     compile_time_s: float | None = None

@@ -76,6 +76,9 @@ class BenchOptions:
     per_fix: bool = True
     """With 2 or more fixes applied, measure each on its own: `fixed[S1]` (that fix alone) when 2 or 3
     were applied, `fixed[-S1]` (every fix but that one) beyond, so no suggestion shows the combination's numbers."""
+    arms: tuple[str, ...] = ()
+    """Measure only these optional arms (`rm.ARM_KINDS`; `fixed`: every per-fix arm) beside eager, compiled
+    and the `modes` arms; empty: every arm that applies. Each compiled arm costs a cold compile."""
     isolate: bool = False
     """Run the arms in a child process that rebuilds the workload from `target` (`bench_isolated`), so a
     crash (segfault, abort) costs that arm; the CLI's default. Off, or with a target a child cannot
@@ -414,12 +417,19 @@ def plan_arms(ctx: PhaseContext, runner: ArmRunner, notes: list[str]) -> list[Ar
         variant = None
         notes.append(f"the fixed copy could not be rebuilt: {type(exc).__name__}: {exc}")
     arms = arms_for(report, ctx.workload, ctx.calls, ctx.facts, bench, variant, ctx.settings.train)
-    if bench.per_fix and variant is not None:
+    if bench.per_fix and variant is not None and (not bench.arms or "fixed" in bench.arms):
         at = next(i for i, a in enumerate(arms) if a.name == "compiled_fixed") + 1
         arms[at:at] = fix_arms(report, source, ctx.calls, runner.steps)
     if ctx.settings.train:
         notes.extend(f"{a.name}: AOT arms are inference only; not run with --train." for a in arms if a.aot)
         arms = [a for a in arms if not a.aot]
+    if bench.arms:
+        chosen = {"eager", "compiled", *bench.arms}
+        kept = [a for a in arms if a.name.startswith("compiled[") or ("fixed" if a.name.startswith("fixed[") else a.name) in chosen]
+        left = [a.name for a in arms if a not in kept]
+        if left:
+            notes.append(f"--arms {','.join(bench.arms)}: {', '.join(left)} not measured.")
+        arms = kept
     return arms
 
 
