@@ -193,12 +193,10 @@ def bench_options(full_run: bool) -> Callable[[F], F]:
                 show_default=True,
                 help="What the best arm and the ranking of suggestions optimise; balanced: never first a change that makes latency worse.",
             ),
-            click.option(
+            _list_option(
                 "--modes",
-                default=None,
-                metavar="LIST",
-                callback=lambda ctx, param, value: _checked_modes(value),
-                help="More inductor modes, one benchmark arm each (comma-separated: default, reduce-overhead, max-autotune, "
+                _checked_modes,
+                "More inductor modes, one benchmark arm each (comma-separated: default, reduce-overhead, max-autotune, "
                 "max-autotune-no-cudagraphs); CUDA-graph modes belong on a GPU.",
             ),
             click.option(
@@ -207,12 +205,10 @@ def bench_options(full_run: bool) -> Callable[[F], F]:
                 help="When the calls' shapes vary, add the arms dynamic (dynamic=True) and marked (mark_dynamic on every "
                 "varying dim) beside compiled (torch's automatic dynamic shapes).",
             ),
-            click.option(
+            _list_option(
                 "--arms",
-                default=None,
-                metavar="LIST",
-                callback=lambda ctx, param, value: _checked_arms(value),
-                help="Measure only these optional arms beside eager and compiled (comma-separated: compiled_optimizer, "
+                _checked_arms,
+                "Measure only these optional arms beside eager and compiled (comma-separated: compiled_optimizer, "
                 "compiled_fixed, fixed (each fix alone), regional, regional_fixed, modular, dynamic, marked, padded, "
                 "aot, aot_regional, aot_fixed) [default: every arm that applies]; each compiled arm costs a cold compile.",
             ),
@@ -239,6 +235,11 @@ def bench_options(full_run: bool) -> Callable[[F], F]:
 
 
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def _list_option(name: str, check: Callable[[str | None], str | None], help: str) -> Callable[[F], F]:
+    """A comma-separated option (`--modes`, `--arms`), checked by `check` when parsed."""
+    return click.option(name, default=None, metavar="LIST", callback=lambda ctx, param, value: check(value), help=help)
 
 
 def _checked_arms(value: str | None) -> str | None:
