@@ -64,7 +64,7 @@ def test_a_file_target_writes_a_report_and_a_readable_summary(cli, tmp_path):
 
 
 def test_demo_runs_the_showcase_and_reports_breaks_and_recompiles(cli):
-    result = cli("demo", "--no-bench", "--json", "-", "--no-explain")
+    result = cli("demo", "--no-bench", "--no-bisect", "--no-fix", "--json", "-", "--no-explain")  # the diagnosis alone
     assert result.returncode == ExitCode.OK, result.stderr
     report = Report.model_validate(json.loads(result.stdout))
     assert report.target.spec == "demo"
