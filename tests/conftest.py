@@ -174,6 +174,24 @@ def cli():
     return run_cli
 
 
+@pytest.fixture
+def in_process(monkeypatch: pytest.MonkeyPatch) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`ctc-doctor ARGS` in this process (click's runner), from the repo root with the test targets
+    importable: for errors raised before any compile, where a subprocess would cost a torch import."""
+    from click.testing import CliRunner
+
+    from ctc_doctor.cli.main import cli
+
+    monkeypatch.chdir(REPO)
+    monkeypatch.syspath_prepend(str(TARGETS))
+
+    def invoke(*args: str) -> subprocess.CompletedProcess[str]:
+        result = CliRunner().invoke(cli, list(args), prog_name="ctc-doctor")
+        return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
+
+    return invoke
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _frozen_heap() -> None:
     """What earlier test modules left alive (torch, cached analyses) out of the cyclic collector's reach,

@@ -5,8 +5,6 @@ builder-error and --debug tests')."""
 from __future__ import annotations
 
 import json
-import subprocess
-from collections.abc import Callable
 
 import pytest
 
@@ -14,7 +12,7 @@ from ctc_doctor.errors import ExitCode
 from ctc_doctor.reports import Report, load_report
 from ctc_doctor.reports.io import schema_text
 
-from .conftest import REPO, TARGETS
+from .conftest import REPO
 
 
 def test_help_lists_the_commands_and_does_not_import_torch():
@@ -99,24 +97,6 @@ BAD_INPUTS = [
     ("tests/targets/import_error_target.py:build", ExitCode.BUILDER_FAILED, "broken on purpose"),
     ("user_targets:fails_in_eager", ExitCode.EAGER_FAILED, "fix eager mode first"),
 ]
-
-
-@pytest.fixture
-def in_process(monkeypatch: pytest.MonkeyPatch) -> Callable[..., subprocess.CompletedProcess[str]]:
-    """`ctc-doctor ARGS` in this process (click's runner), from the repo root with the test targets
-    importable: for errors raised before any compile, where a subprocess would cost a torch import."""
-    from click.testing import CliRunner
-
-    from ctc_doctor.cli.main import cli
-
-    monkeypatch.chdir(REPO)
-    monkeypatch.syspath_prepend(str(TARGETS))
-
-    def invoke(*args: str) -> subprocess.CompletedProcess[str]:
-        result = CliRunner().invoke(cli, list(args), prog_name="ctc-doctor")
-        return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
-
-    return invoke
 
 
 @pytest.mark.parametrize(("target", "code", "text"), BAD_INPUTS)

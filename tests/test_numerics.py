@@ -227,7 +227,7 @@ def test_shape_arms_compare_automatic_dynamic_shapes_with_dynamic_true_and_the_v
     assert arms["modular"].graph_count >= 3 and arms["modular"].numerics_ok and arms["modular"].steps_per_s, arms["modular"]
 
 
-def test_modes_add_one_arm_each_beside_compiled_and_an_unknown_mode_is_a_usage_error(cli):
+def test_modes_add_one_arm_each_beside_compiled_and_an_unknown_mode_is_a_usage_error(cli, in_process):
     from ctc_doctor.analyzer.phases.bench_arms import arms_for as _arms
 
     workload = load_workload(f"{FIX_TARGETS}:mlp_train_adamw", seed=0)
@@ -245,12 +245,8 @@ def test_modes_add_one_arm_each_beside_compiled_and_an_unknown_mode_is_a_usage_e
     assert modular.code == "for name in ('embed', 'pos', 'blocks.0', 'blocks.1', 'norm', 'loss'): model.get_submodule(name).compile()"
     bad = cli("bench", f"{FIX_TARGETS}:mlp_train_adamw", "--modes", "fastest")
     assert bad.returncode == 2 and "unknown mode fastest" in bad.stderr
-    from click.testing import CliRunner
-
-    from ctc_doctor.cli.main import cli as command
-
-    wrong = CliRunner().invoke(command, ["bench", f"{FIX_TARGETS}:mlp_train_adamw", "--arms", "regional,fastest"])
-    assert wrong.exit_code == 2 and "unknown arm fastest (arms: compiled_optimizer," in wrong.stderr
+    wrong = in_process("bench", f"{FIX_TARGETS}:mlp_train_adamw", "--arms", "regional,fastest")
+    assert wrong.returncode == 2 and "unknown arm fastest (arms: compiled_optimizer," in wrong.stderr
 
 
 def test_runs_of_a_model_that_draws_random_numbers_are_seeded_alike_and_leave_the_users_stream_alone():

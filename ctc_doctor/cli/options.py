@@ -246,7 +246,7 @@ def _checked_arms(value: str | None) -> str | None:
     """`--arms`: known optional arms, comma-separated; an unknown one is a usage error (exit 2)."""
     from ..reports.models import ARM_KINDS
 
-    return _checked_list(value, ARM_KINDS, "arm", f"(arms: {', '.join(ARM_KINDS)}; eager and compiled always run)")
+    return _checked_list(value, ARM_KINDS, "arm", f" (arms: {', '.join(ARM_KINDS)}; eager and compiled always run)")
 
 
 def _checked_modes(value: str | None) -> str | None:
@@ -254,14 +254,19 @@ def _checked_modes(value: str | None) -> str | None:
     return _checked_list(value, _MODES, "mode", f"; choose from {', '.join(_MODES)}")
 
 
+def _names(value: str | None) -> tuple[str, ...]:
+    """A list option's value (`--modes`, `--arms`, checked when parsed) as a tuple."""
+    return tuple(n for n in (value or "").split(",") if n)
+
+
 def _checked_list(value: str | None, known: tuple[str, ...], what: str, hint: str) -> str | None:
-    """A comma-separated option's names, each once; an unknown one is a usage error (exit 2)."""
+    """A comma-separated option's names, each once; an unknown one is a usage error (exit 2), `hint` after it."""
     if not value:
         return None
     names = list(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise click.BadParameter(f"unknown {what} {', '.join(unknown)}{'' if hint.startswith(';') else ' '}{hint}")
+        raise click.BadParameter(f"unknown {what} {', '.join(unknown)}{hint}")
     return ",".join(names)
 
 
@@ -390,15 +395,11 @@ class AnalysisArgs:
             aot_strict=self.aot_strict,
             job_steps=self.job_steps,
             shape_arms=self.shape_arms,
-            modes=self.mode_list(),
-            arms=tuple(a for a in (self.arms or "").split(",") if a),
+            modes=_names(self.modes),
+            arms=_names(self.arms),
             isolate=self.isolate_arms,
             target=self.rebuild_spec or spec,
         )
-
-    def mode_list(self) -> tuple[str, ...]:
-        """`--modes` as a tuple (checked when parsed, `_checked_modes`)."""
-        return tuple(m for m in (self.modes or "").split(",") if m)
 
     def isolate_trials(self, with_bench: bool) -> bool:
         """--isolate/--no-isolate when given; else on for a run with the benchmark on CPU, where the child,

@@ -156,7 +156,7 @@ class ArmRunner:
     def prime(self) -> None:
         """Pay the backend's one-time costs (imports, compiler checks) before the first measured arm."""
         self.progress("bench: warming up the compiler", 0, 0)
-        with contextlib.suppress(Exception), torch.no_grad(), ti.fresh_inductor_cache(self.bench.backend == "inductor"):
+        with contextlib.suppress(Exception), torch.no_grad(), ti.fresh_inductor_cache(has_compile_cache(self.bench.backend)):
             x = torch.ones(4, device=self.device)
             torch.compile(lambda t: torch.relu(t) + 1, **self.compile_kwargs())(x)
         ti.fresh_dynamo_state()
@@ -273,7 +273,7 @@ class ArmRunner:
             with (
                 preserved_state(arm.model, parameters=self.steps),
                 self.grad(),
-                ti.fresh_inductor_cache(arm.compiled and self.bench.fresh_cache and self.bench.backend == "inductor"),
+                ti.fresh_inductor_cache(arm.compiled and self.bench.fresh_cache and has_compile_cache(self.bench.backend)),
                 ti.dynamo_config(arm.config),
             ):
                 ti.fresh_dynamo_state()
@@ -315,7 +315,7 @@ class ArmRunner:
                 out.compile_phases = {k: round(v, 4) for k, v in cold.phases.items() if v > 0}
                 out.backward_compile_s = round(cold.backward_s, 4) if cold.backward_s else None
                 out.graph_count, out.graph_break_count, out.recompile_count = cold.graphs, cold.graph_breaks, cold.recompiles
-                if measures_warm_compile(self.bench.backend):
+                if has_compile_cache(self.bench.backend):
                     self.progress(f"bench {arm.name}: compiling (warm cache)", 0, 0)
                     ti.fresh_dynamo_state()
                     with ti.count_compiles() as warm:
@@ -364,10 +364,10 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
     return BenchSection(result, _regional_verifications(report, result))
 
 
-def measures_warm_compile(backend: str) -> bool:
-    """Whether a warm-cache compile tells anything: only inductor has the caches (FX graph, AOTAutograd)
-    a restart reuses; with eager or aot_eager a second compile measured 0.6-1.3x the first
-    (the built-in training step's arms, aot_eager, 2-core CPU)."""
+def has_compile_cache(backend: str) -> bool:
+    """Whether `backend` keeps a compile cache a restart reuses (inductor's FX graph and AOTAutograd
+    caches): only then does each arm get a fresh cache and is a warm-cache compile measured. With eager
+    or aot_eager a second compile measured 0.6-1.3x the first (the built-in training step's arms, 2-core CPU)."""
     return backend == "inductor"
 
 
@@ -382,10 +382,10 @@ def _start(ctx: PhaseContext, bench: BenchOptions) -> tuple[rm.Benchmark, BenchO
             "iters": bench.iters if bench.iters is not None else _auto_iters(bench),
             "warmup": bench.warmup,
             "grad": _grad_setting(ctx),
-            "fresh_cache": bench.fresh_cache and bench.backend == "inductor",
+            "fresh_cache": bench.fresh_cache and has_compile_cache(bench.backend),
             "warm_compile": (
                 "measured (caches filled)"
-                if measures_warm_compile(bench.backend)
+                if has_compile_cache(bench.backend)
                 else f"not measured: backend {bench.backend} has no compile cache"
             ),
             "torch_threads": torch.get_num_threads(),
