@@ -22,7 +22,7 @@ import torch
 
 from ctc_doctor import AnalyzeOptions, BenchOptions, Workload, analyze
 from ctc_doctor.analyzer.running.calls import run_pass
-from ctc_doctor.analyzer.running.numerics import make_reference
+from ctc_doctor.analyzer.running.precision import make_reference
 from ctc_doctor.fixtures import zoo
 
 

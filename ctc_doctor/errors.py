@@ -52,6 +52,9 @@ class ExitCode(IntEnum):
     PATCH_REFUSED = 13
     """`--write`/`--diff`: a file changed since the analysis, is not the user's, or no longer holds the
     edited lines: nothing was written."""
+    NO_MEMORY = 14
+    """A phase would not fit in the memory free (the preflight check): the run stopped before it with one
+    line naming the phase, what it needs and what is free; a partial report was still written."""
     INTERNAL_ERROR = 70
     """A bug in ctc-doctor itself. Re-run with --debug and report it."""
     INTERRUPTED = 130

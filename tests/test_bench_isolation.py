@@ -52,7 +52,10 @@ def test_an_abort_in_the_compiled_arm_and_a_segfault_in_regional_each_cost_their
     assert b.arms[1].stderr_tail[-1] == "ctc_test: the whole model compiled, aborting"
     # a new child after the abort re-ran eager and the reference before the regional arm, then died too
     assert b.isolation.child_processes == 2 and b.isolation.crashed == ["compiled", "regional"]
-    assert b.best_arm == b.job_best_arm == "eager"
+    # no compiled arm measured: not a loss for compile, and not "best: eager"
+    assert b.best_arm is None and b.job_best_arm is None
+    assert b.best_arm_reason.startswith("the compiled arms could not be measured (compiled: crashed (SIGABRT)")
+    assert "could not be measured" in render_markdown(report)
 
 
 def test_in_process_arms_let_a_segfault_end_the_run_without_a_report(cli, tmp_path):

@@ -42,7 +42,7 @@ _COLD = {"compiled": 8.0, "compiled_fixed": 2.0, "regional": 1.5, "regional_fixe
 
 def _normalise(value: Any, key: str = "") -> Any:
     """Times to 1.0, measured-time text to `1.00 s`: what varies from run to run."""
-    if isinstance(value, dict) and key in ("phases", "compile_phases"):
+    if isinstance(value, dict) and key in ("phases", "compile_phases"):  # (the cost section's phases are a list: dropped below)
         # compile seconds per phase; `other` is there only when the timers left a remainder
         return {k: 1.0 for k in value if k != "other"}
     if isinstance(value, dict):
@@ -61,16 +61,22 @@ def normalised(report: Report) -> Report:
     data = _normalise(redact(report, project_root=str(REPO)).model_dump(mode="json"))
     data["environment"].update(python="3.11", platform="Linux-x86_64", transformers=None)
     data["run"].update(command="ctc-doctor demo", started_at="2026-01-01T00:00:00+00:00", tool_version="0.1.0")
+    data["cost"] = None  # the doctor's own wall time and memory: this machine's
     if data.get("compile_profile"):  # costliest first: an order the measured seconds decide
         data["compile_profile"]["compiles"].sort(key=lambda row: row["key"])
         data["compile_profile"]["modules"].sort(key=lambda row: row["key"])
     bench = data.get("benchmark")
     if bench:
         bench["settings"]["torch_threads"] = 2
+        bench["kept"] = None  # sizes of this machine's run
+        if bench.get("machine"):  # how busy this machine was
+            bench["machine"] = {"cores": 2, "threads": 2, "load_average": 0.5, "other_cpu": 0.0, "gpu_processes": [], "busy": False}
+        bench["notes"] = [n for n in bench["notes"] if not n.startswith("busy machine")]
         for arm in bench["arms"]:
+            arm["busy"] = None
             latency, cold = _LATENCY.get(arm["name"], 1.5), _COLD.get(arm["name"], 4.0)  # a fixed[S1] arm: 1.5, 4.0
             if arm["latency_ms"]:
-                arm["latency_ms"].update(median=latency, iqr=0.1, n=5)
+                arm["latency_ms"].update(median=latency, iqr=0.1, n=5, unstable=None)
                 arm["speedup_vs_eager"] = round(_LATENCY["eager"] / latency, 2)
                 arm["steps_per_s"] = round(2000 / latency, 1)  # 2 calls a pass
                 arm["break_even_calls"] = None

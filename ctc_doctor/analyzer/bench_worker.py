@@ -36,25 +36,15 @@ class _Arms:
         from .fixes.model_facts import model_facts
         from .phases.bench import ArmRunner, BenchOptions, plan_arms
         from .phases.context import PhaseContext
-        from .running.calls import preserved_state, run_call, to_device
-        from .running.copying import CopyError, copy_model
+        from .running.calls import to_device
         from .running.settings import RunSettings
         from .target import load_workload
 
         seed, device = setup["seed"], setup.get("device")
         workload = load_workload(setup["target"], seed=seed)
         model = workload.model
-        if device is not None:
-            model.to(device)
+        # the rebuilt model is the pristine one every arm copies (and moves to the device): nothing runs it
         calls = [Call(to_device(c.args, device), to_device(dict(c.kwargs), device)) for c in workload.calls()]
-        pristine = None
-        if setup.get("pristine"):
-            try:
-                pristine = copy_model(model)
-            except CopyError:
-                pristine = None
-        with preserved_state(model), torch.no_grad():  # the parent's model ran in the analysis first
-            run_call(model, workload, calls[0], 0, seed=seed, train=False)
         with open(setup["report_file"], encoding="utf-8") as fh:
             report = rm.Report.model_validate_json(fh.read())
         bench = setup["bench"]
@@ -69,7 +59,7 @@ class _Arms:
             progress=progress,
             report=report,
             facts=model_facts(model, calls),
-            pristine=pristine,
+            pristine=model if isinstance(model, torch.nn.Module) else None,
         )
         self.runner = ArmRunner(self.ctx, options)
         self.notes: list[str] = []
@@ -80,22 +70,20 @@ class _Arms:
         return [{"name": a.name, "description": a.description, "code": a.code} for a in self.arms.values()]
 
     def measure(self, name: str) -> dict[str, Any]:
-        from .phases.bench import after_eager, measure_arm
+        from .phases.bench import measure_arm
 
         replay_s = 0.0
         eager = self.arms.get("eager")
-        if name != "eager" and eager is not None and self.runner.eager is None:
+        if name != "eager" and eager is not None and self.runner.reference is None:
             # a child started after a crash: eager's outputs and the reference judge this arm
             t0 = time.perf_counter()
             measure_arm(self.ctx, self.runner, eager)
-            after_eager(self.runner, self.ctx.calls)
             replay_s = time.perf_counter() - t0
         arm = self.arms[name]
         if arm.compiled and not self.primed:
             self.runner.prime()  # the compiler's one-time costs, before the first compiled arm
             self.primed = True
-        measured = measure_arm(self.ctx, self.runner, arm)
-        settings = after_eager(self.runner, self.ctx.calls) if name == "eager" and not measured.error else {}
+        measured, settings = measure_arm(self.ctx, self.runner, arm)
         return {"arm": measured.model_dump(mode="json"), "settings": settings, "replay_s": round(replay_s, 3)}
 
 
@@ -108,6 +96,11 @@ def main(argv: list[str]) -> int:
     def progress(phase: str, done: int, total: int) -> None:
         answer(protocol, {"progress": [phase, done, total]})
 
+    limit = (setup.get("bench") or {}).get("arm_memory_mb")
+    if limit:
+        from .running.memory import cap_memory
+
+        cap_memory(int(limit), setup.get("device") or "cpu")
     try:
         arms = _Arms(setup, progress)
     except CtcDoctorError as exc:

@@ -28,6 +28,7 @@ from ..workload import Call, Workload
 from . import torch_internals as ti
 from .fixes.facts import ModelFacts
 from .fixes.model_facts import model_facts
+from .own_cost import RunCost, isolated_bench
 from .phases.analysis import AnalysisOptions, AnalysisResult, run_analysis
 from .phases.bench import BenchOptions, BenchSection, run_bench
 from .phases.bisect import BisectOptions, run_bisect, worker_setup
@@ -39,9 +40,11 @@ from .phases.suggest import compile_cache_suggestion, renumber, run_suggest
 from .readers.causes import attach_causes
 from .readers.gb_registry import graph_break_registry
 from .readers.text import describe_error
+from .resources.preflight import NotEnoughMemory
 from .running.calls import to_device
 from .running.copying import CopyError, copy_model
 from .running.deadline import DeadlineExceeded, deadline
+from .running.memory import free_tensors, release_memory
 from .running.modules import describe_inputs, forward_arg_names
 from .running.settings import ProgressFn, RunSettings, no_progress
 from .running.warning_notes import collected_warnings, warning_notes
@@ -65,6 +68,9 @@ class AnalyzeOptions:
     """Keep the full guard tree text per compile id (big)."""
     timeout_s: float | None = None
     """Give up after this many seconds (main thread only); the partial report is kept."""
+    budget_s: float | None = None
+    """Plan the run to fit in about this many seconds: the analysis and the eager and compiled arms always
+    run; fix checks, bisection trials and optional arms that would not fit are left out, and said so."""
     spec: str = "<workload>"
     """The TARGET as the user gave it, for the report."""
     command: str = ""
@@ -83,53 +89,71 @@ class AnalyzeOptions:
     """Benchmark eager vs compiled vs fixed vs regional (None: do not)."""
     progress: ProgressFn | None = dataclasses.field(default=None, compare=False)
     """Called as progress(phase, done, total); total 0 means unknown."""
+    memory_limit_mb: int | None = None
+    """What a phase (a fix check, a benchmark arm) may add on the device at most; a phase that would need
+    more is not started (`NotEnoughMemory`). None: what is free."""
+    owns_workload: bool = False
+    """The caller hands the workload over (the CLI): before the benchmark's child process rebuilds the
+    model, this process frees its own model and copies, so the two never hold them at once. The Python
+    API's default keeps the user's model intact."""
 
     def resolved_backend(self) -> str:
         return self.backend or ("aot_eager" if self.train else "eager")
 
 
 class Clock:
-    """The run's --timeout: what is left of it for the next phase."""
+    """The run's --timeout (a hard stop) and --budget (a plan): what is left of each for the next phase."""
 
-    def __init__(self, timeout_s: float | None) -> None:
+    def __init__(self, timeout_s: float | None, budget_s: float | None = None) -> None:
         self.timeout_s = timeout_s
+        self.budget_s = budget_s
         self.t0 = time.perf_counter()
 
     def elapsed(self) -> float:
         return rm.elapsed_s(self.t0)
 
     def remaining(self) -> float | None:
+        """What is left of --timeout (None: no timeout)."""
         if not self.timeout_s:
             return None
         return max(0.0, self.timeout_s - (time.perf_counter() - self.t0))
+
+    def planned(self) -> float | None:
+        """What a phase may plan with: the least of what is left of --timeout and of --budget."""
+        left = [x for x in (self.remaining(), self.budget_s and max(0.0, self.budget_s - (time.perf_counter() - self.t0))) if x is not None]
+        return min(left) if left else None
 
 
 def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Report:
     """Analyze a workload and return the report. Resets torch._dynamo state (compiled caches)."""
     options = options or AnalyzeOptions()
     started_at = rm.started_now()
-    clock = Clock(options.timeout_s)
+    clock = Clock(options.timeout_s, options.budget_s)
+    cost = RunCost(options.device, options.progress or no_progress, options.owns_workload, options.memory_limit_mb)
     settings = RunSettings(backend=options.resolved_backend(), train=options.train, seed=options.seed, device=options.device)
+    pristine, copy_note = _pristine_copy(workload, options)  # before the move: on an accelerator it stays on the host
     if options.device is not None and isinstance(workload.model, torch.nn.Module):
         workload.model.to(options.device)
     calls = [Call(to_device(c.args, options.device), to_device(dict(c.kwargs), options.device)) for c in workload.calls()]
-    pristine, copy_note = _pristine_copy(workload, options)
     ctx = PhaseContext(
         workload=workload,
         calls=calls,
         settings=settings,
         spec=options.spec,
         command=options.command,
-        progress=options.progress or no_progress,
+        progress=cost.progress,
         pristine=pristine,
+        release=_releaser(workload, pristine, settings, cost) if options.owns_workload else None,
+        rebuild=_rebuilder(options) if options.owns_workload else None,
     )
     with contextlib.ExitStack() as resources:
         seen = resources.enter_context(collected_warnings())
         logged = resources.enter_context(ti.quiet_torch_stderr(True))  # every phase: fix, bench, AOT too
         ctx = dataclasses.replace(ctx, trial_worker=_prestarted_worker(ctx, options, resources))
-        report = _run(workload, calls, ctx, options, started_at, clock, copy_note)
+        report = _run(workload, calls, ctx, options, started_at, clock, copy_note, cost)
     report.notes.extend(warning_notes(seen))
     report.notes.extend(ti.torch_log_notes(logged, "during the run"))
+    report.cost = cost.finish(report)
     return report
 
 
@@ -148,7 +172,14 @@ def _prestarted_worker(ctx: PhaseContext, options: AnalyzeOptions, resources: co
 
 
 def _run(
-    workload: Workload, calls: list[Call], ctx: PhaseContext, options: AnalyzeOptions, started_at: str, clock: Clock, copy_note: str | None
+    workload: Workload,
+    calls: list[Call],
+    ctx: PhaseContext,
+    options: AnalyzeOptions,
+    started_at: str,
+    clock: Clock,
+    copy_note: str | None,
+    cost: RunCost,
 ) -> rm.Report:
     analysis = run_analysis(
         ctx,
@@ -161,6 +192,7 @@ def _run(
         ),
     )
     report = _report(workload, calls, options, analysis, started_at, clock)
+    cost.footprint = analysis.footprint
     if copy_note:
         report.notes.append(copy_note)
     ctx = dataclasses.replace(ctx, index=analysis.index, module_inputs=analysis.module_inputs)
@@ -170,7 +202,7 @@ def _run(
     if ctx.trial_worker is not None:
         ctx.trial_worker.shutdown()  # not needed past the bisection: its CPU, memory and files go now
     if options.compile and not stopped:
-        after_analysis(report, ctx, options, clock)
+        after_analysis(report, ctx, options, clock, cost)
     attach_causes(report)
     report.run.duration_s = clock.elapsed()
     return report
@@ -178,13 +210,46 @@ def _run(
 
 def _pristine_copy(workload: Workload, options: AnalyzeOptions) -> tuple[Any, str | None]:
     """A copy of the model before anything runs it, for the copies fix and bench compile (None when
-    neither runs); a note when the model cannot be copied and they copy the warmed-up model instead."""
+    neither runs); a note when the model cannot be copied and they copy the warmed-up model instead.
+    With an accelerator it lives on the host: each copy made from it moves to the device, so the device
+    holds the model and one copy at most."""
     if not (options.compile and (options.fix or options.bench)) or not isinstance(workload.model, torch.nn.Module):
         return None, None
     try:
-        return copy_model(workload.model), None
+        pristine = copy_model(workload.model)
     except CopyError as exc:
         return None, f"{exc}: fix and bench copied the model after the analysis ran it (first-call set-up done)."
+    if options.device is not None and options.device != "cpu":
+        pristine.to("cpu")
+    return pristine, None
+
+
+def _rebuilder(options: AnalyzeOptions) -> Callable[[], Workload]:
+    """Builds the workload again from its TARGET, as the CLI built it."""
+
+    def rebuild() -> Workload:
+        from .target import load_workload
+
+        spec = options.bench.target if options.bench is not None and options.bench.target else options.spec
+        return load_workload(spec, seed=options.seed)
+
+    return rebuild
+
+
+def _releaser(workload: Workload, pristine: Any, settings: RunSettings, cost: RunCost) -> Callable[[], int]:
+    """What frees this process' model and its pristine copy (their tensors) when the caller handed the
+    workload over: the benchmark calls it before its child process rebuilds them. Returns the bytes freed."""
+
+    def release() -> int:
+        freed = free_tensors(workload.model, pristine)
+        ti.reset_dynamo_quietly()
+        release_memory(settings.device or "cpu")
+        cost.released = (
+            f"the analysing process let go of its model and pristine copy ({freed / 2**20:.0f} MB) before the arms' child rebuilt them"
+        )
+        return freed
+
+    return release
 
 
 # ---------------------------------------------------------------------------------------------
@@ -254,7 +319,7 @@ def _should_bisect(report: rm.Report, options: AnalyzeOptions) -> bool:
 def bisect_into(report: rm.Report, ctx: PhaseContext, options: BisectOptions, clock: Clock, *, bisect_only: bool) -> None:
     """Run the bisection and merge it (or its error) into the report; bisection-only runs get their verdict here."""
     try:
-        report.bisect = run_bisect(dataclasses.replace(ctx, budget_s=clock.remaining(), report=report.model_copy(deep=True)), options)
+        report.bisect = run_bisect(dataclasses.replace(ctx, budget_s=clock.planned(), report=report.model_copy(deep=True)), options)
     except Exception as exc:  # noqa: BLE001 - the analysis part of the report still stands
         report.errors.append(rm.ErrorRecord(phase="bisect", type=type(exc).__name__, message=describe_error(exc)[:500]))
     if bisect_only:
@@ -310,8 +375,9 @@ def _merge_bench(report: rm.Report, section: BenchSection) -> None:
         renumber(report.suggestions)
 
 
-def after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions, clock: Clock) -> None:
-    """suggest -> fix -> probe -> bench, each merged into the report; a failing phase becomes an error row."""
+def after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions, clock: Clock, cost: RunCost | None = None) -> None:
+    """suggest -> fix -> probe -> bench, each merged into the report; a failing phase becomes an error row,
+    a phase that would not fit in memory stops the run before it (`cost.preflight`)."""
     if not (options.suggest or options.fix or options.probe_shapes or options.bench):
         return
     model = ctx.workload.model
@@ -336,12 +402,18 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions
             message = f"no time left for {phase} (--timeout {options.timeout_s:g} s)"
             report.errors.append(rm.ErrorRecord(phase="timeout", type="AnalysisTimeout", message=message))
             break
-        phase_ctx = dataclasses.replace(ctx, budget_s=budget, report=report.model_copy(deep=True) if reads_report else None)
+        phase_ctx = dataclasses.replace(ctx, budget_s=clock.planned(), report=report.model_copy(deep=True) if reads_report else None)
+        if phase == "suggest":
+            ctx.progress("suggest", 0, 0)  # its own line in the cost section (the others report their steps)
+        fits = cost.preflight(phase, model, ctx.pristine, isolated=isolated_bench(options)) if cost else contextlib.nullcontext()
         try:
             # the copies and timed passes run the model dozens of times: keep its prints off the terminal
-            with deadline(budget), _quiet_output(phase, report.notes):
+            with fits, deadline(budget), _quiet_output(phase, report.notes):
                 section = run(phase_ctx)
             merge(section)
+        except NotEnoughMemory as exc:
+            report.errors.append(rm.ErrorRecord(phase="preflight", type="NotEnoughMemory", message=exc.one_line()))
+            break
         except DeadlineExceeded:
             message = f"{phase} did not finish within --timeout {options.timeout_s:g} s; partial report"
             report.errors.append(rm.ErrorRecord(phase="timeout", type="AnalysisTimeout", message=message))

@@ -205,7 +205,7 @@ def _rank_report(
 
 
 def _compiled_row(obj: CompiledObject, rank: int, analyzed: bool) -> rm.CompiledObject:
-    first_s, period_ms = obj.pace()
+    first_s, period_ms, iqr_ms, steady = obj.pace()
     return rm.CompiledObject(
         name=obj.name,
         kind=obj.kind,  # type: ignore[arg-type]
@@ -220,6 +220,8 @@ def _compiled_row(obj: CompiledObject, rank: int, analyzed: bool) -> rm.Compiled
         relation=obj.relation,
         first_call_s=round(first_s, 4) if first_s is not None else None,
         period_ms=round(period_ms, 4) if period_ms is not None else None,
+        period_iqr_ms=round(iqr_ms, 4) if iqr_ms is not None else None,
+        period_n=steady,
         losses=obj.loss_values(),
         dropout=obj.dropout,
     )

@@ -52,6 +52,7 @@ ERROR_PHASE_EXIT = {
     "fix": ExitCode.INTERNAL_ERROR,
     "probe": ExitCode.INTERNAL_ERROR,
     "bench": ExitCode.INTERNAL_ERROR,
+    "preflight": ExitCode.NO_MEMORY,
 }
 """The exit code of a run whose report holds an error of this phase."""
 
@@ -234,6 +235,7 @@ _PHASE_LABELS = {
     "explain": "explain cross-check",
     "compile": "compiling call",
     "report": "building report",
+    "suggest": "deriving suggestions",
 }
 
 

@@ -73,6 +73,24 @@ def analysis_options(f: F) -> F:
             metavar="SECONDS",
             help="Give up after this long; the partial report is still written.",
         ),
+        click.option(
+            "--budget",
+            "budget_s",
+            default=None,
+            type=click.FloatRange(min=0, min_open=True),
+            metavar="SECONDS",
+            help="Plan the run to fit in about this long: the analysis and the eager and compiled arms always run; "
+            "the fix checks, bisection trials and optional arms that would not fit are left out and named in the report.",
+        ),
+        click.option(
+            "--memory-limit",
+            "memory_limit_mb",
+            type=click.IntRange(min=1),
+            default=None,
+            metavar="MB",
+            help="What a phase may add on the device at most (a copy of the model and its activations) [default: what is "
+            "free]: a phase that would need more is not started (exit 14).",
+        ),
         click.option("--no-explain", is_flag=True, help="Skip the torch._dynamo.explain cross-check."),
         GUARDS,
         TOP,
@@ -220,6 +238,15 @@ def bench_options(full_run: bool) -> Callable[[F], F]:
                 "costs that arm, not the run; off: in this process.",
             ),
             click.option(
+                "--arm-memory-limit",
+                "arm_memory_mb",
+                type=click.IntRange(min=1),
+                default=None,
+                metavar="MB",
+                help="Cap each arm's memory (the arms' child process's heap on the host; its share of the GPU on CUDA): "
+                "an arm that needs more fails as out of memory and the others are still measured.",
+            ),
+            click.option(
                 "--steps",
                 "job_steps",
                 type=click.IntRange(min=1),
@@ -337,6 +364,8 @@ class AnalysisArgs:
     device: str | None = None
     seed: int = 0
     timeout_s: float | None = None
+    budget_s: float | None = None
+    memory_limit_mb: int | None = None
     no_explain: bool = False
     keep_guards: bool = False
     top: int = 10
@@ -373,6 +402,7 @@ class AnalysisArgs:
     modes: str | None = None
     arms: str | None = None
     isolate_arms: bool = True
+    arm_memory_mb: int | None = None
     # what the command itself decides
     bisect_only: bool = False
     """`bisect`: the bisection alone, whether or not the model breaks."""
@@ -399,6 +429,7 @@ class AnalysisArgs:
             arms=_names(self.arms),
             isolate=self.isolate_arms,
             target=self.rebuild_spec or spec,
+            arm_memory_mb=self.arm_memory_mb,
         )
 
     def isolate_trials(self, with_bench: bool) -> bool:
@@ -443,11 +474,14 @@ class AnalysisArgs:
             explain=not self.no_explain,
             keep_guard_text=self.keep_guards,
             timeout_s=self.timeout_s,
+            budget_s=self.budget_s,
+            memory_limit_mb=self.memory_limit_mb,
             compile=not self.bisect_only,
             bisect=self.bisect_options(spec, bench is not None),
             spec=spec,
             command=" ".join(["ctc-doctor", *sys.argv[1:]]),
             progress=progress,
+            owns_workload=True,
         )
 
 

@@ -248,6 +248,7 @@ def _comparison_table(report: Report) -> Any:
     columns = ("strategy", "1st call", "ms/call", "vs eager", "pays off", "recomp.", *(("loss Δ",) if losses else ()), "verdict")
     for name in columns:
         table.add_column(name, justify="left" if name in ("strategy", "verdict") else "right", no_wrap=True, min_width=len(name))
+    eager_row = next((r for r in report.comparison if r.strategy == "eager"), None)
     for r in report.comparison:
         name = r.strategy.replace("-no-cudagraphs", "-no-cg")  # fits 80 columns
         if r.error:
@@ -258,7 +259,7 @@ def _comparison_table(report: Report) -> Any:
             name,
             f"{r.first_call_s:.2f} s" if r.first_call_s is not None else "",
             f"{r.period_ms:.3g}" if r.period_ms is not None else "",
-            f"{r.speedup:.2f}x" if r.speedup else "",
+            (f"{r.speedup:.2f}x" + ("?" if r.unstable or (eager_row and eager_row.unstable) else "")) if r.speedup else "",
             f"{r.break_even_calls:,}" if r.break_even_calls else ("never" if r.speedup and r.speedup < 1 else ""),
             f"{r.recompiles}" + (f" ({r.expected_recompiles} exp.)" if r.expected_recompiles else ""),
             *((drift,) if losses else ()),

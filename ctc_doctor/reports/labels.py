@@ -15,6 +15,7 @@ from .models import (
     BisectTrial,
     CompiledObject,
     DdpSplit,
+    DoctorCost,
     FixResult,
     GraphBreakSite,
     NumericsCheck,
@@ -163,10 +164,10 @@ def benchmark_headline(b: Benchmark) -> str | None:
     arms = {a.name: a for a in b.arms}
     best = arms.get(b.best_arm or "")
     compiled = arms.get("compiled")
+    head = f"benchmark ({b.settings.get('backend', '?')}, {b.device}, objective {b.objective})"
     if best is None:
-        return None
+        return f"{head}: {b.best_arm_reason}{crashed_arms(b)}" if b.best_arm_reason else None
     if b.best_arm_reason:
-        head = f"benchmark ({b.settings.get('backend', '?')}, {b.device}, objective {b.objective})"
         return f"{head}: best {b.best_arm_reason}{pace_of_arm(b, best)}{crashed_arms(b)}"
     text = f"benchmark ({b.settings.get('backend', '?')}, {b.device}): fastest {best.name}"
     if best.speedup_vs_eager is not None:
@@ -176,6 +177,29 @@ def benchmark_headline(b: Benchmark) -> str | None:
         if other is not None and other.compile_time_s is not None:
             text += f" · cold compile {compiled.compile_time_s:.1f} s (compiled) -> {other.compile_time_s:.1f} s ({other.name})"
     return text + pace_of_arm(b, best) + crashed_arms(b)
+
+
+def unstable(arm: BenchmarkArm) -> bool:
+    """Whether the arm's latency cannot be trusted as a steady figure (`LatencyStats.unstable`)."""
+    return arm.latency_ms is not None and arm.latency_ms.unstable is not None
+
+
+def speedup_cell(b: Benchmark, arm: BenchmarkArm) -> str:
+    """`1.62x`, `1.62x?` when it rests on an unstable figure (the arm's or eager's); empty when not measured."""
+    if arm.speedup_vs_eager is None:
+        return ""
+    eager = next((a for a in b.arms if a.name == "eager"), None)
+    shaky = unstable(arm) or (eager is not None and unstable(eager))
+    return f"{arm.speedup_vs_eager:.2f}x" + ("?" if shaky else "")
+
+
+def unstable_lines(b: Benchmark) -> list[str]:
+    """One line per arm whose figure cannot be trusted: `compiled: unstable: its spread is 45 % of the median`."""
+    return [f"{a.name}: unstable: {a.latency_ms.unstable}" for a in b.arms if a.latency_ms is not None and a.latency_ms.unstable]
+
+
+UNSTABLE_KEY = "?: rests on an unstable figure (see below); ± is the IQR, n the timed passes"
+"""The legend of the `?` a speedup cell carries when it rests on an unstable figure."""
 
 
 def crashed_arms(b: Benchmark) -> str:
@@ -379,3 +403,31 @@ def cost_text(site: GraphBreakSite) -> str | None:
     if c.note:
         parts.append(c.note)
     return "cost: " + "; ".join(parts) if parts else None
+
+
+def doctor_cost_text(cost: DoctorCost | None, phases: int = 3) -> str | None:
+    """`the doctor used 1.4x the workload's memory and 2.6x its time (151 s, peak 2.1 GB; the workload 46 s,
+    1.2 GB) · longest: arm compiled 38 s, fix checks 19 s`; None without a cost section."""
+    if cost is None:
+        return None
+    peak = cost.peak_cuda_mb if cost.peak_cuda_mb is not None else cost.peak_rss_mb
+    own = f"{_s(cost.wall_s)}" + (f", peak {_mb(peak)}" if peak is not None else "")
+    theirs = ""
+    if cost.workload_wall_s is not None:
+        theirs = f"; the workload {_s(cost.workload_wall_s)}" + (f", {_mb(cost.workload_peak_mb)}" if cost.workload_peak_mb else "")
+    head = cost.summary or "the doctor's own cost"
+    text = f"{head} ({own}{theirs})"
+    longest = sorted(cost.phases, key=lambda p: -p.wall_s)[:phases]
+    if longest:
+        text += " · longest: " + ", ".join(f"{p.phase} {_s(p.wall_s)}" for p in longest)
+    return text
+
+
+def _s(seconds: float) -> str:
+    return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
+
+
+def _mb(value: float | None) -> str:
+    if value is None:
+        return "?"
+    return f"{value / 1024:.1f} GB" if value >= 1024 else f"{value:.0f} MB"

@@ -14,6 +14,7 @@ from typing import Any
 
 from .advice import next_steps
 from .labels import (
+    UNSTABLE_KEY,
     benchmark_headline,
     bisect_summary_line,
     cause_headline,
@@ -24,6 +25,7 @@ from .labels import (
     crash_cell,
     cudagraph_text,
     ddp_split_text,
+    doctor_cost_text,
     graphs_text,
     module_label,
     numerics_cell,
@@ -32,8 +34,10 @@ from .labels import (
     script_outcome,
     short_path,
     site_marks,
+    speedup_cell,
     stderr_tail_text,
     suggestion_status,
+    unstable_lines,
     verdict_label,
 )
 from .links import gb_page
@@ -185,10 +189,17 @@ def _benchmark(report: Report, add: Any) -> None:
         warm = num(a.warm_compile_time_s, ".2f") if a.load_time_s is None else f"load {a.load_time_s:.2f}"
         add(
             f"| {a.name}{' ★' if a.name == b.best_arm else ''} | {num(a.compile_time_s, '.2f')} | {warm} | {lat} | "
-            f"{num(a.speedup_vs_eager, '.2f')} | {num(a.graph_count, 'd')} | {num(a.graph_break_count, 'd')} | "
+            f"{speedup_cell(b, a) or '—'} | {num(a.graph_count, 'd')} | {num(a.graph_break_count, 'd')} | "
             f"{num(a.recompile_count, 'd')} | {num(a.peak_memory_mb, '.0f')} | {err} |"
         )
     add("")
+    shaky = unstable_lines(b)
+    if shaky:
+        add(f"{UNSTABLE_KEY}.")
+        add("")
+        for line in shaky:
+            add(f"> {_cell(line, 300)}")
+            add("")
     if b.cold_start:
         add(f"Cold start of a new process: {_cell(b.cold_start, 400)}.")
         add("")
@@ -209,6 +220,29 @@ def _benchmark(report: Report, add: Any) -> None:
     for note in b.notes:
         add(f"> {html.escape(note, quote=False)}")
         add("")
+
+
+def _doctor_cost(report: Report, add: Any) -> None:
+    """What the doctor itself cost, per phase, against the workload's own."""
+    cost = report.cost
+    line = doctor_cost_text(cost, phases=0)
+    if cost is None or line is None:
+        return
+    add("<details>")
+    add(f"<summary>The doctor's own cost: {html.escape(line, quote=False)}</summary>")
+    add("")
+    add("| phase | wall s | peak memory MB |")
+    add("|---|---|---|")
+    for p in cost.phases:
+        peak = p.peak_cuda_mb if p.peak_cuda_mb is not None else p.peak_rss_mb
+        add(f"| {p.phase} | {p.wall_s:.1f} | {'—' if peak is None else f'{peak:.0f}'} |")
+    add("")
+    for extra in [cost.workload_basis and f"The workload: {cost.workload_basis}.", cost.released, cost.kept, *cost.notes]:
+        if extra:
+            add(f"> {html.escape(extra, quote=False)}")
+            add("")
+    add("</details>")
+    add("")
 
 
 def _logs_section(report: Report, add: Any) -> None:
@@ -457,6 +491,7 @@ def render_markdown(report: Report) -> str:
 
     _suggestions(report, add)
     _benchmark(report, add)
+    _doctor_cost(report, add)
 
     steps = next_steps(report)
     if steps:

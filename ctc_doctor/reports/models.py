@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..version import __version__
 
-SCHEMA_VERSION = "1.12"
+SCHEMA_VERSION = "1.13"
 """major.minor: a minor bump adds optional fields; a major bump renames or removes fields."""
 
 Verdict = Literal["clean", "graph_breaks", "recompiles", "graph_breaks_and_recompiles", "failed"]
@@ -46,7 +46,20 @@ GuardKind = Literal[
     "other",
 ]
 Phase = Literal[
-    "load", "eager", "explain", "compile", "capture", "bisect", "suggest", "fix", "probe", "bench", "report", "timeout", "script"
+    "load",
+    "eager",
+    "explain",
+    "compile",
+    "capture",
+    "bisect",
+    "suggest",
+    "fix",
+    "probe",
+    "bench",
+    "report",
+    "timeout",
+    "script",
+    "preflight",
 ]
 TargetKind = Literal["build", "script", "logs"]
 TrialStatus = Literal["passed", "failed", "timeout", "crashed", "skipped", "inferred"]
@@ -925,6 +938,10 @@ class LatencyStats(_Model):
     """Interquartile range, milliseconds."""
     n: int
     """Timed passes."""
+    unstable: str | None = None
+    """Why this figure cannot be trusted as a steady figure, when it cannot: a spread over 25 % of the
+    median, too few steady samples, compiles during the timed passes, a busy machine (schema 1.13). A
+    verdict or a speedup that rests on it says so."""
 
 
 ARM_KINDS = (
@@ -1002,6 +1019,14 @@ class BenchmarkArm(_Model):
     crash: str | None = None
     """The arm's child process died while running it: the signal (SIGSEGV, SIGABRT...) or `exit status N`;
     `error` says so, and no verdict picks the arm (schema 1.12)."""
+    out_of_memory: bool = False
+    """The arm ran out of memory (its `peak_memory_mb` is what it reached); it is not a loss for compile:
+    the verdict says the arm could not be measured (schema 1.13)."""
+    timed_compiles: int = 0
+    """Compiles during the timed passes (recompiles past the first passes): the steady state was never
+    reached, and `latency_ms.unstable` names the causes (schema 1.13)."""
+    busy: float | None = None
+    """Other processes' CPU while this arm was timed, in cores (schema 1.13; None: not measured)."""
     stderr_tail: list[str] = Field(default_factory=list)
     """A crashed arm: the child process' last lines of stderr (schema 1.12)."""
 
@@ -1074,6 +1099,31 @@ class Benchmark(_Model):
     cache, or loading an AOT package built once), with the numbers."""
     isolation: BenchIsolation | None = None
     """Where the arms ran (a child process, or this one) and why, and what the child processes cost (schema 1.12)."""
+    machine: MachineLoad | None = None
+    """How busy the machine was while the arms were timed (schema 1.13)."""
+    kept: str | None = None
+    """What the arms' numerics judgement kept and where: eager's results and the reference's differences
+    from them, in memory or in a temporary file (schema 1.13)."""
+
+
+class MachineLoad(_Model):
+    """Whether other work shared the machine while the benchmark timed its arms (pyperf's rule: a figure
+    from a busy machine is not a figure) (schema 1.13)."""
+
+    cores: int
+    """CPU cores this process may run on."""
+    threads: int
+    """Threads torch computes with (`torch.get_num_threads()`)."""
+    load_average: float | None = None
+    """The 1-minute load average when the benchmark started."""
+    other_cpu: float | None = None
+    """The most CPU, in cores, other processes used while an arm was timed."""
+    gpu_processes: list[str] = Field(default_factory=list)
+    """Other processes holding the GPU (`pid name memory`), when it can be read."""
+    busy: bool = False
+    """The machine was busy: the timings are less reliable and the verdict says so."""
+    note: str | None = None
+    """What was seen, one line (also printed on the terminal)."""
 
 
 LogKind = Literal["torch_trace", "torch_logs"]
@@ -1190,6 +1240,10 @@ class CompiledObject(_Model):
     period_ms: float | None = None
     """Median milliseconds from one call to the next over the later half of the run: the script's steady
     step (a decoding step: the time per generated token), compile excluded."""
+    period_iqr_ms: float | None = None
+    """The IQR of those periods, milliseconds (schema 1.13)."""
+    period_n: int = 0
+    """How many periods the later half holds: the samples `period_ms` rests on (schema 1.13)."""
     losses: dict[int, float] = Field(default_factory=dict)
     """`run --compare`: the loss its calls 0, 1, 2, 4, 8... returned (a one-element tensor, `.loss` or
     `["loss"]`), by call (schema 1.11)."""
@@ -1212,6 +1266,13 @@ class StrategyRow(_Model):
     """First call to second: the first step, compile included."""
     period_ms: float | None = None
     """Median call-to-call time over the later half of the run: the steady step."""
+    period_iqr_ms: float | None = None
+    """Their IQR (schema 1.13)."""
+    period_n: int = 0
+    """The periods it rests on (schema 1.13)."""
+    unstable: str | None = None
+    """Why the pace cannot be trusted as a steady figure (a spread over 25 % of the median); the speedup
+    and the verdict say so (schema 1.13)."""
     steps_per_s: float | None = None
     """1000 / period_ms."""
     speedup: float | None = None
@@ -1304,6 +1365,69 @@ class Report(_Model):
     """script: every `torch.compile` the script made (empty for `build()` targets and logs)."""
     comparison: list[StrategyRow] = Field(default_factory=list)
     """`run --compare`: the script run once per way of compiling it, its pace under each (schema 1.10)."""
+    cost: DoctorCost | None = None
+    """What the doctor itself cost: wall time and peak memory per phase, against the workload's own (schema 1.13)."""
+
+
+class Footprint(_Model):
+    """What the workload took on its first calls (the analysis's eager pass): what the preflight checks
+    size each phase from (schema 1.13)."""
+
+    model_mb: float
+    """Parameters and buffers."""
+    activations_mb: float
+    """The eager pass's peak above the model: activations, outputs, workspace."""
+    output_mb: float = 0.0
+    """The largest call's outputs."""
+    method: str = ""
+    """How `activations_mb` was taken: the CUDA allocator's peak, or an estimate from the module outputs (host)."""
+
+
+class PhaseCost(_Model):
+    """One phase of the doctor's own run: its wall time and the peak memory of the doctor's processes
+    during it (schema 1.13)."""
+
+    phase: str
+    """capture, eager pass, bisection, fix checks, fix reference, bench set-up, reference, or an arm (`arm compiled`)."""
+    wall_s: float
+    """Seconds spent in it."""
+    peak_rss_mb: float | None = None
+    """The peak resident memory of the doctor's process tree (this process and its children) during it."""
+    peak_cuda_mb: float | None = None
+    """The peak GPU memory in use during it, above what was in use when the run started (every process)."""
+
+
+class DoctorCost(_Model):
+    """What ctc-doctor itself cost, against what the workload costs on its own (schema 1.13)."""
+
+    phases: list[PhaseCost] = Field(default_factory=list)
+    """Each phase, in order."""
+    wall_s: float = 0.0
+    """The whole analysis."""
+    peak_rss_mb: float | None = None
+    """Peak resident memory of the doctor's process tree over the whole analysis."""
+    peak_cuda_mb: float | None = None
+    """Peak GPU memory in use over the whole analysis (above the start's)."""
+    workload_wall_s: float | None = None
+    """The workload's own time: one eager pass and one compile of its calls (`workload_basis`)."""
+    workload_peak_mb: float | None = None
+    """The workload's own peak memory (host RSS; on a GPU, the device's) (`workload_basis`)."""
+    workload_basis: str | None = None
+    """How the workload's own figures were taken."""
+    time_ratio: float | None = None
+    """wall_s / workload_wall_s."""
+    memory_ratio: float | None = None
+    """The doctor's peak / the workload's (host RSS; the GPU's on a GPU)."""
+    footprint: Footprint | None = None
+    """The workload's footprint the preflight checks used."""
+    kept: str | None = None
+    """What the numerics judgement kept and where (eager's results and the reference's differences)."""
+    released: str | None = None
+    """What the analysing process let go of before the benchmark's child rebuilt the model."""
+    notes: list[str] = Field(default_factory=list)
+    """Adaptations made to fit (the reference elsewhere, a model moved to the host) and phases left out (`--budget`)."""
+    summary: str | None = None
+    """`the doctor used 1.4x the workload's memory and 2.6x its time`."""
 
 
 FAILED_PHASES = ("eager", "compile", "timeout", "script")

@@ -19,6 +19,7 @@ from .advice import next_steps
 from .labels import (
     STATUS_STYLE,
     TORCH_LOG_NOTE,
+    UNSTABLE_KEY,
     WARNING_NOTE,
     benchmark_headline,
     cause_headline,
@@ -29,6 +30,7 @@ from .labels import (
     crash_cell,
     cudagraph_text,
     ddp_split_text,
+    doctor_cost_text,
     fix_lists,
     folded_counts,
     graphs_text,
@@ -39,8 +41,10 @@ from .labels import (
     script_outcome,
     short_path,
     site_marks,
+    speedup_cell,
     stderr_tail_text,
     suggestion_status,
+    unstable_lines,
     verdict_label,
     verification_numerics,
 )
@@ -271,11 +275,13 @@ def _bench_rows(b: Benchmark) -> Group:
     for a in b.arms:
         head = Text(f"  {a.name}{' ★' if a.name == b.best_arm else ''}", style="bold" if a.name == b.best_arm else "")
         if a.latency_ms:
-            head.append(f"  latency {a.latency_ms.median:.3f} ± {a.latency_ms.iqr:.3f} ms")
+            head.append(f"  latency {a.latency_ms.median:.3f} ± {a.latency_ms.iqr:.3f} ms (n={a.latency_ms.n})")
+            if a.latency_ms.unstable:
+                head.append(" unstable", style="yellow")
         if a.crash:
             head.append(f"  {crash_cell(a)}", style="red")
         if a.speedup_vs_eager is not None and a.name != "eager":
-            head.append(f" ({a.speedup_vs_eager:.2f}x eager)")
+            head.append(f" ({speedup_cell(b, a)} eager)")
         parts.append(head)
         facts = []
         if a.compile_time_s is not None:
@@ -318,7 +324,7 @@ def bench_table(b: Benchmark) -> Table:
         "arm",
         "cold\ncompile",
         "warm\ncompile",
-        "latency\n(median ± IQR)",
+        "latency\n(median ± IQR, n)",
         "speed-\nup",
         "graphs",
         "breaks",
@@ -337,7 +343,7 @@ def bench_table(b: Benchmark) -> Table:
         return "" if value is None else format(value, fmt)
 
     for a in b.arms:
-        latency = f"{a.latency_ms.median:.3f} ± {a.latency_ms.iqr:.3f} ms" if a.latency_ms else crash_cell(a)
+        latency = f"{a.latency_ms.median:.3f} ± {a.latency_ms.iqr:.3f} ms ({a.latency_ms.n})" if a.latency_ms else crash_cell(a)
         name = Text(a.name + (" ★" if a.name == b.best_arm else ""), style="bold" if a.name == b.best_arm else "")
         table.add_row(
             name,
@@ -346,7 +352,7 @@ def bench_table(b: Benchmark) -> Table:
             + (" s" if a.warm_compile_time_s is not None else "")
             + (f"load {a.load_time_s:.2f} s" if a.load_time_s is not None else ""),
             latency,
-            num(a.speedup_vs_eager, ".2f") + ("x" if a.speedup_vs_eager is not None else ""),
+            speedup_cell(b, a),
             num(a.graph_count, "d"),
             num(a.graph_break_count, "d"),
             num(a.recompile_count, "d"),
@@ -358,8 +364,14 @@ def bench_table(b: Benchmark) -> Table:
 
 def _bench_parts(b: Benchmark, compact: bool = False) -> list[object]:
     parts: list[object] = [_bench_rows(b) if compact else bench_table(b)]
+    shaky = unstable_lines(b)
+    if shaky and not compact:
+        parts.append(Text(UNSTABLE_KEY, style="dim"))
+    for line in shaky:
+        parts.append(Text(line, style="yellow"))
     if b.best_arm_reason:
-        parts.append(Text(f"best for {b.objective}: {b.best_arm_reason}", style="bold"))
+        label = f"best for {b.objective}: " if b.best_arm else ""
+        parts.append(Text(f"{label}{b.best_arm_reason}", style="bold"))
     if b.cold_start:
         parts.append(Text(f"cold start of a new process: {b.cold_start}", style="bold"))
     for a in b.arms:
@@ -600,6 +612,9 @@ def render_summary(report: Report, console: Console, *, top: int = 10) -> None:
     for err in report.errors:
         hint = f"\n  what it means: {err.hint}" if err.hint else ""
         parts.append(Text(f"error [{err.phase}] {err.type}: {err.message}{hint}", style="red"))
+    cost = doctor_cost_text(report.cost)
+    if cost is not None:
+        parts.append(Text(f"doctor's cost: {cost}", style="dim"))
     steps = next_steps(report)
     if steps:
         body = Text()

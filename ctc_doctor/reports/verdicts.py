@@ -228,9 +228,35 @@ def _blocked_by_numerics(bench: rm.Benchmark, best: rm.BenchmarkArm) -> str | No
     return f"{', '.join(a.name for a in faster)} faster but left out: {arm.name}{speed} {check}"
 
 
+def unmeasured(bench: rm.Benchmark) -> str | None:
+    """When no compiled arm could be measured (each ran out of memory, crashed or failed): why, with the
+    peak each reached; such an arm is not a loss for compile, and eager is not "best" for it."""
+    compiled = [a for a in bench.arms if a.name != "eager"]
+    if not compiled or any(a.error is None and a.latency_ms is not None for a in compiled):
+        return None
+    parts = []
+    for a in compiled[:4]:
+        why = "out of memory" if a.out_of_memory else (f"crashed ({a.crash})" if a.crash else (a.error or "no result").split(":")[0])
+        peak = f", peak {a.peak_memory_mb:,.0f} MB" if a.peak_memory_mb is not None else ""
+        parts.append(f"{a.name}: {why}{peak}")
+    more = f" and {len(compiled) - 4} more" if len(compiled) > 4 else ""
+    return f"the compiled arms could not be measured ({'; '.join(parts)}{more}): no verdict on compile"
+
+
+def unstable_arms(bench: rm.Benchmark, names: list[str]) -> str | None:
+    """`unstable: compiled (its spread is 45 % of the median)`: which of `names` rest on a figure that cannot be trusted."""
+    arms = {a.name: a for a in bench.arms}
+    shaky = [f"{n} ({arms[n].latency_ms.unstable})" for n in names if n in arms and arms[n].latency_ms and arms[n].latency_ms.unstable]  # type: ignore[union-attr]
+    return f"unstable figures: {'; '.join(shaky)}" if shaky else None
+
+
 def best_arm(bench: rm.Benchmark, objective: rm.Objective) -> tuple[str | None, str | None, list[str]]:
-    """(best arm, why, arms within noise of it) for the objective."""
+    """(best arm, why, arms within noise of it) for the objective; no best arm when no compiled arm could be
+    measured; the reason says when the figures it rests on are unstable (`LatencyStats.unstable`)."""
     ok = [a for a in bench.arms if _usable(a)]
+    cannot = unmeasured(bench)
+    if cannot is not None:
+        return None, cannot, []
     if not ok:
         return None, None, []
     eager = next((a for a in ok if a.name == "eager"), None)
@@ -266,6 +292,11 @@ def best_arm(bench: rm.Benchmark, objective: rm.Objective) -> tuple[str | None, 
     blocked = _blocked_by_numerics(bench, best)
     if blocked:
         reason += f"; {blocked}"
+    shaky = unstable_arms(bench, list(dict.fromkeys([best.name, fastest.name, *(["eager"] if eager and best is not eager else [])])))
+    if shaky:
+        reason += f"; {shaky}: the choice may not hold"
+    if bench.machine is not None and bench.machine.busy:
+        reason += "; the machine was busy while timing"
     return best.name, reason, within
 
 
@@ -304,8 +335,11 @@ def cold_start(bench: rm.Benchmark) -> str | None:
 
 # --- `run --compare`: the script's pace under each way of compiling it ---------------------------------
 
-MIN_PACE_CALLS = 4
-"""Calls a strategy needs for a steady pace: the first (compile), one or two to settle, one to time."""
+MIN_PACE_CALLS = 12
+"""Calls a strategy needs for a steady pace: the later half of its call-to-call periods times it, and a
+steady figure rests on 5 of them at least (the benchmark's own rule: `bench_numbers.MIN_STEADY`)."""
+UNSTABLE_PACE = 0.25
+"""A pace whose periods' IQR is over this share of their median is unstable."""
 
 
 def strategy_row(strategy: str, report: rm.Report) -> rm.StrategyRow:
@@ -328,10 +362,13 @@ def strategy_row(strategy: str, report: rm.Report) -> rm.StrategyRow:
     elif obj is None:
         row.error = "nothing compiled ran"
     elif obj.calls < MIN_PACE_CALLS or obj.period_ms is None:
-        row.error = f"{obj.calls} call(s): fewer than {MIN_PACE_CALLS}, no steady pace (run more steps)"
+        row.error = f"{obj.calls} call(s): too few to measure a pace (fewer than {MIN_PACE_CALLS}; run more steps)"
     else:
         row.period_ms = obj.period_ms
+        row.period_iqr_ms, row.period_n = obj.period_iqr_ms, obj.period_n
         row.steps_per_s = round(1e3 / obj.period_ms, 3) if obj.period_ms > 0 else None
+        if obj.period_iqr_ms is not None and obj.period_ms > 0 and obj.period_iqr_ms / obj.period_ms > UNSTABLE_PACE:
+            row.unstable = f"its steps' spread is {obj.period_iqr_ms / obj.period_ms:.0%} of the median over {obj.period_n} steps"
     return row
 
 
@@ -409,6 +446,10 @@ def strategy_verdict(rows: list[rm.StrategyRow], steps: int | None = None) -> st
         pays = f", pays off after {fastest.break_even_calls:,} calls" if fastest.break_even_calls else ""
         text += f", {fastest.speedup:.2f}x eager's{pays}"
     text += ")"
+    eager = next((r for r in rows if r.strategy == "eager"), None)
+    shaky = [f"{r.strategy} ({r.unstable})" for r in (fastest, eager) if r is not None and r.unstable]
+    if shaky:
+        text += f"; unstable: {'; '.join(dict.fromkeys(shaky))}: the choice may not hold"
     if steps is not None:
         total = min(timed, key=lambda r: (r.first_call_s or 0.0) + (steps - 1) * (r.period_ms or 0.0) / 1e3)
         text += f"; for {steps:,} calls the least total time: {total.strategy}"

@@ -107,15 +107,19 @@ class CompiledObject:
     def loss_values(self) -> dict[int, float]:
         return {i: float(t) for i, t in self.losses.items()}
 
-    def pace(self) -> tuple[float | None, float | None]:
+    def pace(self) -> tuple[float | None, float | None, float | None, int]:
         """(seconds from the first call to the second: its compile included; the median milliseconds
-        from one call to the next over the later half of the run, once recompiles settled). The period is
-        the script's whole step (a decoding step, a training step), not the compiled call alone."""
+        from one call to the next over the later half of the run, once recompiles settled; their IQR in
+        milliseconds; how many periods that half holds). The period is the script's whole step (a decoding
+        step, a training step), not the compiled call alone."""
         if len(self.starts) < 2:
-            return None, None
+            return None, None, None, 0
         periods = [b - a for a, b in zip(self.starts[1:], self.starts[2:], strict=False)]
         steady = periods[len(periods) // 2 :]
-        return self.starts[1] - self.starts[0], (statistics.median(steady) * 1e3 if steady else None)
+        if not steady:
+            return self.starts[1] - self.starts[0], None, None, 0
+        q = statistics.quantiles(steady, n=4, method="inclusive") if len(steady) >= 2 else [steady[0]] * 3
+        return self.starts[1] - self.starts[0], statistics.median(steady) * 1e3, (q[2] - q[0]) * 1e3, len(steady)
 
     @property
     def what(self) -> str:

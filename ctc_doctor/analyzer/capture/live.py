@@ -34,7 +34,8 @@ from ..readers.parsing import classify_guard, split_recompile_reasons
 from ..readers.sources import RawFrame, function_name, is_dynamo_file
 from ..readers.text import describe_error
 from ..readers.wrappers import ddp_splits
-from ..running.calls import Sample, clear_grads, grads_of, run_call
+from ..resources.preflight import measuring, record_outputs
+from ..running.calls import Sample, Sink, clear_grads, run_call
 from ..running.copying import replayable
 from ..running.modules import path_key
 from ..running.settings import ProgressFn, RunSettings, no_progress
@@ -129,19 +130,21 @@ class CompiledRun:
         dynamo_config: dict[str, Any] | None = None,
         keep_guard_text: bool = False,
         collect: bool = False,
+        sink: Sink | None = None,
     ) -> None:
         self.workload = workload
         self.calls = calls
         self.settings = settings
         self.dynamo_config = dynamo_config or {}
         self.keep_guard_text = keep_guard_text
-        self.collect = collect
+        self.sample = Sample()
+        """With `collect`: each call's outputs (and, training, losses and the run's gradients)."""
+        self.sink: Sink | None = sink if sink is not None else (self.sample if collect else None)
+        """Where each call's results go: `sample` (collect), a judgement, or nowhere."""
         self.capture: ti.CaptureResult | None = None
         self.backend: RecordingBackend | None = None
         self.call_marks: list[int] = []
         """Events captured when each call started."""
-        self.sample = Sample()
-        """With `collect`: each call's outputs (and, training, losses and the run's gradients)."""
         self.error: rm.ErrorRecord | None = None
 
     def run(self, progress: ProgressFn = no_progress) -> CompiledRun:
@@ -154,7 +157,7 @@ class CompiledRun:
         compiled = torch.compile(self.workload.model, backend=self.backend)
         with ti.capture(backend=self.settings.backend, keep_guard_text=self.keep_guard_text) as cap, ti.dynamo_config(self.dynamo_config):
             self.capture = cap
-            if self.collect and self.settings.train:
+            if self.sink is not None and self.settings.train:
                 clear_grads(self.workload.model)
             for i, call in enumerate(replayable(self.calls)):
                 progress("compile", i, len(self.calls))
@@ -162,15 +165,15 @@ class CompiledRun:
                 try:
                     run_call(
                         compiled, self.workload, call, i, seed=self.settings.seed, train=self.settings.train,
-                        sample=self.sample if self.collect else None,
+                        sample=self.sink,
                     )  # fmt: skip
                 except Exception as exc:  # noqa: BLE001 - a compile failure is a finding: the calls before it stand
                     kind = "graph break escaped" if ti.is_unsupported(exc) else "torch.compile failed"
                     message = f"call {i}: {kind}: {type(exc).__name__}: {describe_error(exc)}"
                     self.error = rm.ErrorRecord(phase="compile", type=type(exc).__name__, message=message[:500])
                     break
-            if self.collect and self.settings.train:
-                self.sample.grads = grads_of(self.workload.model)
+            if self.sink is not None and self.settings.train:
+                self.sink.take_grads(self.workload.model)
             progress("compile", len(self.calls), len(self.calls))
         return self
 
@@ -252,6 +255,8 @@ class EagerRun:
     sample: Sample = field(default_factory=Sample)
     error: rm.ErrorRecord | None = None
     lines_run: set[tuple[str, int]] = field(default_factory=set)
+    footprint: rm.Footprint | None = None
+    """With `measure`: the model's size and the pass's activations (`resources.preflight`)."""
 
 
 @contextlib.contextmanager
@@ -288,34 +293,55 @@ def eager_pass(
     inputs: ModuleInputs | None = None,
     watch: dict[str, set[int]] | None = None,
     collect: bool = False,
+    sink: Sink | None = None,
+    measure: bool = False,
     progress: ProgressFn = no_progress,
 ) -> EagerRun:
     """Every call without compile (the model must work eagerly). Records module call sites into
     `index` for attribution and, during the first call, module inputs into `inputs` and which of the
-    `watch` lines (file -> lines) run."""
+    `watch` lines (file -> lines) run; with `measure`, the pass's footprint (`resources.preflight`)."""
     run = EagerRun()
+    target: Sink | None = sink if sink is not None else (run.sample if collect else None)
     progress("eager run", 0, len(calls))
-    if collect and settings.train:
+    if target is not None and settings.train:
         clear_grads(workload.model)
-    with index.record() if index is not None else contextlib.nullcontext():
-        for i, call in enumerate(replayable(calls)):
-            try:
-                with contextlib.ExitStack() as first:
-                    if i == 0 and inputs is not None:
-                        first.enter_context(inputs.record())
-                    if i == 0 and watch:
-                        run.lines_run = first.enter_context(_lines_run(watch))
-                    run_call(
-                        workload.model, workload, call, i, seed=settings.seed, train=settings.train, sample=run.sample if collect else None
-                    )
-            except Exception as exc:  # noqa: BLE001 - the model's own error, reported as the eager failure
-                message = f"call {i} fails in eager mode: {type(exc).__name__}: {describe_error(exc)}"
-                run.error = rm.ErrorRecord(phase="eager", type=type(exc).__name__, message=message[:500])
-                return run
-            progress("eager run", i + 1, len(calls))
-    if collect and settings.train:
-        run.sample.grads = grads_of(workload.model)
+    with contextlib.ExitStack() as scope:
+        if index is not None:
+            scope.enter_context(index.record())
+        if measure:
+            run.footprint = scope.enter_context(measuring(workload.model, settings.device or "cpu", settings.train))
+        _eager_calls(workload, calls, settings, run, target, inputs, watch, progress)
+    if target is not None and settings.train and run.error is None:
+        target.take_grads(workload.model)
     return run
+
+
+def _eager_calls(
+    workload: Workload,
+    calls: list[Call],
+    settings: RunSettings,
+    run: EagerRun,
+    target: Sink | None,
+    inputs: ModuleInputs | None,
+    watch: dict[str, set[int]] | None,
+    progress: ProgressFn,
+) -> None:
+    for i, call in enumerate(replayable(calls)):
+        try:
+            with contextlib.ExitStack() as first:
+                if i == 0 and inputs is not None:
+                    first.enter_context(inputs.record())
+                if i == 0 and watch:
+                    run.lines_run = first.enter_context(_lines_run(watch))
+                out = run_call(workload.model, workload, call, i, seed=settings.seed, train=settings.train, sample=target)
+            if run.footprint is not None:
+                record_outputs(run.footprint, out)
+            del out
+        except Exception as exc:  # noqa: BLE001 - the model's own error, reported as the eager failure
+            message = f"call {i} fails in eager mode: {type(exc).__name__}: {describe_error(exc)}"
+            run.error = rm.ErrorRecord(phase="eager", type=type(exc).__name__, message=message[:500])
+            return
+        progress("eager run", i + 1, len(calls))
 
 
 # ---------------------------------------------------------------------------------------------

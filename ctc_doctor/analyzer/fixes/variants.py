@@ -136,12 +136,15 @@ def _transform_calls(calls: list[Call], names: list[str], action: rm.FixAction) 
     return out
 
 
-def make_variant(model: torch.nn.Module, calls: list[Call], actions: list[rm.FixAction]) -> Variant:
-    """A copy of the model and inputs with the actions applied (regional actions are ignored here)."""
+def make_variant(model: torch.nn.Module, calls: list[Call], actions: list[rm.FixAction], device: str | None = None) -> Variant:
+    """A copy of the model (moved to `device`: the pristine model may live on the host) and inputs with
+    the actions applied (regional actions are ignored here)."""
     try:
         copied = copy_model(model)
     except CopyError as exc:
         raise VariantError(str(exc)) from exc
+    if device is not None:
+        copied.to(device)
     variant = Variant(copied, [Call(clone_inputs(c.args), clone_inputs(dict(c.kwargs))) for c in calls])
     names = forward_arg_names(model) or []
     sources = []

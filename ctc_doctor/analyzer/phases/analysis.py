@@ -64,6 +64,8 @@ class AnalysisResult:
     errors: list[rm.ErrorRecord]
     index: ModuleIndex
     module_inputs: ModuleInputs | None = None
+    footprint: rm.Footprint | None = None
+    """What the eager pass took: the model and its activations (`resources.preflight`)."""
 
 
 def run_analysis(ctx: PhaseContext, options: AnalysisOptions) -> AnalysisResult:
@@ -82,6 +84,7 @@ def run_analysis(ctx: PhaseContext, options: AnalysisOptions) -> AnalysisResult:
     method: rm.ExplainMethod = "same_trace"
     compiled: CompiledRun | None = None
     lines_run: set[tuple[str, int]] | None = None
+    footprint: rm.Footprint | None = None
     step = "compile" if options.compile else "eager"
 
     def kept() -> contextlib.AbstractContextManager[None]:
@@ -100,7 +103,8 @@ def run_analysis(ctx: PhaseContext, options: AnalysisOptions) -> AnalysisResult:
                 watch = first_call_break_lines(compiled)
             step = "eager"
             with kept():
-                eager = eager_pass(workload, calls, settings, index=index, inputs=inputs, watch=watch, progress=progress)
+                eager = eager_pass(workload, calls, settings, index=index, inputs=inputs, watch=watch, measure=True, progress=progress)
+            footprint = eager.footprint if eager.error is None else None
             if eager.error is not None:
                 errors.append(eager.error)  # first: a model that fails without compile is the problem to fix
             elif watch:
@@ -137,6 +141,7 @@ def run_analysis(ctx: PhaseContext, options: AnalysisOptions) -> AnalysisResult:
         errors=errors,
         index=index,
         module_inputs=inputs,
+        footprint=footprint,
     )
 
 

@@ -25,19 +25,36 @@ from typing import Any
 import torch
 
 from ...reports import models as rm
-from ...reports.verdicts import best_arm, cold_start, regional_recompile_reason
+from ...reports.verdicts import best_arm, cold_start, regional_recompile_reason, unmeasured
 from ...workload import Call
 from .. import torch_internals as ti
+from ..fixes.variants import VariantError
 from ..readers.causes import arm_recompiles, recompile_causes
 from ..readers.text import describe_error
+from ..resources.load import CpuWindow, busy, machine_at_start
+from ..resources.load import conclude as conclude_load
 from ..running import device as dev
-from ..running.calls import Sample, preserved_state, run_pass
-from ..running.copying import copy_model
-from ..running.numerics import Reference, differ, loose_backend, make_reference
+from ..running.calls import Sample, preserved_state, run_pass, to_device
+from ..running.memory import out_of_memory, release_memory
+from ..running.numerics import KeptResults, Reference, SameAs, loose_backend
+from ..running.precision import make_reference
 from .bench_aot import run_aot_arm
-from .bench_arms import Arm, arms_for, fix_arms, fixed_variant
+from .bench_arms import Arm, arms_for, fix_arms, materialized
 from .bench_isolated import run_isolated
-from .bench_numbers import AUTO_BUDGET_S, AUTO_MAX, AUTO_MIN, best_for_job, latency_stats, pace, settled, spread
+from .bench_numbers import (
+    AUTO_BUDGET_S,
+    AUTO_MAX,
+    AUTO_MIN,
+    WARM_ENOUGH_S,
+    ArmBudget,
+    behind,
+    best_for_job,
+    latency_stats,
+    mark_unstable,
+    pace,
+    settled,
+    spread,
+)
 from .context import PhaseContext
 
 
@@ -85,6 +102,9 @@ class BenchOptions:
     rebuild (the Python API's workload objects), they run in this process."""
     target: str | None = None
     """Importable TARGET the child rebuilds the workload from; default: the run's spec."""
+    arm_memory_mb: int | None = None
+    """Cap each arm's memory: the arms' child process's heap (RLIMIT_DATA) on the host, its share of the GPU
+    (`torch.cuda.set_per_process_memory_fraction`) on CUDA; an arm that needs more fails as out of memory."""
 
 
 @dataclass
@@ -106,9 +126,10 @@ class ArmRunner:
         self.device = ctx.settings.device or "cpu"
         self.train = ctx.settings.train
         self.progress = ctx.progress
-        self.source = ctx.pristine if ctx.pristine is not None else ctx.workload.model
-        """What the float64 reference copies."""
-        self.eager: Sample | None = None
+        self.eager: KeptResults | None = None
+        self.fastest_s = float("inf")
+        """The fastest median pass of the arms measured so far (eager's and the compiled arms' that ran
+        without error): adaptive timing stops an arm once it is clearly behind it."""
         """What the eager arm's first pass produced."""
         self.reference: Reference | None = None
         self.random = False
@@ -173,18 +194,26 @@ class ArmRunner:
         """The step mark each call of a CUDA-graph arm begins with, else None."""
         return ti.cudagraph_mark_step_begin if self.cudagraphs(arm) else None
 
-    def timed(self, fn: Callable[..., Any], arm: Arm) -> rm.LatencyStats:
+    def timed(self, fn: Callable[..., Any], arm: Arm, out: rm.BenchmarkArm | None = None) -> rm.LatencyStats:
         """Warm-up passes, then timed passes: `iters` of them, more while the spread is wide (IQR over 5 % of
-        the median) up to `max_iters`; adaptive (iters None): until the median is settled, within a budget."""
+        the median) up to `max_iters`; adaptive (iters None): until the median is settled, within a budget,
+        or as soon as the arm is clearly behind the fastest arm so far (`behind`). Warm-up stops early once
+        two passes agree within 10 % (a pass of seconds needs no three). Other processes' CPU during the
+        timed passes goes to `out.busy`."""
         label = f"bench {arm.name}: timing"
         fixed = self.bench.iters is not None
         least = self.bench.iters if self.bench.iters is not None else AUTO_MIN
         limit = self.bench.max_iters or (3 * least if fixed else AUTO_MAX)
         total = self.bench.warmup + least
+        warm: list[float] = []
         for i in range(self.bench.warmup):
             self.progress(label, i, total)
+            t0 = time.perf_counter()
             self.run_pass(fn, arm, step=self.step(arm))
-        dev.synchronize(self.device)
+            dev.synchronize(self.device)
+            warm.append(time.perf_counter() - t0)
+            if not fixed and len(warm) >= 2 and abs(warm[-1] - warm[-2]) <= 0.1 * warm[-2] and warm[-1] > WARM_ENOUGH_S:
+                break
         times: list[float] = []
 
         def more() -> bool:
@@ -194,16 +223,24 @@ class ArmRunner:
                 return False
             if fixed:
                 return spread(times) > 0.05
-            return not settled(times) and sum(times) < AUTO_BUDGET_S
+            return not settled(times) and sum(times) < AUTO_BUDGET_S and not behind(times, self.fastest_s)
 
+        window = CpuWindow.start()
         while more():
             self.progress(label, self.bench.warmup + min(len(times), least), total)
             t0 = time.perf_counter()
             self.run_pass(fn, arm, step=self.step(arm))
             dev.synchronize(self.device)
             times.append(time.perf_counter() - t0)
+        others = window.others()
+        if out is not None:
+            out.busy = others
         self.progress(label, total, total)
-        return latency_stats(times)
+        stats = latency_stats(times)
+        mark_unstable(stats, others=others, busy=busy(others, torch.get_num_threads()))
+        if stats.n and (out is None or (out.error is None and out.numerics_ok is not False)):
+            self.fastest_s = min(self.fastest_s, stats.median / 1e3)
+        return stats
 
     def warm_start(self, fn: Callable[..., Any], arm: Arm) -> float | None:
         """What a new process pays with the caches shipped: this process' compile artifacts saved
@@ -225,40 +262,53 @@ class ArmRunner:
         """Whether the model draws random numbers: the eager pass once more from another seed, compared."""
         if self.eager is None or self.seed is None:
             return False
+        same = SameAs(self.eager)
         with preserved_state(arm.model, parameters=self.steps), self.grad():
             self.new_optimizer(arm)
-            other = self.run_pass(arm.model, arm, seed=self.seed + 7919, collect=True)
-        return differ(self.eager, other)
+            self.run_pass(arm.model, arm, seed=self.seed + 7919, sink=same)
+        return same.differs
 
     def like_eager(self, arm: Arm) -> bool:
         """A random model's compiled inductor arm: its numerics need a compile that draws as eager does."""
         return self.random and arm.compiled and not arm.aot and self.bench.backend == "inductor"
 
-    def comparable_pass(self, arm: Arm, step: Callable[[], None] | None, start: dict[str, torch.Tensor]) -> Sample:
+    def comparable_pass(self, arm: Arm, step: Callable[[], None] | None, start: dict[str, torch.Tensor]) -> rm.NumericsCheck:
         """The arm compiled once more with `fallback_random` (inductor's own random kernels draw other numbers
-        than eager's), from the state the arm started in, one seeded pass collected for the judgement; the
-        timings stay those of the arm's own compile."""
+        than eager's), from the state the arm started in, one seeded pass judged as it runs; the timings
+        stay those of the arm's own compile."""
+        assert self.reference is not None
         self.progress(f"bench {arm.name}: numerics (random numbers drawn as eager draws them)", 0, 0)
+        judgement = self.reference.judgement(arm.compare_outputs)
         with preserved_state(arm.model, parameters=True):
             arm.model.load_state_dict(start)
             self.new_optimizer(arm)
             ti.fresh_dynamo_state()
             with ti.random_like_eager(), self._compiled(arm) as fn:
-                sample = self.run_pass(fn, arm, seed=self.seed, collect=True, step=step)
+                self.run_pass(fn, arm, seed=self.seed, sink=judgement, step=step)
             ti.fresh_dynamo_state()
-        return sample
+        return judgement.result()
 
-    def make_reference(self, calls: list[Call]) -> Reference | None:
-        """After the eager arm: the same calls through a float64 copy of the model, once for every arm."""
+    def make_reference(self, model: torch.nn.Module, calls: list[Call]) -> Reference | None:
+        """After the eager arm, on its copy: the same calls at float64, once for every arm; eager's
+        results are kept in the reference's store (memory, or a temporary file when large)."""
         if self.eager is None:
             return None
-        self.progress("bench: numerics reference (float64 copy)", 0, 0)
+        self.progress("bench: numerics reference (float64)", 0, 0)
         self.reference = make_reference(
-            self.source, self.workload, calls, self.eager, seed=self.seed, train=self.train,
+            model, self.workload, calls, self.eager, seed=self.seed, train=self.train,
             device=self.device, loose=loose_backend(self.bench.backend), steps=self.steps,
         )  # fmt: skip
         ti.fresh_dynamo_state()
         return self.reference
+
+    def close(self) -> None:
+        """Let go of eager's kept results and the reference."""
+        if self.reference is not None:
+            self.reference.close()
+        if self.eager is not None:
+            self.eager.close()
+        self.reference = None
+        self.eager = None
 
     def run_arm(self, arm: Arm, report: rm.Report | None = None) -> rm.BenchmarkArm:
         if arm.aot:
@@ -279,10 +329,11 @@ class ArmRunner:
                 ti.fresh_dynamo_state()
                 with ti.cudagraph_log() if step is not None else contextlib.nullcontext(None) as graphs:
                     self._run(arm, out, step)
-                out.peak_memory_mb = dev.peak_memory_mb(self.device)
         except Exception as exc:  # noqa: BLE001 - one failing arm is a row, not the benchmark
             out.error = f"{type(exc).__name__}: {describe_error(exc)}"[:500]
+            out.out_of_memory = out_of_memory(exc)
         finally:
+            out.peak_memory_mb = dev.peak_memory_mb(self.device)  # what it reached, also when it failed
             ti.fresh_dynamo_state()
         if graphs is not None:
             out.cudagraphs = rm.CudaGraphStats(
@@ -305,9 +356,13 @@ class ArmRunner:
         start = {k: v.detach().clone() for k, v in arm.model.state_dict().items()} if self.like_eager(arm) else {}
         with self._compiled(arm) as fn:
             self.progress(f"bench {arm.name}: {'compiling (cold)' if arm.compiled else 'first pass'}", 0, 0)
+            # eager's results are kept (every arm is judged against them); an arm's are judged as they come
+            judging = arm.compiled and self.reference is not None and not self.like_eager(arm)
+            judgement = self.reference.judgement(arm.compare_outputs) if judging and self.reference is not None else None
+            kept = KeptResults() if not arm.compiled else None
             with ti.count_compiles() as cold:
                 t0 = time.perf_counter()
-                outputs = self.run_pass(fn, arm, seed=seed, collect=True, step=step)
+                self.run_pass(fn, arm, seed=seed, sink=kept or judgement, step=step)
                 dev.synchronize(self.device)
                 out.first_pass_s = round(time.perf_counter() - t0, 4)
             if arm.compiled:
@@ -321,32 +376,36 @@ class ArmRunner:
                     with ti.count_compiles() as warm:
                         self.run_pass(fn, arm, step=step)
                     out.warm_compile_time_s = round(warm.compile_time_s, 4)
-            if not arm.compiled:
-                self.eager = outputs
+            if kept is not None:
+                self.eager = kept
                 self.random = self.draws_random(arm)
-            elif self.reference is not None and not self.like_eager(arm):
-                judge_arm(out, self.reference, outputs, arm.compare_outputs)
+            elif judgement is not None:
+                record_check(out, judgement.result())
             with ti.count_compiles() as during:
-                out.latency_ms = self.timed(fn, arm)
+                out.latency_ms = self.timed(fn, arm, out)
+            compiles = None
             if arm.compiled:
                 extra = during.frames
+                out.recompile_causes = recompile_causes(arm_recompiles(cold.recompile_events + during.recompile_events))
                 if extra:
                     out.recompile_count = (out.recompile_count or 0) + extra
-                    out.error = f"{extra} compile(s) during the timed passes: latency includes them"
-                out.recompile_causes = recompile_causes(arm_recompiles(cold.recompile_events + during.recompile_events))
-                if self.bench.aot and self.bench.backend == "inductor" and arm.name == "compiled":
-                    out.warm_start_compile_s = self.warm_start(fn, arm)  # it clears the compiled code
+                    out.timed_compiles = extra
+                    timed = recompile_causes(arm_recompiles(during.recompile_events))
+                    named = "; ".join(c.summary for c in timed[:2]) if timed else "compiles of new frames"
+                    compiles = f"{extra} compile(s) during the timed passes ({named}): the steady state was never reached"
+                    mark_unstable(out.latency_ms, compiles=compiles, others=out.busy, busy=busy(out.busy, torch.get_num_threads()))
+            if arm.compiled and self.bench.aot and self.bench.backend == "inductor" and arm.name == "compiled":
+                out.warm_start_compile_s = self.warm_start(fn, arm)  # it clears the compiled code
         if self.reference is not None and self.like_eager(arm):
-            judge_arm(out, self.reference, self.comparable_pass(arm, step, start), arm.compare_outputs)
+            record_check(out, self.comparable_pass(arm, step, start))
             if out.numerics is not None:
                 out.numerics.random = "judged on a second compile with torch._inductor.config.fallback_random=True, same seed per call"
         elif self.random and arm.compiled and out.numerics is not None:
             out.numerics.random = "same seed per call (this backend draws as eager does)"
 
 
-def judge_arm(out: rm.BenchmarkArm, reference: Reference, sample: Sample, outputs: bool = True) -> None:
+def record_check(out: rm.BenchmarkArm, check: rm.NumericsCheck) -> None:
     """The arm's numerics: its first pass judged against eager's (`running.numerics`)."""
-    check = reference.judge(sample, outputs)
     out.numerics, out.numerics_ok, out.max_abs_error = check, check.ok, check.max_abs_vs_eager
 
 
@@ -357,11 +416,22 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
     assert report is not None
     t0 = time.perf_counter()
     result, bench = _start(ctx, bench)
-    if not run_isolated(ctx, bench, result):
-        _run_in_process(ctx, bench, result)
+    where = run_isolated(ctx, bench, result)
+    if where != "child":
+        _run_in_process(_rebuilt(ctx) if where == "rebuild here" else ctx, bench, result)
     _conclude(result, bench, len(ctx.calls))
     result.duration_s = round(time.perf_counter() - t0, 3)
     return BenchSection(result, _regional_verifications(report, result))
+
+
+def _rebuilt(ctx: PhaseContext) -> PhaseContext:
+    """The workload built again in this process (its model was let go for a child that could not start):
+    the arms run on it as the child would have."""
+    assert ctx.rebuild is not None
+    workload = ctx.rebuild()
+    device = ctx.settings.device
+    calls = [Call(to_device(c.args, device), to_device(dict(c.kwargs), device)) for c in workload.calls()]
+    return replace(ctx, workload=workload, calls=calls, pristine=workload.model, release=None, rebuild=None)
 
 
 def has_compile_cache(backend: str) -> bool:
@@ -376,6 +446,7 @@ def _start(ctx: PhaseContext, bench: BenchOptions) -> tuple[rm.Benchmark, BenchO
     device = ctx.settings.device or "cpu"
     result = rm.Benchmark(
         device=device,
+        machine=machine_at_start(device),
         settings={
             "backend": bench.backend,
             "mode": bench.mode or "default",
@@ -407,19 +478,14 @@ def _start(ctx: PhaseContext, bench: BenchOptions) -> tuple[rm.Benchmark, BenchO
 
 
 def plan_arms(ctx: PhaseContext, runner: ArmRunner, notes: list[str]) -> list[Arm]:
-    """The arms to measure, in order (eager first); why an arm is left out goes to `notes`."""
+    """The arms to measure, in order (eager first), none holding a copy of the model yet (`measure_arm`
+    makes each one's when it runs); why an arm is left out goes to `notes`."""
     report, bench = ctx.report, runner.bench
     assert report is not None
-    source = ctx.pristine if ctx.pristine is not None else ctx.workload.model
-    try:
-        variant = fixed_variant(report, source, ctx.calls)
-    except Exception as exc:  # noqa: BLE001 - the other arms still run
-        variant = None
-        notes.append(f"the fixed copy could not be rebuilt: {type(exc).__name__}: {exc}")
-    arms = arms_for(report, ctx.workload, ctx.calls, ctx.facts, bench, variant, ctx.settings.train)
-    if bench.per_fix and variant is not None and (not bench.arms or "fixed" in bench.arms):
-        at = next(i for i, a in enumerate(arms) if a.name == "compiled_fixed") + 1
-        arms[at:at] = fix_arms(report, source, ctx.calls, runner.steps)
+    arms = arms_for(report, ctx.workload, ctx.calls, ctx.facts, bench, ctx.settings.train)
+    fixed = next((i for i, a in enumerate(arms) if a.name == "compiled_fixed"), None)
+    if bench.per_fix and fixed is not None and (not bench.arms or "fixed" in bench.arms):
+        arms[fixed + 1 : fixed + 1] = fix_arms(report, ctx.workload.model, ctx.calls, runner.steps)
     if ctx.settings.train:
         notes.extend(f"{a.name}: AOT arms are inference only; not run with --train." for a in arms if a.aot)
         arms = [a for a in arms if not a.aot]
@@ -433,23 +499,30 @@ def plan_arms(ctx: PhaseContext, runner: ArmRunner, notes: list[str]) -> list[Ar
     return arms
 
 
-def measure_arm(ctx: PhaseContext, runner: ArmRunner, arm: Arm) -> rm.BenchmarkArm:
-    """One arm measured (a fresh arm on its own copy of the pristine model, dropped after)."""
-    if arm.fresh and ctx.pristine is not None:
-        arm.model = copy_model(ctx.pristine)
-    measured = runner.run_arm(arm, ctx.report)
-    if arm.fresh:
-        arm.model = ctx.workload.model  # one fresh copy at a time
-    return measured
+def measure_arm(ctx: PhaseContext, runner: ArmRunner, arm: Arm) -> tuple[rm.BenchmarkArm, dict[str, Any]]:
+    """One arm measured on its own copy of the pristine model, dropped after; the eager arm's copy then
+    serves the numerics reference every later arm is judged against (the settings it adds come back)."""
+    source = ctx.pristine if ctx.pristine is not None else None
+    try:
+        with materialized(arm, source, ctx.settings.device) as ready:
+            measured = runner.run_arm(ready, ctx.report)
+            settings = after_eager(runner, ready.model, ctx.calls) if arm.name == "eager" and not measured.error else {}
+    except VariantError as exc:
+        return rm.BenchmarkArm(name=arm.name, description=arm.description, code=arm.code, error=f"the fixed copy: {exc}"[:500]), {}
+    finally:
+        release_memory(ctx.settings.device or "cpu")
+    return measured, settings
 
 
-def after_eager(runner: ArmRunner, calls: list[Call]) -> dict[str, Any]:
-    """After the eager arm: the numerics reference every other arm is judged against; the settings it adds."""
+def after_eager(runner: ArmRunner, model: torch.nn.Module, calls: list[Call]) -> dict[str, Any]:
+    """After the eager arm, on its copy: the numerics reference every other arm is judged against; the settings it adds."""
     settings: dict[str, Any] = {}
-    reference = runner.make_reference(calls)
+    reference = runner.make_reference(model, calls)
     if reference is not None:
         settings["numerics"] = reference.method + (f" ({reference.note})" if reference.note else "")
         settings["numerics_reference_s"] = reference.duration_s
+        in_memory, on_disk = reference.kept_bytes()
+        settings[KEPT] = f"{in_memory / 2**20:.0f} MB in memory, {on_disk / 2**20:.0f} MB in a temporary file"
     if runner.random:
         settings["random"] = (
             "the model draws random numbers (eager from another seed differs): every run seeded alike per call; "
@@ -462,18 +535,38 @@ def _run_in_process(ctx: PhaseContext, bench: BenchOptions, result: rm.Benchmark
     """Every arm in this process, eager first (a crash in one ends the run)."""
     runner = ArmRunner(ctx, bench)
     runner.prime()
-    for arm in plan_arms(ctx, runner, result.notes):
-        measured = measure_arm(ctx, runner, arm)
-        result.arms.append(measured)
-        if arm.name == "eager" and measured.error:
-            result.notes.append("eager failed: nothing to compare against.")
-            break
-        if arm.name == "eager":
-            result.settings.update(after_eager(runner, ctx.calls))
+    budget = ArmBudget(ctx.budget_s)
+    try:
+        for arm in plan_arms(ctx, runner, result.notes):
+            why = budget.left_out(arm.name) or budget.needless(arm.name, result.arms)
+            if why is not None:
+                result.notes.append(why)
+                continue
+            t0 = time.perf_counter()
+            measured, settings = measure_arm(ctx, runner, arm)
+            budget.spent(time.perf_counter() - t0, arm.compiled)
+            result.arms.append(measured)
+            if arm.name == "eager" and measured.error:
+                result.notes.append("eager failed: nothing to compare against.")
+                break
+            result.settings.update(settings)
+    finally:
+        runner.close()
+
+
+KEPT = "numerics_kept"
+"""The settings key eager's answer carries what the judgement kept in (moved to `Benchmark.kept`)."""
 
 
 def _conclude(result: rm.Benchmark, bench: BenchOptions, calls: int) -> None:
     """Speedups, pace, the arm for the job, the best arm and the cold start, from the arms measured."""
+    kept = result.settings.pop(KEPT, None)
+    if kept is not None:
+        result.kept = f"eager's results and the reference's differences: {kept}"
+    if result.machine is not None:
+        conclude_load(result.machine, result.arms)
+        if result.machine.note:
+            result.notes.append(result.machine.note)
     eager = next((a for a in result.arms if a.name == "eager"), None)
     if eager and eager.latency_ms:
         for arm_result in result.arms:
@@ -481,11 +574,12 @@ def _conclude(result: rm.Benchmark, bench: BenchOptions, calls: int) -> None:
                 arm_result.speedup_vs_eager = round(eager.latency_ms.median / arm_result.latency_ms.median, 3)
     for arm_result in result.arms:
         pace(arm_result, eager, calls)
-    if bench.job_steps is not None:
-        result.job_steps = bench.job_steps
-        result.job_best_arm = best_for_job(result.arms, calls, bench.job_steps)
     result.objective = bench.objective  # type: ignore[assignment]
     result.best_arm, result.best_arm_reason, result.within_noise = best_arm(result, result.objective)
+    if bench.job_steps is not None:
+        result.job_steps = bench.job_steps
+        # no compiled arm measured: no arm for the job either (eager would win by default, not by measure)
+        result.job_best_arm = best_for_job(result.arms, calls, bench.job_steps) if unmeasured(result) is None else None
     result.cold_start = cold_start(result) if bench.aot else None
 
 

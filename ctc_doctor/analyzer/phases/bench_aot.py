@@ -32,6 +32,7 @@ from ..readers.sources import innermost_own_frame
 from ..readers.text import describe_error
 from ..running import device as dev
 from ..running.calls import preserved_state, run_call, run_pass
+from ..running.memory import out_of_memory
 from ..running.numerics import Reference
 
 Timer = Callable[[Callable[..., Any]], rm.LatencyStats]
@@ -147,17 +148,20 @@ def run_aot_arm(
                 fn = _whole(arm, out, tmp, strict, progress, report)
             if fn is None:
                 return out
+            judgement = reference.judgement() if reference is not None else None
             t0 = time.perf_counter()
-            outputs = run_pass(fn, workload, arm.calls, seed=None, train=False, model=arm.model, collect=True)
+            run_pass(fn, workload, arm.calls, seed=None, train=False, model=arm.model, sink=judgement)
             dev.synchronize(device)
             out.first_pass_s = round(time.perf_counter() - t0, 4)
-            if reference is not None:
-                check = reference.judge(outputs)
+            if judgement is not None:
+                check = judgement.result()
                 out.numerics, out.numerics_ok, out.max_abs_error = check, check.ok, check.max_abs_vs_eager
             out.latency_ms = timed(fn)
             out.peak_memory_mb = dev.peak_memory_mb(device)
     except Exception as exc:  # noqa: BLE001 - one failing arm is a row, not the benchmark
         out.error = out.error or f"{type(exc).__name__}: {describe_error(exc)}"[:500]
+        out.out_of_memory = out_of_memory(exc)
+        out.peak_memory_mb = dev.peak_memory_mb(device)
     finally:
         for block in patched:
             block.__dict__.pop("forward", None)

@@ -3,6 +3,8 @@ copy it runs, its calls, its options and the code a user pastes to compile as it
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +14,7 @@ from ...reports import models as rm
 from ...workload import Call, Workload
 from ..fixes.facts import ModelFacts
 from ..fixes.variants import Variant, make_variant
+from ..running.copying import copy_model
 from ..running.modules import forward_arg_names, modular_paths
 from .bench_numbers import RECOMPILE_LIMIT, pad_calls
 
@@ -30,8 +33,10 @@ class Arm:
     regional_paths: list[str]
     fresh: bool = False
     """Compile a fresh copy of the model (as the builder returned it), so the cold pass is a user's."""
+    actions: list[rm.FixAction] | None = None
+    """A copy with these fix actions applied (`fixes.variants`), built when the arm runs (`materialized`)."""
     variant: Variant | None = None
-    """The fixed copy the arm runs (its warm_up action, if applied, runs before compiling)."""
+    """While the arm runs: the fixed copy it runs (its warm_up action, if applied, runs before compiling)."""
     aot: str | None = None
     """AOT arms: `whole` (export the model) or `regional` (export each repeated block class once)."""
     aot_groups: list[list[str]] = field(default_factory=list)
@@ -48,19 +53,42 @@ class Arm:
     """False for padded inputs: outputs have other shapes, so losses and gradients are judged."""
 
 
+@contextlib.contextmanager
+def materialized(arm: Arm, source: torch.nn.Module | None, device: str | None) -> Iterator[Arm]:
+    """The arm with its own model for the time it runs: a copy of `source` (the pristine model) for a fresh
+    arm, a copy with the fixes applied for a fixed one, moved to `device` (the pristine model may live on
+    the host); planned as it was afterwards, the copy dropped. Raises VariantError when the fixes cannot
+    be applied to a copy."""
+    planned = (arm.model, arm.calls, arm.config)
+    try:
+        if arm.actions is not None:
+            arm.variant = make_variant(source if source is not None else arm.model, arm.calls, arm.actions)
+            arm.model, arm.calls = arm.variant.model, arm.variant.calls
+            arm.config = {**arm.config, **arm.variant.config}
+        elif arm.fresh and source is not None:
+            arm.model = copy_model(source)
+        if device is not None and arm.model is not planned[0]:
+            arm.model.to(device)
+        yield arm
+    finally:
+        arm.model, arm.calls, arm.config = planned
+        arm.variant = None
+
+
 def arms_for(
     report: rm.Report,
     workload: Workload,
     calls: list[Call],
     facts: ModelFacts | None,
     bench: BenchOptions,
-    variant: Variant | None,
     train: bool = False,
 ) -> list[Arm]:
+    """The arms to measure, in order, each planned without a copy of the model (`materialized` makes it)."""
     model = workload.model
+    fixed = fixed_actions(report) if report is not None else None
     backend = bench.backend + (f", mode={bench.mode}" if bench.mode and bench.mode != "default" else "")
     arms = [
-        Arm("eager", "the model as is, no compile", model, calls, False, {}, []),
+        Arm("eager", "the model as is, no compile", model, calls, False, {}, [], fresh=True),
         Arm("compiled", f"torch.compile(model, backend={backend})", model, calls, True, {}, [], fresh=True),
     ]
     steps = train and workload.optimizer is not None
@@ -87,18 +115,18 @@ def arms_for(
         arms += _shape_arms(model, calls, facts, backend)
         padded = _padded_arm(workload, calls, backend) if train and workload.pad else None
         arms += [padded] if padded is not None else []
-    if variant is not None:
+    if fixed is not None:
         applied = ", ".join(report.fix.applied) if report.fix else ""
         arms.append(
             Arm(
                 "compiled_fixed",
                 f"torch.compile of a copy with {applied} applied" + (", optimizer.step compiled" if steps else ""),
-                variant.model,
-                variant.calls,
+                model,
+                calls,
                 True,
-                variant.config,
+                {},
                 [],
-                variant=variant,
+                actions=fixed,
                 optimizer_compiled=steps,
             )
         )
@@ -107,19 +135,9 @@ def arms_for(
     if bench.regional and facts is not None and facts.repeated:
         paths = [p for g in facts.repeated for p in g.paths]
         shown = ", ".join(f"{len(g.paths)}x {g.class_name}" for g in facts.repeated)
-        if variant is not None:
-            arms.append(
-                Arm(
-                    "regional_fixed",
-                    f"each repeated block compiled ({shown}), fixes applied",
-                    variant.model,
-                    variant.calls,
-                    True,
-                    variant.config,
-                    paths,
-                    variant=variant,
-                )
-            )
+        if fixed is not None:
+            what = f"each repeated block compiled ({shown}), fixes applied"
+            arms.append(Arm("regional_fixed", what, model, calls, True, {}, paths, actions=fixed))
         else:
             arms.append(
                 Arm("regional", f"each repeated block compiled ({shown}), the rest eager", model, calls, True, {}, paths, fresh=True)
@@ -155,17 +173,17 @@ def arms_for(
                     aot_groups=groups,
                 )
             )
-        if variant is not None:
+        if fixed is not None:
             arms.append(
                 Arm(
                     "aot_fixed",
                     "torch.export + AOTInductor of the copy with the fixes applied",
-                    variant.model,
-                    variant.calls,
+                    model,
+                    calls,
                     True,
-                    variant.config,
+                    {},
                     [],
-                    variant=variant,
+                    actions=fixed,
                     aot="whole",
                 )
             )
@@ -207,20 +225,16 @@ def _shape_arms(model: torch.nn.Module, calls: list[Call], facts: ModelFacts, ba
     ]
     first, dims = next(iter(varying.items()))
     action = rm.FixAction(type="mark_dynamic", argument=first, dims=dims, marks=varying)
-    try:
-        marked = make_variant(model, calls, [action])
-    except Exception:  # noqa: BLE001 - an input that cannot be marked: no such arm
-        return arms
     arms.append(
         Arm(
             "marked",
             f"mark_dynamic on {shown}, then torch.compile",
-            marked.model,
-            marked.calls,
+            model,
+            calls,
             True,
             {},
             [],
-            variant=marked,
+            actions=[action],
             code="; ".join(f"torch._dynamo.mark_dynamic({arg}, {d})" for arg, dims in varying.items() for d in dims)
             + "  # each batch, before the compiled call",
         )
@@ -265,7 +279,7 @@ ALONE_UP_TO = 3
 
 def fix_arms(report: rm.Report, model: torch.nn.Module, calls: list[Call], steps: bool) -> list[Arm]:
     """`BenchOptions.per_fix`: one arm per applied fix, that fix alone (`fixed[S1]`) or every other one
-    (`fixed[-S1]`); a fix whose copy cannot be built gets no arm."""
+    (`fixed[-S1]`), its copy built when it runs."""
     applied = report.fix.applied if report.fix else []
     actions = {s.id: s.action for s in report.suggestions if s.id in applied and s.action is not None}
     if len(actions) < 2:
@@ -274,31 +288,18 @@ def fix_arms(report: rm.Report, model: torch.nn.Module, calls: list[Call], steps
     arms = []
     for sid in actions:
         chosen = [sid] if alone else [other for other in actions if other != sid]
-        try:
-            v = make_variant(model, calls, [a for i, a in actions.items() if i in chosen])
-        except Exception:  # noqa: BLE001 - that fix gets no arm of its own
-            continue
         name, what = (f"fixed[{sid}]", f"{sid} alone") if alone else (f"fixed[-{sid}]", f"every fix but {sid}")
+        picked = [a for i, a in actions.items() if i in chosen and a is not None]
         arms.append(
-            Arm(
-                name,
-                f"torch.compile of a copy with {what} applied",
-                v.model,
-                v.calls,
-                True,
-                v.config,
-                [],
-                variant=v,
-                optimizer_compiled=steps,
-            )
+            Arm(name, f"torch.compile of a copy with {what} applied", model, calls, True, {}, [], actions=picked, optimizer_compiled=steps)
         )
     return arms
 
 
-def fixed_variant(report: rm.Report, model: torch.nn.Module, calls: list[Call]) -> Variant | None:
-    """The combined fix as the fix phase applied it, on a fresh copy (None when nothing was applied)."""
+def fixed_actions(report: rm.Report) -> list[rm.FixAction] | None:
+    """The combined fix as the fix phase applied it (None when nothing was applied)."""
     if report.fix is None or not report.fix.applied:
         return None
     by_id = {s.id: s for s in report.suggestions}
     actions = [by_id[i].action for i in report.fix.applied if i in by_id and by_id[i].action is not None]
-    return make_variant(model, calls, [a for a in actions if a is not None])
+    return [a for a in actions if a is not None]

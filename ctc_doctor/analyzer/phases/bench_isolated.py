@@ -19,10 +19,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
-from typing import TYPE_CHECKING, Any
+import time
+from typing import TYPE_CHECKING, Any, Literal
 
 from ...reports import models as rm
 from ..running.worker import ChildWorker, Death, rebuild_setup
+from .bench_numbers import ArmBudget
 from .context import PhaseContext
 
 if TYPE_CHECKING:
@@ -33,9 +35,14 @@ _STARTUP_S = 300.0
 WORKER_MODULE = "ctc_doctor.analyzer.bench_worker"
 
 
-def run_isolated(ctx: PhaseContext, bench: BenchOptions, result: rm.Benchmark) -> bool:
-    """Measure the arms in a child process into `result`; False (with `result.isolation` saying why)
-    when they must run in this process instead."""
+Where = Literal["child", "here", "rebuild here"]
+"""Where the arms ran: in the child; in this process; in this process on a workload built again (this
+process had let go of its model for a child that could not start)."""
+
+
+def run_isolated(ctx: PhaseContext, bench: BenchOptions, result: rm.Benchmark) -> Where:
+    """Measure the arms in a child process into `result`; "here" or "rebuild here" (with
+    `result.isolation` saying why) when they must run in this process instead."""
     target = bench.target or ctx.spec
     setup = rebuild_setup(target, ctx.settings) if bench.isolate else None
     if setup is None:
@@ -48,23 +55,27 @@ def run_isolated(ctx: PhaseContext, bench: BenchOptions, result: rm.Benchmark) -
         if bench.isolate:
             result.settings["isolation"] = "in-process"
             result.notes.append(f"every arm ran in this process ({why}): a crash in one ends the run.")
-        return False
+        if bench.arm_memory_mb:
+            result.notes.append(f"--arm-memory-limit {bench.arm_memory_mb} caps the arms' child process: not applied in this process.")
+        return "here"
     assert ctx.report is not None
     with tempfile.TemporaryDirectory(prefix="ctc-bench-") as workdir:
         report_file = os.path.join(workdir, "report.json")
         with open(report_file, "w", encoding="utf-8") as fh:
             fh.write(ctx.report.model_dump_json())
-        setup.update(bench=dataclasses.asdict(bench), report_file=report_file, pristine=ctx.pristine is not None)
+        setup.update(bench=dataclasses.asdict(bench), report_file=report_file)
         child = ChildWorker(WORKER_MODULE, setup, startup_s=_STARTUP_S, prefix="ctc-bench-", workdir=workdir)
         try:
+            # this process lets go of its model first: the child rebuilds it, and the two never hold it at once
+            released = ctx.release() if ctx.release is not None else 0
             ctx.progress("bench: starting the child process that runs the arms", 0, 0)
             ready, problem = child.wait_ready(None)
             if ready is None:
                 why = f"the child process could not start ({problem})"
                 result.isolation = rm.BenchIsolation(isolated=False, reason=f"in this process: {why}", child_processes=child.starts)
-                result.notes.append(f"every arm ran in this process: {why}.")
+                result.notes.append(f"every arm ran in this process: {why}" + ("; the model was rebuilt here." if released else "."))
                 result.settings["isolation"] = "in-process"
-                return False
+                return "rebuild here" if released else "here"
             isolation = result.isolation = rm.BenchIsolation(
                 isolated=True,
                 reason="a child process (python -m ctc_doctor.analyzer.bench_worker) runs every arm, eager first: a crash costs that arm",
@@ -76,7 +87,7 @@ def run_isolated(ctx: PhaseContext, bench: BenchOptions, result: rm.Benchmark) -
             isolation.startup_s = round(child.startup_total_s, 3)
         finally:
             child.shutdown()
-    return True
+    return "child"
 
 
 def _measure(ctx: PhaseContext, child: ChildWorker, plan: list[dict[str, Any]], result: rm.Benchmark, isolation: rm.BenchIsolation) -> None:
@@ -86,7 +97,13 @@ def _measure(ctx: PhaseContext, child: ChildWorker, plan: list[dict[str, Any]], 
         phase, done, total = event
         ctx.progress(str(phase), int(done), int(total))
 
+    budget = ArmBudget(ctx.budget_s)
     for i, arm in enumerate(plan):
+        why = budget.left_out(arm["name"]) or budget.needless(arm["name"], result.arms)
+        if why is not None:
+            result.notes.append(why)
+            continue
+        t0 = time.perf_counter()
         ready, problem = child.wait_ready(None)
         if ready is None:  # the child after a crash could not start: the rest cannot be measured
             for left in plan[i:]:
@@ -102,6 +119,7 @@ def _measure(ctx: PhaseContext, child: ChildWorker, plan: list[dict[str, Any]], 
             result.arms.append(rm.BenchmarkArm.model_validate(answer["arm"]))
             result.settings.update(answer.get("settings", {}))
             isolation.replay_s = round(isolation.replay_s + float(answer.get("replay_s", 0.0)), 3)
+        budget.spent(time.perf_counter() - t0, arm["name"] != "eager")
         if arm["name"] == "eager" and result.arms[-1].error:
             result.notes.append("eager failed: nothing to compare against.")
             return

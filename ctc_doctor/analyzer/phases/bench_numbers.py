@@ -4,6 +4,7 @@ job length, and padded copies of a workload's calls (`bench`'s helpers, apart to
 from __future__ import annotations
 
 import statistics
+import time
 from typing import Any
 
 import torch
@@ -22,6 +23,27 @@ def latency_stats(times: list[float]) -> rm.LatencyStats:
     else:
         iqr = 0.0
     return rm.LatencyStats(median=round(statistics.median(ms), 4), iqr=round(iqr, 4), n=len(ms))
+
+
+UNSTABLE_SPREAD = 0.25
+"""A figure whose IQR is over this share of its median is unstable (pyperf warns past a 10 % deviation)."""
+MIN_STEADY = 5
+"""Timed passes a steady figure needs at least."""
+
+
+def mark_unstable(stats: rm.LatencyStats, *, compiles: str | None = None, others: float | None = None, busy: bool = False) -> None:
+    """Say why `stats` cannot be trusted as a steady figure, when it cannot (`LatencyStats.unstable`): a wide
+    spread, too few passes, compiles during the timed passes, other processes on the cores."""
+    reasons = []
+    if stats.median > 0 and stats.iqr / stats.median > UNSTABLE_SPREAD:
+        reasons.append(f"its spread is {stats.iqr / stats.median:.0%} of the median")
+    if stats.n < MIN_STEADY:
+        reasons.append(f"{stats.n} timed pass{'es' if stats.n != 1 else ''}, fewer than {MIN_STEADY}")
+    if compiles:
+        reasons.append(compiles)
+    if busy and others is not None:
+        reasons.append(f"other processes used {others:.1f} cores while it was timed")
+    stats.unstable = "; ".join(reasons) or None
 
 
 AUTO_MIN = 5
@@ -43,6 +65,21 @@ def settled(times: list[float]) -> bool:
     q = statistics.quantiles(times, n=4, method="inclusive")
     median = statistics.median(times)
     return median <= 0 or 1.57 * (q[2] - q[0]) / len(times) ** 0.5 <= SETTLED * median
+
+
+WARM_ENOUGH_S = 0.2
+"""Adaptive warm-up stops after two passes that agree within 10 %, when a pass takes longer than this."""
+BEHIND = 1.5
+"""Adaptive timing stops an arm whose pass is this many times the fastest arm's so far, beyond its spread."""
+
+
+def behind(times: list[float], fastest_s: float) -> bool:
+    """Whether an arm is clearly behind the fastest so far: with AUTO_MIN passes, even its first quartile
+    is over BEHIND times the fastest median (more passes would not change a decision)."""
+    if len(times) < AUTO_MIN or fastest_s == float("inf"):
+        return False
+    q1 = statistics.quantiles(times, n=4, method="inclusive")[0]
+    return q1 > BEHIND * fastest_s
 
 
 def spread(times: list[float]) -> float:
@@ -106,3 +143,47 @@ def pad_calls(calls: list[Call], names: list[str], pad: Any, bucket: int) -> tup
                 args[slot[1]] = grown
         padded.append(Call(tuple(args), kwargs))
     return padded, before, after
+
+
+class ArmBudget:
+    """`--budget` in the benchmark: eager and compiled always run; each optional arm runs when about what a
+    compiled arm took so far (cold compile, warm compile, timing) fits in what is left."""
+
+    def __init__(self, budget_s: float | None) -> None:
+        self.budget_s = budget_s
+        self.t0 = time.perf_counter()
+        self.compiled_s: list[float] = []
+
+    def left_out(self, name: str) -> str | None:
+        """Why the arm `name` is left out (one note), None when it runs."""
+        if self.budget_s is None or name in ("eager", "compiled"):
+            return None
+        left = self.budget_s - (time.perf_counter() - self.t0)
+        if not self.compiled_s:
+            return None if left > 0 else f"--budget: {name} not measured (no time left)"
+        estimate = statistics.median(self.compiled_s)
+        if estimate <= left:
+            return None
+        return f"--budget: {name} not measured (a compiled arm took about {estimate:.0f} s here, {max(left, 0.0):.0f} s were left)"
+
+    def needless(self, name: str, measured: list[rm.BenchmarkArm]) -> str | None:
+        """Why a per-fix arm (`fixed[S1]`) would change no decision, so it is not measured: the fixes together
+        (compiled_fixed) changed neither the latency nor the cold compile of `compiled` beyond noise."""
+        if not name.startswith("fixed["):
+            return None
+        arms = {a.name: a for a in measured}
+        whole, fixed = arms.get("compiled"), arms.get("compiled_fixed")
+        if whole is None or fixed is None or whole.latency_ms is None or fixed.latency_ms is None:
+            return None
+        noise = max(whole.latency_ms.iqr, fixed.latency_ms.iqr, 0.03 * whole.latency_ms.median)
+        same_latency = abs(whole.latency_ms.median - fixed.latency_ms.median) <= noise
+        a, b = whole.compile_time_s, fixed.compile_time_s
+        same_compile = a is None or b is None or abs(a - b) <= 0.1 * max(a, b, 1e-9)
+        if same_latency and same_compile:
+            return f"{name} not measured: the fixes together changed neither latency nor cold compile beyond noise, so no one fix can"
+        return None
+
+    def spent(self, seconds: float, compiled: bool) -> None:
+        """An arm's wall time (compiled arms set the estimate)."""
+        if compiled:
+            self.compiled_s.append(seconds)

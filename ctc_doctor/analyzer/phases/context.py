@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,4 +44,10 @@ class PhaseContext:
     that it is ready (torch imported, workload rebuilt) when the bisection needs it."""
     pristine: Any = None
     """A copy of the model taken before anything ran (fresh, as the builder returned it), when fix or bench
-    will run: their copies are made from it, so they meet the same first-call set-up as the analysis."""
+    will run: their copies are made from it, so they meet the same first-call set-up as the analysis. On
+    the host when the run's device is an accelerator (each copy is moved to the device)."""
+    release: Callable[[], int] | None = None
+    """Frees this process' model and pristine copy (returns the bytes) when the caller handed the workload
+    over: the benchmark calls it before its child process rebuilds them. None: the model must stay."""
+    rebuild: Callable[[], Workload] | None = None
+    """Builds the workload again from its TARGET (after `release`, when the child could not start)."""

@@ -28,7 +28,9 @@ from ..fixes.variants import Variant, VariantError, make_variant
 from ..readers.text import describe_error
 from ..running.calls import preserved_state, run_pass
 from ..running.copying import copy_model
-from ..running.numerics import Reference, differ, loose_backend, make_reference, tolerance
+from ..running.memory import release_memory
+from ..running.numerics import KeptResults, Reference, SameAs, loose_backend, tolerance
+from ..running.precision import make_reference
 from .context import PhaseContext
 
 
@@ -95,19 +97,29 @@ def make_fix_reference(ctx: PhaseContext) -> Reference:
     like the analysis (forward, and backward when training), and the same calls through a float64 copy.
     Both from copies of the snapshot the fixed copies come from, when there is one (a script may have
     trained the model it left behind), else of the model itself."""
+    ctx.progress("fix: numerics reference (eager, then float64)", 0, 0)
     source = ctx.pristine if ctx.pristine is not None else ctx.workload.model
     model = copy_model(source) if ctx.pristine is not None else source
+    if ctx.pristine is not None and ctx.settings.device is not None:
+        model.to(ctx.settings.device)  # the pristine model may live on the host
     workload = dataclasses.replace(ctx.workload, model=model)
     train = ctx.settings.train
     seed = ctx.settings.seed
+    eager = KeptResults()  # each call's results kept as they come (in a temporary file when large)
     with preserved_state(model), contextlib.nullcontext() if train else torch.no_grad():
-        eager = run_pass(model, workload, ctx.calls, seed=seed, train=train, collect=True)
-    with preserved_state(model), contextlib.nullcontext() if train else torch.no_grad():
-        random = seed is not None and differ(eager, run_pass(model, workload, ctx.calls, seed=seed + 7919, train=train, collect=True))
+        run_pass(model, workload, ctx.calls, seed=seed, train=train, sink=eager)
+    random = False
+    if seed is not None:
+        same = SameAs(eager)
+        with preserved_state(model), contextlib.nullcontext() if train else torch.no_grad():
+            run_pass(model, workload, ctx.calls, seed=seed + 7919, train=train, sink=same)
+        random = same.differs
+    # the copy the eager run used is cast for the reference run (inference: in place, put back exact)
     reference = make_reference(
-        source, ctx.workload, ctx.calls, eager, seed=seed, train=train,
+        model, ctx.workload, ctx.calls, eager, seed=seed, train=train,
         device=ctx.settings.device or "cpu", loose=loose_backend(ctx.settings.backend),
     )  # fmt: skip
+    del model
     if random:  # eager from another seed differs: dropout, rand
         reference.random = "same seed per call" + (
             "; the checks compile with torch._inductor.config.fallback_random=True" if ctx.settings.backend == "inductor" else ""
@@ -150,7 +162,7 @@ class _Checker:
 
     def measure_baseline(self, model: torch.nn.Module) -> str | None:
         """Measure the unchanged copy and compare later checks with it; None, or why it could not."""
-        verification, findings = self.check(make_variant(model, self.ctx.calls, []))
+        verification, findings = self.check(make_variant(model, self.ctx.calls, [], self.ctx.settings.device))
         if findings is None or verification.error:
             return verification.error or "the unchanged copy could not be measured"
         assert self.ctx.report is not None
@@ -173,11 +185,15 @@ class _Checker:
         try:
             # inductor draws random numbers its own way: the check compiles with eager's random kernels
             like_eager = ti.random_like_eager() if ctx.settings.backend == "inductor" else contextlib.nullcontext()
+            # each run judged as it goes: the copy's eager run (did the change alter the model?) and its
+            # compiled run (did it alter what the compiled model computes?)
+            compiled_check = self.reference.judgement()
+            eager_check = self.reference.judgement()
             with preserved_state(variant.model), like_eager:
-                compiled = CompiledRun(fixed, variant.calls, ctx.settings, dynamo_config=variant.config, collect=True)
+                compiled = CompiledRun(fixed, variant.calls, ctx.settings, dynamo_config=variant.config, sink=compiled_check)
                 compiled.run()
             with preserved_state(variant.model):
-                eager = eager_pass(fixed, variant.calls, ctx.settings, collect=True)
+                eager = eager_pass(fixed, variant.calls, ctx.settings, sink=eager_check)
             errors = [e for e in (eager.error, compiled.error) if e is not None]
         except ti.ConfigOptionMissing as exc:
             return rm.Verification(applied=False, error=str(exc), duration_s=round(time.perf_counter() - t0, 3)), None
@@ -200,13 +216,13 @@ class _Checker:
         after = findings.summary(failed=False)
         verification = rm.Verification(applied=True, before=effect_of(self.base.summary), after=effect_of(after))
         # the copy's eager run first: a change that alters eager results alters the model, not the compile
-        eager_check = self.reference.judge(eager.sample)
-        check = self.reference.judge(compiled.sample) if eager_check.ok else eager_check
+        eager_result = eager_check.result()
+        check = compiled_check.result() if eager_result.ok else eager_result
         verification.numerics = check
         verification.numerics_ok = check.ok
         verification.max_abs_error = check.max_abs_vs_eager
-        if not eager_check.ok:
-            verification.error = f"changes eager results: {eager_check.problem}"
+        if not eager_result.ok:
+            verification.error = f"changes eager results: {eager_result.problem}"
         elif not check.ok:
             verification.error = f"changes compiled results: {check.problem}"
 
@@ -270,7 +286,8 @@ class _Fixer:
 
     def check(self, suggestions: list[rm.Suggestion]) -> tuple[rm.Verification, Findings | None]:
         try:
-            variant = make_variant(self.model, self.ctx.calls, [s.action for s in suggestions if s.action is not None])
+            actions = [s.action for s in suggestions if s.action is not None]
+            variant = make_variant(self.model, self.ctx.calls, actions, self.ctx.settings.device)
         except VariantError as exc:
             return rm.Verification(applied=False, error=str(exc)), None
         verification, findings = self.checker.check(variant)
@@ -286,7 +303,7 @@ class _Fixer:
             self.ctx.progress(f"fix {suggestion.id}", i, total)
             if not self.time_left():
                 left = ", ".join(c.id for c in candidates[i:])
-                result.notes.append(f"--timeout: no time left to verify {left}; not applied.")
+                result.notes.append(f"--budget/--timeout: no time left to verify {left}; not applied.")
                 break
             if not self.options.verify_each:
                 chosen.append(suggestion)
@@ -311,7 +328,11 @@ class _Fixer:
         """The chosen suggestions on one copy; when they fail together, the best subset that holds: the
         suggestions in order of what each removed alone, each kept while the set stays safe."""
         result = self.section.result
-        verification, after = self.check(chosen)
+        alone = self.section.verified.get(chosen[0].id) if len(chosen) == 1 else None
+        if alone is not None:  # one suggestion: its check alone is the combined one
+            verification, after = alone, self.findings.get(chosen[0].id)
+        else:
+            verification, after = self.check(chosen)
         if not verification.safe and len(chosen) > 1 and self.options.verify_each:
             verification, after, chosen = self.best_subset(chosen, verification)
         result.verification = verification
@@ -335,7 +356,7 @@ class _Fixer:
         best = (verified[ranked[0].id], self.findings.get(ranked[0].id))
         for suggestion in ranked[1:]:
             if not self.time_left():
-                result.dropped[suggestion.id] = "--timeout: no time left to verify it with the others"
+                result.dropped[suggestion.id] = "--budget/--timeout: no time left to verify it with the others"
                 continue
             self.ctx.progress(f"fix {'+'.join(s.id for s in [*kept, suggestion])}", 0, 0)
             verification, findings = self.check([*kept, suggestion])
@@ -372,6 +393,19 @@ def run_fix(ctx: PhaseContext, options: FixOptions) -> FixSection:
     model = ctx.pristine if ctx.pristine is not None else ctx.workload.model
     assert isinstance(model, torch.nn.Module)
     fixer = _Fixer(ctx, options, section, model)
+    try:
+        _verify(ctx, options, fixer, candidates)
+    finally:
+        fixer.checker.reference.close()
+        release_memory(ctx.settings.device or "cpu")
+    result.duration_s = round(time.perf_counter() - t0, 3)
+    return section
+
+
+def _verify(ctx: PhaseContext, options: FixOptions, fixer: _Fixer, candidates: list[rm.Suggestion]) -> None:
+    """Each candidate alone, then the chosen ones together, into the fixer's section."""
+    result = fixer.section.result
+    model = fixer.model
     reference = fixer.checker.reference
     if reference.method != "float64_reference":
         result.notes.append(f"Numerics: {reference.method.replace('_', ' ')} ({reference.note}).")
@@ -379,20 +413,17 @@ def run_fix(ctx: PhaseContext, options: FixOptions) -> FixSection:
         problem = fixer.checker.measure_baseline(model)
         if problem is not None:
             result.notes.append(f"The unchanged copy could not be measured ({problem}): nothing was verified.")
-            result.duration_s = round(time.perf_counter() - t0, 3)
-            return section
+            return
         result.notes.append("Counts before and after are measured on the calls kept of the script's run, with and without each fix.")
 
     total = len(candidates) + 1
     chosen = fixer.alone(candidates, total)
     ctx.progress("fix combined", len(candidates), total)
     if chosen and not fixer.time_left():
-        result.notes.append(f"--timeout: no time left to verify {', '.join(s.id for s in chosen)} together; nothing applied.")
+        result.notes.append(f"--budget/--timeout: no time left to verify {', '.join(s.id for s in chosen)} together; nothing applied.")
         chosen = []
     if chosen:
         fixer.together(chosen)
     else:
         result.remaining = _remaining_labels(fixer.checker.base.graph_breaks, fixer.checker.base.recompiles)
     ctx.progress("fix combined", total, total)
-    result.duration_s = round(time.perf_counter() - t0, 3)
-    return section

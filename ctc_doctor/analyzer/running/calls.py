@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -31,11 +31,23 @@ def default_loss(output: Any) -> torch.Tensor:
     return loss
 
 
+class Sink(Protocol):
+    """What a run's results go to, call by call: a `Sample` keeps copies of them; a numerics judgement
+    (`numerics.Judgement`) compares each with the reference as it comes and keeps only the statistics."""
+
+    def add(self, out: Any, loss: torch.Tensor | None) -> None:
+        """One call's output and, training, its loss (in call order)."""
+
+    def take_grads(self, model: Any) -> None:
+        """After the run (training without an optimizer): the parameters' gradients."""
+
+
 @dataclass
 class Sample:
-    """What one run produced, for the numerics judgement (`numerics.Reference.judge`): each call's
-    output tensors (detached copies) and, when training, each call's loss and every parameter's gradient
-    after the run (the run's own: gradients are cleared before it)."""
+    """What one run produced, kept: each call's output tensors (detached copies) and, when training,
+    each call's loss and every parameter's gradient after the run (the run's own: gradients are cleared
+    before it). Eager's own run is kept so (the reference every candidate is judged against); a
+    candidate is judged as it runs instead (`numerics.Judgement`)."""
 
     outputs: list[list[torch.Tensor]] = field(default_factory=list)
     losses: list[torch.Tensor] = field(default_factory=list)
@@ -45,6 +57,22 @@ class Sample:
         self.outputs.append(detached(out))
         if loss is not None:
             self.losses.append(loss.detach().clone())
+
+    def take_grads(self, model: Any) -> None:
+        self.grads = grads_of(model)
+
+    def nbytes(self) -> int:
+        """Bytes its tensors hold."""
+        tensors = [t for call in self.outputs for t in call] + self.losses + list(self.grads.values())
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+    def to(self, device: str) -> Sample:
+        """The same results on `device` (the host, when the accelerator is short of memory)."""
+        return Sample(
+            [[t.to(device) for t in call] for call in self.outputs],
+            [t.to(device) for t in self.losses],
+            {k: v.to(device) for k, v in self.grads.items()},
+        )
 
 
 def clear_grads(model: Any) -> None:
@@ -70,7 +98,7 @@ def run_call(
     seed: int | None,
     train: bool,
     model: Any = None,
-    sample: Sample | None = None,
+    sample: Sink | None = None,
     optimizer: Any = None,
 ) -> Any:
     """Call `index` of the workload through `fn`: `before_call`, the seed, the call, and backward when
@@ -102,7 +130,7 @@ def seeded(seed: int | None) -> Iterator[None]:
         yield
 
 
-def _call(fn: Any, workload: Workload, call: Call, *, train: bool, sample: Sample | None, optimizer: Any) -> Any:
+def _call(fn: Any, workload: Workload, call: Call, *, train: bool, sample: Sink | None, optimizer: Any) -> Any:
     out = fn(*call.args, **dict(call.kwargs))
     loss = None
     if train:
@@ -127,21 +155,24 @@ def run_pass(
     collect: bool = False,
     step: Callable[[], None] | None = None,
     optimizer: Any = None,
+    sink: Sink | None = None,
 ) -> Sample:
     """Every call in order (one benchmark pass); with `collect`, what the pass produced: each call's
     detached outputs (copies: under CUDA graphs the next replay overwrites an output) and, training, its
-    losses and gradients (no gradients with an `optimizer`: each step consumes them). `step` runs before
-    each call (a CUDA graph step mark: each call is one iteration)."""
+    losses and gradients (no gradients with an `optimizer`: each step consumes them). With `sink`, the
+    results go there call by call instead (a judgement compares each before the next call runs). `step`
+    runs before each call (a CUDA graph step mark: each call is one iteration)."""
     sample = Sample()
+    target: Sink | None = sink if sink is not None else (sample if collect else None)
     owner = model if model is not None else fn
-    if collect and train:
+    if target is not None and train:
         clear_grads(owner)
     for i, call in enumerate(replayable(calls)):
         if step is not None:
             step()
-        run_call(fn, workload, call, i, seed=seed, train=train, model=model, sample=sample if collect else None, optimizer=optimizer)
-    if collect and train and optimizer is None:
-        sample.grads = grads_of(owner)
+        run_call(fn, workload, call, i, seed=seed, train=train, model=model, sample=target, optimizer=optimizer)
+    if target is not None and train and optimizer is None:
+        target.take_grads(owner)
     return sample
 
 

@@ -4,6 +4,7 @@ peak RSS on Linux CPUs)."""
 from __future__ import annotations
 
 import contextlib
+import os
 
 import torch
 
@@ -50,4 +51,26 @@ def device_problem(name: str) -> str | None:
             return f"--device {name}: only {torch.cuda.device_count()} CUDA device(s)"
     if device.type == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
         return f"--device {name}: MPS is not available"
+    return None
+
+
+def free_bytes(device: str) -> int | None:
+    """What a new allocation may take on `device`: free CUDA memory (the caching allocator's reserve
+    counted as free), or the host's available memory; None when it cannot be read."""
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            return None
+        with contextlib.suppress(Exception):
+            dev = torch.device(device)
+            free = int(torch.cuda.mem_get_info(dev)[0])
+            cached = int(torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev))
+            return free + max(0, cached)
+        return None
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    with contextlib.suppress(ValueError, OSError, AttributeError):
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     return None

@@ -1,6 +1,7 @@
 """The one numerics judgement: a run's results against eager's own, both against a higher-precision reference.
 
-Every comparison of two runs goes through `Reference.judge`: the benchmark's arms (AOT included),
+Every comparison of two runs goes through a `Reference` (`judgement()` as a run goes, `judge()` of a
+kept sample): the benchmark's arms (AOT included),
 each fix check alone and combined, and, training, the loss and every parameter's gradient.
 
 An elementwise tolerance cannot judge a compiled model in low precision: of 10^7 results, the largest
@@ -24,28 +25,31 @@ with eager's own RMSE:
   (error 0) does not fail a candidate for one rounding.
 
 Non-finite values must sit where eager has them; they are left out of the RMSEs. Tensors that are not
-floating point must be equal. Without a float64 copy (an op without float64 support, or one that would
-not fit), a bf16/fp16 model gets a float32 reference; a float32 one falls back to an elementwise check
-against eager (assert_close-style, loosened for backends that reorder float math), and says so.
+floating point must be equal. Without a float64 run (an op without float64 support, or one that would
+not fit anywhere: `precision`), a bf16/fp16 model gets a float32 reference; a float32 one falls back to
+an elementwise check against eager (assert_close-style, loosened for backends that reorder float math),
+and says so.
+
+What it costs in memory: eager's results are kept (`KeptResults`, in a temporary file when large:
+`store`), the reference only as its difference from them; a candidate is judged as it runs
+(`Judgement`, a sink of `run_pass`): each result compared chunk by chunk when its call returns, then
+dropped. No run's whole output is held twice, and no float64 copy of an output exists at once.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import math
-import os
 import re
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
 from ...reports import models as rm
-from ...workload import Call, Workload
-from .calls import Sample, preserved_state, run_pass
-from .copying import cast_copy, copy_model
+from .calls import Sample
+from .store import Kept, TensorStore, flat
+from .tensors import iter_tensors
 
 # torch.testing.assert_close defaults (rtol, atol) per dtype, for the elementwise fallback; compiled
 # backends that reorder floating point math (inductor) get `_LOOSE` instead.
@@ -80,46 +84,6 @@ def multiplier(dtype: torch.dtype, numel: int) -> float:
     return 3.0 if dtype in _LOW else 2.0
 
 
-# ---------------------------------------------------------------------------------------------
-# the reference run
-# ---------------------------------------------------------------------------------------------
-
-
-def _floating_dtypes(model: torch.nn.Module) -> set[torch.dtype]:
-    return {t.dtype for t in [*model.parameters(), *model.buffers()] if t.is_floating_point()}
-
-
-def _bytes(model: torch.nn.Module, itemsize: int) -> int:
-    return sum(t.numel() * itemsize for t in [*model.parameters(), *model.buffers()] if t.is_floating_point())
-
-
-def _free_bytes(device: str) -> int | None:
-    """Memory the reference copy may take: free CUDA memory, or the host's available memory."""
-    if device.startswith("cuda") and torch.cuda.is_available():
-        with contextlib.suppress(Exception):
-            return int(torch.cuda.mem_get_info(torch.device(device))[0])
-        return None
-    with contextlib.suppress(OSError, ValueError):
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    with contextlib.suppress(ValueError, OSError, AttributeError):
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return None
-
-
-@contextlib.contextmanager
-def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
-    """Tensors the model creates without a dtype (`torch.zeros(n)`, `torch.tensor(0.5)`) in `dtype` too."""
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(previous)
-
-
 STEP_TOLERANCE = {torch.float16: 1e-2, torch.bfloat16: 1e-2}
 """Relative error a loss after optimizer steps may always have (torch's own training accuracy check
 allows 1e-4 in float32; 1e-2 in 16-bit floats)."""
@@ -132,33 +96,65 @@ def _after_a_step(name: str) -> bool:
     return found is not None and int(found.group(1)) >= 1
 
 
-def _run_in(
-    dtype: torch.dtype, model: torch.nn.Module, workload: Workload, calls: list[Call], *, seed: int | None, train: bool, steps: bool
-) -> Sample:
-    """The calls through a copy of `model` with its floating-point parameters, buffers and inputs in `dtype`."""
-    copy = copy_model(model).to(dtype)
+@dataclass
+class KeptResults:
+    """Eager's results, kept (`store.TensorStore`: in memory while small, else in a temporary file): what
+    every candidate is compared with, by name. It is a run's sink too, so eager's run keeps each call's
+    results as they come, never the whole run's in memory at once."""
 
-    def cast(t: torch.Tensor) -> torch.Tensor:
-        out = t.detach().to(dtype) if t.is_floating_point() else t.detach().clone()
-        return out.requires_grad_(True) if t.requires_grad and out.is_floating_point() else out
+    store: TensorStore = field(default_factory=TensorStore)
+    outputs: list[list[Kept]] = field(default_factory=list)
+    losses: list[Kept] = field(default_factory=list)
+    grads: dict[str, Kept] = field(default_factory=dict)
 
-    memo: dict[int, object] = {}  # a cache that several calls share stays shared in the copy
-    cast_calls = [Call(cast_copy(c.args, cast, memo), cast_copy(dict(c.kwargs), cast, memo)) for c in calls]
-    high = dataclasses.replace(workload, model=copy)  # before_call and loss_fn act on the copy
-    with preserved_state(copy), _default_dtype(torch.float64 if dtype == torch.float64 else torch.get_default_dtype()):
-        if train:
-            optimizer = workload.optimizer(copy.parameters()) if steps and workload.optimizer is not None else None
-            return run_pass(copy, high, cast_calls, seed=seed, train=True, collect=True, optimizer=optimizer)
-        with torch.no_grad():
-            return run_pass(copy, high, cast_calls, seed=seed, train=False, collect=True)
+    @classmethod
+    def of(cls, sample: Sample, store: TensorStore | None = None) -> KeptResults:
+        """`sample`'s results moved into a store (the sample is emptied: its tensors may be freed)."""
+        kept = cls(store if store is not None else TensorStore())
+        kept.outputs = [[kept.store.keep(t, copy=False) for t in call] for call in sample.outputs]
+        kept.losses = [kept.store.keep(t, copy=False) for t in sample.losses]
+        kept.grads = {name: kept.store.keep(t, copy=False) for name, t in sample.grads.items()}
+        sample.outputs, sample.losses, sample.grads = [], [], {}
+        return kept
+
+    def add(self, out: Any, loss: torch.Tensor | None) -> None:
+        self.outputs.append([self.store.keep(t) for t in iter_tensors(out)])
+        if loss is not None:
+            self.losses.append(self.store.keep(loss))
+
+    def take_grads(self, model: Any) -> None:
+        if isinstance(model, torch.nn.Module):
+            self.grads = {name: self.store.keep(p.grad) for name, p in model.named_parameters() if p.grad is not None}
+
+    def named(self) -> Iterator[tuple[str, Kept]]:
+        """Each result with its name, in the judgement's order."""
+        for i, call in enumerate(self.outputs):
+            for j, t in enumerate(call):
+                yield f"call {i} output {j}", t
+        for i, t in enumerate(self.losses):
+            yield f"loss call {i}", t
+        yield from ((f"grad {name}", t) for name, t in self.grads.items())
+
+    def close(self) -> None:
+        """Let go of the store's file."""
+        self.store.close()
 
 
 @dataclass
 class Reference:
-    """What every candidate run is judged against: eager's own run and a higher-precision run of the same calls."""
+    """What every candidate run is judged against: eager's own results, kept, and how far a
+    higher-precision run of the same calls is from each of them.
 
-    eager: Sample
-    high: Sample | None = None
+    The higher-precision results are not kept: per tensor, `deltas` holds reference minus eager in
+    float32 (float64 for a float64 tensor; NaN where the reference is not finite). That is exact enough
+    (a rounding of 6e-8 of a difference that is itself eager's error) and costs 4 bytes an element
+    instead of 8; the judgement rebuilds the reference chunk by chunk as eager + delta. Both live in
+    `store`: in memory while small, else in a temporary file read back chunk by chunk."""
+
+    eager: KeptResults
+    deltas: dict[str, Kept] | None = None
+    """Result name (`call 0 output 1`, `loss call 2`, `grad NAME`) -> reference minus eager; None: no
+    higher-precision run (elementwise)."""
     method: str = "elementwise"
     """float64_reference, float32_reference or elementwise (`rm.NumericsCheck.method`)."""
     note: str | None = None
@@ -171,67 +167,85 @@ class Reference:
     """The calls were training steps with an optimizer: every result after the first step carries the step's
     amplified rounding (Adam's first update is about lr x the sign of each gradient, and a compiled
     optimizer orders its float math its own way), so it gets STEP_TOLERANCE."""
-
     random: str | None = None
     """How runs of a model that draws random numbers were made comparable (`rm.NumericsCheck.random`)."""
+    placement: str | None = None
+    """Where the higher-precision run ran (`precision.PLACEMENT_TEXT`)."""
+    store: TensorStore | None = None
+    """Where eager's results and the deltas live."""
+
+    @property
+    def high(self) -> dict[str, Kept] | None:
+        """The higher-precision run's traces (its differences from eager), None without one."""
+        return self.deltas
+
+    def judgement(self, outputs: bool = True) -> Judgement:
+        """A sink for a candidate run: each result compared as it comes (`run_pass(sink=...)`)."""
+        return Judgement(self, outputs)
 
     def judge(self, candidate: Sample, outputs: bool = True) -> rm.NumericsCheck:
         """The candidate's results against eager's (see the module doc); `outputs=False`: its losses and
         gradients only (a run on padded inputs, whose outputs have other shapes)."""
-        check = _judge(candidate, self, outputs)
-        check.random = self.random
-        return check
+        judgement = self.judgement(outputs)
+        judgement.feed(candidate)
+        return judgement.result()
+
+    def kept_bytes(self) -> tuple[int, int]:
+        """Bytes kept (eager's results and the deltas): in memory, and in the store's file."""
+        return (self.store.in_memory, self.store.on_disk) if self.store is not None else (0, 0)
+
+    def close(self) -> None:
+        """Let go of what it keeps (the store's file)."""
+        if self.store is not None:
+            self.store.close()
+
+
+CHUNK = 1 << 21
+"""Elements per chunk when two results are compared: a chunk's float64 temporaries are 16 MB each,
+whatever the tensor's size (a GPT-2's logits are 10^8 elements)."""
 
 
 def differ(a: Sample, b: Sample) -> bool:
     """Whether two runs of the same calls gave other results (the model draws random numbers, when
     the two runs were seeded differently)."""
-    pairs = [*zip(a.losses, b.losses, strict=False)]
-    pairs += [(x, y) for xs, ys in zip(a.outputs, b.outputs, strict=False) for x, y in zip(xs, ys, strict=False)]
-    return any(x.shape != y.shape or not torch.equal(x, y) for x, y in pairs)
+    check = SameAs(KeptResults.of(Sample(a.outputs, a.losses)))
+    for i, call in enumerate(b.outputs):
+        check.add(call, b.losses[i] if i < len(b.losses) else None)
+    return check.differs
 
 
-def make_reference(
-    model: torch.nn.Module,
-    workload: Workload,
-    calls: list[Call],
-    eager: Sample,
-    *,
-    seed: int | None,
-    train: bool,
-    device: str,
-    loose: bool,
-    steps: bool = False,
-) -> Reference:
-    """Run the calls through a float64 copy of `model` (float32 for a bf16/fp16 model that cannot have one);
-    `steps`: as whole training steps, the workload's optimizer built over the copy's parameters."""
+class SameAs:
+    """A sink that tells whether a run's results differ from kept ones, chunk by chunk, keeping nothing."""
 
-    t0 = time.perf_counter()
-    dtypes = _floating_dtypes(model)
-    low = bool(dtypes & set(_LOW))
-    free = _free_bytes(device)
-    tries: list[tuple[torch.dtype, str]] = []
-    problems: list[str] = []
-    # the copy, its activations and gradients: about three times its parameters
-    if free is not None and 3 * _bytes(model, 8) > free:
-        problems.append(f"a float64 copy would not fit ({3 * _bytes(model, 8) / 2**30:.1f} GiB needed, {free / 2**30:.1f} GiB free)")
-    else:
-        tries.append((torch.float64, "float64_reference"))
-    if low:
-        tries.append((torch.float32, "float32_reference"))
-    for dtype, method in tries:
-        try:
-            high = _run_in(dtype, model, workload, calls, seed=seed, train=train, steps=steps)
-        except Exception as exc:  # noqa: BLE001 - an op without this dtype: the next precision, said so
-            first = str(exc).splitlines()[0][:160] if str(exc) else ""
-            problems.append(f"the {str(dtype).removeprefix('torch.')} copy failed: {type(exc).__name__}: {first}")
-            continue
-        note = "; ".join(problems) or None
-        if steps:
-            note = "; ".join(filter(None, [note, STEP_NOTE]))
-        return Reference(eager, high, method, note, loose, round(time.perf_counter() - t0, 3), steps)
-    note = "; ".join(problems) or "no higher precision than the model's"
-    return Reference(eager, None, "elementwise", note + ": elementwise check against eager", loose, round(time.perf_counter() - t0, 3))
+    def __init__(self, kept: KeptResults) -> None:
+        self.kept = kept
+        self.calls = 0
+        self.differs = False
+
+    def _same(self, a: torch.Tensor, b: Kept) -> None:
+        if self.differs:
+            return
+        if tuple(a.shape) != b.shape or a.dtype != b.dtype:
+            self.differs = True
+            return
+        af = flat(a)
+        for s in range(0, af.numel(), CHUNK):
+            if not torch.equal(af[s : s + CHUNK], b.chunk(s, CHUNK, af.device)):
+                self.differs = True
+                return
+
+    def add(self, out: Any, loss: torch.Tensor | None) -> None:
+        i = self.calls
+        self.calls += 1
+        if i >= len(self.kept.outputs):
+            return
+        for a, b in zip(iter_tensors(out), self.kept.outputs[i], strict=False):
+            self._same(a, b)
+        if loss is not None and i < len(self.kept.losses):
+            self._same(loss, self.kept.losses[i])
+
+    def take_grads(self, model: Any) -> None:
+        return  # the outputs and losses tell
 
 
 # ---------------------------------------------------------------------------------------------
@@ -254,119 +268,167 @@ class _Row:
     n: int
 
 
-def _max_abs(c: torch.Tensor, e: torch.Tensor) -> float:
-    """Largest |candidate - eager| (NaNs as 0), both already float64 on one device."""
-    return float(torch.nan_to_num((c - e).abs(), nan=0.0).max()) if c.numel() else 0.0
+def _compare(name: str, cand: torch.Tensor, eager: Kept, delta: Kept) -> tuple[_Row | None, str | None, float]:
+    """The tensor's errors against the reference (eager + delta), chunk by chunk on the candidate's device,
+    or why it fails outright; and its largest difference from eager."""
+    cf = flat(cand)
+    where = cf.device
+    zero = torch.zeros((), dtype=torch.float64, device=where)
+    max_abs, sq_e, sq_c, sq_r = zero.clone(), zero.clone(), zero.clone(), zero.clone()
+    n = torch.zeros((), dtype=torch.int64, device=where)
+    lost = torch.zeros((), dtype=torch.bool, device=where)  # non-finite where eager and the reference are finite
+    flipped = torch.zeros((), dtype=torch.bool, device=where)  # an infinity of the other sign
+    for s in range(0, cf.numel(), CHUNK):
+        c = cf[s : s + CHUNK].double()
+        e = eager.chunk(s, CHUNK, where).double()
+        d = delta.chunk(s, CHUNK, where).double()
+        diff = c - e
+        max_abs = torch.maximum(max_abs, torch.nan_to_num(diff.abs(), nan=0.0).max())
+        fc, fe, fr = torch.isfinite(c), torch.isfinite(e), torch.isfinite(d)
+        lost |= (~fc & fe & fr).any()
+        both_inf = ~fc & ~fe & ~(torch.isnan(c) | torch.isnan(e))
+        flipped |= (both_inf & (c != e)).any()
+        mask = fc & fe & fr
+        d, diff, e = d.where(mask, 0.0), diff.where(mask, 0.0), e.where(mask, 0.0)
+        sq_e += (d * d).sum()
+        sq_c += ((diff - d) ** 2).sum()
+        sq_r += ((e + d) ** 2).sum()
+        n += mask.sum()
+    top = float(max_abs) if cf.numel() else 0.0
+    if bool(lost):
+        return None, f"{name}: non-finite values where eager has finite ones", top
+    if bool(flipped):
+        return None, f"{name}: infinities of another sign than eager's", top
+    count = int(n)
+    if count == 0:
+        return _Row(name, cand.dtype, cand.numel(), 0.0, 0.0, 0.0, 0.0, 0.0, 0), None, top
+    se, sc, sr = float(sq_e), float(sq_c), float(sq_r)
+    errors = (math.sqrt(se / count), math.sqrt(sc / count), math.sqrt(sr / count))
+    return _Row(name, cand.dtype, cand.numel(), *errors, se, sc, count), None, top
 
 
-def _float_row(name: str, cand: torch.Tensor, eager: torch.Tensor, ref: torch.Tensor) -> tuple[_Row | None, str | None, float]:
-    """The tensor's errors against the reference (or why it fails outright), and its largest difference from eager."""
-    c, e, r = cand.double().to(ref.device), eager.double().to(ref.device), ref.double()
-    max_abs = _max_abs(c, e)
-    if torch.is_complex(r):
-        c, e, r = torch.view_as_real(c), torch.view_as_real(e), torch.view_as_real(r)
-    finite_c, finite_e = torch.isfinite(c), torch.isfinite(e)
-    # non-finite values where eager has finite ones (and the reference too): a real difference
-    if bool((~finite_c & finite_e & torch.isfinite(r)).any()):
-        return None, f"{name}: non-finite values where eager has finite ones", max_abs
-    both_inf = ~finite_c & ~finite_e & ~(torch.isnan(c) | torch.isnan(e))
-    if bool((c[both_inf] != e[both_inf]).any()):
-        return None, f"{name}: infinities of another sign than eager's", max_abs
-    mask = finite_c & finite_e & torch.isfinite(r)
-    n = int(mask.sum())
-    if n == 0:
-        return _Row(name, cand.dtype, cand.numel(), 0.0, 0.0, 0.0, 0.0, 0.0, 0), None, max_abs
-    rd = r[mask]
-    sq_e = float(((e[mask] - rd) ** 2).sum())
-    sq_c = float(((c[mask] - rd) ** 2).sum())
-    scale = float(rd.pow(2).mean().sqrt())
-    return _Row(name, cand.dtype, cand.numel(), math.sqrt(sq_e / n), math.sqrt(sq_c / n), scale, sq_e, sq_c, n), None, max_abs
+def _elementwise(name: str, cand: torch.Tensor, eager: Kept, loose: bool) -> tuple[str | None, float]:
+    """assert_close-style tolerances against eager, chunk by chunk; and the largest difference."""
+    rtol, atol = tolerance(eager.dtype, loose)
+    cf = flat(cand)
+    bad, top = False, 0.0
+    for s in range(0, cf.numel(), CHUNK):
+        c = cf[s : s + CHUNK].double()
+        e = eager.chunk(s, CHUNK, c.device).double()
+        diff = torch.nan_to_num((c - e).abs(), nan=0.0)
+        top = max(top, float(diff.max()))
+        bad = bad or bool((torch.isnan(c) != torch.isnan(e)).any()) or bool((diff > atol + rtol * e.abs()).any())
+    return (f"{name}: differs from eager beyond rtol={rtol:g}, atol={atol:g}" if bad else None), top
 
 
-_Pair = tuple[str, torch.Tensor, torch.Tensor, "torch.Tensor | None"]
-"""(name, candidate, eager, reference) of one compared tensor."""
+class Judgement:
+    """A candidate run judged as it goes: each result compared with eager's and the reference's when it
+    comes, then dropped (`run_pass(sink=...)`); `result()` gives the check. Its memory is one chunk's
+    temporaries, not the run's results."""
 
+    def __init__(self, reference: Reference, outputs: bool = True) -> None:
+        self.reference = reference
+        self.outputs = outputs
+        self.calls = 0
+        self.losses = 0
+        self.grads = 0
+        self.rows: list[_Row] = []
+        self.max_abs = 0.0
+        self.problem: str | None = None
+        self.structure: str | None = None
+        """A result that cannot be compared at all (a missing call, another number of outputs)."""
+        self.eager = dict(reference.eager.named())
 
-def _pairs(candidate: Sample, reference: Reference, outputs: bool = True) -> tuple[list[_Pair], str | None, list[str]]:
-    """(name, candidate, eager, reference) for each compared tensor; or a structural problem; and what was compared."""
-    eager, high = reference.eager, reference.high
-    out: list[_Pair] = []
-    if not outputs:
-        eager = Sample([], eager.losses, eager.grads)
-        candidate = Sample([], candidate.losses, candidate.grads)
-    if len(candidate.outputs) != len(eager.outputs):
-        return [], f"{len(candidate.outputs)} calls ran, expected {len(eager.outputs)}", []
-    tensors = 0
-    for i, (c_call, e_call) in enumerate(zip(candidate.outputs, eager.outputs, strict=True)):
-        h_call = high.outputs[i] if high is not None and i < len(high.outputs) else None
-        if len(c_call) != len(e_call):
-            return [], f"call {i}: {len(c_call)} output tensors, expected {len(e_call)}", []
-        for j, (c, e) in enumerate(zip(c_call, e_call, strict=True)):
-            h = h_call[j] if h_call is not None and j < len(h_call) else None
-            out.append((f"call {i} output {j}", c, e, h))
-            tensors += 1
-    compared = [f"outputs ({len(eager.outputs)} call(s), {tensors} tensor(s))" if outputs else "outputs: not compared (other shapes)"]
-    if eager.losses and candidate.losses:
-        if len(candidate.losses) != len(eager.losses):
-            return [], f"{len(candidate.losses)} losses, expected {len(eager.losses)}", compared
-        for i, (c, e) in enumerate(zip(candidate.losses, eager.losses, strict=True)):
-            h = high.losses[i] if high is not None and i < len(high.losses) else None
-            out.append((f"loss call {i}", c, e, h))
-        compared.append(f"loss ({len(eager.losses)} call(s))")
-    if eager.grads:
-        missing = sorted(set(eager.grads) - set(candidate.grads))
-        if missing:
-            return [], f"no gradient for {missing[0]}" + (f" and {len(missing) - 1} more" if len(missing) > 1 else ""), compared
-        for name, e in eager.grads.items():
-            h = high.grads.get(name) if high is not None else None
-            out.append((f"grad {name}", candidate.grads[name], e, h))
-        compared.append(f"gradients ({len(eager.grads)} parameter(s))")
-    return out, None, compared
-
-
-def _elementwise(name: str, c: torch.Tensor, e: torch.Tensor, loose: bool) -> str | None:
-    rtol, atol = tolerance(e.dtype, loose)
-    c, e = c.double().to(e.device), e.double()
-    nan_mismatch = torch.isnan(c) != torch.isnan(e)
-    diff = torch.nan_to_num((c - e).abs(), nan=0.0)
-    if bool(nan_mismatch.any()) or bool((diff > atol + rtol * e.abs()).any()):
-        return f"{name}: differs from eager beyond rtol={rtol:g}, atol={atol:g}"
-    return None
-
-
-def _judge(candidate: Sample, reference: Reference, outputs: bool = True) -> rm.NumericsCheck:
-    method = reference.method
-    check = rm.NumericsCheck(method=method, ok=True, note=reference.note)  # type: ignore[arg-type]
-    pairs, problem, check.compared = _pairs(candidate, reference, outputs)
-    if problem is not None:
-        check.ok, check.problem = False, problem
-        return check
-    rows: list[_Row] = []
-    max_abs = 0.0
-    for name, c, e, h in pairs:
-        if c.shape != e.shape:
-            check.ok, check.problem = False, f"{name}: shape {list(c.shape)}, expected {list(e.shape)}"
-            return check
-        if not (e.is_floating_point() or e.is_complex()):
-            if not torch.equal(c.to(e.device), e):
-                check.ok = False
-                check.problem = check.problem or f"{name}: integer/bool values differ from eager's"
-            continue
-        if h is None:
-            max_abs = max(max_abs, _max_abs(c.double().to(e.device), e.double()))
-            bad = _elementwise(name, c, e, reference.loose)
-            if bad and check.ok:
-                check.ok, check.problem = False, bad
-            continue
-        row, bad, tensor_max = _float_row(name, c, e, h)
-        max_abs = max(max_abs, tensor_max)
+    def _judge(self, name: str, c: torch.Tensor) -> None:
+        e = self.eager.get(name)
+        if e is None:
+            return
+        if tuple(c.shape) != e.shape:
+            self.structure = self.structure or f"{name}: shape {list(c.shape)}, expected {list(e.shape)}"
+            return
+        if not e.is_floating_point():
+            if not torch.equal(c.detach(), e.whole(c.device)):
+                self.problem = self.problem or f"{name}: integer/bool values differ from eager's"
+            return
+        delta = self.reference.deltas.get(name) if self.reference.deltas is not None else None
+        if delta is None:
+            bad, top = _elementwise(name, c, e, self.reference.loose)
+            self.max_abs = max(self.max_abs, top)
+            self.problem = self.problem or bad
+            return
+        row, bad, top = _compare(name, c, e, delta)
+        self.max_abs = max(self.max_abs, top)
         if bad is not None:
-            if check.ok:
-                check.ok, check.problem = False, bad
-            continue
-        assert row is not None
-        rows.append(row)
-    check.max_abs_vs_eager = max_abs
+            self.problem = self.problem or bad
+        elif row is not None:
+            self.rows.append(row)
+
+    def add(self, out: Any, loss: torch.Tensor | None) -> None:
+        i = self.calls
+        self.calls += 1
+        expected = self.reference.eager.outputs
+        if self.outputs and i < len(expected):
+            got = list(iter_tensors(out))
+            if len(got) != len(expected[i]):
+                self.structure = self.structure or f"call {i}: {len(got)} output tensors, expected {len(expected[i])}"
+            else:
+                for j, t in enumerate(got):
+                    self._judge(f"call {i} output {j}", t)
+        if loss is not None and self.reference.eager.losses:
+            self.losses += 1
+            self._judge(f"loss call {i}", loss)
+
+    def take_grads(self, model: Any) -> None:
+        if self.reference.eager.grads and isinstance(model, torch.nn.Module):
+            self.grads_from({name: p.grad for name, p in model.named_parameters() if p.grad is not None})
+
+    def grads_from(self, grads: dict[str, torch.Tensor]) -> None:
+        expected = self.reference.eager.grads
+        missing = sorted(set(expected) - set(grads))
+        if missing:
+            more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+            self.structure = self.structure or f"no gradient for {missing[0]}{more}"
+            return
+        self.grads = len(expected)
+        for name in expected:
+            self._judge(f"grad {name}", grads[name])
+
+    def feed(self, sample: Sample) -> None:
+        """A kept run's results, as if they came call by call."""
+        for i, call in enumerate(sample.outputs):
+            self.add(call, sample.losses[i] if i < len(sample.losses) else None)
+        for loss in sample.losses[len(sample.outputs) :]:  # losses without outputs
+            self.add([], loss)
+        if sample.grads:
+            self.grads_from(sample.grads)
+
+    def result(self) -> rm.NumericsCheck:
+        reference = self.reference
+        check = rm.NumericsCheck(method=reference.method, ok=True, note=reference.note, random=reference.random)  # type: ignore[arg-type]
+        eager = reference.eager
+        tensors = sum(len(c) for c in eager.outputs)
+        outputs = f"outputs ({len(eager.outputs)} call(s), {tensors} tensor(s))"
+        check.compared = [outputs if self.outputs else "outputs: not compared (other shapes)"]
+        if eager.losses and self.losses:
+            check.compared.append(f"loss ({len(eager.losses)} call(s))")
+        if eager.grads and self.grads:
+            check.compared.append(f"gradients ({len(eager.grads)} parameter(s))")
+        structure = self.structure
+        if structure is None and self.outputs and self.calls != len(eager.outputs):
+            structure = f"{self.calls} calls ran, expected {len(eager.outputs)}"
+        if structure is None and eager.losses and self.losses and self.losses != len(eager.losses):
+            structure = f"{self.losses} losses, expected {len(eager.losses)}"
+        if structure is not None:
+            check.ok, check.problem = False, structure
+            return check
+        if self.problem is not None:
+            check.ok, check.problem = False, self.problem
+        check.max_abs_vs_eager = self.max_abs
+        return _conclude(check, self.rows, reference.steps)
+
+
+def _conclude(check: rm.NumericsCheck, rows: list[_Row], steps: bool) -> rm.NumericsCheck:
+    """The verdict from the tensors' rows (see the module doc): the worst tensor against what it is allowed."""
     if not rows:
         return check
     large = [r.eager / r.scale for r in rows if r.numel > _LARGE and r.scale > 0]
@@ -375,7 +437,7 @@ def _judge(candidate: Sample, reference: Reference, outputs: bool = True) -> rm.
     for r in rows:
         m = multiplier(r.dtype, r.numel)
         eps = torch.finfo(r.dtype).eps if r.dtype.is_floating_point else torch.finfo(torch.float32).eps
-        floor = STEP_TOLERANCE.get(r.dtype, 1e-4) if reference.steps and _after_a_step(r.name) else 0.0
+        floor = STEP_TOLERANCE.get(r.dtype, 1e-4) if steps and _after_a_step(r.name) else 0.0
         allowed = max(m * max(r.eager, typical * r.scale), floor * r.scale) + eps * r.scale
         share = r.candidate / allowed if allowed > 0 else (0.0 if r.candidate == 0 else math.inf)
         if worst is None or share > worst[0]:

@@ -241,10 +241,26 @@ class ChildWorker:
 
 def serve_protocol() -> Any:
     """In the child: the protocol stream (the original stdout), with fd 1 pointed at stderr so that
-    the model's prints, Python or C level, cannot corrupt it."""
+    the model's prints, Python or C level, cannot corrupt it. The child dies with its parent."""
+    die_with_parent()
     protocol = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
     return protocol
+
+
+def die_with_parent() -> None:
+    """Linux: SIGKILL this process when its parent dies (`PR_SET_PDEATHSIG`), so a child never outlives a
+    ctc-doctor stopped by SIGKILL or a job's timeout, holding the model's memory; a no-op elsewhere."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if not sys.platform.startswith("linux") or not name:
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(name, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() == 1:  # the parent died before the call: nothing would signal this one
+        os._exit(1)
 
 
 def answer(stream: Any, message: dict[str, Any]) -> None:

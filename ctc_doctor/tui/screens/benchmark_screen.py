@@ -10,8 +10,8 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ...reports.labels import crash_cell, cudagraph_text, numerics_cell, stderr_tail_text
-from ...reports.models import Benchmark
+from ...reports.labels import UNSTABLE_KEY, crash_cell, cudagraph_text, numerics_cell, speedup_cell, stderr_tail_text, unstable_lines
+from ...reports.models import Benchmark, BenchmarkArm
 from ..widgets.bar_chart import bar_chart
 from .section_screen import SectionScreen
 
@@ -20,11 +20,19 @@ def _num(value: float | int | None, fmt: str, unit: str = "") -> Text:
     return Text("" if value is None else format(value, fmt) + unit, justify="right")
 
 
+def _latency(a: BenchmarkArm) -> Text:
+    """`2.000 ± 0.100`, yellow when the figure is unstable."""
+    if a.latency_ms is None:
+        return Text("")
+    style = "yellow" if a.latency_ms.unstable else ""
+    return Text(f"{a.latency_ms.median:.3f} ± {a.latency_ms.iqr:.3f}", justify="right", style=style)
+
+
 def arms_table(b: Benchmark) -> Table:
     s = b.settings
     title = f"benchmark: backend {s.get('backend')}, mode {s.get('mode')}, on {b.device}, {s.get('iters')} timed pass(es), {s.get('grad')}"
     table = Table(title=title, title_justify="left", expand=False, box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("arm", "cold s", "warm s", "median ms", "IQR ms", "speedup", "graphs", "breaks", "recomp.", "peak MB", "vs eager"):
+    for col in ("arm", "cold s", "warm s", "ms ± IQR", "n", "speedup", "graphs", "breaks", "recomp.", "peak MB", "vs eager"):
         table.add_column(col, no_wrap=True, justify="left" if col == "arm" else "right")
     for a in b.arms:
         best = a.name == b.best_arm
@@ -35,9 +43,9 @@ def arms_table(b: Benchmark) -> Table:
             Text(a.name + (" ★" if best else ""), style="bold green" if best else ""),
             _num(a.compile_time_s, ".2f"),
             _num(a.warm_compile_time_s, ".2f"),
-            _num(a.latency_ms.median if a.latency_ms else None, ".3f") if not a.crash else Text(crash_cell(a), style="red"),
-            _num(a.latency_ms.iqr if a.latency_ms else None, ".3f"),
-            _num(a.speedup_vs_eager, ".2f", "x"),
+            _latency(a) if not a.crash else Text(crash_cell(a), style="red"),
+            _num(a.latency_ms.n if a.latency_ms else None, "d"),
+            Text(speedup_cell(b, a), justify="right", style="yellow" if speedup_cell(b, a).endswith("?") else ""),
             _num(a.graph_count, "d"),
             _num(a.graph_break_count, "d"),
             _num(a.recompile_count, "d"),
@@ -56,7 +64,14 @@ def benchmark_view(b: Benchmark | None) -> list[RenderableType]:
                 style="dim",
             ),
         ]
-    parts: list[RenderableType] = [arms_table(b), Text("★ fastest arm with correct numerics", style="dim"), Text("")]
+    parts: list[RenderableType] = [arms_table(b), Text("★ fastest arm with correct numerics", style="dim")]
+    shaky = unstable_lines(b)
+    if shaky:
+        parts.append(Text(UNSTABLE_KEY, style="dim"))
+        parts += [Text(line, style="yellow") for line in shaky]
+    if b.best_arm is None and b.best_arm_reason:
+        parts.append(Text(b.best_arm_reason, style="bold yellow"))
+    parts.append(Text(""))
     best = b.best_arm
     parts.append(
         bar_chart(

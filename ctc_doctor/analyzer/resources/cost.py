@@ -1,0 +1,169 @@
+"""The doctor's own cost: wall time and peak memory per phase, and the same against the workload's own.
+
+`CostMeter` follows the run's progress events (every phase reports them, the benchmark's child too, so
+no phase knows it is measured): each event names the phase it belongs to (`phase_of`), and a sampler
+thread reads the resident memory of this process and every process below it (the benchmark's child,
+compile workers) into the current phase's peak. On a GPU each phase's peak of this process's CUDA
+allocator is read too; the child's arms report their own. The sampler reads /proc a few times a second
+and slows down while an arm is timed, so it does not disturb what it measures.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import torch
+
+from ...reports import models as rm
+from ..running.memory import descendants, rss_bytes
+
+_SAMPLE_S = 0.1
+"""Seconds between memory samples."""
+_TIMING_SAMPLE_S = 1.0
+"""Seconds between samples while an arm is timed (its memory is steady; its timing is not to be disturbed)."""
+
+
+def phase_of(label: str) -> str | None:
+    """The cost phase a progress label belongs to (None: not a phase of the doctor's own)."""
+    if label in ("compile", "explain"):
+        return "capture"
+    if label == "eager run":
+        return "eager pass"
+    if label in ("report", "suggest"):
+        return label
+    if label.startswith("bisect"):
+        return "bisection"
+    if label.startswith("fix:"):
+        return "fix reference"
+    if label.startswith("fix"):
+        return "fix checks"
+    if label.startswith("probe"):
+        return "shape probe"
+    if label.startswith("bench: numerics reference"):
+        return "reference"
+    if label.startswith("bench:"):
+        return "bench set-up"
+    if label.startswith("bench "):
+        return f"arm {label[6:].split(':', 1)[0]}"
+    return None
+
+
+@dataclass
+class _Phase:
+    wall_s: float = 0.0
+    peak_rss: int = 0
+    peak_cuda: int = 0
+
+
+class CostMeter:
+    """Wall time and peak memory per phase of the doctor's run (see the module doc)."""
+
+    def __init__(self, device: str) -> None:
+        self.cuda = device.startswith("cuda") and torch.cuda.is_available()
+        self.phases: dict[str, _Phase] = {}
+        self.current: str | None = None
+        self.timing = False
+        self.since = time.perf_counter()
+        self.t0 = self.since
+        self.peak_rss = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._pids: list[int] = []
+        self._pids_at = 0.0
+        self._thread = threading.Thread(target=self._sample_loop, name="ctc-doctor-cost", daemon=True)
+        self._thread.start()
+
+    def progress(self, label: str) -> None:
+        """A progress event: the phase it belongs to starts (or goes on). A phase's first and last moments
+        are sampled here, so a short phase has its figures too."""
+        phase = phase_of(label)
+        self.timing = label.endswith(": timing")
+        if phase is None or phase == self.current:
+            return
+        self._pids_at = 0.0  # a phase may have started a process (the arms' child) or ended one
+        self.sample()
+        with self._lock:
+            self._close()
+            self.current = phase
+            self.phases.setdefault(phase, _Phase())
+        self.sample()
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats()
+
+    def _close(self) -> None:
+        now = time.perf_counter()
+        if self.current is not None:
+            phase = self.phases[self.current]
+            phase.wall_s += now - self.since
+            if self.cuda:
+                phase.peak_cuda = max(phase.peak_cuda, torch.cuda.max_memory_allocated())
+        self.since = now
+
+    def _tree_rss(self) -> int:
+        now = time.monotonic()
+        if now - self._pids_at > 1.0:  # the process list is walked once a second, the sizes each sample
+            self._pids, self._pids_at = descendants(), now
+        return (rss_bytes() or 0) + sum(rss_bytes(p) or 0 for p in self._pids)
+
+    def sample(self) -> None:
+        """One memory sample into the current phase (also called at each phase's end)."""
+        rss = self._tree_rss()
+        with self._lock:
+            self.peak_rss = max(self.peak_rss, rss)
+            if self.current is not None:
+                phase = self.phases[self.current]
+                phase.peak_rss = max(phase.peak_rss, rss)
+
+    def _sample_loop(self) -> None:
+        while not self._stop.wait(_TIMING_SAMPLE_S if self.timing else _SAMPLE_S):
+            self.sample()
+
+    def finish(self) -> list[rm.PhaseCost]:
+        """Stop sampling; each phase's wall time and peaks."""
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+        with self._lock:
+            self._close()
+            self.current = None
+        return [
+            rm.PhaseCost(
+                phase=name,
+                wall_s=round(p.wall_s, 3),
+                peak_rss_mb=round(p.peak_rss / 2**20, 1) if p.peak_rss else None,
+                peak_cuda_mb=round(p.peak_cuda / 2**20, 1) if self.cuda else None,
+            )
+            for name, p in self.phases.items()
+        ]
+
+
+def workload_figures(report: rm.Report, pristine_mb: float) -> tuple[float | None, float | None, str | None]:
+    """The workload's own wall time and peak memory, and how they were taken: one eager pass and one
+    compile of its calls, from the benchmark's eager and compiled arms (each arm's peak, less the
+    pristine copy its process keeps beside it: `pristine_mb`)."""
+    bench = report.benchmark
+    arms = {a.name: a for a in bench.arms} if bench is not None else {}
+    eager, compiled = arms.get("eager"), arms.get("compiled")
+    if eager is None or compiled is None or eager.first_pass_s is None or compiled.first_pass_s is None:
+        return None, None, None
+    wall = eager.first_pass_s + compiled.first_pass_s
+    peaks = [a.peak_memory_mb for a in (eager, compiled) if a.peak_memory_mb is not None]
+    peak = max(peaks) - pristine_mb if peaks else None
+    where = "GPU memory allocated" if report.benchmark is not None and report.benchmark.device.startswith("cuda") else "resident memory"
+    less = f", less the pristine copy it keeps beside it ({pristine_mb:.0f} MB)" if pristine_mb else ""
+    basis = (
+        f"one eager pass and one compile ({bench.settings.get('backend') if bench else ''}) of its calls, the benchmark's eager and "
+        f"compiled arms' first passes; its peak: the larger {where} of those arms' process{less}"
+    )
+    return round(wall, 3), (round(peak, 1) if peak is not None and peak > 0 else None), basis
+
+
+def summary_line(cost: rm.DoctorCost) -> str | None:
+    """`the doctor used 1.4x the workload's memory and 2.6x its time`."""
+    parts = []
+    if cost.memory_ratio is not None:
+        parts.append(f"{cost.memory_ratio:.1f}x the workload's memory")
+    if cost.time_ratio is not None:
+        parts.append(f"{cost.time_ratio:.1f}x its time" if parts else f"{cost.time_ratio:.1f}x the workload's time")
+    return f"the doctor used {' and '.join(parts)}" if parts else None

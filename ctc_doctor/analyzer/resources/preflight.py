@@ -1,0 +1,143 @@
+"""Preflight: what a phase will need in memory, from what the workload took on its first calls, against
+what is free, before the phase starts; never an out-of-memory error in the middle of an arm.
+
+The footprint is measured on the analysis's eager pass: the model's parameters and buffers, and the
+pass's own peak above them (its activations and outputs): exact on CUDA (the caching allocator's peak),
+estimated on the host from the modules' outputs (the process's resident memory does not move when
+freed memory is reused). A phase then needs a copy of the model plus those activations on the device
+(the fix checks' copies, each benchmark arm's copy), and on the host the pristine copy every copy is
+made from. A phase that does not fit is adapted where it can be (the parent lets go of its model, the
+reference runs elsewhere: `precision.make_reference`), else stopped with one line: the phase, what it
+needs, what is free (`NotEnoughMemory`, exit code 14).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ...errors import CtcDoctorError, ExitCode
+from ...reports import models as rm
+from ..running.device import free_bytes
+from ..running.tensors import iter_tensors
+
+
+class NotEnoughMemory(CtcDoctorError):
+    """A phase would not fit in the memory free: stopped before it (one line: phase, need, free)."""
+
+    exit_code = ExitCode.NO_MEMORY
+
+
+def model_bytes(model: Any) -> int:
+    """Bytes of the model's parameters and buffers (each tensor once)."""
+    if not isinstance(model, torch.nn.Module):
+        return 0
+    seen: dict[int, torch.Tensor] = {}
+    for t in [*model.parameters(), *model.buffers()]:
+        seen.setdefault(id(t), t)
+    return sum(t.numel() * t.element_size() for t in seen.values())
+
+
+def _bytes(value: Any) -> int:
+    """Bytes the tensors in `value` hold: each storage once (a broadcast view holds its storage, not its shape)."""
+    storages: dict[tuple[str, int], int] = {}
+    for t in iter_tensors(value):
+        try:
+            storage = t.untyped_storage()
+            storages[(str(t.device), storage.data_ptr())] = storage.nbytes()
+        except (RuntimeError, NotImplementedError):  # a tensor without storage (sparse, a subclass)
+            storages[(str(t.device), id(t))] = t.numel() * t.element_size()
+    return sum(storages.values())
+
+
+@contextlib.contextmanager
+def measuring(model: Any, device: str, train: bool) -> Iterator[rm.Footprint]:
+    """Measure the block's footprint (an eager pass of the workload's calls) into the yielded record."""
+    footprint = rm.Footprint(model_mb=round(model_bytes(model) / 2**20, 1), activations_mb=0.0, output_mb=0.0, method="")
+    largest = [0, 0]  # the largest module output, the sum of module outputs
+    handles = []
+    cuda = device.startswith("cuda") and torch.cuda.is_available()
+    if isinstance(model, torch.nn.Module):
+
+        def seen(module: torch.nn.Module, args: Any, out: Any) -> None:
+            size = _bytes(out)
+            largest[0] = max(largest[0], size)
+            if not any(True for _ in module.children()):
+                largest[1] += size
+
+        handles = [m.register_forward_hook(seen) for m in model.modules()]
+    base = 0
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    try:
+        yield footprint
+    finally:
+        for h in handles:
+            h.remove()
+        if cuda:
+            torch.cuda.synchronize()
+            footprint.activations_mb = round((torch.cuda.max_memory_allocated() - base) / 2**20, 1)
+            footprint.method = "CUDA allocator peak above the model"
+        else:
+            # inference holds a few module outputs at a time; training keeps every leaf's for backward
+            estimate = largest[1] if train else 2 * largest[0]
+            footprint.activations_mb = round(estimate / 2**20, 1)
+            footprint.method = "estimated from the module outputs" + (" (training keeps them all)" if train else "")
+
+
+def record_outputs(footprint: rm.Footprint, out: Any) -> None:
+    """A call's outputs: the largest call's go into `output_mb`."""
+    footprint.output_mb = max(footprint.output_mb, round(_bytes(out) / 2**20, 1))
+
+
+@dataclass
+class Need:
+    """What a phase needs on one device, and of what."""
+
+    phase: str
+    device: str
+    bytes: int
+    parts: str
+    """`a copy of the model 172 MB + activations 390 MB`"""
+
+    def check(self, releasable: int = 0, limit: int | None = None) -> tuple[bool, int | None]:
+        """Whether it fits in what is free (plus `releasable`: what this process may let go of first; at
+        most `limit`, `--memory-limit`), and what is free."""
+        free = free_bytes(self.device)
+        if free is not None:
+            free += releasable
+        if limit is not None:
+            free = limit if free is None else min(free, limit)
+        if free is None:
+            return True, None
+        return self.bytes <= free, free
+
+    def refusal(self, free: int, limited: bool = False) -> str:
+        room = f"{_gib(free)} is allowed (--memory-limit)" if limited else f"{_gib(free)} is free"
+        return (
+            f"{self.phase}: not enough memory on {self.device}: it needs about {_gib(self.bytes)} ({self.parts}), {room}; stopped before it"
+        )
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MB"
+
+
+def phase_need(phase: str, footprint: rm.Footprint, device: str, *, extra: int = 0, extra_parts: str = "") -> Need:
+    """The phase's new need on `device`: one copy of the model and the pass's activations (the phases run
+    one copy at a time; the model and its pristine copy are in use already), plus `extra`."""
+    model = int(footprint.model_mb * 2**20)
+    work = int(footprint.activations_mb * 2**20)
+    parts = f"a copy of the model {_gib(model)} + activations {_gib(work)}" + (f" + {extra_parts}" if extra_parts else "")
+    return Need(phase, device, model + work + extra, parts)
+
+
+CHILD_IMPORTS = 512 * 2**20
+"""What a child process takes before the workload: Python, torch, Dynamo and inductor imported (about
+0.4 GB resident on Linux x86-64), rounded up."""

@@ -1,0 +1,201 @@
+"""The doctor's own cost: each phase gives back what it made, a phase that would not fit is not started, an
+arm that runs out of memory is not a loss for compile, a busy machine is said, the judgement keeps no
+whole output, and the report says what the doctor cost against the workload's own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from ctc_doctor import Workload
+from ctc_doctor.analyzer.running.calls import run_pass
+from ctc_doctor.analyzer.running.numerics import KeptResults
+from ctc_doctor.analyzer.running.precision import make_reference
+from ctc_doctor.analyzer.running.store import TensorStore
+from ctc_doctor.errors import ExitCode
+from ctc_doctor.reports.io import load_report
+
+QUICK = ("--bench-backend", "eager", "--iters", "3", "--warmup", "0")
+
+
+def test_consecutive_arms_do_not_add_up_and_the_parent_lets_go_of_its_model_first(cli, tmp_path):
+    """A 256 MB model and three compiled arms, each on its own copy in the arms' child: the process tree's
+    peak during each arm is about the same (the copy before it was freed), not one more model each; the
+    analysing process let go of its model and pristine copy (512 MB) before the child rebuilt them."""
+    out = tmp_path / "r.json"
+    result = cli("bench", "cost_targets:big_blocks", *QUICK, "--json", str(out), "-q", timeout=600)
+    assert result.returncode == 0, result.stderr
+    report = load_report(out)
+    cost = report.cost
+    model_mb = cost.footprint.model_mb
+    assert 250 < model_mb < 270, cost.footprint
+    arms = {p.phase: p for p in cost.phases if p.phase.startswith("arm ")}
+    peaks = [arms[f"arm {name}"].peak_rss_mb for name in ("compiled", "compiled_fixed", "regional_fixed")]
+    assert all(p is not None for p in peaks), arms
+    assert max(peaks) - min(peaks) < 0.5 * model_mb, peaks  # a copy left behind would add 256 MB per arm
+    assert cost.released and "(512 MB)" in cost.released, cost.released
+    # each arm's own high-water mark in the child: one copy at a time
+    rows = {a.name: a for a in report.benchmark.arms}
+    assert abs(rows["regional_fixed"].peak_memory_mb - rows["compiled"].peak_memory_mb) < 0.5 * model_mb
+    assert cost.summary.startswith("the doctor used ") and cost.memory_ratio and cost.time_ratio
+    assert "doctor's cost: the doctor used" not in result.stdout  # -q: no summary
+
+
+def test_a_phase_that_would_not_fit_stops_before_it_with_one_line_and_exit_14(cli, tmp_path):
+    out = tmp_path / "r.json"
+    result = cli("fix", "cost_targets:big_blocks", "--memory-limit", "100", "--json", str(out), "-q", timeout=300)
+    assert result.returncode == ExitCode.NO_MEMORY, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("ctc-doctor: error: fix: not enough memory on cpu: it needs about "), lines
+    assert "100 MB is allowed (--memory-limit); stopped before it" in lines[0] and "partial report written" in lines[0]
+    report = load_report(out)  # what was found before it stands
+    assert report.graph_breaks and report.fix is None and report.errors[-1].phase == "preflight"
+
+
+def test_an_arm_that_runs_out_of_memory_is_named_and_is_not_a_loss_for_compile(cli, tmp_path):
+    """The compiled code of this model builds a 4 GB scratch tensor; the arms' child is capped at 1.5 GB: the
+    compiled arm runs out of memory, eager does not, and the verdict says compile could not be measured."""
+    out = tmp_path / "r.json"
+    args = ("bench", "cost_targets:allocates_under_compile", *QUICK, "--arm-memory-limit", "1536", "--json", str(out))
+    result = cli(*args, timeout=300)
+    assert result.returncode == 0, result.stderr
+    b = load_report(out).benchmark
+    arms = {a.name: a for a in b.arms}
+    assert arms["eager"].error is None and arms["eager"].latency_ms is not None
+    assert arms["compiled"].out_of_memory and arms["compiled"].peak_memory_mb, arms["compiled"]
+    assert b.best_arm is None and b.best_arm_reason.startswith("the compiled arms could not be measured (compiled: out of memory, peak ")
+    assert "best: eager" not in result.stdout and "could not be measured" in result.stdout
+
+
+@pytest.fixture
+def two_busy_loops():
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    yield
+    for p in loops:
+        p.kill()
+        p.wait()
+
+
+def test_under_two_busy_loops_the_report_and_the_terminal_say_the_machine_was_busy(cli, tmp_path, two_busy_loops):
+    out = tmp_path / "r.json"
+    result = cli("bench", "cost_targets:small", "--bench-backend", "eager", "--arms", "regional", "--json", str(out), timeout=300)
+    assert result.returncode == 0, result.stderr
+    b = load_report(out).benchmark
+    assert b.machine is not None and b.machine.busy and b.machine.other_cpu >= 1.0, b.machine
+    assert b.machine.note.startswith("busy machine: other processes used up to ")
+    assert any(a.busy and a.busy >= 1.0 for a in b.arms)
+    assert all("other processes used" in (a.latency_ms.unstable or "") for a in b.arms if a.latency_ms)
+    assert "the machine was busy while timing" in b.best_arm_reason
+    assert "busy machine" in result.stdout and "unstable" in result.stdout
+
+
+def _mlp() -> Workload:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.Tanh(), torch.nn.Linear(512, 64)).eval()
+    return Workload(model, args=(torch.randn(256, 64),), variants=[(torch.randn(128, 64),)])
+
+
+def test_eager_results_past_the_memory_limit_go_to_a_file_and_judge_the_same():
+    """The same judgement with eager's results and the reference's differences in memory and in a file."""
+    checks = []
+    for limit in (1 << 30, 0):
+        w = _mlp()
+        kept = KeptResults(TensorStore(limit=limit))
+        with torch.no_grad():
+            run_pass(w.model, w, w.calls(), seed=0, train=False, sink=kept)
+        reference = make_reference(w.model, w, w.calls(), kept, seed=0, train=False, device="cpu", loose=True)
+        assert reference.method == "float64_reference"
+        assert (reference.kept_bytes()[1] > 0) == (limit == 0), reference.kept_bytes()
+        compiled = torch.compile(w.model, backend="aot_eager")
+        judgement = reference.judgement()
+        with torch.no_grad():
+            run_pass(compiled, w, w.calls(), seed=0, train=False, sink=judgement)
+        checks.append(judgement.result())
+        reference.close()
+    memory, disk = checks
+    assert memory.ok and disk.ok and memory.ratio == disk.ratio and memory.worst == disk.worst
+
+
+def test_the_reference_block_by_block_gives_the_verdict_of_the_whole_float64_model():
+    """Each module cast to float64 only while its forward runs (a model too big for a float64 copy) judges
+    as the whole model cast does; the model comes back bit for bit."""
+    w = _mlp()
+    before = {k: v.clone() for k, v in w.model.state_dict().items()}
+    results = {}
+    for placement in ("whole", "blockwise"):
+        kept = KeptResults()
+        with torch.no_grad():
+            run_pass(w.model, w, w.calls(), seed=0, train=False, sink=kept)
+        reference = make_reference(w.model, w, w.calls(), kept, seed=0, train=False, device="cpu", loose=True, placements=(placement,))
+        assert reference.placement == placement and reference.method == "float64_reference", reference.note
+        wrong = _mlp()
+        with torch.no_grad():
+            wrong.model[0].weight.mul_(1.02)  # a 2 % error, as a compile bug would make
+        results[placement] = (reference.judge(_sample(w.model, w)), reference.judge(_sample(wrong.model, w)))
+    assert all(right.ok and not bad.ok for right, bad in results.values()), results
+    assert results["whole"][0].eager_error == pytest.approx(results["blockwise"][0].eager_error, rel=1e-6)
+    assert all(torch.equal(before[k], v) and v.dtype == torch.float32 for k, v in w.model.state_dict().items())
+
+
+def _sample(model, workload):
+    with torch.no_grad():
+        return run_pass(model, workload, workload.calls(), seed=0, train=False, collect=True)
+
+
+def test_a_budget_leaves_out_the_optional_arms_and_names_them(cli, tmp_path):
+    out = tmp_path / "r.json"
+    args = ("bench", "ctc_doctor.fixtures.zoo:repeated_blocks", *QUICK, "--budget", "0.5", "--json", str(out), "-q")
+    result = cli(*args, timeout=300)
+    assert result.returncode == 0, result.stderr
+    report = load_report(out)
+    b = report.benchmark
+    assert [a.name for a in b.arms] == ["eager", "compiled"]  # always measured
+    # the fix checks did not fit, so no fix was applied, and the regional arm did not fit either
+    assert any(n.startswith("--budget/--timeout: no time left to verify S1") for n in report.fix.notes), report.fix.notes
+    assert any(n.startswith("--budget: regional not measured (a compiled arm took about ") for n in b.notes), b.notes
+
+
+def test_the_arms_child_does_not_outlive_a_parent_stopped_by_sigkill(tmp_path):
+    """A job's timeout kills ctc-doctor: the arms' child (its own session) must not run on, holding memory."""
+    import signal
+    import time
+
+    from ctc_doctor.analyzer.running.memory import descendants
+
+    from .conftest import REPO, TARGETS
+
+    env = {**os.environ, "PYTHONPATH": str(TARGETS)}
+    args = [sys.executable, "-m", "ctc_doctor", "bench", "cost_targets:small", "--bench-backend", "eager", "-q"]
+    parent = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    children: list[int] = []
+    while time.monotonic() < deadline and not children:
+        children = [p for p in descendants(parent.pid) if "bench_worker" in _cmdline(p)]
+        time.sleep(0.2)
+    assert children, "the arms' child never started"
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    gone = time.monotonic() + 20
+    while time.monotonic() < gone and any(_alive(p) for p in children):
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in children), [_cmdline(p) for p in children]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
