@@ -37,6 +37,7 @@ class _Arms:
         from .phases.bench import ArmRunner, BenchOptions, plan_arms
         from .phases.context import PhaseContext
         from .running.calls import to_device
+        from .running.numerics import Reference
         from .running.settings import RunSettings
         from .target import load_workload
 
@@ -60,6 +61,7 @@ class _Arms:
             report=report,
             facts=model_facts(model, calls),
             pristine=model if isinstance(model, torch.nn.Module) else None,
+            reference=Reference.attached(setup["reference_fd"], setup["reference"]) if setup.get("reference") else None,
         )
         self.runner = ArmRunner(self.ctx, options)
         self.notes: list[str] = []

@@ -40,6 +40,12 @@ class RunCost:
         self.notes: list[str] = []
         self.released: str | None = None
 
+    def let_go(self, freed: int, what: str) -> None:
+        """This process freed `freed` bytes of `what` (the caller handed the workload over)."""
+        if freed:
+            said = f"{what} ({freed / 2**20:.0f} MB)"
+            self.released = f"{self.released}, then {said}" if self.released else f"the analysing process let go of {said}"
+
     def progress(self, phase: str, done: int, total: int) -> None:
         """The run's progress callback: the meter sees every event, then the caller's callback."""
         self.meter.progress(phase)

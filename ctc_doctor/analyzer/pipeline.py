@@ -244,9 +244,7 @@ def _releaser(workload: Workload, pristine: Any, settings: RunSettings, cost: Ru
         freed = free_tensors(workload.model, pristine)
         ti.reset_dynamo_quietly()
         release_memory(settings.device or "cpu")
-        cost.released = (
-            f"the analysing process let go of its model and pristine copy ({freed / 2**20:.0f} MB) before the arms' child rebuilt them"
-        )
+        cost.let_go(freed, "its pristine copy before the arms' child rebuilt the model")
         return freed
 
     return release
@@ -384,13 +382,25 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions
     is_module = isinstance(model, torch.nn.Module)
     facts: ModelFacts | None = model_facts(model, ctx.calls) if is_module else None
     ctx = dataclasses.replace(ctx, facts=facts)
+    if options.owns_workload and ctx.pristine is not None and not options.probe_shapes and cost is not None:
+        # the later phases run copies of the pristine model: the caller's own model is not run again
+        cost.let_go(free_tensors(model), "its model after the analysis")
+        release_memory(ctx.settings.device or "cpu")
     # (phase, run, merge, reads the report): a phase that reads the report gets a copy of it
     steps: list[tuple[rm.Phase, Callable[[PhaseContext], Any], Callable[[Any], None], bool]] = []
     if options.suggest:
         steps.append(("suggest", run_suggest, lambda section: setattr(report, "suggestions", section), True))
+    shared: list[Any] = []  # the fix phase's numerics reference, which the benchmark judges its arms by
+
+    def merge_fix(section: FixSection) -> None:
+        _merge_fix(report, section)
+        if section.reference is not None:
+            shared.append(section.reference)
+
     if options.fix is not None and facts is not None:
-        fix_options = options.fix
-        steps.append(("fix", lambda c: run_fix(c, fix_options), lambda section: _merge_fix(report, section), True))
+        # the benchmark's arms judged by the fix checks' reference: same calls, seed and pristine model
+        fix_options = dataclasses.replace(options.fix, keep_reference=options.bench is not None and is_module)
+        steps.append(("fix", lambda c: run_fix(c, fix_options), merge_fix, True))
     if options.probe_shapes and facts is not None:
         steps.append(("probe", run_probe, lambda section: setattr(report, "shape_probe", section), False))
     if options.bench is not None and is_module:
@@ -402,7 +412,12 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions
             message = f"no time left for {phase} (--timeout {options.timeout_s:g} s)"
             report.errors.append(rm.ErrorRecord(phase="timeout", type="AnalysisTimeout", message=message))
             break
-        phase_ctx = dataclasses.replace(ctx, budget_s=clock.planned(), report=report.model_copy(deep=True) if reads_report else None)
+        phase_ctx = dataclasses.replace(
+            ctx,
+            budget_s=clock.planned(),
+            report=report.model_copy(deep=True) if reads_report else None,
+            reference=shared[0] if shared and phase == "bench" else None,
+        )
         if phase == "suggest":
             ctx.progress("suggest", 0, 0)  # its own line in the cost section (the others report their steps)
         fits = cost.preflight(phase, model, ctx.pristine, isolated=isolated_bench(options)) if cost else contextlib.nullcontext()
@@ -422,6 +437,8 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions
             report.errors.append(rm.ErrorRecord(phase=phase, type=type(exc).__name__, message=describe_error(exc)[:500]))
         finally:
             ti.reset_dynamo_quietly()
+    for reference in shared:
+        reference.close()
     _merge_verdicts(report)
 
 

@@ -133,6 +133,10 @@ class ArmRunner:
         """What the eager arm's first pass produced."""
         self.reference: Reference | None = None
         self.random = False
+        self.shared = False
+        """The reference came from the fix phase (same calls, seed and pristine model): no run of its own."""
+        if ctx.reference is not None and not self.steps:
+            self.adopt(ctx.reference)
         """The model draws random numbers (dropout, rand): eager from another seed gave other results."""
 
     def grad(self) -> contextlib.AbstractContextManager[Any]:
@@ -194,12 +198,13 @@ class ArmRunner:
         """The step mark each call of a CUDA-graph arm begins with, else None."""
         return ti.cudagraph_mark_step_begin if self.cudagraphs(arm) else None
 
-    def timed(self, fn: Callable[..., Any], arm: Arm, out: rm.BenchmarkArm | None = None) -> rm.LatencyStats:
+    def timed(self, fn: Callable[..., Any], arm: Arm, out: rm.BenchmarkArm | None = None, ran: int = 0) -> rm.LatencyStats:
         """Warm-up passes, then timed passes: `iters` of them, more while the spread is wide (IQR over 5 % of
         the median) up to `max_iters`; adaptive (iters None): until the median is settled, within a budget,
-        or as soon as the arm is clearly behind the fastest arm so far (`behind`). Warm-up stops early once
-        two passes agree within 10 % (a pass of seconds needs no three). Other processes' CPU during the
-        timed passes goes to `out.busy`."""
+        or as soon as the arm is clearly behind the fastest arm so far (`behind`). Adaptive warm-up of a
+        pass longer than WARM_ENOUGH_S stops early: after one pass when the arm ran `ran` >= 2 whole passes
+        already (its first and its warm-cache pass; not under CUDA graphs, which record on later passes),
+        else once two passes agree within 10 %. Other processes' CPU during the timed passes goes to `out.busy`."""
         label = f"bench {arm.name}: timing"
         fixed = self.bench.iters is not None
         least = self.bench.iters if self.bench.iters is not None else AUTO_MIN
@@ -212,7 +217,9 @@ class ArmRunner:
             self.run_pass(fn, arm, step=self.step(arm))
             dev.synchronize(self.device)
             warm.append(time.perf_counter() - t0)
-            if not fixed and len(warm) >= 2 and abs(warm[-1] - warm[-2]) <= 0.1 * warm[-2] and warm[-1] > WARM_ENOUGH_S:
+            if fixed or warm[-1] <= WARM_ENOUGH_S:
+                continue
+            if (ran >= 2 and self.step(arm) is None) or (len(warm) >= 2 and abs(warm[-1] - warm[-2]) <= 0.1 * warm[-2]):
                 break
         times: list[float] = []
 
@@ -301,9 +308,15 @@ class ArmRunner:
         ti.fresh_dynamo_state()
         return self.reference
 
+    def adopt(self, reference: Reference) -> None:
+        """Judge every arm by `reference` (the fix phase's, or the parent's shared with this child)."""
+        self.reference, self.shared = reference, True
+        self.random = reference.random is not None
+        reference.loose = loose_backend(self.bench.backend)  # the elementwise fallback, for this backend's float math
+
     def close(self) -> None:
-        """Let go of eager's kept results and the reference."""
-        if self.reference is not None:
+        """Let go of eager's kept results and the reference (a shared one stays its owner's)."""
+        if self.reference is not None and not self.shared:
             self.reference.close()
         if self.eager is not None:
             self.eager.close()
@@ -359,7 +372,7 @@ class ArmRunner:
             # eager's results are kept (every arm is judged against them); an arm's are judged as they come
             judging = arm.compiled and self.reference is not None and not self.like_eager(arm)
             judgement = self.reference.judgement(arm.compare_outputs) if judging and self.reference is not None else None
-            kept = KeptResults() if not arm.compiled else None
+            kept = KeptResults() if not arm.compiled and not self.shared else None
             with ti.count_compiles() as cold:
                 t0 = time.perf_counter()
                 self.run_pass(fn, arm, seed=seed, sink=kept or judgement, step=step)
@@ -376,13 +389,15 @@ class ArmRunner:
                     with ti.count_compiles() as warm:
                         self.run_pass(fn, arm, step=step)
                     out.warm_compile_time_s = round(warm.compile_time_s, 4)
+            passes = 1 + (out.warm_compile_time_s is not None)
             if kept is not None:
                 self.eager = kept
                 self.random = self.draws_random(arm)
+                passes += self.seed is not None  # the pass from another seed
             elif judgement is not None:
                 record_check(out, judgement.result())
             with ti.count_compiles() as during:
-                out.latency_ms = self.timed(fn, arm, out)
+                out.latency_ms = self.timed(fn, arm, out, ran=passes)
             compiles = None
             if arm.compiled:
                 extra = during.frames
@@ -517,12 +532,14 @@ def measure_arm(ctx: PhaseContext, runner: ArmRunner, arm: Arm) -> tuple[rm.Benc
 def after_eager(runner: ArmRunner, model: torch.nn.Module, calls: list[Call]) -> dict[str, Any]:
     """After the eager arm, on its copy: the numerics reference every other arm is judged against; the settings it adds."""
     settings: dict[str, Any] = {}
-    reference = runner.make_reference(model, calls)
+    reference = runner.reference if runner.shared else runner.make_reference(model, calls)
     if reference is not None:
         settings["numerics"] = reference.method + (f" ({reference.note})" if reference.note else "")
         settings["numerics_reference_s"] = reference.duration_s
+        if runner.shared:
+            settings["numerics_reference"] = "the fix phase's (the same calls and seed on the same pristine model): no run of its own"
         in_memory, on_disk = reference.kept_bytes()
-        settings[KEPT] = f"{in_memory / 2**20:.0f} MB in memory, {on_disk / 2**20:.0f} MB in a temporary file"
+        settings[KEPT] = f"{_mb(in_memory)} in memory, {_mb(on_disk)} in a temporary file"
     if runner.random:
         settings["random"] = (
             "the model draws random numbers (eager from another seed differs): every run seeded alike per call; "
@@ -552,6 +569,10 @@ def _run_in_process(ctx: PhaseContext, bench: BenchOptions, result: rm.Benchmark
             result.settings.update(settings)
     finally:
         runner.close()
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:.0f} MB" if n >= 10 * 2**20 else f"{n / 2**20:.1f} MB"
 
 
 KEPT = "numerics_kept"

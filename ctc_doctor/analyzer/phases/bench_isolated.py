@@ -64,7 +64,12 @@ def run_isolated(ctx: PhaseContext, bench: BenchOptions, result: rm.Benchmark) -
         with open(report_file, "w", encoding="utf-8") as fh:
             fh.write(ctx.report.model_dump_json())
         setup.update(bench=dataclasses.asdict(bench), report_file=report_file)
-        child = ChildWorker(WORKER_MODULE, setup, startup_s=_STARTUP_S, prefix="ctc-bench-", workdir=workdir)
+        fds: tuple[int, ...] = ()
+        steps = ctx.settings.train and ctx.workload.optimizer is not None
+        if ctx.reference is not None and not steps:  # the fix phase's reference judges the child's arms too
+            fd, setup["reference"] = ctx.reference.share()
+            setup["reference_fd"], fds = fd, (fd,)
+        child = ChildWorker(WORKER_MODULE, setup, startup_s=_STARTUP_S, prefix="ctc-bench-", workdir=workdir, pass_fds=fds)
         try:
             # this process lets go of its model first: the child rebuilds it, and the two never hold it at once
             released = ctx.release() if ctx.release is not None else 0

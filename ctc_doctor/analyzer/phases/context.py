@@ -49,5 +49,8 @@ class PhaseContext:
     release: Callable[[], int] | None = None
     """Frees this process' model and pristine copy (returns the bytes) when the caller handed the workload
     over: the benchmark calls it before its child process rebuilds them. None: the model must stay."""
+    reference: Any = None
+    """The fix phase's numerics reference (`running.numerics.Reference`), handed to the benchmark so its
+    arms are judged by it with no reference run of their own (None: the benchmark makes its own)."""
     rebuild: Callable[[], Workload] | None = None
     """Builds the workload again from its TARGET (after `release`, when the child could not start)."""

@@ -43,6 +43,8 @@ class FixOptions:
     measure_baseline: bool = False
     """Measure the unchanged copy on the workload's calls first and compare each fix with that, not with
     the report's counts (a script's report counts all its calls; the workload holds the ones kept)."""
+    keep_reference: bool = False
+    """Hand the numerics reference over in the section (`FixSection.reference`) instead of closing it."""
 
 
 @dataclass
@@ -52,6 +54,9 @@ class FixSection:
     result: rm.FixResult
     verified: dict[str, rm.Verification] = field(default_factory=dict)
     """Suggestion id -> what applying it alone measured."""
+    reference: Reference | None = None
+    """With `FixOptions.keep_reference`: the numerics reference the checks were judged by, still open
+    (the benchmark judges its arms by it; whoever takes it closes it)."""
 
 
 def iter_auto(suggestions: list[rm.Suggestion]) -> Iterator[rm.Suggestion]:
@@ -393,10 +398,15 @@ def run_fix(ctx: PhaseContext, options: FixOptions) -> FixSection:
     model = ctx.pristine if ctx.pristine is not None else ctx.workload.model
     assert isinstance(model, torch.nn.Module)
     fixer = _Fixer(ctx, options, section, model)
+    kept = False
     try:
         _verify(ctx, options, fixer, candidates)
+        kept = options.keep_reference
     finally:
-        fixer.checker.reference.close()
+        if kept:
+            section.reference = fixer.checker.reference
+        else:
+            fixer.checker.reference.close()
         release_memory(ctx.settings.device or "cpu")
     result.duration_s = round(time.perf_counter() - t0, 3)
     return section

@@ -41,14 +41,14 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
 
 from ...reports import models as rm
 from .calls import Sample
-from .store import Kept, TensorStore, flat
+from .store import Kept, TensorStore, describe, flat, kept_from
 from .tensors import iter_tensors
 
 # torch.testing.assert_close defaults (rtol, atol) per dtype, for the elementwise fallback; compiled
@@ -198,6 +198,40 @@ class Reference:
         """Let go of what it keeps (the store's file)."""
         if self.store is not None:
             self.store.close()
+
+    def share(self) -> tuple[int, dict[str, Any]]:
+        """Everything it keeps moved into its store's file, and (the file's descriptor, a JSON layout):
+        a child process that inherits the descriptor judges by the same reference (`attached`), so the
+        benchmark's arms need no reference run of their own."""
+        store = self.store if self.store is not None else self.eager.store
+        named = dict(self.eager.named())
+        for kept in [*named.values(), *(self.deltas or {}).values()]:
+            store.spill(kept)
+        layout = {
+            "eager": {
+                "outputs": [[describe(k) for k in call] for call in self.eager.outputs],
+                "losses": [describe(k) for k in self.eager.losses],
+                "grads": {n: describe(k) for n, k in self.eager.grads.items()},
+            },
+            "deltas": {n: describe(k) for n, k in self.deltas.items()} if self.deltas is not None else None,
+            **{f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("eager", "deltas", "store")},
+        }
+        return store.fileno(), layout
+
+    @classmethod
+    def attached(cls, fd: int, layout: dict[str, Any]) -> Reference:
+        """The reference `share` described, read through the inherited descriptor `fd`."""
+        store = TensorStore.attached(fd)
+        e = layout["eager"]
+        eager = KeptResults(
+            store,
+            [[kept_from(k, store) for k in call] for call in e["outputs"]],
+            [kept_from(k, store) for k in e["losses"]],
+            {n: kept_from(k, store) for n, k in e["grads"].items()},
+        )
+        deltas = {n: kept_from(k, store) for n, k in layout["deltas"].items()} if layout["deltas"] is not None else None
+        rest = {k: v for k, v in layout.items() if k not in ("eager", "deltas")}
+        return cls(eager, deltas, store=store, **rest)
 
 
 CHUNK = 1 << 21

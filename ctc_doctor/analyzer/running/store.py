@@ -139,10 +139,53 @@ class TensorStore:
             return torch.empty(0, dtype=dtype)
         return torch.frombuffer(buffer, dtype=dtype)
 
+    def spill(self, kept: Kept) -> None:
+        """Move an in-memory kept tensor into the file (to share the store with a child process)."""
+        if kept.tensor is None:
+            return
+        f, kept.tensor = kept.tensor, None
+        kept.store, kept.offset = self, self.on_disk
+        self.in_memory -= kept.nbytes
+        step = 1 << 22
+        for s in range(0, f.numel(), step):
+            self._write(f[s : s + step])
+
+    def fileno(self) -> int:
+        """The file's descriptor (a child process inherits it to read the same results)."""
+        return self._fd()
+
+    @classmethod
+    def attached(cls, fd: int) -> TensorStore:
+        """A store over an inherited descriptor (the parent's results, read only)."""
+        store = cls(limit=0)
+        store._file = fd
+        store.on_disk = os.fstat(fd).st_size
+        return store
+
     def close(self) -> None:
         if self._file is not None:
             os.close(self._file)
             self._file = None
+
+
+def describe(kept: Kept) -> dict[str, object]:
+    """A file-backed kept tensor as JSON (`kept_from` reads it back)."""
+    assert kept.tensor is None, "spill it first"
+    return {
+        "shape": list(kept.shape),
+        "dtype": str(kept.dtype).removeprefix("torch."),
+        "flat_dtype": str(kept.flat_dtype).removeprefix("torch."),
+        "numel": kept.numel,
+        "offset": kept.offset,
+    }
+
+
+def kept_from(data: dict[str, object], store: TensorStore) -> Kept:
+    """The kept tensor `describe` wrote, read from `store`."""
+    shape = tuple(int(x) for x in data["shape"])  # type: ignore[attr-defined]
+    dtype = getattr(torch, str(data["dtype"]))
+    flat_dtype = getattr(torch, str(data["flat_dtype"]))
+    return Kept(shape, dtype, flat_dtype, int(data["numel"]), store=store, offset=int(data["offset"]))  # type: ignore[call-overload]
 
 
 class _Writer:

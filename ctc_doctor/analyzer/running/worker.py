@@ -83,8 +83,19 @@ class ChildWorker:
     the workload, then one answer per request; it may send `{"progress": [phase, done, total]}` lines
     before an answer. Its stderr goes to a log file in `workdir`, whose tail tells how it died."""
 
-    def __init__(self, module: str, setup: dict[str, Any], *, startup_s: float, prefix: str, workdir: str | None = None) -> None:
+    def __init__(
+        self,
+        module: str,
+        setup: dict[str, Any],
+        *,
+        startup_s: float,
+        prefix: str,
+        workdir: str | None = None,
+        pass_fds: tuple[int, ...] = (),
+    ) -> None:
         self.module = module
+        self.pass_fds = pass_fds
+        """Descriptors each child inherits (the numerics reference's file, read through the same descriptor)."""
         self.startup_s = startup_s
         self._own_dir = tempfile.TemporaryDirectory(prefix=prefix) if workdir is None else None
         self.workdir = workdir if workdir is not None else self._own_dir.name  # type: ignore[union-attr]
@@ -120,6 +131,7 @@ class ChildWorker:
                 bufsize=0,
                 cwd=os.getcwd(),
                 start_new_session=True,  # its own process group: a kill takes whatever it started too
+                pass_fds=self.pass_fds,
             )
 
     def wait_ready(self, limit_s: float | None) -> tuple[dict[str, Any] | None, str | None]:
