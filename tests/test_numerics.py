@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+from dataclasses import replace
 
 import pytest
 import torch
@@ -173,7 +174,10 @@ def test_a_training_step_with_an_optimizer_is_timed_in_steps_per_second_with_the
     step from which the compile pays off; the user's model ends with the parameters it started with."""
     workload = load_workload(f"{FIX_TARGETS}:mlp_train_adamw", seed=0)
     before = [p.detach().clone() for p in workload.model.parameters()]
-    bench = BenchOptions(backend="aot_eager", iters=3, warmup=1, regional=False, fresh_cache=False, job_steps=3)
+    # compiled_optimizer: opt-in for training steps (one more compile of the whole step), asked for here
+    bench = BenchOptions(
+        backend="aot_eager", iters=3, warmup=1, regional=False, fresh_cache=False, job_steps=3, arms=("compiled_optimizer",)
+    )
     report = analyze(workload, AnalyzeOptions(explain=False, train=True, backend="aot_eager", bench=bench))
     b = report.benchmark
     assert b is not None and b.settings["grad"].startswith("training step")
@@ -194,6 +198,13 @@ def test_a_training_step_with_an_optimizer_is_timed_in_steps_per_second_with_the
     steps = next_steps(report)
     assert "`model = torch.compile(model); optimizer.step = torch.compile(optimizer.step)`" in steps[0]
     assert steps[1].startswith("For a 3-call job the least total time is eager")
+    # not asked for: left out, and the note prices it from what the compiled arm took
+    plain = analyze(
+        load_workload(f"{FIX_TARGETS}:mlp_train_adamw", seed=0), AnalyzeOptions(explain=False, train=True, bench=replace(bench, arms=()))
+    )
+    assert [a.name for a in plain.benchmark.arms] == ["eager", "compiled"]
+    [note] = [n for n in plain.benchmark.notes if n.startswith("training steps: ")]
+    assert note.startswith("training steps: compiled_optimizer not measured (about ") and note.endswith("--arms compiled_optimizer)"), note
     bad = cli("analyze", f"{FIX_TARGETS}:bad_optimizer", "--train")
     assert bad.returncode == 5 and "optimizer factory raised ValueError" in bad.stderr
     assert len([line for line in bad.stderr.splitlines() if line.strip()]) == 1
