@@ -175,6 +175,8 @@ class ArmBudget:
         whole, fixed = arms.get("compiled"), arms.get("compiled_fixed")
         if whole is None or fixed is None or whole.latency_ms is None or fixed.latency_ms is None:
             return None
+        if whole.latency_ms.unstable or fixed.latency_ms.unstable:
+            return None  # no decision rests on unstable figures: measure them
         noise = max(whole.latency_ms.iqr, fixed.latency_ms.iqr, 0.03 * whole.latency_ms.median)
         same_latency = abs(whole.latency_ms.median - fixed.latency_ms.median) <= noise
         a, b = whole.compile_time_s, fixed.compile_time_s
