@@ -18,6 +18,7 @@ from ctc_doctor.analyzer.running.precision import make_reference
 from ctc_doctor.analyzer.running.store import TensorStore
 from ctc_doctor.errors import ExitCode
 from ctc_doctor.reports.io import load_report
+from ctc_doctor.reports.markdown import render_markdown
 
 QUICK = ("--bench-backend", "eager", "--iters", "3", "--warmup", "0")
 
@@ -25,7 +26,8 @@ QUICK = ("--bench-backend", "eager", "--iters", "3", "--warmup", "0")
 def test_consecutive_arms_do_not_add_up_and_the_parent_lets_go_of_its_model_first(cli, tmp_path):
     """A 256 MB model and three compiled arms, each on its own copy in the arms' child: the process tree's
     peak during each arm is about the same (the copy before it was freed), not one more model each; the
-    analysing process let go of its model and pristine copy (512 MB) before the child rebuilt them."""
+    analysing process let go of its model after the analysis and of its pristine copy before the child
+    rebuilt the model; the report and its Markdown say what the doctor cost."""
     out = tmp_path / "r.json"
     result = cli("bench", "cost_targets:big_blocks", *QUICK, "--json", str(out), "-q", timeout=600)
     assert result.returncode == 0, result.stderr
@@ -42,7 +44,9 @@ def test_consecutive_arms_do_not_add_up_and_the_parent_lets_go_of_its_model_firs
     rows = {a.name: a for a in report.benchmark.arms}
     assert abs(rows["regional_fixed"].peak_memory_mb - rows["compiled"].peak_memory_mb) < 0.5 * model_mb
     assert cost.summary.startswith("the doctor used ") and cost.memory_ratio and cost.time_ratio
-    assert "doctor's cost: the doctor used" not in result.stdout  # -q: no summary
+    assert cost.workload_basis.startswith("one eager pass and one compile (eager)")
+    assert "<summary>The doctor's own cost: the doctor used" in render_markdown(report)
+    assert "| arm compiled_fixed |" in render_markdown(report)
 
 
 def test_a_phase_that_would_not_fit_stops_before_it_with_one_line_and_exit_14(cli, tmp_path):

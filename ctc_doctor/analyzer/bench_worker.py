@@ -1,14 +1,16 @@
 """The child process of isolated benchmark arms: `python -m ctc_doctor.analyzer.bench_worker SETUP.json`.
 
 It rebuilds the workload as the analysing process did (the target, seed, device and sys.path from the
-setup; the calls on the device; a pristine copy of the model taken before anything ran, when the parent
-had one; one eager call, so the model meets the arms after its first-call set-up as it does in the
-parent; the model facts), reads the report so far and the bench options, plans the arms exactly as
-`phases.bench` does in-process, and answers `{"ready": true, "arms": [...], "notes": [...]}`. Then it
-reads one request per line (`{"arm": NAME}`) and answers each with one line: the arm's row
-(`BenchmarkArm`, JSON), the settings the eager arm adds (the numerics reference), and `replay_s`, the
-seconds it spent first re-running eager and the reference when it was started after a crash and asked
-for a later arm. `{"progress": [phase, done, total]}` lines may come before an answer.
+setup; the calls on the device; the rebuilt model, which nothing runs, is the pristine one every arm
+copies, on the host when the device is an accelerator; the model facts), reads the report so far, the
+bench options and the fix phase's numerics reference when the parent shares it (`reference`, read through
+the inherited descriptor `reference_fd`), plans the arms exactly as `phases.bench` does in-process, and
+answers `{"ready": true, "arms": [...], "notes": [...]}`. Then it reads one request per line
+(`{"arm": NAME}`) and answers each with one line: the arm's row (`BenchmarkArm`, JSON), the settings the
+eager arm adds (the numerics reference), and `replay_s`, the seconds it spent first re-running eager and
+the reference when it was started after a crash and asked for a later arm (none with a shared
+reference). `{"progress": [phase, done, total]}` lines may come before an answer. With
+`bench.arm_memory_mb` it caps its own memory first (`--arm-memory-limit`), and it dies with its parent.
 
 The protocol stream is the original stdout; the model's prints go to stderr, which the parent keeps in
 a file and reads the tail of when this process dies (`running.worker.ChildWorker`).
@@ -44,7 +46,10 @@ class _Arms:
         seed, device = setup["seed"], setup.get("device")
         workload = load_workload(setup["target"], seed=seed)
         model = workload.model
-        # the rebuilt model is the pristine one every arm copies (and moves to the device): nothing runs it
+        # the rebuilt model is the pristine one every arm copies (and moves to the device): nothing runs it,
+        # and on an accelerator it waits on the host, so the device holds one arm's copy at a time
+        if device is not None and device != "cpu" and isinstance(model, torch.nn.Module):
+            model.to("cpu")
         calls = [Call(to_device(c.args, device), to_device(dict(c.kwargs), device)) for c in workload.calls()]
         with open(setup["report_file"], encoding="utf-8") as fh:
             report = rm.Report.model_validate_json(fh.read())

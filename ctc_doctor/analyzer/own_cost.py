@@ -112,7 +112,9 @@ class RunCost:
         cost.kept = bench.kept if bench is not None else None
         isolated = bench is not None and bench.isolation is not None and bench.isolation.isolated
         pristine_mb = self.footprint.model_mb if self.footprint is not None and isolated and not self.device.startswith("cuda") else 0.0
-        cost.workload_wall_s, cost.workload_peak_mb, cost.workload_basis = workload_figures(report, pristine_mb)
+        children = [self.meter.children_peak_mb(p) for p in ("arm eager", "arm compiled")] if isolated else []
+        figures = workload_figures(report, pristine_mb, [c for c in children if c is not None])
+        cost.workload_wall_s, cost.workload_peak_mb, cost.workload_basis = figures
         if cost.workload_wall_s:
             cost.time_ratio = round(cost.wall_s / cost.workload_wall_s, 2)
         doctor_peak = cost.peak_cuda_mb if self.device.startswith("cuda") else cost.peak_rss_mb

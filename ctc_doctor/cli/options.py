@@ -52,6 +52,13 @@ def option_group(options: list[Any], full_run_first: Any = None, full_run: bool 
     return lambda f: decorate(f, chosen)
 
 
+def _amount(name: str, dest: str, help: str) -> Any:
+    """An option that takes SECONDS (`dest` ending in `_s`: a positive number) or MB (a positive integer)."""
+    if dest.endswith("_s"):
+        return click.option(name, dest, default=None, type=click.FloatRange(min=0, min_open=True), metavar="SECONDS", help=help)
+    return click.option(name, dest, default=None, type=click.IntRange(min=1), metavar="MB", help=help)
+
+
 def analysis_options(f: F) -> F:
     options = [
         click.option(
@@ -65,30 +72,17 @@ def analysis_options(f: F) -> F:
         ),
         click.option("--device", default=None, help="Move the model and inputs to this device first (e.g. cuda)."),
         click.option("--seed", default=0, show_default=True, type=int, help="torch.manual_seed before building and before each phase."),
-        click.option(
-            "--timeout",
-            "timeout_s",
-            default=None,
-            type=click.FloatRange(min=0, min_open=True),
-            metavar="SECONDS",
-            help="Give up after this long; the partial report is still written.",
-        ),
-        click.option(
+        _amount("--timeout", "timeout_s", "Give up after this long; the partial report is still written."),
+        _amount(
             "--budget",
             "budget_s",
-            default=None,
-            type=click.FloatRange(min=0, min_open=True),
-            metavar="SECONDS",
-            help="Plan the run to fit in about this long: the analysis and the eager and compiled arms always run; "
+            "Plan the run to fit in about this long: the analysis and the eager and compiled arms always run; "
             "the fix checks, bisection trials and optional arms that would not fit are left out and named in the report.",
         ),
-        click.option(
+        _amount(
             "--memory-limit",
             "memory_limit_mb",
-            type=click.IntRange(min=1),
-            default=None,
-            metavar="MB",
-            help="What a phase may add on the device at most (a copy of the model and its activations) [default: what is "
+            "What a phase may add on the device at most (a copy of the model and its activations) [default: what is "
             "free]: a phase that would need more is not started (exit 14).",
         ),
         click.option("--no-explain", is_flag=True, help="Skip the torch._dynamo.explain cross-check."),
@@ -237,13 +231,10 @@ def bench_options(full_run: bool) -> Callable[[F], F]:
                 help="Run the arms in a child process that rebuilds TARGET, so a crash in one (a segfault, an abort) "
                 "costs that arm, not the run; off: in this process.",
             ),
-            click.option(
+            _amount(
                 "--arm-memory-limit",
                 "arm_memory_mb",
-                type=click.IntRange(min=1),
-                default=None,
-                metavar="MB",
-                help="Cap each arm's memory (the arms' child process's heap on the host; its share of the GPU on CUDA): "
+                "Cap each arm's memory (the arms' child process's heap on the host; its share of the GPU on CUDA): "
                 "an arm that needs more fails as out of memory and the others are still measured.",
             ),
             click.option(

@@ -39,7 +39,7 @@ from ..running.memory import out_of_memory, release_memory
 from ..running.numerics import KeptResults, Reference, SameAs, loose_backend
 from ..running.precision import make_reference
 from .bench_aot import run_aot_arm
-from .bench_arms import Arm, arms_for, fix_arms, materialized
+from .bench_arms import OPT_IN_MARK, TRAINING_OPT_IN, Arm, arm_kind, arms_for, fix_arms, materialized, price_opt_in
 from .bench_isolated import run_isolated
 from .bench_numbers import (
     AUTO_BUDGET_S,
@@ -127,17 +127,17 @@ class ArmRunner:
         self.train = ctx.settings.train
         self.progress = ctx.progress
         self.eager: KeptResults | None = None
+        """What the eager arm's first pass produced (when the reference is this benchmark's own)."""
         self.fastest_s = float("inf")
         """The fastest median pass of the arms measured so far (eager's and the compiled arms' that ran
         without error): adaptive timing stops an arm once it is clearly behind it."""
-        """What the eager arm's first pass produced."""
         self.reference: Reference | None = None
         self.random = False
+        """The model draws random numbers (dropout, rand): eager from another seed gave other results."""
         self.shared = False
         """The reference came from the fix phase (same calls, seed and pristine model): no run of its own."""
         if ctx.reference is not None and not self.steps:
             self.adopt(ctx.reference)
-        """The model draws random numbers (dropout, rand): eager from another seed gave other results."""
 
     def grad(self) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext() if self.train else torch.no_grad()
@@ -512,31 +512,18 @@ def plan_arms(ctx: PhaseContext, runner: ArmRunner, notes: list[str]) -> list[Ar
         arms = [a for a in arms if not a.aot]
     if bench.arms:
         chosen = {"eager", "compiled", *bench.arms}
-        kept = [a for a in arms if a.name.startswith("compiled[") or _kind(a.name) in chosen]
+        kept = [a for a in arms if a.name.startswith("compiled[") or arm_kind(a.name) in chosen]
         left = [a.name for a in arms if a not in kept]
         if left:
             notes.append(f"--arms {','.join(bench.arms)}: {', '.join(left)} not measured.")
         arms = kept
     elif runner.steps:
-        left = [a.name for a in arms if _kind(a.name) in TRAINING_OPT_IN]
+        left = [a.name for a in arms if arm_kind(a.name) in TRAINING_OPT_IN]
         if left:
-            kinds = ",".join(k for k in TRAINING_OPT_IN if any(_kind(n) == k for n in left))
+            kinds = ",".join(k for k in TRAINING_OPT_IN if any(arm_kind(n) == k for n in left))
             notes.append(f"{OPT_IN_MARK}{', '.join(left)} not measured (opt-in for training steps: --arms {kinds})")
             arms = [a for a in arms if a.name not in left]
     return arms
-
-
-TRAINING_OPT_IN = ("compiled_optimizer", "fixed", "modular")
-"""Training-step arms measured only when asked for (`--arms`): each is one more cold compile of the whole
-training step (forward, backward and the optimizer's step), the costliest work of a training benchmark,
-and compiled_fixed already compiles the optimizer with the fixes applied. The note says what each would
-cost, from the compiled arm's measured time."""
-OPT_IN_MARK = "training steps: "
-
-
-def _kind(name: str) -> str:
-    """`fixed` for a per-fix arm (`fixed[S1]`), else the arm's name."""
-    return "fixed" if name.startswith("fixed[") else name
 
 
 def measure_arm(ctx: PhaseContext, runner: ArmRunner, arm: Arm) -> tuple[rm.BenchmarkArm, dict[str, Any]]:
@@ -609,7 +596,7 @@ def _conclude(result: rm.Benchmark, bench: BenchOptions, calls: int) -> None:
     kept = result.settings.pop(KEPT, None)
     if kept is not None:
         result.kept = f"eager's results and the reference's differences: {kept}"
-    _price_opt_in(result)
+    price_opt_in(result)
     if result.machine is not None:
         conclude_load(result.machine, result.arms)
         if result.machine.note:
@@ -628,19 +615,6 @@ def _conclude(result: rm.Benchmark, bench: BenchOptions, calls: int) -> None:
         # no compiled arm measured: no arm for the job either (eager would win by default, not by measure)
         result.job_best_arm = best_for_job(result.arms, calls, bench.job_steps) if unmeasured(result) is None else None
     result.cold_start = cold_start(result) if bench.aot else None
-
-
-def _price_opt_in(result: rm.Benchmark) -> None:
-    """The note on the training arms left out for the asking, with what each would cost: about what the
-    compiled arm took (its cold pass and its timing)."""
-    compiled = next((a for a in result.arms if a.name == "compiled" and a.first_pass_s is not None), None)
-    for i, note in enumerate(result.notes):
-        if note.startswith(OPT_IN_MARK) and compiled is not None and "(about" not in note:
-            each = compiled.first_pass_s or 0.0
-            if compiled.latency_ms is not None:
-                each += compiled.latency_ms.median * compiled.latency_ms.n / 1e3
-            arms = note.removeprefix(OPT_IN_MARK).split(" not measured", 1)[0].count(",") + 1
-            result.notes[i] = note.replace(" not measured", f" not measured (about {each:.0f} s each, {arms * each:.0f} s in all)", 1)
 
 
 def _auto_iters(bench: BenchOptions) -> str:

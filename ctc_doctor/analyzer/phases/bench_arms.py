@@ -303,3 +303,29 @@ def fixed_actions(report: rm.Report) -> list[rm.FixAction] | None:
     by_id = {s.id: s for s in report.suggestions}
     actions = [by_id[i].action for i in report.fix.applied if i in by_id and by_id[i].action is not None]
     return [a for a in actions if a is not None]
+
+
+TRAINING_OPT_IN = ("compiled_optimizer", "fixed", "modular")
+"""Training-step arms measured only when asked for (`--arms`): each is one more cold compile of the whole
+training step (forward, backward and the optimizer's step), the costliest work of a training benchmark,
+and compiled_fixed already compiles the optimizer with the fixes applied. The note says what each would
+cost, from the compiled arm's measured time."""
+OPT_IN_MARK = "training steps: "
+
+
+def arm_kind(name: str) -> str:
+    """`fixed` for a per-fix arm (`fixed[S1]`), else the arm's name."""
+    return "fixed" if name.startswith("fixed[") else name
+
+
+def price_opt_in(result: rm.Benchmark) -> None:
+    """The note on the training arms left out for the asking, with what each would cost: about what the
+    compiled arm took (its cold pass and its timing)."""
+    compiled = next((a for a in result.arms if a.name == "compiled" and a.first_pass_s is not None), None)
+    for i, note in enumerate(result.notes):
+        if note.startswith(OPT_IN_MARK) and compiled is not None and "(about" not in note:
+            each = compiled.first_pass_s or 0.0
+            if compiled.latency_ms is not None:
+                each += compiled.latency_ms.median * compiled.latency_ms.n / 1e3
+            arms = note.removeprefix(OPT_IN_MARK).split(" not measured", 1)[0].count(",") + 1
+            result.notes[i] = note.replace(" not measured", f" not measured (about {each:.0f} s each, {arms * each:.0f} s in all)", 1)

@@ -1,14 +1,16 @@
 """The benchmark's arms in a child process, so that a crash in one (a segfault in a compiler, an abort,
 a CUDA error that kills the process) costs that arm, not the run.
 
-The parent (this module) starts `python -m ctc_doctor.analyzer.bench_worker SETUP.json`: the child
-rebuilds the workload from the TARGET as the parent built it (seed, device, a pristine copy taken
-before anything ran, one eager call as the analysis made), reads the report so far and the bench
-options, and answers with the arms it will measure. The parent then asks for one arm at a time, eager
-first, and each answer is that arm's row (and, for eager, the numerics settings). When the child dies
-mid-arm, the arm becomes a `crash` row (its signal or exit status, the tail of its stderr) and a new
-child is started for the arms after it; before its first arm, the new child re-runs the eager arm
-and the numerics reference (they judge every other arm), which `BenchIsolation.replay_s` counts.
+The parent (this module) lets go of its own model first (when the caller handed it over: `ctx.release`),
+then starts `python -m ctc_doctor.analyzer.bench_worker SETUP.json`: the child rebuilds the workload from
+the TARGET as the parent built it (seed, device; the rebuilt model is the pristine one the arms copy),
+reads the report so far, the bench options and the fix phase's numerics reference (shared through an
+inherited descriptor), and answers with the arms it will measure. The parent then asks for one arm at
+a time, eager first, and each answer is that arm's row (and, for eager, the numerics settings). When the
+child dies mid-arm, the arm becomes a `crash` row (its signal or exit status, the tail of its stderr)
+and a new child is started for the arms after it; without a shared reference, the new child re-runs
+the eager arm and the numerics reference first (they judge every other arm), which
+`BenchIsolation.replay_s` counts.
 
 In-process instead (`bench._run_in_process`), said in `Benchmark.isolation`: with isolation off, a
 target a child cannot rebuild (the Python API's workload objects), or a child that cannot start.

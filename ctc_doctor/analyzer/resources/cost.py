@@ -25,29 +25,28 @@ _TIMING_SAMPLE_S = 1.0
 """Seconds between samples while an arm is timed (its memory is steady; its timing is not to be disturbed)."""
 
 
+PHASES = (
+    ("compile", "capture"),
+    ("explain", "capture"),
+    ("eager run", "eager pass"),
+    ("report", "report"),
+    ("suggest", "suggest"),
+    ("bisect", "bisection"),
+    ("fix:", "fix reference"),
+    ("fix", "fix checks"),
+    ("probe", "shape probe"),
+    ("bench: numerics reference", "reference"),
+    ("bench:", "bench set-up"),
+)
+"""(progress label prefix, cost phase), the first that matches; `bench NAME: ...` is `arm NAME`."""
+
+
 def phase_of(label: str) -> str | None:
     """The cost phase a progress label belongs to (None: not a phase of the doctor's own)."""
-    if label in ("compile", "explain"):
-        return "capture"
-    if label == "eager run":
-        return "eager pass"
-    if label in ("report", "suggest"):
-        return label
-    if label.startswith("bisect"):
-        return "bisection"
-    if label.startswith("fix:"):
-        return "fix reference"
-    if label.startswith("fix"):
-        return "fix checks"
-    if label.startswith("probe"):
-        return "shape probe"
-    if label.startswith("bench: numerics reference"):
-        return "reference"
-    if label.startswith("bench:"):
-        return "bench set-up"
-    if label.startswith("bench "):
+    phase = next((name for prefix, name in PHASES if label.startswith(prefix)), None)
+    if phase is None and label.startswith("bench "):
         return f"arm {label[6:].split(':', 1)[0]}"
-    return None
+    return phase
 
 
 @dataclass
@@ -55,6 +54,8 @@ class _Phase:
     wall_s: float = 0.0
     peak_rss: int = 0
     peak_cuda: int = 0
+    peak_children: int = 0
+    """The peak of the processes below this one (the arms' child and its compile workers)."""
 
 
 class CostMeter:
@@ -101,20 +102,27 @@ class CostMeter:
                 phase.peak_cuda = max(phase.peak_cuda, torch.cuda.max_memory_allocated())
         self.since = now
 
-    def _tree_rss(self) -> int:
+    def _children_rss(self) -> int:
         now = time.monotonic()
         if now - self._pids_at > 1.0:  # the process list is walked once a second, the sizes each sample
             self._pids, self._pids_at = descendants(), now
-        return (rss_bytes() or 0) + sum(rss_bytes(p) or 0 for p in self._pids)
+        return sum(rss_bytes(p) or 0 for p in self._pids)
 
     def sample(self) -> None:
         """One memory sample into the current phase (also called at each phase's end)."""
-        rss = self._tree_rss()
+        children = self._children_rss()
+        rss = (rss_bytes() or 0) + children
         with self._lock:
             self.peak_rss = max(self.peak_rss, rss)
             if self.current is not None:
                 phase = self.phases[self.current]
                 phase.peak_rss = max(phase.peak_rss, rss)
+                phase.peak_children = max(phase.peak_children, children)
+
+    def children_peak_mb(self, phase: str) -> float | None:
+        """The peak of the processes below this one during `phase` (None: no such phase, or none ran)."""
+        p = self.phases.get(phase)
+        return round(p.peak_children / 2**20, 1) if p is not None and p.peak_children else None
 
     def _sample_loop(self) -> None:
         while not self._stop.wait(_TIMING_SAMPLE_S if self.timing else _SAMPLE_S):
@@ -138,23 +146,30 @@ class CostMeter:
         ]
 
 
-def workload_figures(report: rm.Report, pristine_mb: float) -> tuple[float | None, float | None, str | None]:
+def workload_figures(
+    report: rm.Report, pristine_mb: float, child_peaks: list[float] | None = None
+) -> tuple[float | None, float | None, str | None]:
     """The workload's own wall time and peak memory, and how they were taken: one eager pass and one
-    compile of its calls, from the benchmark's eager and compiled arms (each arm's peak, less the
-    pristine copy its process keeps beside it: `pristine_mb`)."""
+    compile of its calls, from the benchmark's eager and compiled arms. Its peak: with the arms in a child
+    process on the host, the peak of that child and its compile workers during those arms
+    (`child_peaks`), as a process of the user's would have them; else each arm's own peak; either less the
+    pristine copy the arm's process keeps beside it (`pristine_mb`)."""
     bench = report.benchmark
     arms = {a.name: a for a in bench.arms} if bench is not None else {}
     eager, compiled = arms.get("eager"), arms.get("compiled")
-    if eager is None or compiled is None or eager.first_pass_s is None or compiled.first_pass_s is None:
+    if bench is None or eager is None or compiled is None or eager.first_pass_s is None or compiled.first_pass_s is None:
         return None, None, None
     wall = eager.first_pass_s + compiled.first_pass_s
-    peaks = [a.peak_memory_mb for a in (eager, compiled) if a.peak_memory_mb is not None]
+    gpu = bench.device.startswith("cuda")
+    peaks = [p for p in (child_peaks or []) if p] if not gpu else []
+    what = "the arms' child process and its compile workers during those arms" if peaks else "those arms' process"
+    peaks = peaks or [a.peak_memory_mb for a in (eager, compiled) if a.peak_memory_mb is not None]
     peak = max(peaks) - pristine_mb if peaks else None
-    where = "GPU memory allocated" if report.benchmark is not None and report.benchmark.device.startswith("cuda") else "resident memory"
-    less = f", less the pristine copy it keeps beside it ({pristine_mb:.0f} MB)" if pristine_mb else ""
+    where = "GPU memory allocated by" if gpu else "resident memory of"
+    less = f", less the pristine copy kept beside it ({pristine_mb:.0f} MB)" if pristine_mb else ""
     basis = (
-        f"one eager pass and one compile ({bench.settings.get('backend') if bench else ''}) of its calls, the benchmark's eager and "
-        f"compiled arms' first passes; its peak: the larger {where} of those arms' process{less}"
+        f"one eager pass and one compile ({bench.settings.get('backend')}) of its calls, the benchmark's eager and "
+        f"compiled arms' first passes; its peak: the {where} {what}{less}"
     )
     return round(wall, 3), (round(peak, 1) if peak is not None and peak > 0 else None), basis
 

@@ -61,19 +61,6 @@ class Sample:
     def take_grads(self, model: Any) -> None:
         self.grads = grads_of(model)
 
-    def nbytes(self) -> int:
-        """Bytes its tensors hold."""
-        tensors = [t for call in self.outputs for t in call] + self.losses + list(self.grads.values())
-        return sum(t.numel() * t.element_size() for t in tensors)
-
-    def to(self, device: str) -> Sample:
-        """The same results on `device` (the host, when the accelerator is short of memory)."""
-        return Sample(
-            [[t.to(device) for t in call] for call in self.outputs],
-            [t.to(device) for t in self.losses],
-            {k: v.to(device) for k, v in self.grads.items()},
-        )
-
 
 def clear_grads(model: Any) -> None:
     """No gradient on the model's parameters (a sampled training run keeps its own; `preserved_state` puts them back)."""
