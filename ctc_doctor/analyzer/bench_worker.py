@@ -34,11 +34,10 @@ class _Arms:
         import torch
 
         from ..reports import models as rm
-        from ..workload import Call
         from .fixes.model_facts import model_facts
         from .phases.bench import ArmRunner, BenchOptions, plan_arms
         from .phases.context import PhaseContext
-        from .running.calls import to_device
+        from .running.calls import calls_on
         from .running.numerics import Reference
         from .running.settings import RunSettings
         from .target import load_workload
@@ -50,7 +49,7 @@ class _Arms:
         # and on an accelerator it waits on the host, so the device holds one arm's copy at a time
         if device is not None and device != "cpu" and isinstance(model, torch.nn.Module):
             model.to("cpu")
-        calls = [Call(to_device(c.args, device), to_device(dict(c.kwargs), device)) for c in workload.calls()]
+        calls = calls_on(workload, device)
         with open(setup["report_file"], encoding="utf-8") as fh:
             report = rm.Report.model_validate_json(fh.read())
         bench = setup["bench"]

@@ -37,15 +37,6 @@ if TYPE_CHECKING:
     from ..reports import models as rm
 
 Status = Literal["finished", "failed", "timeout", "interrupted"]
-STRATEGIES = (
-    "eager", "default", "optimizer", "dynamic", "mark-dynamic", "static", "inner",
-    "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs",
-)  # fmt: skip
-"""`run --compare`'s ways of compiling the script: not at all (its compiled objects are still watched,
-for their pace), its own options, its own plus `opt.step = torch.compile(opt.step)` for every optimizer
-it creates, `dynamic=True`, the dims its own run saw vary marked dynamic before each call,
-`dynamic=False`, the module inside a compiled DDP wrapper compiled instead of the wrapper (`inner`:
-`DDP(torch.compile(model))` for `torch.compile(DDP(model))`), or a mode for every torch.compile."""
 _PYTHONS = ("python", "python3", os.path.basename(sys.executable))
 
 

@@ -31,7 +31,7 @@ from .fixes.model_facts import model_facts
 from .own_cost import RunCost, isolated_bench
 from .phases.analysis import AnalysisOptions, AnalysisResult, run_analysis
 from .phases.bench import BenchOptions, BenchSection, run_bench
-from .phases.bisect import BisectOptions, run_bisect, worker_setup
+from .phases.bisect import BisectInputs, BisectOptions, run_bisect, worker_setup
 from .phases.bisect.trials import TrialWorker
 from .phases.context import PhaseContext
 from .phases.fix import FixOptions, FixSection, run_fix
@@ -41,7 +41,7 @@ from .readers.causes import attach_causes
 from .readers.gb_registry import graph_break_registry
 from .readers.text import describe_error
 from .resources.preflight import NotEnoughMemory
-from .running.calls import to_device
+from .running.calls import calls_on
 from .running.copying import CopyError, copy_model
 from .running.deadline import DeadlineExceeded, deadline
 from .running.memory import free_tensors, release_memory
@@ -134,7 +134,7 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
     pristine, copy_note = _pristine_copy(workload, options)  # before the move: on an accelerator it stays on the host
     if options.device is not None and isinstance(workload.model, torch.nn.Module):
         workload.model.to(options.device)
-    calls = [Call(to_device(c.args, options.device), to_device(dict(c.kwargs), options.device)) for c in workload.calls()]
+    calls = calls_on(workload, options.device)
     ctx = PhaseContext(
         workload=workload,
         calls=calls,
@@ -149,8 +149,8 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
     with contextlib.ExitStack() as resources:
         seen = resources.enter_context(collected_warnings())
         logged = resources.enter_context(ti.quiet_torch_stderr(True))  # every phase: fix, bench, AOT too
-        ctx = dataclasses.replace(ctx, trial_worker=_prestarted_worker(ctx, options, resources))
-        report = _run(workload, calls, ctx, options, started_at, clock, copy_note, cost)
+        worker = _prestarted_worker(ctx, options, resources)
+        report = _run(workload, calls, ctx, options, started_at, clock, copy_note, cost, worker)
     report.notes.extend(warning_notes(seen))
     report.notes.extend(ti.torch_log_notes(logged, "during the run"))
     report.cost = cost.finish(report)
@@ -180,6 +180,7 @@ def _run(
     clock: Clock,
     copy_note: str | None,
     cost: RunCost,
+    worker: TrialWorker | None,
 ) -> rm.Report:
     analysis = run_analysis(
         ctx,
@@ -195,12 +196,12 @@ def _run(
     cost.footprint = analysis.footprint
     if copy_note:
         report.notes.append(copy_note)
-    ctx = dataclasses.replace(ctx, index=analysis.index, module_inputs=analysis.module_inputs)
     stopped = any(e.phase in ("eager", "timeout") for e in report.errors)
     if options.bisect is not None and analysis.module_inputs is not None and not stopped and _should_bisect(report, options):
-        bisect_into(report, ctx, options.bisect, clock, bisect_only=not options.compile)
-    if ctx.trial_worker is not None:
-        ctx.trial_worker.shutdown()  # not needed past the bisection: its CPU, memory and files go now
+        inputs = BisectInputs(analysis.module_inputs, analysis.index, worker)
+        bisect_into(report, ctx, options.bisect, inputs, clock, bisect_only=not options.compile)
+    if worker is not None:
+        worker.shutdown()  # not needed past the bisection: its CPU, memory and files go now
     if options.compile and not stopped:
         after_analysis(report, ctx, options, clock, cost)
     attach_causes(report)
@@ -243,7 +244,7 @@ def _releaser(workload: Workload, pristine: Any, settings: RunSettings, cost: Ru
     def release() -> int:
         freed = free_tensors(workload.model, pristine)
         ti.reset_dynamo_quietly()
-        release_memory(settings.device or "cpu")
+        release_memory(settings.where)
         cost.let_go(freed, "its pristine copy before the arms' child rebuilt the model")
         return freed
 
@@ -314,10 +315,13 @@ def _should_bisect(report: rm.Report, options: AnalyzeOptions) -> bool:
     return options.bisect.always or not options.compile or bool(report.graph_breaks) or compile_failed
 
 
-def bisect_into(report: rm.Report, ctx: PhaseContext, options: BisectOptions, clock: Clock, *, bisect_only: bool) -> None:
+def bisect_into(
+    report: rm.Report, ctx: PhaseContext, options: BisectOptions, inputs: BisectInputs, clock: Clock, *, bisect_only: bool
+) -> None:
     """Run the bisection and merge it (or its error) into the report; bisection-only runs get their verdict here."""
     try:
-        report.bisect = run_bisect(dataclasses.replace(ctx, budget_s=clock.planned(), report=report.model_copy(deep=True)), options)
+        phase_ctx = dataclasses.replace(ctx, budget_s=clock.planned(), report=report.model_copy(deep=True))
+        report.bisect = run_bisect(phase_ctx, options, inputs)
     except Exception as exc:  # noqa: BLE001 - the analysis part of the report still stands
         report.errors.append(rm.ErrorRecord(phase="bisect", type=type(exc).__name__, message=describe_error(exc)[:500]))
     if bisect_only:
@@ -385,7 +389,7 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions
     if options.owns_workload and ctx.pristine is not None and not options.probe_shapes and cost is not None:
         # the later phases run copies of the pristine model: the caller's own model is not run again
         cost.let_go(free_tensors(model), "its model after the analysis")
-        release_memory(ctx.settings.device or "cpu")
+        release_memory(ctx.settings.where)
     # (phase, run, merge, reads the report): a phase that reads the report gets a copy of it
     steps: list[tuple[rm.Phase, Callable[[PhaseContext], Any], Callable[[Any], None], bool]] = []
     if options.suggest:

@@ -27,7 +27,7 @@ from .capture.attribution import ModuleIndex
 from .capture.compiles import CompiledObject, CompileRecorder, RecordedCall, StopScript
 from .capture.inputs import ModuleInputs
 from .capture.live import ScriptRun, eager_pass, findings_of, first_call_break_lines
-from .phases.bisect import BisectOptions
+from .phases.bisect import BisectInputs, BisectOptions
 from .phases.context import PhaseContext
 from .phases.fix import FixOptions
 from .phases.suggest import suggest
@@ -256,12 +256,10 @@ def _later_phases(
         settings=settings,
         spec="<script>",  # not importable: isolated trials and repro scripts need a build() target
         progress=progress,
-        index=index,
-        module_inputs=inputs,
         pristine=primary.pristine,
     )
     if config.get("bisect") and inputs is not None and report.graph_breaks:
         options = BisectOptions(strategy="top-down", trial_timeout_s=config.get("trial_timeout_s") or 60.0)
-        bisect_into(report, ctx, options, clock, bisect_only=False)
+        bisect_into(report, ctx, options, BisectInputs(inputs, index), clock, bisect_only=False)
     fix = FixOptions(measure_baseline=True) if config.get("fix") else None
     after_analysis(report, ctx, AnalyzeOptions(backend=settings.backend, fix=fix, timeout_s=clock.timeout_s), clock)

@@ -40,13 +40,12 @@ class _Worker:
 
     def _recorded_inputs(self) -> Any:
         if self.recorded is None:
-            from ..workload import Call
             from .capture.inputs import ModuleInputs
-            from .running.calls import preserved_state, run_call, to_device
+            from .running.calls import calls_on, preserved_state, run_call
 
-            model, first = self.workload.model, self.workload.calls()[0]
+            model = self.workload.model
             self.recorded = ModuleInputs(model)
-            call = Call(to_device(first.args, self.device), to_device(dict(first.kwargs), self.device))
+            call = calls_on(self.workload, self.device)[0]
             with preserved_state(model), self.recorded.record():
                 run_call(model, self.workload, call, 0, seed=self.setup["seed"], train=False)
         return self.recorded

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from ..vocabulary import ARMS, BENCH_MODES, MODES, STRATEGIES, listed
+
 if TYPE_CHECKING:
     from ..analyzer.launch import RunOptions
     from ..analyzer.phases.bench import BenchOptions
@@ -177,7 +179,7 @@ def bench_options(full_run: bool) -> Callable[[F], F]:
             click.option("--bench-backend", default="inductor", show_default=True, help="Backend of the benchmark's compiled arms."),
             click.option(
                 "--mode",
-                type=click.Choice(["default", "reduce-overhead", "max-autotune"]),
+                type=click.Choice(BENCH_MODES),
                 default="default",
                 show_default=True,
                 help="torch.compile mode of the benchmark (inductor).",
@@ -208,8 +210,7 @@ def bench_options(full_run: bool) -> Callable[[F], F]:
             _list_option(
                 "--modes",
                 _checked_modes,
-                "More inductor modes, one benchmark arm each (comma-separated: default, reduce-overhead, max-autotune, "
-                "max-autotune-no-cudagraphs); CUDA-graph modes belong on a GPU.",
+                f"More inductor modes, one benchmark arm each (comma-separated: {listed(MODES)}); CUDA-graph modes belong on a GPU.",
             ),
             click.option(
                 "--shape-arms",
@@ -220,9 +221,8 @@ def bench_options(full_run: bool) -> Callable[[F], F]:
             _list_option(
                 "--arms",
                 _checked_arms,
-                "Measure only these optional arms beside eager and compiled (comma-separated: compiled_optimizer, "
-                "compiled_fixed, fixed (each fix alone), regional, regional_fixed, modular, dynamic, marked, padded, "
-                "aot, aot_regional, aot_fixed) [default: every arm that applies]; each compiled arm costs a cold compile.",
+                f"Measure only these optional arms beside eager and compiled (comma-separated: {listed(ARMS)}) "
+                "[default: every arm that applies]; each compiled arm costs a cold compile.",
             ),
             click.option(
                 "--isolate-arms/--no-isolate-arms",
@@ -252,9 +252,6 @@ def bench_options(full_run: bool) -> Callable[[F], F]:
     )
 
 
-_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-
-
 def _list_option(name: str, check: Callable[[str | None], str | None], help: str) -> Callable[[F], F]:
     """A comma-separated option (`--modes`, `--arms`), checked by `check` when parsed."""
     return click.option(name, default=None, metavar="LIST", callback=lambda ctx, param, value: check(value), help=help)
@@ -262,14 +259,12 @@ def _list_option(name: str, check: Callable[[str | None], str | None], help: str
 
 def _checked_arms(value: str | None) -> str | None:
     """`--arms`: known optional arms, comma-separated; an unknown one is a usage error (exit 2)."""
-    from ..reports.models import ARM_KINDS
-
-    return _checked_list(value, ARM_KINDS, "arm", f" (arms: {', '.join(ARM_KINDS)}; eager and compiled always run)")
+    return _checked_list(value, tuple(ARMS), "arm", f" (arms: {', '.join(ARMS)}; eager and compiled always run)")
 
 
 def _checked_modes(value: str | None) -> str | None:
     """`--modes`: known inductor modes, comma-separated, each once; an unknown one is a usage error (exit 2)."""
-    return _checked_list(value, _MODES, "mode", f"; choose from {', '.join(_MODES)}")
+    return _checked_list(value, tuple(MODES), "mode", f"; choose from {', '.join(MODES)}")
 
 
 def _names(value: str | None) -> tuple[str, ...]:
@@ -504,8 +499,6 @@ class RunArgs:
         that is not one fails in one line (usage error)."""
         if self.compare is None:
             return []
-        from ..analyzer.launch import STRATEGIES
-
         names = list(dict.fromkeys(n.strip() for n in self.compare.split(",") if n.strip()))
         unknown = [n for n in names if n not in STRATEGIES]
         if unknown or not names:

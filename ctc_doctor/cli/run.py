@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import ExitCode
+from ..vocabulary import STRATEGIES, listed
 from .options import DEBUG, GATE_OPTIONS, GUARDS, PROGRESS_FD, REDACT, TOP, GateArgs, RunArgs, option_group, take
 from .output import (
     command_line,
@@ -69,11 +70,8 @@ _RUN_PHASES = {
     "--compare",
     default=None,
     metavar="STRATEGIES",
-    help="Run the script once per way of compiling it and compare its pace: eager, default (the script's own), optimizer "
-    "(its own, and each optimizer's step compiled), dynamic, mark-dynamic (the dims its own run saw vary), static, "
-    "inner (the module inside a compiled DDP wrapper compiled instead: DDP(torch.compile(model))), reduce-overhead, "
-    "max-autotune, max-autotune-no-cudagraphs (comma-separated, e.g. eager,default,optimizer); "
-    "losses are compared with eager's.",
+    help=f"Run the script once per way of compiling it and compare its pace: {listed(STRATEGIES)} "
+    "(comma-separated, e.g. eager,default,optimizer); losses are compared with eager's.",
 )
 @click.option("--no-bisect", is_flag=True, help="Skip the bisection of the compiled module.")
 @click.option("--no-fix", is_flag=True, help="Skip verifying the suggestions on copies of the compiled module.")

@@ -944,14 +944,6 @@ class LatencyStats(_Model):
     verdict or a speedup that rests on it says so."""
 
 
-ARM_KINDS = (
-    "compiled_optimizer", "compiled_fixed", "fixed", "regional", "regional_fixed", "modular",
-    "dynamic", "marked", "padded", "aot", "aot_regional", "aot_fixed",
-)  # fmt: skip
-"""The benchmark's optional arms, as `--arms` names them (`fixed`: every per-fix arm); `eager`, `compiled`
-and the `--modes` arms always run when they apply."""
-
-
 class BenchmarkArm(_Model):
     """One way of running the model, measured."""
 

@@ -155,7 +155,7 @@ class CompileRecorder:
         """`run --compare mark-dynamic`: the primary object's arguments and dims marked dynamic before each call."""
         self.losses = losses
         """Keep the losses the objects return at calls 0, 1, 2, 4, 8... (`run --compare`)."""
-        """`run --compare`'s way of compiling (`launch.STRATEGIES`); None or `default`: the script's own."""
+        """`run --compare`'s way of compiling (`vocabulary.STRATEGIES`); None or `default`: the script's own."""
         self.max_steps = max_steps
         self.snapshot = snapshot
         self.on_primary_call = on_primary_call or (lambda index: None)

@@ -309,7 +309,7 @@ def eager_pass(
         if index is not None:
             scope.enter_context(index.record())
         if measure:
-            run.footprint = scope.enter_context(measuring(workload.model, settings.device or "cpu", settings.train))
+            run.footprint = scope.enter_context(measuring(workload.model, settings.where, settings.train))
         _eager_calls(workload, calls, settings, run, target, inputs, watch, progress)
     if target is not None and settings.train and run.error is None:
         target.take_grads(workload.model)

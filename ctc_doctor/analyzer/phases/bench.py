@@ -26,6 +26,7 @@ import torch
 
 from ...reports import models as rm
 from ...reports.verdicts import best_arm, cold_start, regional_recompile_reason, unmeasured
+from ...vocabulary import CUDA_GRAPH_MODES, TRAINING_OPT_IN
 from ...workload import Call
 from .. import torch_internals as ti
 from ..fixes.variants import VariantError
@@ -34,12 +35,12 @@ from ..readers.text import describe_error
 from ..resources.load import CpuWindow, busy, machine_at_start
 from ..resources.load import conclude as conclude_load
 from ..running import device as dev
-from ..running.calls import Sample, preserved_state, run_pass, to_device
+from ..running.calls import Sample, calls_on, preserved_state, run_pass
 from ..running.memory import out_of_memory, release_memory
 from ..running.numerics import KeptResults, Reference, SameAs, loose_backend
 from ..running.precision import make_reference
 from .bench_aot import run_aot_arm
-from .bench_arms import OPT_IN_MARK, TRAINING_OPT_IN, Arm, arm_kind, arms_for, fix_arms, materialized, price_opt_in
+from .bench_arms import OPT_IN_MARK, Arm, arm_kind, arms_for, fix_arms, materialized, price_opt_in
 from .bench_isolated import run_isolated
 from .bench_numbers import (
     AUTO_BUDGET_S,
@@ -55,56 +56,8 @@ from .bench_numbers import (
     settled,
     spread,
 )
+from .bench_options import BenchOptions
 from .context import PhaseContext
-
-
-@dataclass(frozen=True)
-class BenchOptions:
-    """How to benchmark. Defaults are the CLI defaults."""
-
-    backend: str = "inductor"
-    """torch.compile backend of the compiled arms."""
-    mode: str | None = None
-    """torch.compile mode (default, reduce-overhead, max-autotune); inductor only."""
-    iters: int | None = None
-    """Timed passes per arm; None (the default): adaptive, `AUTO_MIN` passes at least, then more until the
-    median is known to within 2 % (`settled`), `AUTO_MAX` passes or `AUTO_BUDGET_S` of timing."""
-    warmup: int = 3
-    """Untimed passes before timing."""
-    regional: bool = True
-    """Add regional-compilation arms when the model has repeated blocks."""
-    fresh_cache: bool = True
-    """A fresh, empty inductor cache per arm, so arms cannot warm each other."""
-    objective: str = "balanced"
-    """What the best arm optimises: latency, compile or balanced."""
-    max_iters: int | None = None
-    """Timed passes at most: more than `iters` are run while the spread is wide (default 3 x iters; adaptive: AUTO_MAX)."""
-    aot: bool = False
-    """Add the ahead-of-time arms: aot (torch.export + AOTInductor), aot_regional, aot_fixed."""
-    aot_strict: bool = False
-    """Export in strict mode (Dynamo traces, as torch.compile does) instead of non-strict."""
-    job_steps: int | None = None
-    """The user's job length in calls (training steps): the arm with the least total time for it is named too."""
-    shape_arms: bool = False
-    """When the calls' shapes vary: add `dynamic` (dynamic=True) and `marked` (mark_dynamic on every varying
-    dim) beside `compiled`, which is torch's automatic dynamic shapes."""
-    modes: tuple[str, ...] = ()
-    """More inductor modes, one arm each (`compiled[max-autotune]`), beside `compiled` in `mode`."""
-    per_fix: bool = True
-    """With 2 or more fixes applied, measure each on its own: `fixed[S1]` (that fix alone) when 2 or 3
-    were applied, `fixed[-S1]` (every fix but that one) beyond, so no suggestion shows the combination's numbers."""
-    arms: tuple[str, ...] = ()
-    """Measure only these optional arms (`rm.ARM_KINDS`; `fixed`: every per-fix arm) beside eager, compiled
-    and the `modes` arms; empty: every arm that applies. Each compiled arm costs a cold compile."""
-    isolate: bool = False
-    """Run the arms in a child process that rebuilds the workload from `target` (`bench_isolated`), so a
-    crash (segfault, abort) costs that arm; the CLI's default. Off, or with a target a child cannot
-    rebuild (the Python API's workload objects), they run in this process."""
-    target: str | None = None
-    """Importable TARGET the child rebuilds the workload from; default: the run's spec."""
-    arm_memory_mb: int | None = None
-    """Cap each arm's memory: the arms' child process's heap (RLIMIT_DATA) on the host, its share of the GPU
-    (`torch.cuda.set_per_process_memory_fraction`) on CUDA; an arm that needs more fails as out of memory."""
 
 
 @dataclass
@@ -123,7 +76,7 @@ class ArmRunner:
         self.workload = ctx.workload
         self.seed = ctx.settings.seed
         self.bench = bench
-        self.device = ctx.settings.device or "cpu"
+        self.device = ctx.settings.where
         self.train = ctx.settings.train
         self.progress = ctx.progress
         self.eager: KeptResults | None = None
@@ -192,7 +145,7 @@ class ArmRunner:
         if not arm.compiled or arm.aot:
             return False
         mode = arm.compile_options.get("mode", self.bench.mode)
-        return self.bench.backend == "cudagraphs" or (self.bench.backend == "inductor" and mode in ("reduce-overhead", "max-autotune"))
+        return self.bench.backend == "cudagraphs" or (self.bench.backend == "inductor" and mode in CUDA_GRAPH_MODES)
 
     def step(self, arm: Arm) -> Callable[[], None] | None:
         """The step mark each call of a CUDA-graph arm begins with, else None."""
@@ -445,7 +398,7 @@ def _rebuilt(ctx: PhaseContext) -> PhaseContext:
     assert ctx.rebuild is not None
     workload = ctx.rebuild()
     device = ctx.settings.device
-    calls = [Call(to_device(c.args, device), to_device(dict(c.kwargs), device)) for c in workload.calls()]
+    calls = calls_on(workload, device)
     return replace(ctx, workload=workload, calls=calls, pristine=workload.model, release=None, rebuild=None)
 
 
@@ -464,7 +417,7 @@ def has_compile_cache(backend: str) -> bool:
 
 def _start(ctx: PhaseContext, bench: BenchOptions) -> tuple[rm.Benchmark, BenchOptions]:
     """The benchmark's settings and the notes on options that do not apply; the options as they apply."""
-    device = ctx.settings.device or "cpu"
+    device = ctx.settings.where
     result = rm.Benchmark(
         device=device,
         machine=machine_at_start(device),
@@ -490,7 +443,7 @@ def _start(ctx: PhaseContext, bench: BenchOptions) -> tuple[rm.Benchmark, BenchO
         bench = replace(bench, mode=None)
     if bench.modes and bench.backend != "inductor":
         result.notes.append(f"--modes {','.join(bench.modes)}: modes are inductor's; no mode arms with backend {bench.backend}.")
-    cuda_graph_modes = [m for m in bench.modes if m in ("reduce-overhead", "max-autotune")]
+    cuda_graph_modes = [m for m in bench.modes if m in CUDA_GRAPH_MODES]
     if cuda_graph_modes and not device.startswith("cuda"):
         result.notes.append(f"{', '.join(cuda_graph_modes)} use CUDA graphs: on CPU they measure inductor without them.")
     if bench.mode == "reduce-overhead" and not device.startswith("cuda"):
@@ -537,7 +490,7 @@ def measure_arm(ctx: PhaseContext, runner: ArmRunner, arm: Arm) -> tuple[rm.Benc
     except VariantError as exc:
         return rm.BenchmarkArm(name=arm.name, description=arm.description, code=arm.code, error=f"the fixed copy: {exc}"[:500]), {}
     finally:
-        release_memory(ctx.settings.device or "cpu")
+        release_memory(ctx.settings.where)
     return measured, settings
 
 

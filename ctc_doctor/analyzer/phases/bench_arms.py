@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -17,9 +17,7 @@ from ..fixes.variants import Variant, make_variant
 from ..running.copying import copy_model
 from ..running.modules import forward_arg_names, modular_paths
 from .bench_numbers import RECOMPILE_LIMIT, pad_calls
-
-if TYPE_CHECKING:
-    from .bench import BenchOptions
+from .bench_options import BenchOptions
 
 
 @dataclass
@@ -305,11 +303,6 @@ def fixed_actions(report: rm.Report) -> list[rm.FixAction] | None:
     return [a for a in actions if a is not None]
 
 
-TRAINING_OPT_IN = ("compiled_optimizer", "fixed", "modular")
-"""Training-step arms measured only when asked for (`--arms`): each is one more cold compile of the whole
-training step (forward, backward and the optimizer's step), the costliest work of a training benchmark,
-and compiled_fixed already compiles the optimizer with the fixes applied. The note says what each would
-cost, from the compiled arm's measured time."""
 OPT_IN_MARK = "training steps: "
 
 

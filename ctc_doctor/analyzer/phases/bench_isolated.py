@@ -22,15 +22,13 @@ import dataclasses
 import os
 import tempfile
 import time
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from ...reports import models as rm
 from ..running.worker import ChildWorker, Death, rebuild_setup
 from .bench_numbers import ArmBudget
+from .bench_options import BenchOptions
 from .context import PhaseContext
-
-if TYPE_CHECKING:
-    from .bench import BenchOptions
 
 _STARTUP_S = 300.0
 """A child imports torch, rebuilds the workload, copies the model and runs one eager call first."""

@@ -4,17 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...reports import models as rm
 from ...workload import Call, Workload
 from ..fixes.facts import ModelFacts
 from ..running.settings import ProgressFn, RunSettings, no_progress
-
-if TYPE_CHECKING:  # torch-free at run time: the suggest phase also runs offline
-    from ..capture.attribution import ModuleIndex
-    from ..capture.inputs import ModuleInputs
-    from .bisect.trials import TrialWorker
 
 
 @dataclass(frozen=True)
@@ -35,13 +30,6 @@ class PhaseContext:
     """A copy of the report so far: the sections of the phases before this one."""
     facts: ModelFacts | None = None
     """What the rules know about the model (None when the target is not an nn.Module)."""
-    index: ModuleIndex | None = None
-    """Module call sites and code ownership, recorded by the analysis's eager pass."""
-    module_inputs: ModuleInputs | None = None
-    """Each module's first-call inputs, recorded by the analysis's eager pass when bisection was asked for."""
-    trial_worker: TrialWorker | None = None
-    """The child process for isolated bisection trials, started by the pipeline before the analysis so
-    that it is ready (torch imported, workload rebuilt) when the bisection needs it."""
     pristine: Any = None
     """A copy of the model taken before anything ran (fresh, as the builder returned it), when fix or bench
     will run: their copies are made from it, so they meet the same first-call set-up as the analysis. On

@@ -122,7 +122,7 @@ def make_fix_reference(ctx: PhaseContext) -> Reference:
     # the copy the eager run used is cast for the reference run (inference: in place, put back exact)
     reference = make_reference(
         model, ctx.workload, ctx.calls, eager, seed=seed, train=train,
-        device=ctx.settings.device or "cpu", loose=loose_backend(ctx.settings.backend),
+        device=ctx.settings.where, loose=loose_backend(ctx.settings.backend),
     )  # fmt: skip
     del model
     if random:  # eager from another seed differs: dropout, rand
@@ -407,7 +407,7 @@ def run_fix(ctx: PhaseContext, options: FixOptions) -> FixSection:
             section.reference = fixer.checker.reference
         else:
             fixer.checker.reference.close()
-        release_memory(ctx.settings.device or "cpu")
+        release_memory(ctx.settings.where)
     result.duration_s = round(time.perf_counter() - t0, 3)
     return section
 

@@ -170,6 +170,12 @@ def to_device(value: Any, device: str | None) -> Any:
     return map_tensors(value, lambda t: t.to(device))
 
 
+def calls_on(workload: Workload, device: str | None) -> list[Call]:
+    """The workload's calls in order, their tensors on `device` (None: where the builder put them): how
+    every process that runs the workload (the analysis, a trial's child, the arms' child) places them."""
+    return [Call(to_device(c.args, device), to_device(dict(c.kwargs), device)) for c in workload.calls()]
+
+
 @contextlib.contextmanager
 def preserved_state(model: torch.nn.Module, parameters: bool = False) -> Iterator[None]:
     """Analysis and trials run the user's modules (backward included): put grads and buffers back

@@ -21,3 +21,8 @@ class RunSettings:
     """`torch.manual_seed(seed + call index)` before each call; None leaves the generator alone."""
     device: str | None = None
     """Where the model and inputs were moved (None: where the builder put them)."""
+
+    @property
+    def where(self) -> str:
+        """The device the run measures on: `device`, or the CPU when the builder's placement was kept."""
+        return self.device or "cpu"

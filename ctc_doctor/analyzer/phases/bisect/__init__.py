@@ -18,7 +18,7 @@ import networkx as nx
 
 from ....reports import models as rm
 from ...capture.attribution import ModuleIndex
-from ...capture.inputs import CapturedCall
+from ...capture.inputs import CapturedCall, ModuleInputs
 from ...readers.findings import frame as _frame
 from ...readers.sources import classify_file
 from ...running.calls import preserved_state
@@ -53,18 +53,31 @@ class BisectOptions:
     """Bisect even when the analysis found no graph break (the bisect command)."""
 
 
+@dataclass
+class BisectInputs:
+    """What the bisection reads beyond the phase context: what the analysis's eager pass recorded, and the
+    child process of isolated trials when the pipeline started it early."""
+
+    module_inputs: ModuleInputs
+    """Each module's first-call inputs."""
+    index: ModuleIndex | None = None
+    """Module call sites and code ownership."""
+    trial_worker: TrialWorker | None = None
+    """The child process for isolated trials, started before the analysis so that it is ready (torch
+    imported, workload rebuilt) when the bisection needs it."""
+
+
 def worker_setup(ctx: PhaseContext, options: BisectOptions) -> dict[str, Any] | None:
     """What an isolated trial's child needs to rebuild the workload; None when the target is not importable."""
     return rebuild_setup(options.target or ctx.spec, ctx.settings)
 
 
-def run_bisect(ctx: PhaseContext, options: BisectOptions) -> rm.Bisect:
+def run_bisect(ctx: PhaseContext, options: BisectOptions, inputs: BisectInputs) -> rm.Bisect:
     """Bisect the model whose first-call inputs the analysis recorded. Leaves its grads and buffers as found."""
     t0 = time.perf_counter()
-    assert ctx.module_inputs is not None, "bisection needs the module inputs of the analysis's eager pass"
     settings = ctx.settings
-    model = ctx.module_inputs.model
-    tree = build_tree(ctx.module_inputs)
+    model = inputs.module_inputs.model
+    tree = build_tree(inputs.module_inputs)
     notes: list[str] = []
     result = rm.Bisect(
         strategy=options.strategy,
@@ -89,7 +102,7 @@ def run_bisect(ctx: PhaseContext, options: BisectOptions) -> rm.Bisect:
     with contextlib.ExitStack() as stack:
         worker: TrialWorker | None = None
         if options.isolate:
-            worker = ctx.trial_worker  # started by the pipeline before the analysis, when it could
+            worker = inputs.trial_worker  # started by the pipeline before the analysis, when it could
             if worker is None:
                 worker = TrialWorker(worker_setup(ctx, options) or {})
                 stack.callback(worker.shutdown)
@@ -117,7 +130,7 @@ def run_bisect(ctx: PhaseContext, options: BisectOptions) -> rm.Bisect:
         for name in ("top-down", "bottom-up") if options.strategy == "both" else (options.strategy,):
             search.consulted = set()
             if name == "top-down":
-                found, complete = top_down(search, "", ctx.index)
+                found, complete = top_down(search, "", inputs.index)
             else:
                 found, complete = bottom_up(search, "")
             answers[name] = (sorted(found, key=path_key), complete, len(search.consulted))
@@ -157,7 +170,7 @@ def run_bisect(ctx: PhaseContext, options: BisectOptions) -> rm.Bisect:
     shared = sorted({t for _, d in tree.nodes(data=True) if d["inputs"] for t in d["inputs"].shared})
     if shared:
         notes.append(f"Inputs of type {', '.join(shared)} could not be copied; trials reused the model's objects.")
-    result.trials = _rows(tree, search, ctx.index)
+    result.trials = _rows(tree, search, inputs.index)
     result.notes = notes
     if options.repro_dir:
         scripts = write_repros(result, tree, ctx, options.repro_dir, target)

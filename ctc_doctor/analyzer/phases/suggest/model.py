@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ....reports import models as rm
 from ....reports.links import DOCS
+from ....vocabulary import CUDA_GRAPH_MODES
 from .base import RuleContext
 
 COMPILE_CACHE_ADVICE_S = 10.0
@@ -30,7 +31,7 @@ def model_suggestions(ctx: RuleContext) -> None:
         )
     # CUDA graphs already (reduce-overhead, max-autotune): never suggest the mode in use
     modes = {o.options.get("mode", "").strip("'\"") for o in ctx.report.compiled}
-    in_use = modes & {"reduce-overhead", "max-autotune"}
+    in_use = modes & set(CUDA_GRAPH_MODES)
     if ctx.report.environment.device.startswith("cuda") and ctx.report.summary.verdict in ("clean", "recompiles") and not in_use:
         ctx.add(
             "mode-reduce-overhead",
