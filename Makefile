@@ -11,7 +11,7 @@ COMPAT_TORCH ?= 2.14.1
 COMPAT       := .venv-compat
 COMPAT_STAMP := $(COMPAT)/.installed-$(COMPAT_TORCH)
 
-.PHONY: demo test compat check lint schema bench clean
+.PHONY: demo test test-fast compat check lint schema bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,11 @@ test: $(STAMP)
 ifneq ($(COMPAT_TORCH),)
 	$(MAKE) --no-print-directory compat
 endif
+
+# the inner loop: the tests marked `fast`, none runs a live torch.compile or analysis (docs/development.md#test-tiers)
+test-fast: $(STAMP)
+	$(BIN)/python -m compileall -q ctc_doctor
+	$(BIN)/python -m pytest -n 2 --dist loadfile -q -m fast
 
 $(COMPAT_STAMP): pyproject.toml constraints.txt
 	@test -n "$(COMPAT_TORCH)" || { echo "make compat: COMPAT_TORCH is empty (e.g. COMPAT_TORCH=2.14.1)"; exit 2; }

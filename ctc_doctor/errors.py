@@ -62,9 +62,15 @@ class ExitCode(IntEnum):
 
 
 class CtcDoctorError(Exception):
-    """Base of every error ctc-doctor raises on purpose."""
+    """Base of every error ctc-doctor raises on purpose. A subclass names its exit code in its header,
+    `class TargetNotFound(TargetError, exit_code=ExitCode.TARGET_NOT_FOUND)`, or keeps its base's."""
 
     exit_code: ExitCode = ExitCode.INTERNAL_ERROR
+
+    def __init_subclass__(cls, *, exit_code: ExitCode | None = None, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if exit_code is not None:
+            cls.exit_code = exit_code
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
@@ -76,43 +82,29 @@ class CtcDoctorError(Exception):
         return f"{text} ({self.hint})" if self.hint else text
 
 
-class TargetError(CtcDoctorError):
+class TargetError(CtcDoctorError, exit_code=ExitCode.TARGET_INVALID):
     """A TARGET spec could not be turned into a Workload."""
 
-    exit_code = ExitCode.TARGET_INVALID
 
-
-class TargetNotFound(TargetError):
+class TargetNotFound(TargetError, exit_code=ExitCode.TARGET_NOT_FOUND):
     """The module, file or attribute a TARGET names does not exist."""
 
-    exit_code = ExitCode.TARGET_NOT_FOUND
 
-
-class TargetInvalid(TargetError):
+class TargetInvalid(TargetError, exit_code=ExitCode.TARGET_INVALID):
     """The TARGET is not a zero-argument builder returning a supported shape."""
 
-    exit_code = ExitCode.TARGET_INVALID
 
-
-class BuilderFailed(TargetError):
+class BuilderFailed(TargetError, exit_code=ExitCode.BUILDER_FAILED):
     """The user's builder raised; the message names the innermost frame in the user's file."""
 
-    exit_code = ExitCode.BUILDER_FAILED
 
-
-class ReportError(CtcDoctorError):
+class ReportError(CtcDoctorError, exit_code=ExitCode.REPORT_INVALID):
     """A report file cannot be read: missing, not JSON, wrong shape or unsupported version."""
 
-    exit_code = ExitCode.REPORT_INVALID
 
-
-class ManifestInvalid(CtcDoctorError):
+class ManifestInvalid(CtcDoctorError, exit_code=ExitCode.USAGE):
     """`ctc-doctor sweep`: the manifest is missing, empty or has a line that is not a target."""
 
-    exit_code = ExitCode.USAGE
 
-
-class LogsInvalid(CtcDoctorError):
+class LogsInvalid(CtcDoctorError, exit_code=ExitCode.LOGS_INVALID):
     """`ctc-doctor logs`: nothing readable as torch logs, or unreadable records under --strict."""
-
-    exit_code = ExitCode.LOGS_INVALID

@@ -16,7 +16,8 @@ from ctc_doctor.analyzer.target import load_workload
 from ctc_doctor.fixtures import zoo
 from ctc_doctor.fixtures.registry import all_fixtures, marker_line
 from ctc_doctor.reports import SCHEMA_VERSION, load_report
-from ctc_doctor.reports.advice import GUARD_ADVICE, next_steps
+from ctc_doctor.reports.advice import next_steps
+from ctc_doctor.reports.advice.guard_kinds import guard_kind
 from ctc_doctor.reports.markdown import render_markdown
 
 from .conftest import PRINTING_NET, TARGETS, analyzed, fixed, run_cli
@@ -88,10 +89,11 @@ def test_a_guard_kind_without_a_rule_of_its_own_gets_the_kinds_advice():
     assert [g.kind for rc in report.recompiles for g in rc.failed_guards] == ["stride"]
     (advice,) = [s for s in report.suggestions if s.rule == "stride-recompile"]
     assert advice.applies_to == [report.recompiles[0].id]
-    assert advice.title.lower() == GUARD_ADVICE["stride"].lower()  # one source of per-kind advice
+    assert advice.title.lower() == guard_kind("stride").advice.lower()  # one source of per-kind advice
     assert any(advice.title in step for step in next_steps(report))
 
 
+@pytest.mark.fast
 def test_the_where_rewrite_is_a_minimal_diff_of_the_users_file():
     line = marker_line(zoo.__file__, "data_dependent")
     plan = plan_rewrite(zoo.__file__, [("where", line)])
@@ -100,12 +102,14 @@ def test_the_where_rewrite_is_a_minimal_diff_of_the_users_file():
     assert plan.diff().count("\n-") == 3  # the if, its return and the fall-through return
 
 
+@pytest.mark.fast
 def test_keep_tensor_drops_item_and_rewrites_the_branch_that_reads_it():
     plan = plan_rewrite(zoo.__file__, [("keep_tensor", marker_line(zoo.__file__, "item"))])
     diff = plan.diff()
     assert "+        peak = x.abs().max()\n" in diff and "+        x = torch.where(peak > 10.0, x / peak, x)" in diff
 
 
+@pytest.mark.fast
 def test_code_of_another_shape_is_not_rewritten():
     with pytest.raises(RewriteError):
         plan_rewrite(zoo.__file__, [("guard", marker_line(zoo.__file__, "deepcopy"))])  # an assignment, not a call
@@ -338,6 +342,7 @@ def test_fix_and_bench_commands_write_the_sections_and_markdown_shows_them(cli, 
     assert json.loads(out.read_text())["schema_version"] == SCHEMA_VERSION == "1.13"
 
 
+@pytest.mark.fast
 def test_every_fixture_suggestion_set_is_covered_by_the_rules_table():
     names = {n for n, spec in all_fixtures().items() if spec.expected.breaks or spec.expected.recompile_kinds}
     assert names - set(RULES) <= {"transformers_gpt2"}  # gpt2's recompile is covered by mark-dynamic below

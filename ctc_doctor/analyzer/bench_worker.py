@@ -105,8 +105,9 @@ def main(argv: list[str]) -> int:
     limit = (setup.get("bench") or {}).get("arm_memory_mb")
     if limit:
         from .running.memory import cap_memory
+        from .running.settings import measured_on
 
-        cap_memory(int(limit), setup.get("device") or "cpu")
+        cap_memory(int(limit), measured_on(setup.get("device")))
     try:
         arms = _Arms(setup, progress)
     except CtcDoctorError as exc:

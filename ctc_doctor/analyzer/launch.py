@@ -188,7 +188,7 @@ def _run(
     from ..reports import models as rm  # here, not at the top: pydantic loads while the script runs
     from ..reports.io import load_report
     from ..reports.ranks import merge_ranks
-    from .readers.causes import attach_causes
+    from .readers.assembly import derive
 
     reports = {}
     for path in sorted(glob.glob(os.path.join(out, "rank*.json"))):
@@ -204,7 +204,7 @@ def _run(
         report = reports[0]
     else:
         report = merge_ranks(reports)
-        attach_causes(report)  # recompiles of every rank, each rank's causes apart
+        derive(report)  # recompiles of every rank, each rank's causes apart
     if missing and reports:
         notes.append(f"rank(s) {', '.join(map(str, missing))} wrote no report (killed, or failed before): not in this one.")
     report.notes[:0] = notes

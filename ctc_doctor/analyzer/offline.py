@@ -18,14 +18,14 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from ..errors import LogsInvalid
 from ..reports import models as rm
 from ..reports.compile_id import qualified
 from ..reports.ranks import divergence as rank_divergence
 from ..reports.ranks import root_cause
-from .readers.causes import attach_causes
+from .readers.assembly import derive
 from .readers.findings import (
     BreakRecord,
     break_record,
@@ -124,7 +124,7 @@ def ingest(paths: list[str], *, keep_guard_text: bool = False, command: str = ""
         report.suggestions = suggest(report, None)  # rules on gb_types and guards; no model needed
     except Exception as exc:  # noqa: BLE001 - the findings still stand
         report.errors.append(rm.ErrorRecord(phase="suggest", type=type(exc).__name__, message=str(exc)[:500]))
-    attach_causes(report)
+    derive(report)
     return report
 
 
@@ -248,6 +248,15 @@ def _recompile_entries(state: _Ingest) -> list[rm.Recompile]:
     return out
 
 
+class _Findings(TypedDict):
+    """The sections the summary counts: passed as they are to `summarize` and to the report."""
+
+    graph_breaks: list[rm.GraphBreakSite]
+    recompiles: list[rm.Recompile]
+    graphs: list[rm.Graph]
+    compile_metrics: list[rm.CompileMetric]
+
+
 def _report(
     state: _Ingest,
     sites: list[rm.GraphBreakSite],
@@ -313,6 +322,7 @@ def _report(
     if divergence:
         notes.append(f"{len(divergence)} divergence(s) between ranks: ranks that compile differently can hang collectives.")
 
+    found = _Findings(graph_breaks=sites, recompiles=recompiles, graphs=graphs, compile_metrics=compile_metrics)
     label = os.path.basename(os.path.normpath(paths[0])) if paths else "logs"
     report = rm.assemble_report(
         target=rm.Target(
@@ -331,10 +341,7 @@ def _report(
             backend="inductor" if state.inductor else None,
         ),
         summary=rm.summarize(
-            graph_breaks=sites,
-            recompiles=recompiles,
-            graphs=graphs,
-            compile_metrics=compile_metrics,
+            **found,
             graph_count=max((rs.first_graphs for rs in state.ranks.values()), default=0),  # x/0 compiles
             frames_skipped=len(state.skipped),
             failed=bool(errors),
@@ -342,12 +349,9 @@ def _report(
         command=command,
         started_at=started_at,
         t0=t0,
-        graph_breaks=sites,
-        recompiles=recompiles,
-        graphs=graphs,
+        **found,
         perf_hints=state.perf_hints,
         ddp_splits=ddp_splits(state.ddp_children, []),
-        compile_metrics=compile_metrics,
         guards=state.guards,
         notes=notes,
         errors=errors,

@@ -22,7 +22,7 @@ import torch
 from ..reports import models as rm
 from .resources.cost import CostMeter, summary_line, workload_figures
 from .resources.preflight import CHILD_IMPORTS, NotEnoughMemory, model_bytes, phase_need
-from .running.settings import ProgressFn
+from .running.settings import ProgressFn, measured_on
 from .running.worker import importable
 
 
@@ -30,7 +30,7 @@ class RunCost:
     """One run's meter, preflight and cost section."""
 
     def __init__(self, device: str | None, progress: ProgressFn, owns_workload: bool, memory_limit_mb: int | None = None) -> None:
-        self.device = device or "cpu"
+        self.device = measured_on(device)
         self.limit = memory_limit_mb * 2**20 if memory_limit_mb else None
         """`--memory-limit`: what a phase may add on the device at most."""
         self.meter = CostMeter(self.device)

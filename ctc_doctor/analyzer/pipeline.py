@@ -37,7 +37,7 @@ from .phases.context import PhaseContext
 from .phases.fix import FixOptions, FixSection, run_fix
 from .phases.probe import run_probe
 from .phases.suggest import compile_cache_suggestion, renumber, run_suggest
-from .readers.causes import attach_causes
+from .readers.assembly import derive
 from .readers.gb_registry import graph_break_registry
 from .readers.text import describe_error
 from .resources.preflight import NotEnoughMemory
@@ -46,7 +46,7 @@ from .running.copying import CopyError, copy_model
 from .running.deadline import DeadlineExceeded, deadline
 from .running.memory import free_tensors, release_memory
 from .running.modules import describe_inputs, forward_arg_names
-from .running.settings import ProgressFn, RunSettings, no_progress
+from .running.settings import ProgressFn, RunSettings, measured_on, no_progress
 from .running.warning_notes import collected_warnings, warning_notes
 
 
@@ -204,7 +204,7 @@ def _run(
         worker.shutdown()  # not needed past the bisection: its CPU, memory and files go now
     if options.compile and not stopped:
         after_analysis(report, ctx, options, clock, cost)
-    attach_causes(report)
+    derive(report)
     report.run.duration_s = clock.elapsed()
     return report
 
@@ -297,7 +297,7 @@ def environment(options: AnalyzeOptions) -> rm.Environment:
         torch=ti.torch_version(),
         transformers=tf_version,
         platform=f"{platform.system()}-{platform.machine()}",
-        device=options.device or "cpu",
+        device=measured_on(options.device),
         backend=options.resolved_backend(),
         unavailable=ti.unavailable_features()
         + ([] if graph_break_registry() is not None else ["graph-break registry: no GB ids or registry hints"]),

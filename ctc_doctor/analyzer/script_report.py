@@ -24,7 +24,7 @@ from ..reports import models as rm
 from ..workload import Call, Workload
 from . import torch_internals as ti
 from .capture.attribution import ModuleIndex
-from .capture.compiles import CompiledObject, CompileRecorder, RecordedCall, StopScript
+from .capture.compiles import CompileRecorder, RecordedCall, StopScript, WatchedObject
 from .capture.inputs import ModuleInputs
 from .capture.live import ScriptRun, eager_pass, findings_of, first_call_break_lines
 from .phases.bisect import BisectInputs, BisectOptions
@@ -32,7 +32,7 @@ from .phases.context import PhaseContext
 from .phases.fix import FixOptions
 from .phases.suggest import suggest
 from .pipeline import AnalyzeOptions, Clock, after_analysis, bisect_into, environment
-from .readers.causes import attach_causes
+from .readers.assembly import derive
 from .readers.expected import mark_decoding_recompiles
 from .readers.failures import failure_hint
 from .running.calls import preserved_state
@@ -43,7 +43,7 @@ ATTRIBUTION_TIMEOUT_S = 120.0
 """The eager call that records module call sites: a model that needs its peers (collectives) would hang."""
 
 
-def _analyzed_module(obj: CompiledObject | None) -> torch.nn.Module | None:
+def _analyzed_module(obj: WatchedObject | None) -> torch.nn.Module | None:
     """The module the analysis is about: a DistributedDataParallel wrapper's inner module (its forward
     may call collectives, which would wait for the other ranks forever)."""
     if obj is None or obj.module is None:
@@ -199,12 +199,12 @@ def _rank_report(
             )
     elif outcome.stopped in ("terminated", "interrupted"):
         report.notes.append("The script was stopped: no bisection or fixes (run again without --timeout, or with a larger one, for them).")
-    attach_causes(report)
+    derive(report)
     report.run.duration_s = rm.elapsed_s(t0)
     return report
 
 
-def _compiled_row(obj: CompiledObject, rank: int, analyzed: bool) -> rm.CompiledObject:
+def _compiled_row(obj: WatchedObject, rank: int, analyzed: bool) -> rm.CompiledObject:
     first_s, period_ms, iqr_ms, steady = obj.pace()
     return rm.CompiledObject(
         name=obj.name,
@@ -231,7 +231,7 @@ def _later_phases(
     report: rm.Report,
     model: torch.nn.Module | None,
     calls: list[Call],
-    primary: CompiledObject,
+    primary: WatchedObject,
     settings: RunSettings,
     inputs: ModuleInputs | None,
     index: ModuleIndex,

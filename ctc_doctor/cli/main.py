@@ -8,7 +8,7 @@ import os
 import click
 
 from ..version import __version__
-from . import analysis, logs, run, saved, sweep
+from . import analyze, logs, run, saved, sweep
 
 
 class _DefaultGroup(click.Group):
@@ -57,7 +57,7 @@ def cli() -> None:
 
 
 # the order of `ctc-doctor --help`'s command list is click's (alphabetical), whatever the order here
-for _command in [*analysis.COMMANDS, *saved.COMMANDS, run.run, logs.logs, sweep.sweep]:
+for _command in [*analyze.COMMANDS, *saved.COMMANDS, run.run, logs.logs, sweep.sweep]:
     cli.add_command(_command)
 
 

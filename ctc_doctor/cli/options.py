@@ -54,7 +54,12 @@ def option_group(options: list[Any], full_run_first: Any = None, full_run: bool 
     return lambda f: decorate(f, chosen)
 
 
-def _amount(name: str, dest: str, help: str) -> Any:
+def count_option(*names: str, help: str, minimum: int = 1) -> Any:
+    """An option that takes a count N (`minimum` or more), unset by default."""
+    return click.option(*names, type=click.IntRange(min=minimum), default=None, metavar="N", help=help)
+
+
+def amount_option(name: str, dest: str, help: str) -> Any:
     """An option that takes SECONDS (`dest` ending in `_s`: a positive number) or MB (a positive integer)."""
     if dest.endswith("_s"):
         return click.option(name, dest, default=None, type=click.FloatRange(min=0, min_open=True), metavar="SECONDS", help=help)
@@ -74,14 +79,14 @@ def analysis_options(f: F) -> F:
         ),
         click.option("--device", default=None, help="Move the model and inputs to this device first (e.g. cuda)."),
         click.option("--seed", default=0, show_default=True, type=int, help="torch.manual_seed before building and before each phase."),
-        _amount("--timeout", "timeout_s", "Give up after this long; the partial report is still written."),
-        _amount(
+        amount_option("--timeout", "timeout_s", "Give up after this long; the partial report is still written."),
+        amount_option(
             "--budget",
             "budget_s",
             "Plan the run to fit in about this long: the analysis and the eager and compiled arms always run; "
             "the fix checks, bisection trials and optional arms that would not fit are left out and named in the report.",
         ),
-        _amount(
+        amount_option(
             "--memory-limit",
             "memory_limit_mb",
             "What a phase may add on the device at most (a copy of the model and its activations) [default: what is "
@@ -111,13 +116,7 @@ def bisect_options(default_strategy: str, full_run: bool) -> Callable[[F], F]:
                 show_default=True,
                 help="Bisection strategy (both: run the two and report whether they agree).",
             ),
-            click.option(
-                "--max-trials",
-                type=click.IntRange(min=1),
-                default=None,
-                metavar="N",
-                help="Run at most N fullgraph trials; the rest is listed as untried.",
-            ),
+            count_option("--max-trials", help="Run at most N fullgraph trials; the rest is listed as untried."),
             click.option(
                 "--trial-timeout",
                 "trial_timeout_s",
@@ -231,18 +230,15 @@ def bench_options(full_run: bool) -> Callable[[F], F]:
                 help="Run the arms in a child process that rebuilds TARGET, so a crash in one (a segfault, an abort) "
                 "costs that arm, not the run; off: in this process.",
             ),
-            _amount(
+            amount_option(
                 "--arm-memory-limit",
                 "arm_memory_mb",
                 "Cap each arm's memory (the arms' child process's heap on the host; its share of the GPU on CUDA): "
                 "an arm that needs more fails as out of memory and the others are still measured.",
             ),
-            click.option(
+            count_option(
                 "--steps",
                 "job_steps",
-                type=click.IntRange(min=1),
-                default=None,
-                metavar="N",
                 help="The length of your job in calls (training steps): also name the arm with the least total time "
                 "(compile + N calls) for it.",
             ),
@@ -284,29 +280,19 @@ def _checked_list(value: str | None, known: tuple[str, ...], what: str, hint: st
 
 
 GATE_OPTIONS = [
-    click.option(
-        "--max-graph-breaks",
-        type=click.IntRange(min=0),
-        default=None,
-        metavar="N",
-        help="Fail when more than N break sites remain after the allowlists [default: 0].",
-    ),
-    click.option(
-        "--max-recompiles",
-        type=click.IntRange(min=0),
-        default=None,
-        metavar="N",
-        help="Fail when more than N recompiles happen [default: 0].",
-    ),
+    count_option("--max-graph-breaks", help="Fail when more than N break sites remain after the allowlists [default: 0].", minimum=0),
+    count_option("--max-recompiles", help="Fail when more than N recompiles happen [default: 0].", minimum=0),
     click.option("--allow", multiple=True, metavar="GB|TYPE", help="Do not count breaks with this GB id or gb_type (repeatable)."),
     click.option("--allow-module", multiple=True, metavar="PATH", help="Do not count breaks inside this module path (repeatable)."),
     click.option("--own-code-only", is_flag=True, help="Do not count breaks whose innermost frame is in a library."),
 ]
 
 
-def take(cls: type[A], kw: dict[str, Any], *, all_of_them: bool = True) -> A:
-    """`cls` made from the entries of kw that name its fields, popped from kw. With `all_of_them`, an
-    entry left over is a bug: an option the command declares that no field receives."""
+def parsed_as(cls: type[A], kw: dict[str, Any], *, all_of_them: bool = True) -> A:
+    """A command's parsed options (click's keyword arguments) as `cls`: the entries of kw that name its
+    fields, popped from kw. With `all_of_them`, an entry left over is a bug: an option the command
+    declares that no field receives (tests/test_cli.py checks every command's options against the
+    fields before any run)."""
     names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
     args = cls(**{name: kw.pop(name) for name in list(kw) if name in names})
     if all_of_them and kw:
@@ -395,7 +381,8 @@ class AnalysisArgs:
     rebuild_spec: str | None = None
     """The TARGET a child process rebuilds the model from (`demo` names its fixture's)."""
 
-    def bench_options(self, spec: str) -> BenchOptions | None:
+    def for_bench(self, spec: str) -> BenchOptions | None:
+        """The benchmark's options; None when the command runs no benchmark."""
         if self.no_bench or self.bisect_only or self.bench_backend is None:
             return None
         from ..analyzer.phases.bench import BenchOptions
@@ -423,9 +410,10 @@ class AnalysisArgs:
         started before the analysis, costs under 10 % of the run (`benchmarks/bisect_cost.py --full-run`)."""
         if self.isolate is not None:
             return self.isolate
-        return with_bench and (self.device or "cpu") == "cpu"
+        return with_bench and self.device in (None, "cpu")
 
-    def bisect_options(self, spec: str, with_bench: bool) -> BisectOptions | None:
+    def for_bisect(self, spec: str, with_bench: bool) -> BisectOptions | None:
+        """The bisection's options; None when the command runs none."""
         if not self.bisect_only and self.no_bisect:
             return None
         from ..analyzer.phases.bisect import BisectOptions
@@ -448,7 +436,7 @@ class AnalysisArgs:
         from ..analyzer.phases.fix import FixOptions
         from ..analyzer.pipeline import AnalyzeOptions
 
-        bench = self.bench_options(spec)
+        bench = self.for_bench(spec)
         return AnalyzeOptions(
             fix=None if self.no_fix or self.bisect_only else FixOptions(),
             probe_shapes=self.probe_shapes,
@@ -463,7 +451,7 @@ class AnalysisArgs:
             budget_s=self.budget_s,
             memory_limit_mb=self.memory_limit_mb,
             compile=not self.bisect_only,
-            bisect=self.bisect_options(spec, bench is not None),
+            bisect=self.for_bisect(spec, bench is not None),
             spec=spec,
             command=" ".join(["ctc-doctor", *sys.argv[1:]]),
             progress=progress,

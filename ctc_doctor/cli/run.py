@@ -15,7 +15,20 @@ import click
 
 from ..errors import ExitCode
 from ..vocabulary import STRATEGIES, listed
-from .options import DEBUG, GATE_OPTIONS, GUARDS, PROGRESS_FD, REDACT, TOP, GateArgs, RunArgs, option_group, take
+from .options import (
+    DEBUG,
+    GATE_OPTIONS,
+    GUARDS,
+    PROGRESS_FD,
+    REDACT,
+    TOP,
+    GateArgs,
+    RunArgs,
+    amount_option,
+    count_option,
+    option_group,
+    parsed_as,
+)
 from .output import (
     command_line,
     gate,
@@ -52,17 +65,8 @@ _RUN_PHASES = {
     default=None,
     help="Replace the backend of every torch.compile call (e.g. eager, for a fast diagnosis) [default: the script's].",
 )
-@click.option(
-    "--max-steps", type=click.IntRange(min=1), default=None, metavar="N", help="Stop the script after N calls of the compiled model."
-)
-@click.option(
-    "--timeout",
-    "timeout_s",
-    default=None,
-    type=click.FloatRange(min=0, min_open=True),
-    metavar="SECONDS",
-    help="Stop the script (every rank) after this long; the partial report is still written.",
-)
+@count_option("--max-steps", help="Stop the script after N calls of the compiled model.")
+@amount_option("--timeout", "timeout_s", "Stop the script (every rank) after this long; the partial report is still written.")
 @click.option(
     "--json", "json_out", metavar="PATH", help="Write the JSON report to PATH ('-' for stdout; the script's stdout then goes to stderr)."
 )
@@ -111,8 +115,8 @@ def run(command: tuple[str, ...], **kw: Any) -> None:
     rows and the first compile where they diverge. Exit codes: 1 the check failed, 8 timeout,
     11 the script failed, 12 it compiled nothing, 130 interrupted; the report is written in every case.
     """
-    gate_args = take(GateArgs, kw, all_of_them=False)
-    args = take(RunArgs, kw)
+    gate_args = parsed_as(GateArgs, kw, all_of_them=False)
+    args = parsed_as(RunArgs, kw)
     if args.tui:
         run_live(args.json_out)
     policy = gate_args.policy(gate=args.gate)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import ExitCode
-from .options import DEBUG, REDACT
+from .options import DEBUG, REDACT, F
 from .output import fail, one_line_errors, report_console, stderr_console
 
 if TYPE_CHECKING:
@@ -47,19 +47,17 @@ def sweep() -> None:
     """
 
 
+def _count_option(*names: str, help: str) -> Callable[[F], F]:
+    """An option that takes a count N of 1 or more, unset by default."""
+    return click.option(*names, type=click.IntRange(min=1), default=None, metavar="N", help=help)
+
+
 @sweep.command("run")
 @click.argument("manifest")
 @click.option(
     "--out", "out_dir", default="sweep", show_default=True, metavar="DIR", help="Where summary.json, summary.md, reports/ and logs/ go."
 )
-@click.option(
-    "--jobs",
-    "-j",
-    type=click.IntRange(min=1),
-    default=None,
-    metavar="N",
-    help="Targets at once [default: the machine's cores, bounded by memory (3 GiB each)].",
-)
+@_count_option("--jobs", "-j", help="Targets at once [default: the machine's cores, bounded by memory (3 GiB each)].")
 @click.option(
     "--shard",
     "shard_text",
@@ -67,13 +65,7 @@ def sweep() -> None:
     metavar="I/N",
     help="Run only shard I of N (every N-th target from the I-th): one CI matrix job's share.",
 )
-@click.option(
-    "--limit",
-    type=click.IntRange(min=1),
-    default=None,
-    metavar="N",
-    help="Only the manifest's first N targets (the built-in one: its first N runnable classes).",
-)
+@_count_option("--limit", help="Only the manifest's first N targets (the built-in one: its first N runnable classes).")
 @click.option(
     "--timeout",
     "timeout_s",

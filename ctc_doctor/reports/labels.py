@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import NamedTuple
 
 from .models import (
     Benchmark,
@@ -39,6 +40,23 @@ STATUS_STYLE = {
     "advice": "dim",
 }
 """The rich style of a suggestion's status (the terminal summary, the TUI)."""
+
+
+class VerdictLook(NamedTuple):
+    """How the reports show a verdict: the terminal summary's style and headline, the Markdown's headline."""
+
+    style: str
+    terminal: str
+    markdown: str
+
+
+VERDICTS = {
+    "clean": VerdictLook("bold green", "CLEAN: one graph per call, no recompiles", "✅ clean: one graph per call, no recompiles"),
+    "graph_breaks": VerdictLook("bold yellow", "GRAPH BREAKS", "⚠️ graph breaks"),
+    "recompiles": VerdictLook("bold yellow", "RECOMPILES", "⚠️ recompiles"),
+    "graph_breaks_and_recompiles": VerdictLook("bold red", "GRAPH BREAKS AND RECOMPILES", "❌ graph breaks and recompiles"),
+    "failed": VerdictLook("bold red", "FAILED", "❌ failed"),
+}
 
 WARNING_NOTE = "warning during the run"
 """How the notes on Python warnings raised during a run start."""

@@ -10,11 +10,11 @@ Every value that comes from the report is escaped for table cells and HTML.
 from __future__ import annotations
 
 import html
-from typing import Any
 
 from .advice import next_steps
 from .labels import (
     UNSTABLE_KEY,
+    VERDICTS,
     benchmark_headline,
     bisect_summary_line,
     cause_headline,
@@ -44,13 +44,29 @@ from .links import gb_page
 from .models import SCHEMA_VERSION, Report
 from .views.costs import PHASE_LABELS, levers, modules_text
 
-_VERDICT = {
-    "clean": "✅ clean: one graph per call, no recompiles",
-    "graph_breaks": "⚠️ graph breaks",
-    "recompiles": "⚠️ recompiles",
-    "graph_breaks_and_recompiles": "❌ graph breaks and recompiles",
-    "failed": "❌ failed",
-}
+
+class _Markdown:
+    """The Markdown being written, a line at a time; a block (paragraph, table, fenced code...) ends
+    with a blank line."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def add(self, line: str) -> None:
+        self.lines.append(line)
+
+    def para(self, *lines: str) -> None:
+        """These lines, then the blank line that ends their block."""
+        self.lines.extend(lines)
+        self.lines.append("")
+
+    def block(self, lines: list[str]) -> None:
+        """As `para`, and nothing at all for no lines."""
+        if lines:
+            self.para(*lines)
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
 
 
 def _cell(text: object, limit: int = 160) -> str:
@@ -73,8 +89,8 @@ def _summary_line(report: Report) -> str:
     s = report.summary
     if not s.analysis_run:
         found = len(report.bisect.smallest_failing) if report.bisect else 0
-        return f"**{_VERDICT[s.verdict]}** (bisection only): {found} smallest failing module(s)."
-    verdict = _VERDICT[s.verdict]
+        return f"**{VERDICTS[s.verdict].markdown}** (bisection only): {found} smallest failing module(s)."
+    verdict = VERDICTS[s.verdict].markdown
     if s.verdict == "clean" and s.expected_recompiles:
         verdict = "✅ clean: one graph per call; its only recompiles are expected one-offs"
     return (
@@ -89,40 +105,29 @@ def _fence(text: str, lang: str) -> list[str]:
     return [f"{fence}{lang}", text.rstrip("\n"), fence]
 
 
-def _suggestions(report: Report, add: Any) -> None:
-    add("### Suggestions")
-    add("")
+def _suggestions(report: Report, md: _Markdown) -> None:
+    md.para("### Suggestions")
     if not report.suggestions:
-        add("Not run." if report.summary.verdict != "clean" or not report.summary.analysis_run else "None: nothing to fix.")
-        add("")
+        md.para("Not run." if report.summary.verdict != "clean" or not report.summary.analysis_run else "None: nothing to fix.")
     else:
-        add("| id | for | class | what to do | status | measured |")
-        add("|---|---|---|---|---|---|")
+        md.add("| id | for | class | what to do | status | measured |")
+        md.add("|---|---|---|---|---|---|")
         for sg in report.suggestions:
             v = sg.verified
             measured = verdict_label(sg) or ((v.summary or v.error or "") if v else "")
-            add(
+            md.add(
                 f"| {sg.id} | {_cell(', '.join(sg.applies_to) or 'model')} | {sg.category or sg.kind} | {_cell(sg.title)} | "
                 f"{suggestion_status(sg, report.fix)} | {_cell(measured)} |"
             )
-        add("")
+        md.add("")
         for sg in report.suggestions:
             if not (sg.diff or sg.snippet):
                 continue
-            add("<details>")
-            add(f"<summary>{sg.id}: {html.escape(sg.title, quote=False)}</summary>")
-            add("")
-            add(html.escape(sg.rationale, quote=False))
-            add("")
-            out = _fence(sg.diff, "diff") if sg.diff else _fence(sg.snippet or "", "python")
-            for line in out:
-                add(line)
-            add("")
-            for ref in sg.references[:3]:
-                add(f"- {ref}")
-            add("")
-            add("</details>")
-            add("")
+            md.para("<details>", f"<summary>{sg.id}: {html.escape(sg.title, quote=False)}</summary>")
+            md.para(html.escape(sg.rationale, quote=False))
+            md.para(*(_fence(sg.diff, "diff") if sg.diff else _fence(sg.snippet or "", "python")))
+            md.para(*(f"- {ref}" for ref in sg.references[:3]))
+            md.para("</details>")
     fix = report.fix
     if fix is not None:
         if fix.applied and fix.verification is not None:
@@ -131,20 +136,19 @@ def _suggestions(report: Report, add: Any) -> None:
                 errors = f", {numerics_text(v.numerics)}"
             else:
                 errors = f", max abs error vs eager {v.max_abs_error:.2e}" if v.max_abs_error is not None else ""
-            add(f"**Fix (verified on a copy, {fix.backend}):** applied {', '.join(fix.applied)}: {v.summary}{errors}.")
+            md.add(f"**Fix (verified on a copy, {fix.backend}):** applied {', '.join(fix.applied)}: {v.summary}{errors}.")
         else:
-            add("**Fix:** nothing applied.")
-        add("")
+            md.add("**Fix:** nothing applied.")
+        md.add("")
         for sid, why in fix.dropped.items():
-            add(f"- left out of the combined fix: {sid} ({_cell(why, 300)})")
+            md.add(f"- left out of the combined fix: {sid} ({_cell(why, 300)})")
         if fix.dropped:
-            add("")
+            md.add("")
         if fix.remaining:
-            add("Still left: " + "; ".join(_cell(r, 120) for r in fix.remaining[:6]) + ".")
-            add("")
+            md.para("Still left: " + "; ".join(_cell(r, 120) for r in fix.remaining[:6]) + ".")
     probe = report.shape_probe
     if probe is not None:
-        add(
+        md.add(
             "**Shape probe:** "
             + (
                 "; ".join(f"`{d.argument}[{d.dim}]` {d.size}→{d.probed_size} {d.outcome.replace('_', ' ')}" for d in probe.dims)
@@ -154,31 +158,27 @@ def _suggestions(report: Report, add: Any) -> None:
         )
         if probe.recommended:
             verified = "" if probe.verified is None else (" (verified: no recompiles)" if probe.verified else " (still recompiles)")
-            add("")
-            add("Recommended: " + ", ".join(f"`{r}`" for r in probe.recommended) + verified + ".")
-        add("")
+            md.add("")
+            md.add("Recommended: " + ", ".join(f"`{r}`" for r in probe.recommended) + verified + ".")
+        md.add("")
 
 
-def _benchmark(report: Report, add: Any) -> None:
-    add("### Benchmark")
-    add("")
+def _benchmark(report: Report, md: _Markdown) -> None:
+    md.para("### Benchmark")
     b = report.benchmark
     if b is None:
-        add("Not run.")
-        add("")
+        md.para("Not run.")
         return
     headline = benchmark_headline(b)
     if headline:
-        add(html.escape(headline, quote=False) + ".")
-        add("")
+        md.para(html.escape(headline, quote=False) + ".")
     settings = ", ".join(f"{k}={v}" for k, v in b.settings.items())
-    add(f"Settings: {_cell(settings, 400)}.")
-    add("")
-    add(
+    md.para(f"Settings: {_cell(settings, 400)}.")
+    md.add(
         "| arm | cold compile s | warm compile s | latency ms (median ± IQR, n) | speedup | graphs | breaks | recompiles "
         "| peak MB | error vs eager's |"
     )
-    add("|---|---|---|---|---|---|---|---|---|---|")
+    md.add("|---|---|---|---|---|---|---|---|---|---|")
 
     def num(value: float | int | None, fmt: str) -> str:
         return "—" if value is None else format(value, fmt)
@@ -187,153 +187,125 @@ def _benchmark(report: Report, add: Any) -> None:
         lat = f"{a.latency_ms.median:.3f} ± {a.latency_ms.iqr:.3f} ({a.latency_ms.n})" if a.latency_ms else crash_cell(a) or "—"
         err = numerics_cell(a) or "—"
         warm = num(a.warm_compile_time_s, ".2f") if a.load_time_s is None else f"load {a.load_time_s:.2f}"
-        add(
+        md.add(
             f"| {a.name}{' ★' if a.name == b.best_arm else ''} | {num(a.compile_time_s, '.2f')} | {warm} | {lat} | "
             f"{speedup_cell(b, a) or '—'} | {num(a.graph_count, 'd')} | {num(a.graph_break_count, 'd')} | "
             f"{num(a.recompile_count, 'd')} | {num(a.peak_memory_mb, '.0f')} | {err} |"
         )
-    add("")
+    md.add("")
     shaky = unstable_lines(b)
     if shaky:
-        add(f"{UNSTABLE_KEY}.")
-        add("")
+        md.para(f"{UNSTABLE_KEY}.")
         for line in shaky:
-            add(f"> {_cell(line, 300)}")
-            add("")
+            md.para(f"> {_cell(line, 300)}")
     if b.cold_start:
-        add(f"Cold start of a new process: {_cell(b.cold_start, 400)}.")
-        add("")
+        md.para(f"Cold start of a new process: {_cell(b.cold_start, 400)}.")
     for a in b.arms:
         if a.error:
-            add(f"> {a.name}: {_cell(a.error, 300)}")
-            add("")
+            md.para(f"> {a.name}: {_cell(a.error, 300)}")
         if a.stderr_tail:
-            add(f"> {a.name} stderr: {_cell(stderr_tail_text(a), 300)}")
-            add("")
+            md.para(f"> {a.name} stderr: {_cell(stderr_tail_text(a), 300)}")
         for cause in a.recompile_causes:
-            add(f"> {a.name} recompiles, {_cell(cause_headline(cause), 300)}")
-            add("")
+            md.para(f"> {a.name} recompiles, {_cell(cause_headline(cause), 300)}")
         graphs = cudagraph_text(a)
         if graphs:
-            add(f"> {_cell(graphs, 600)}")
-            add("")
+            md.para(f"> {_cell(graphs, 600)}")
     for note in b.notes:
-        add(f"> {html.escape(note, quote=False)}")
-        add("")
+        md.para(f"> {html.escape(note, quote=False)}")
 
 
-def _doctor_cost(report: Report, add: Any) -> None:
+def _doctor_cost(report: Report, md: _Markdown) -> None:
     """What the doctor itself cost, per phase, against the workload's own."""
     cost = report.cost
     line = doctor_cost_text(cost, phases=0)
     if cost is None or line is None:
         return
-    add("<details>")
-    add(f"<summary>The doctor's own cost: {html.escape(line, quote=False)}</summary>")
-    add("")
-    add("| phase | wall s | peak memory MB |")
-    add("|---|---|---|")
+    md.para("<details>", f"<summary>The doctor's own cost: {html.escape(line, quote=False)}</summary>")
+    md.add("| phase | wall s | peak memory MB |")
+    md.add("|---|---|---|")
     for p in cost.phases:
         peak = p.peak_cuda_mb if p.peak_cuda_mb is not None else p.peak_rss_mb
-        add(f"| {p.phase} | {p.wall_s:.1f} | {'—' if peak is None else f'{peak:.0f}'} |")
-    add("")
+        md.add(f"| {p.phase} | {p.wall_s:.1f} | {'—' if peak is None else f'{peak:.0f}'} |")
+    md.add("")
     for extra in [cost.workload_basis and f"The workload: {cost.workload_basis}.", cost.released, cost.kept, *cost.notes]:
         if extra:
-            add(f"> {html.escape(extra, quote=False)}")
-            add("")
-    add("</details>")
-    add("")
+            md.para(f"> {html.escape(extra, quote=False)}")
+    md.para("</details>")
 
 
-def _logs_section(report: Report, add: Any) -> None:
+def _logs_section(report: Report, md: _Markdown) -> None:
     """Offline reports: parse statistics, one row per rank, and the ranks that diverge."""
     st = report.parse_stats
     if st is None:
         return
-    add("### Logs")
-    add("")
-    add(
+    md.para("### Logs")
+    md.add(
         f"{st.lines:,} lines, {st.records:,} records: {st.used:,} used, {st.ignored:,} ignored, "
         f"{st.unknown} unknown, {st.unreadable} unreadable"
         + (f", {st.foreign_lines:,} other line(s)" if st.foreign_lines else "")
         + (f", {st.payloads_truncated} payload(s) cut at the size cap" if st.payloads_truncated else "")
         + "."
     )
-    add("")
+    md.add("")
     for example in st.examples[:5]:
-        add(f"- {_cell(example, 200)}")
+        md.add(f"- {_cell(example, 200)}")
     if st.examples:
-        add("")
+        md.add("")
     if report.ranks:
-        add("| rank | compiles | graphs | break events | sites | recompiles | compile s |")
-        add("|---:|---:|---:|---:|---|---:|---:|")
+        md.add("| rank | compiles | graphs | break events | sites | recompiles | compile s |")
+        md.add("|---:|---:|---:|---:|---|---:|---:|")
         for r in report.ranks:
-            add(
+            md.add(
                 f"| {r.rank} | {r.compiles} | {r.graphs} | {r.graph_break_count} | {_cell(', '.join(r.break_sites) or '—')} | "
                 f"{r.recompile_count} | {r.compile_time_s:.2f} |"
             )
-        add("")
+        md.add("")
     if report.divergence:
-        add("**Ranks diverge** (ranks that compile differently can hang collectives):")
-        add("")
+        md.para("**Ranks diverge** (ranks that compile differently can hang collectives):")
         for d in report.divergence:
-            add(f"- {d.kind.replace('_', ' ')}: {_cell(d.message, 300)}")
-        add("")
+            md.add(f"- {d.kind.replace('_', ' ')}: {_cell(d.message, 300)}")
+        md.add("")
 
 
-def _compile_time(report: Report, add: Any) -> None:
+def _compile_time(report: Report, md: _Markdown) -> None:
     """Where compile time went: the phases as a table, the costliest compiles, the levers."""
     p = report.compile_profile
     if p is None or p.total_s <= 0:
         return
     backward = f" (frames {p.total_s - p.backward_s:.2f} s, backward graphs {p.backward_s:.2f} s)" if p.backward_s else ""
-    add(f"### Compile time: {p.total_s:.2f} s{backward}")
-    add("")
-    add("| phase | seconds | share |")
-    add("|---|---:|---:|")
+    md.para(f"### Compile time: {p.total_s:.2f} s{backward}")
+    md.add("| phase | seconds | share |")
+    md.add("|---|---:|---:|")
     for name, seconds in p.phases.items():
-        add(f"| {PHASE_LABELS.get(name, name)} | {seconds:.2f} | {100 * seconds / p.total_s:.0f} % |")
-    add("")
+        md.add(f"| {PHASE_LABELS.get(name, name)} | {seconds:.2f} | {100 * seconds / p.total_s:.0f} % |")
+    md.add("")
     if p.first_compile_s < p.total_s:
-        add(f"First compiles {p.first_compile_s:.2f} s, recompiles {p.total_s - p.first_compile_s:.2f} s.")
-        add("")
+        md.para(f"First compiles {p.first_compile_s:.2f} s, recompiles {p.total_s - p.first_compile_s:.2f} s.")
     if modules_text(p) is not None:
-        add("By module (an estimate: each compile's seconds shared among its graph's modules by op count):")
-        add("")
+        md.para("By module (an estimate: each compile's seconds shared among its graph's modules by op count):")
         for row in p.modules[:5]:
-            add(f"- `{_cell(row.key or '(root)')}` {_cell(row.label)}: {row.seconds:.2f} s ({100 * row.share:.0f} %)")
-        add("")
+            md.add(f"- `{_cell(row.key or '(root)')}` {_cell(row.label)}: {row.seconds:.2f} s ({100 * row.share:.0f} %)")
+        md.add("")
     for row in p.compiles[:5]:
         cause = f", cause {row.cause}" if row.cause else ""
-        add(f"- `{row.key}` {_cell(row.label)}: {row.seconds:.2f} s ({100 * row.share:.0f} %){cause}")
+        md.add(f"- `{row.key}` {_cell(row.label)}: {row.seconds:.2f} s ({100 * row.share:.0f} %){cause}")
     for lever in levers(report):
-        add(f"- lever: {_cell(lever, 300)}")
-    add("")
+        md.add(f"- lever: {_cell(lever, 300)}")
+    md.add("")
 
 
 def render_markdown(report: Report) -> str:
     """The whole report as Markdown for a GitHub issue."""
     t, e = report.target, report.environment
-    out: list[str] = []
-    add = out.append
-
-    def paragraph(lines: list[str]) -> None:
-        """Lines then a blank line; nothing for no lines."""
-        if lines:
-            out.extend(lines)
-            add("")
-
+    md = _Markdown()
     src = report.source
-    add(f"## torch.compile report: `{t.name}` ({'from logs' if src else _cell(t.model_class)})")
-    add("")
-    add(_summary_line(report))
-    add("")
+    md.para(f"## torch.compile report: `{t.name}` ({'from logs' if src else _cell(t.model_class)})")
+    md.para(_summary_line(report))
     split = ddp_split_text(report.ddp_splits)
     if split:
-        add(f"> {split}")
-        add("")
-    add("| | |")
-    add("|---|---|")
+        md.para(f"> {split}")
+    md.add("| | |")
+    md.add("|---|---|")
     if src is not None:
         ranks = f", ranks {', '.join(str(r) for r in src.ranks)}" if src.ranks else ""
         rows = [("logs", f"{src.kind.replace('_', ' ')}: {len(src.files)} file(s){ranks} — {_code(' '.join(src.paths))}")]
@@ -359,21 +331,16 @@ def render_markdown(report: Report) -> str:
     if report.redacted:
         rows.append(("redacted", "yes: paths, user, home and host name removed"))
     for key, value in rows:
-        add(f"| {key} | {value} |")
-    add("")
-    add("Command:")
-    add("")
-    add("```sh")
-    add(report.run.command or "(library call)")
-    add("```")
-    add("")
-    _logs_section(report, add)
+        md.add(f"| {key} | {value} |")
+    md.add("")
+    md.para("Command:")
+    md.para("```sh", report.run.command or "(library call)", "```")
+    _logs_section(report, md)
 
-    add(f"### Graph breaks ({len(report.graph_breaks)} site(s))")
-    add("")
+    md.para(f"### Graph breaks ({len(report.graph_breaks)} site(s))")
     if report.graph_breaks:
-        add("| id | location | module | GB | × | reason |")
-        add("|---|---|---|---|---:|---|")
+        md.add("| id | location | module | GB | × | reason |")
+        md.add("|---|---|---|---|---:|---|")
         for site in report.graph_breaks:
             frame = site.own_frame or site.user_frame
             loc = f"{short_path(frame.file, 60)}:{frame.line}"
@@ -382,97 +349,82 @@ def render_markdown(report: Report) -> str:
             reason = site.reason + "".join(f" ({mark})" for mark in site_marks(site))
             cost = cost_text(site)
             reason += f"; {cost}" if cost else ""
-            add(
+            md.add(
                 f"| {site.id} | {_cell(loc)} | {_cell(module_label(site.module_paths, None))} | "
                 f"{_cell(', '.join(site.registry_ids) or '—')} | {site.occurrences} | {_cell(reason)} |"
             )
-        add("")
+        md.add("")
         for site in report.graph_breaks:
             frame = site.own_frame or site.user_frame
-            add("<details>")
-            add(f"<summary>{site.id}: {html.escape(site.gb_type)} at {html.escape(short_path(frame.file, 60))}:{frame.line}</summary>")
-            add("")
+            md.para(
+                "<details>",
+                f"<summary>{site.id}: {html.escape(site.gb_type)} at {html.escape(short_path(frame.file, 60))}:{frame.line}</summary>",
+            )
             if frame.code:
-                add("```python")
-                add(frame.code)
-                add("```")
-                add("")
+                md.para("```python", frame.code, "```")
             if site.explanation:
-                add(site.explanation)
-                add("")
-            paragraph([f"- hint: {hint}" for hint in site.hints])
-            paragraph([f"- [{gb}]({gb_page(gb)})" for gb in site.registry_ids])
+                md.para(site.explanation)
+            md.block([f"- hint: {hint}" for hint in site.hints])
+            md.block([f"- [{gb}]({gb_page(gb)})" for gb in site.registry_ids])
             if site.user_stack:
-                add("User stack (outermost first):")
-                add("")
-                add("```")
+                md.para("User stack (outermost first):")
+                md.add("```")
                 for f in site.user_stack:
-                    add(f"{f.file}:{f.line} in {f.function}" + (f"\n    {f.code}" if f.code else ""))
-                add("```")
-                add("")
-            add(f"Modules: {module_label(site.module_paths, None, limit=12)} · compile ids: {', '.join(site.compile_ids)}")
-            add("")
-            add("</details>")
-            add("")
+                    md.add(f"{f.file}:{f.line} in {f.function}" + (f"\n    {f.code}" if f.code else ""))
+                md.para("```")
+            md.para(f"Modules: {module_label(site.module_paths, None, limit=12)} · compile ids: {', '.join(site.compile_ids)}")
+            md.para("</details>")
     else:
-        add("None.")
-        add("")
+        md.para("None.")
 
     if report.recompile_causes:
-        add(f"### Recompile causes ({len(report.recompile_causes)})")
-        add("")
-        add("Every recompile belongs to exactly one cause; the events follow.")
-        add("")
+        md.para(f"### Recompile causes ({len(report.recompile_causes)})")
+        md.para("Every recompile belongs to exactly one cause; the events follow.")
         for cause in report.recompile_causes:
-            add(f"- **{_cell(cause_headline(cause))}**")
+            md.add(f"- **{_cell(cause_headline(cause))}**")
             if cause.functions:
-                add(f"  - functions: {_cell(', '.join(cause.functions))}")
+                md.add(f"  - functions: {_cell(', '.join(cause.functions))}")
             if cause.module_paths:
-                add(f"  - modules: {_cell(module_label(cause.module_paths, None, limit=12))}")
-            add(
+                md.add(f"  - modules: {_cell(module_label(cause.module_paths, None, limit=12))}")
+            md.add(
                 f"  - recompiles: {', '.join(cause.recompiles)}"
                 + (f" · first in call {cause.first_call}" if cause.first_call is not None else "")
                 + (f" ({_cell(cause.trigger)})" if cause.trigger else "")
             )
             if cause.user_stack:
                 f = cause.user_stack[-1]
-                add(f"  - guard installed at `{_cell(short_path(f.file, 60))}:{f.line}`" + (f": `{_cell(f.code)}`" if f.code else ""))
+                md.add(f"  - guard installed at `{_cell(short_path(f.file, 60))}:{f.line}`" + (f": `{_cell(f.code)}`" if f.code else ""))
             if cause.suggestion_ids:
-                add(f"  - addressed by: {', '.join(cause.suggestion_ids)}")
-        add("")
-    _compile_time(report, add)
-    add(f"### Recompiles ({len(report.recompiles)})")
-    add("")
+                md.add(f"  - addressed by: {', '.join(cause.suggestion_ids)}")
+        md.add("")
+    _compile_time(report, md)
+    md.para(f"### Recompiles ({len(report.recompiles)})")
     if report.recompiles:
         causes = cause_of(report)
-        add("| id | cause | function | module | call | failed guard kind | guard |")
-        add("|---|---|---|---|---:|---|---|")
+        md.add("| id | cause | function | module | call | failed guard kind | guard |")
+        md.add("|---|---|---|---|---:|---|---|")
         for rc in report.recompiles:
             first = rc.failed_guards[0] if rc.failed_guards else None
             kinds = ", ".join(dict.fromkeys(g.kind for g in rc.failed_guards)) or "—"
-            add(
+            md.add(
                 f"| {rc.id} | {causes.get(rc.id, '—')} | {_cell(rc.function)} ({_cell(short_path(rc.file, 40))}:{rc.line}) | "
                 f"{_cell(module_label(rc.module_paths, None))} | {rc.call_index if rc.call_index is not None else '—'} | "
                 f"{_cell(kinds)} | {_cell(first.reason if first else '—')} |"
             )
-        add("")
+        md.add("")
     else:
-        add("None.")
-        add("")
+        md.para("None.")
 
-    add("### Bisection")
-    add("")
+    md.para("### Bisection")
     b = report.bisect
     if b is None:
-        add("Not run.")
-        add("")
+        md.para("Not run.")
     else:
-        add(bisect_summary_line(b) + ".")
-        add("")
+        md.para(bisect_summary_line(b) + ".")
         if b.smallest_failing:
             rows_by_path = {row.module_path: row for row in b.trials}
-            add("| smallest failing module | class | status | failure |")
-            add("|---|---|---|---|")
+            md.add("| smallest failing module | class | status | failure |")
+            md.add("|---|---|---|---|")
             for path in b.smallest_failing:
                 row = rows_by_path.get(path)
                 if row is None:
@@ -481,36 +433,31 @@ def render_markdown(report: Report) -> str:
                 where = f" at {short_path(found.file, 50)}:{found.line}" if found else ""
                 status = row.status if row.inferred_from is None else f"inferred from {row.inferred_from or '(root)'}"
                 what = f"{', '.join(row.registry_ids)} {row.gb_type or row.reason or ''}".strip() + where
-                add(f"| {_cell(path or '(root)')} | {_cell(row.module_class)} | {_cell(status)} | {_cell(what)} |")
-            add("")
+                md.add(f"| {_cell(path or '(root)')} | {_cell(row.module_class)} | {_cell(status)} | {_cell(what)} |")
+            md.add("")
         else:
-            add("No module fails `torch.compile(fullgraph=True)` on its captured inputs.")
-            add("")
-        paragraph([f"Repro: `python {path}`" for path in b.repro_paths])
-        paragraph([f"> {note}" for note in b.notes])
+            md.para("No module fails `torch.compile(fullgraph=True)` on its captured inputs.")
+        md.block([f"Repro: `python {path}`" for path in b.repro_paths])
+        md.block([f"> {note}" for note in b.notes])
 
-    _suggestions(report, add)
-    _benchmark(report, add)
-    _doctor_cost(report, add)
+    _suggestions(report, md)
+    _benchmark(report, md)
+    _doctor_cost(report, md)
 
     steps = next_steps(report)
     if steps:
-        add("### What to do next")
-        add("")
+        md.para("### What to do next")
         for i, step in enumerate(steps, 1):
-            add(f"{i}. {html.escape(' '.join(step.split()), quote=False)}")
-        add("")
+            md.add(f"{i}. {html.escape(' '.join(step.split()), quote=False)}")
+        md.add("")
     if report.notes or report.errors:
-        add("<details>")
-        add(f"<summary>Notes ({len(report.notes)}) and errors ({len(report.errors)})</summary>")
-        add("")
+        md.para("<details>", f"<summary>Notes ({len(report.notes)}) and errors ({len(report.errors)})</summary>")
         for note in report.notes:
-            add(f"- {html.escape(note, quote=False)}")
+            md.add(f"- {html.escape(note, quote=False)}")
         for err in report.errors:
             hint = f" What it means: {html.escape(err.hint, quote=False)}" if err.hint else ""
-            add(f"- **error** [{err.phase}] {html.escape(err.type)}: {html.escape(err.message, quote=False)}{hint}")
-        add("")
-        add("</details>")
-        add("")
-    add(f"<sub>Generated by ctc-doctor {report.run.tool_version}, report schema {SCHEMA_VERSION}.</sub>")
-    return "\n".join(out) + "\n"
+            md.add(f"- **error** [{err.phase}] {html.escape(err.type)}: {html.escape(err.message, quote=False)}{hint}")
+        md.add("")
+        md.para("</details>")
+    md.add(f"<sub>Generated by ctc-doctor {report.run.tool_version}, report schema {SCHEMA_VERSION}.</sub>")
+    return md.text()

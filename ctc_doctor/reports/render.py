@@ -20,6 +20,7 @@ from .labels import (
     STATUS_STYLE,
     TORCH_LOG_NOTE,
     UNSTABLE_KEY,
+    VERDICTS,
     WARNING_NOTE,
     benchmark_headline,
     cause_headline,
@@ -52,14 +53,6 @@ from .models import Benchmark, GraphBreakSite, Recompile, Report, Suggestion
 from .views.bisection import render_bisect
 from .views.costs import profile_text
 
-_VERDICT_STYLE = {
-    "clean": ("bold green", "CLEAN: one graph per call, no recompiles"),
-    "graph_breaks": ("bold yellow", "GRAPH BREAKS"),
-    "recompiles": ("bold yellow", "RECOMPILES"),
-    "graph_breaks_and_recompiles": ("bold red", "GRAPH BREAKS AND RECOMPILES"),
-    "failed": ("bold red", "FAILED"),
-}
-
 
 def header_text(report: Report) -> Text:
     t, e = report.target, report.environment
@@ -91,7 +84,7 @@ def header_text(report: Report) -> Text:
 
 def verdict_panel(report: Report) -> Panel:
     s = report.summary
-    style, label = _VERDICT_STYLE[s.verdict]
+    style, label, _ = VERDICTS[s.verdict]
     lines = Text()
     if not s.analysis_run:
         b = report.bisect

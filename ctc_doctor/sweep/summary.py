@@ -328,7 +328,7 @@ def write_summary(summary: SweepSummary, out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
         (out_dir / SUMMARY_JSON).write_text(summary.model_dump_json(indent=2) + "\n", encoding="utf-8")
-        (out_dir / SUMMARY_MD).write_text(render_markdown(summary), encoding="utf-8")
+        (out_dir / SUMMARY_MD).write_text(render_summary_markdown(summary), encoding="utf-8")
     except OSError as exc:
         raise CtcDoctorError(f"cannot write the sweep summary to {out_dir}: {exc.strerror}") from exc
 
@@ -530,13 +530,13 @@ def ranked_rows(summary: SweepSummary) -> list[SweepTarget]:
     return sorted(summary.targets, key=key)
 
 
-def numerics_cell(bench: TargetBench | None) -> str:
+def bench_numerics_cell(bench: TargetBench | None) -> str:
     if bench is None or bench.numerics_ok is None:
         return "—" if bench is None or bench.error is None else "error"
     return "ok" if bench.numerics_ok else "FAIL"
 
 
-def render_markdown(summary: SweepSummary) -> str:
+def render_summary_markdown(summary: SweepSummary) -> str:
     """`summary.md`: for an issue, a dashboard or a CI step summary (`$GITHUB_STEP_SUMMARY`)."""
     lines = [f"# ctc-doctor sweep: {summary.manifest}", "", textwrap.fill(" · ".join(_headline(summary)), 80), ""]
     board = summary.totals.dashboard
@@ -585,7 +585,7 @@ def render_markdown(summary: SweepSummary) -> str:
             best = f"{b.best_arm} {_times(b.best_speedup)}" if b is not None and b.best_arm else "—"
             lines.append(
                 f"| `{_md_cell(short_name(row.target))}` | {row.status} | {_times(b.speedup if b else None)} | {_md_cell(best)} | "
-                f"{_seconds(b.compile_s if b else None)} | {_times(b.memory_ratio if b else None)} | {numerics_cell(b)} | "
+                f"{_seconds(b.compile_s if b else None)} | {_times(b.memory_ratio if b else None)} | {bench_numerics_cell(b)} | "
                 f"{len(row.break_sites)} | {row.recompile_count} | {_md_cell(_top_cause(row))} |"
             )
     else:
@@ -627,7 +627,7 @@ def _text_dashboard(summary: SweepSummary, width: int, top: int) -> list[str]:
         for row in slow[:top]:
             b = row.bench
             assert b is not None
-            cells = f"{_times(b.speedup):>6} {_seconds(b.compile_s):>6}  {numerics_cell(b):<4}"
+            cells = f"{_times(b.speedup):>6} {_seconds(b.compile_s):>6}  {bench_numerics_cell(b):<4}"
             lines.append(clip(f"  {cells} {short_name(row.target)}", width))
     return lines
 

@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Footer, Static
 from textual_plotext import PlotextPlot
 
 from ..sweep.models import SweepSummary, SweepTarget
-from ..sweep.summary import dashboard_cells, numerics_cell, ranked_rows, short_name
+from ..sweep.summary import bench_numerics_cell, dashboard_cells, ranked_rows, short_name
 
 Key = Callable[[SweepTarget], Any]
 
@@ -47,7 +47,7 @@ def _times(value: float | None) -> Text:
 def _cells(row: SweepTarget) -> list[Text]:
     b = row.bench
     failing = row.status in ("failed", "error", "timeout")
-    numerics = numerics_cell(b)
+    numerics = bench_numerics_cell(b)
     return [
         Text(short_name(row.target)),
         Text(row.status, style="bold red" if failing else "green" if row.status == "clean" else "yellow"),

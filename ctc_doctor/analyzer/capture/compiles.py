@@ -65,8 +65,8 @@ class RecordedCall:
 
 
 @dataclass
-class CompiledObject:
-    """One `torch.compile` of the script."""
+class WatchedObject:
+    """One `torch.compile` of the script, watched while it runs (its report row: `models.CompiledObject`)."""
 
     name: str
     kind: str
@@ -159,7 +159,7 @@ class CompileRecorder:
         self.max_steps = max_steps
         self.snapshot = snapshot
         self.on_primary_call = on_primary_call or (lambda index: None)
-        self.objects: list[CompiledObject] = []
+        self.objects: list[WatchedObject] = []
         self.notes: list[str] = []
         self.closed = False
         """True once the script ended: later calls (the doctor's) are not counted."""
@@ -167,7 +167,7 @@ class CompileRecorder:
         """The primary object's call count when --max-steps stopped the script."""
 
     @property
-    def primary(self) -> CompiledObject | None:
+    def primary(self) -> WatchedObject | None:
         """The analysis target: the first compiled module that ran (or, failing one, the first compiled
         object that ran); before any ran, the first compiled module. A compile that Dynamo traced inside
         another (a nested compile) never runs on its own, so the outer one is analyzed."""
@@ -263,15 +263,15 @@ class CompileRecorder:
         options = {k: _option_text(v) for k, v in kwargs.items()}
         options.setdefault("backend", "inductor")
         if isinstance(model, torch.nn.Module):
-            obj = CompiledObject(type(model).__name__, "module", model, options)
+            obj = WatchedObject(type(model).__name__, "module", model, options)
         elif isinstance(getattr(model, "__self__", None), torch.nn.Module):
             module = model.__self__  # nn.Module.compile() compiles its bound _call_impl
             attr = getattr(model, "__name__", None)
             attr = "__call__" if attr in ("_call_impl", "_wrapped_call_impl") else attr  # Module.__call__ is _wrapped_call_impl
-            obj = CompiledObject(type(module).__name__, "method", module, options, attr=attr)
+            obj = WatchedObject(type(module).__name__, "method", module, options, attr=attr)
         else:
             name = getattr(model, "__qualname__", None) or getattr(model, "__name__", None) or type(model).__name__
-            obj = CompiledObject(name.rsplit("<locals>.", 1)[-1], "function", None, options, arg_names=_parameter_names(model))
+            obj = WatchedObject(name.rsplit("<locals>.", 1)[-1], "function", None, options, arg_names=_parameter_names(model))
         obj.site, obj.library = _caller(sys._getframe(2))
         if self.snapshot and obj.module is not None:
             inner = obj.module.module if isinstance(obj.module, torch.nn.parallel.DistributedDataParallel) else obj.module
@@ -306,7 +306,7 @@ class CompileRecorder:
 
     # --- its calls -----------------------------------------------------------------------------
 
-    def _called(self, obj: CompiledObject, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def _called(self, obj: WatchedObject, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if self.closed:
             return
         index = obj.calls
@@ -343,7 +343,7 @@ class CompileRecorder:
         copied_args, copied_kwargs = fresh_copy(tuple(args)), fresh_copy(dict(kwargs))
         obj.recorded.append(RecordedCall(copied_args, copied_kwargs, torch.is_grad_enabled(), sig, description, index))
 
-    def _mark(self, obj: CompiledObject, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def _mark(self, obj: WatchedObject, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """`mark-dynamic`: the arguments' varying dims marked before the call (a dim of size 0 or 1 is left:
         torch specializes those)."""
         names = (forward_arg_names(obj.module) if obj.module is not None else obj.arg_names) or []
@@ -356,7 +356,7 @@ class CompileRecorder:
                     if d < value.dim() and value.shape[d] > 1:
                         ti.mark_dynamic(value, d)
 
-    def _returned(self, obj: CompiledObject, out: Any) -> None:
+    def _returned(self, obj: WatchedObject, out: Any) -> None:
         """Keep the loss of calls 0, 1, 2, 4, 8... (a power of two, so that runs of any length share some)."""
         index = obj.calls - 1
         if self.closed or index < 0 or index & (index - 1) or index in obj.losses:
@@ -370,7 +370,7 @@ class CompileRecorder:
     def relate(self) -> list[str]:
         """Name the run's double and nested compiles (sets each object's `relation`); one note each."""
         notes: list[str] = []
-        by_module: dict[int, list[CompiledObject]] = {}
+        by_module: dict[int, list[WatchedObject]] = {}
         for obj in self.objects:
             if obj.module is not None:
                 by_module.setdefault(id(obj.module), []).append(obj)
@@ -434,7 +434,7 @@ def _driver(frame: Any) -> str | None:
     return None
 
 
-def _double_compile(group: list[CompiledObject]) -> str:
+def _double_compile(group: list[WatchedObject]) -> str:
     """One module compiled more than once: the compile of its call (or the module) wraps that of its forward."""
     outer_first = sorted(group, key=lambda o: o.attr == "forward")
     outer, inner = outer_first[0], outer_first[-1]

@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable
 
 from ...reports import models as rm
+from ...reports.advice.guard_kinds import guard_kind
 from .parsing import classify_guard, split_recompile_reasons
 from .sources import function_name
 
@@ -51,9 +52,6 @@ def trigger(rc: rm.Recompile) -> rm.FailedGuard | None:
     if not rc.failed_guards:
         return None
     return next((g for g in rc.failed_guards if g.kind != "other"), rc.failed_guards[0])
-
-
-_TENSOR_KINDS = {"size", "stride", "dtype", "device", "requires_grad"}
 
 
 def _code(rc: rm.Recompile) -> tuple[object, ...]:
@@ -99,40 +97,10 @@ def _entry_order(entry: str | None) -> tuple[int, int]:
     return (1 << 30, 0)
 
 
-_KIND_TEXT = {
-    "dtype": "dtype",
-    "device": "device",
-    "requires_grad": "requires_grad",
-    "stride": "strides",
-}
-
-
-def describe(kind: str, source: str | None, dim: int | None, values: list[str], per_instance: bool, reason: str) -> str:
-    """One line for a cause: `x dim 0 changes 2 → 3`."""
-    name = source or "an input"
-    if len(values) > 4:
-        values = [*values[:2], f"… ({len(values) - 3} more)", values[-1]]
-    change = " → ".join(values)
-    if kind == "size":
-        what = f"{name} dim {dim}" if dim is not None else f"{name} shape"
-        text = f"{what} changes {change}" if len(values) > 1 else f"{what} changes (was {change or '?'})"
-    elif kind in _KIND_TEXT:
-        what = f"{name} {_KIND_TEXT[kind]}"
-        text = f"{what} changes {change}" if len(values) > 1 else f"{what} changes"
-    elif kind in ("value", "attribute"):
-        label = "attribute " if kind == "attribute" else ""
-        text = f"{label}{name} changes value" + (f" (compiled for {', '.join(values)})" if values else "")
-    elif kind == "type":
-        text = f"{name} changes type" + (f" (was {values[0]})" if values else "")
-    elif kind == "object_id":
-        text = f"{name} is a different object each time"
-    elif kind == "global_state":
-        text = f"global state changes: {source}" if source else "global state changes (grad mode, autocast…)"
-    else:
-        text = reason if len(reason) <= 100 else reason[:97] + "..."
-    if per_instance:
-        text += ", a separate guard per instance"
-    return text
+def cause_line(kind: str, source: str | None, dim: int | None, values: list[str], per_instance: bool, reason: str) -> str:
+    """One line for a cause (`x dim 0 changes 2 → 3`), in the words of its kind's entry."""
+    text = guard_kind(kind).describe(source or "an input", source, dim, values, reason)
+    return text + (", a separate guard per instance" if per_instance else "")
 
 
 _ARGS = re.compile(r"^args\[(\d+)\]")
@@ -177,7 +145,7 @@ def recompile_causes(
             code_key = (*code, g.kind, instance_pattern(g.source), g.dim)
             # a tensor property travels into every frame the tensor reaches; a Python value of one
             # frame says nothing about another frame's value unless both sides of the change are known
-            known = g.expected is not None and (g.actual is not None or g.kind in _TENSOR_KINDS)
+            known = g.expected is not None and (g.actual is not None or guard_kind(g.kind).travels)
             change_key = (rc.rank, rc.call_index, g.kind, g.expected, g.actual) if known else None
         index = by_code.get(code_key)
         if index is None and change_key is not None:
@@ -240,7 +208,7 @@ def _cause(
         first_call=first_rc.call_index,
         per_instance=per_instance,
         user_stack=list(named.user_stack) if named is not None else [],
-        summary=describe(kind, source, named.dim if named is not None else None, values, per_instance, reason),
+        summary=cause_line(kind, source, named.dim if named is not None else None, values, per_instance, reason),
         suggestion_ids=suggestion_ids,
         expected=first_rc.expected if all(rc.expected for rc, _ in events) else None,
         trigger=next((rc.trigger for rc, _ in events if rc.trigger), None),
@@ -264,12 +232,3 @@ def arm_recompiles(events: list[tuple[str, str, dict[str, object]]]) -> list[rm.
             )
         )
     return out
-
-
-def attach_causes(report: rm.Report) -> None:
-    """Set `report.recompile_causes` from its recompiles and suggestions (call once both are final), then
-    what each costs and how it recurs, and the compile profile (`costs.attach_costs`)."""
-    from .costs import attach_costs
-
-    report.recompile_causes = recompile_causes(report.recompiles, report.suggestions, input_names(report))
-    attach_costs(report)

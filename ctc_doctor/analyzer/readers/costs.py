@@ -8,12 +8,13 @@ into the phase above it). The backward graph compiles lazily, at the first backw
 `bwd_compilation_metrics` under the same compile id: its phases are added to the same buckets and
 its total is kept apart as `backward_s`. The logs reader keeps the same keys (`logfiles.METRIC_KEYS`).
 
-`attach_costs` then gives the report its `compile_profile` (by phase, by compile, by cause, caches) and
-each recompile cause its `compile_time_s` and `recurrence`: `one_off` (a fixed pair of states: grad
-mode on/off, train/eval, a decoding loop's prefill and decode; marked expected; a flag of the user's
-own stays `bounded`, a cause to fix), `recurring`
-(a new compile per new value, or the recompile limit hit: from then on the frame runs eagerly), or
-`bounded` (a few variants, then it settles).
+`price_causes` gives each recompile cause its `compile_time_s` and `recurrence`, and `compile_profile`
+the report's profile (by phase, by compile, by cause, caches); `assembly.derive` calls both, in order.
+Recurrence: `one_off` (a fixed pair of states: grad mode on/off, train/eval, a decoding loop's prefill
+and decode; marked expected; a flag of the user's own stays `bounded`, a cause to fix), `recurring` (a
+new compile per new value, or the recompile limit hit: from then on the frame runs eagerly), or
+`bounded` (a few variants, then it settles); a kind's own leaning is its registry entry's
+(`reports/advice/guard_kinds`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections import defaultdict
 from typing import Any
 
 from ...reports import models as rm
+from ...reports.advice.guard_kinds import guard_kind
 
 PHASES = ("dynamo", "aot_autograd", "inductor", "codegen", "kernel_compile", "other")
 _CHAIN = (
@@ -44,7 +46,6 @@ METRIC_KEYS = frozenset(
     {"duration_us", _BACKWARD_TOTAL, *(k for _, k in _CHAIN), *PASS_KEYS, *(k for pair in _CACHES.values() for k in pair)}
 )
 """The compilation-metrics keys this module reads (beside `entire_frame_compile_time_s`)."""
-ONE_OFF_KINDS = ("global_state",)
 RECURRING_VALUES = 3
 """A value cause that compiled this many distinct values, each anew in one frame, does not settle."""
 
@@ -190,21 +191,21 @@ def recurrence(cause: rm.RecompileCause, report: rm.Report) -> tuple[rm.Recurren
         return "one_off", cause.expected
     source = cause.source or ""
     values = {v.strip() for v in cause.values}
-    if cause.kind in ONE_OFF_KINDS or source.endswith(".training"):
+    entry = guard_kind(cause.kind)
+    if entry.recurrence == "one_off" or source.endswith(".training"):
         what = "grad mode" if "grad" in " ".join([*cause.values, cause.summary]).lower() else (source or cause.kind)
         return "one_off", f"{what} switches between training and evaluation: one extra compile per function, once"
     per_code = len(cause.recompiles) / max(cause.code_objects, 1)
-    if cause.kind in ("value", "attribute", "object_id") and len(values) >= RECURRING_VALUES and per_code >= 2:
+    if entry.recurrence == "by_values" and len(values) >= RECURRING_VALUES and per_code >= 2:
         return "recurring", None
     return "bounded", None
 
 
-def attach_costs(report: rm.Report) -> None:
-    """Each cause's compile seconds and recurrence (one-offs marked expected, the verdict recounted),
-    then `report.compile_profile`. Call after `attach_causes`."""
+def price_causes(report: rm.Report) -> None:
+    """Each cause's compile seconds and recurrence; a one-off marks its recompiles expected (the verdict
+    is the caller's to recount: `assembly.derive`)."""
     by_compile = {m.compile_id: m for m in report.compile_metrics}
     by_recompile = {rc.id: rc for rc in report.recompiles}
-    changed = False
     for cause in report.recompile_causes:
         ids = [by_recompile[r].compile_id for r in cause.recompiles if r in by_recompile]
         cause.compile_time_s = round(sum(_total(by_compile[c]) for c in ids if c in by_compile), 4)
@@ -214,10 +215,6 @@ def attach_costs(report: rm.Report) -> None:
             for r in cause.recompiles:
                 if r in by_recompile and not by_recompile[r].expected:
                     by_recompile[r].expected = why
-                    changed = True
-    if changed:
-        rm.refresh_verdict(report)
-    report.compile_profile = compile_profile(report)
 
 
 def compile_profile(report: rm.Report) -> rm.CompileProfile | None:

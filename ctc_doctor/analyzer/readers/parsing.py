@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...reports.advice.guard_kinds import TENSOR_WORDS
 from .sources import RawFrame
 
 _HEADER = re.compile(r"^Graph break(?: \(.*?\))? in user code at (?P<file>.+):(?P<line>\d+)\s*$", re.M)
@@ -175,25 +176,13 @@ def _unique(items: list[str]) -> list[str]:
 
 _ENTRY = re.compile(r"^\s*-?\s*(?P<entry>\d+/\d+): (?P<text>.*)$", re.S)
 _TENSOR = re.compile(
-    r"^tensor '(?P<src>.+?)' (?P<what>size|stride|dtype|device|requires_grad|rank|dispatch key set|"
-    r"dim|layout)[\w ]*mismatch(?: at index (?P<dim>\d+))?\.?\s*(?P<rest>.*)$"
+    rf"^tensor '(?P<src>.+?)' (?P<what>{'|'.join(sorted(TENSOR_WORDS, key=len, reverse=True))})[\w ]*mismatch"
+    r"(?: at index (?P<dim>\d+))?\.?\s*(?P<rest>.*)$"
 )
 _EXPECTED = re.compile(r"expected (?:requires_grad=)?(?P<exp>[^,]+?)(?:,\s*actual (?P<act>.+?))?\.?$")
 _COMPARE = re.compile(r"^(?P<src>[^=<>!]+?)(?:\s*(?:==|!=)\s*|\s+(?:is not|is)\s+)(?P<val>.+)$")
 _CALL_SRC = re.compile(r"___check_(?P<fn>type_id|obj_id)\((?P<src>.+?),\s*\d+\)")
 _SYMBOLIC = re.compile(r"(?:size|stride)\(\)\[(?P<dim>\d+)\]|\bEq\(|\bs\d+\b|\bNe\(|<=|>=")
-
-_TENSOR_KIND = {
-    "size": "size",
-    "rank": "size",
-    "dim": "size",
-    "stride": "stride",
-    "dtype": "dtype",
-    "device": "device",
-    "requires_grad": "requires_grad",
-    "dispatch key set": "other",
-    "layout": "other",
-}
 
 
 def split_recompile_reasons(payload: str | list[str]) -> list[str]:
@@ -254,7 +243,7 @@ def classify_guard(reason: str) -> dict[str, Any]:
     }
     tm = _TENSOR.match(text)
     if tm:
-        out["kind"] = _TENSOR_KIND.get(tm.group("what"), "other")
+        out["kind"] = TENSOR_WORDS[tm.group("what")]
         out["source"] = tm.group("src")
         out["dim"] = int(tm.group("dim")) if tm.group("dim") else None
         em = _EXPECTED.search(tm.group("rest") or "")

@@ -9,6 +9,12 @@ from ...progress import ProgressFn, no_progress
 __all__ = ["ProgressFn", "RunSettings", "no_progress"]
 
 
+def measured_on(device: str | None) -> str:
+    """The device a run measures on: the one asked for (`--device`), or the CPU when the builder's
+    placement was kept (None)."""
+    return device or "cpu"
+
+
 @dataclass(frozen=True)
 class RunSettings:
     """How the workload's calls run in every phase."""
@@ -24,5 +30,5 @@ class RunSettings:
 
     @property
     def where(self) -> str:
-        """The device the run measures on: `device`, or the CPU when the builder's placement was kept."""
-        return self.device or "cpu"
+        """The device the run measures on (`measured_on`)."""
+        return measured_on(self.device)

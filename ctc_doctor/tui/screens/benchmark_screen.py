@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.containers import VerticalScroll
-from textual.widgets import Static
 
 from ...reports.labels import UNSTABLE_KEY, crash_cell, cudagraph_text, numerics_cell, speedup_cell, stderr_tail_text, unstable_lines
 from ...reports.models import Benchmark, BenchmarkArm
 from ..widgets.bar_chart import bar_chart
-from .section_screen import SectionScreen
+from .section_screen import PanelScreen
 
 
 def _num(value: float | int | None, fmt: str, unit: str = "") -> Text:
@@ -123,15 +120,11 @@ def benchmark_view(b: Benchmark | None) -> list[RenderableType]:
     return parts
 
 
-class BenchmarkScreen(SectionScreen):
+class BenchmarkScreen(PanelScreen):
     SECTION = "benchmark"
 
-    def compose_body(self) -> ComposeResult:
-        with VerticalScroll(id="benchmark", classes="main"):
-            yield Static(Group(*benchmark_view(self.report.benchmark)), id="benchmark-body")
+    def view(self) -> list[RenderableType]:
+        return benchmark_view(self.report.benchmark)
 
     def on_mount(self) -> None:
         self.focus_main()
-
-    def focus_main(self) -> None:
-        self.query_one("#benchmark").focus()

@@ -7,10 +7,8 @@ from typing import Any
 
 from rich.console import RenderableType
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.widgets import Input, Static
+from textual.widgets import Input
 
 from ...reports.labels import cost_text, short_path
 from ...reports.links import gb_pages
@@ -19,7 +17,7 @@ from ..report_index import location, site_matches
 from ..widgets.detail_pane import DetailPane
 from ..widgets.source_view import source_view
 from ..widgets.virtual_table import Column, VirtualTable
-from .section_screen import SectionScreen, suggestion_summary
+from .section_screen import SectionScreen, TableScreen, suggestion_summary
 
 COLUMNS = [
     Column("id", "id", 7),
@@ -101,25 +99,17 @@ def site_detail(screen: SectionScreen, site: GraphBreakSite) -> list[RenderableT
     return parts
 
 
-class BreaksScreen(SectionScreen):
+class BreaksScreen(TableScreen[GraphBreakSite]):
     SECTION = "breaks"
-    SEARCHABLE = True
+    COLUMNS = COLUMNS
+    PLACEHOLDER = "select a break site to see its reason, hints, source and suggestions"
     BINDINGS = [Binding("s", "cycle_sort", "sort", show=True)]
 
     def __init__(self) -> None:
         super().__init__()
-        self.query_text = ""
-        self.filter_value = ""
         self.sort_key = "id"
         self.reverse = False
-        self.shown: list[GraphBreakSite] = []
         self.cells: dict[str, tuple[str, ...]] = {}
-
-    def compose_body(self) -> ComposeResult:
-        with Vertical(classes="main"):
-            yield Static(id="breaks-status", classes="status")
-            yield VirtualTable(COLUMNS, id="breaks-table", classes="table")
-            yield DetailPane("select a break site to see its reason, hints, source and suggestions", id="breaks-detail", classes="detail")
 
     def on_mount(self) -> None:
         self.cells = {
@@ -133,11 +123,8 @@ class BreaksScreen(SectionScreen):
             )
             for s in self.report.graph_breaks
         }
-        self.refresh_rows()
+        self.refresh_view()
         self.focus_main()
-
-    def focus_main(self) -> None:
-        self.query_one("#breaks-table", VirtualTable).focus()
 
     def on_screen_resume(self) -> None:
         pending = self.doctor.pending_break_filter
@@ -158,7 +145,7 @@ class BreaksScreen(SectionScreen):
         _, key, descending = SORTS[self.sort_key]
         return sorted(sites, key=key, reverse=descending != self.reverse)
 
-    def refresh_rows(self) -> None:
+    def refresh_view(self) -> None:
         self.shown = self.visible_sites()
         self.query_one("#breaks-table", VirtualTable).set_rows([self.cells[s.id] for s in self.shown])
         self._update_status()
@@ -179,14 +166,10 @@ class BreaksScreen(SectionScreen):
                 text.append(f" · filter {self.filter_value}", style="yellow")
             if self.query_text:
                 text.append(f" · search “{self.query_text}”", style="yellow")
-        self.query_one("#breaks-status", Static).update(text)
+        self.show_status(text)
 
-    def show_site(self, site: GraphBreakSite) -> None:
-        self.query_one(DetailPane).show(*site_detail(self, site))
-
-    def on_virtual_table_row_highlighted(self, event: VirtualTable.RowHighlighted) -> None:
-        if 0 <= event.row < len(self.shown):
-            self.show_site(self.shown[event.row])
+    def detail(self, item: GraphBreakSite) -> list[RenderableType]:
+        return site_detail(self, item)
 
     def on_virtual_table_header_clicked(self, event: VirtualTable.HeaderClicked) -> None:
         key = event.key
@@ -194,22 +177,14 @@ class BreaksScreen(SectionScreen):
             self.reverse = not self.reverse
         else:
             self.sort_key, self.reverse = key, False
-        self.refresh_rows()
+        self.refresh_view()
 
     def action_cycle_sort(self) -> None:
         i = SORT_CYCLE.index(self.sort_key) if self.sort_key in SORT_CYCLE else -1
         self.sort_key, self.reverse = SORT_CYCLE[(i + 1) % len(SORT_CYCLE)], False
-        self.refresh_rows()
+        self.refresh_view()
 
     # --- search and filter ---------------------------------------------------------------------
 
-    def apply_search(self, query: str) -> None:
-        self.query_text = query
-        self.refresh_rows()
-
     def filter_choices(self) -> list[tuple[str, str]]:
         return self.index.site_filters()
-
-    def apply_filter(self, value: str) -> None:
-        self.filter_value = value
-        self.refresh_rows()

@@ -7,48 +7,30 @@ from collections import defaultdict
 from rich.console import RenderableType
 from rich.syntax import Syntax
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.containers import Vertical
-from textual.widgets import Static
 
 from ...reports.labels import short_path
 from ...reports.models import CompileMetric, GuardSet, PerfHint
 from ...reports.models import Graph as FxGraph
 from ..widgets.detail_pane import DetailPane
 from ..widgets.virtual_table import Column, VirtualTable
-from .section_screen import SectionScreen
+from .section_screen import TableScreen
 
 NO_ID = "(none)"
 
 
-class CompilesScreen(SectionScreen):
+class CompilesScreen(TableScreen[str]):
     SECTION = "compiles"
-    SEARCHABLE = True
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.query_text = ""
-        self.only_hints = False
-        self.shown: list[str] = []
-
-    def compose_body(self) -> ComposeResult:
-        with Vertical(classes="main"):
-            yield Static(id="compiles-status", classes="status")
-            yield VirtualTable(
-                [
-                    Column("id", "compile id", 10),
-                    Column("function", "function", 24),
-                    Column("where", "where", 40),
-                    Column("time", "compile s", 9, right=True),
-                    Column("ops", "ops", 6, right=True),
-                    Column("guards", "guards", 6, right=True),
-                    Column("hints", "perf hints", 10, right=True),
-                    Column("status", "status"),
-                ],
-                id="compiles-table",
-                classes="table",
-            )
-            yield DetailPane("select a compile id", id="compiles-detail", classes="detail")
+    COLUMNS = [
+        Column("id", "compile id", 10),
+        Column("function", "function", 24),
+        Column("where", "where", 40),
+        Column("time", "compile s", 9, right=True),
+        Column("ops", "ops", 6, right=True),
+        Column("guards", "guards", 6, right=True),
+        Column("hints", "perf hints", 10, right=True),
+        Column("status", "status"),
+    ]
+    PLACEHOLDER = "select a compile id"
 
     def on_mount(self) -> None:
         r = self.report
@@ -61,11 +43,8 @@ class CompilesScreen(SectionScreen):
         for g in r.graphs:
             self.graphs[g.compile_id].append(g)
         self.ids = self.index.compile_ids() + ([NO_ID] if NO_ID in self.hints else [])
-        self.refresh_rows()
+        self.refresh_view()
         self.focus_main()
-
-    def focus_main(self) -> None:
-        self.query_one(VirtualTable).focus()
 
     def status_of(self, cid: str) -> str:
         m = self.metrics.get(cid)
@@ -76,7 +55,7 @@ class CompilesScreen(SectionScreen):
         return "recompile" if m.recompile_reason else "ok"
 
     def matches(self, cid: str) -> bool:
-        if self.only_hints and not self.hints.get(cid):
+        if self.filter_value == "hints" and not self.hints.get(cid):
             return False
         if not self.query_text:
             return True
@@ -90,7 +69,7 @@ class CompilesScreen(SectionScreen):
         ).lower()
         return all(w in hay for w in self.query_text.split())
 
-    def refresh_rows(self) -> None:
+    def refresh_view(self) -> None:
         self.shown = [cid for cid in self.ids if self.matches(cid)]
         rows = []
         for cid in self.shown:
@@ -117,7 +96,7 @@ class CompilesScreen(SectionScreen):
         status.append(f" · {len(self.report.perf_hints)} perf hint(s) · {len(self.report.guards)} guard set(s)", style="dim")
         if not self.report.perf_hints:
             status.append(" · perf hints come from inductor: none with this backend", style="dim")
-        self.query_one("#compiles-status", Static).update(status)
+        self.show_status(status)
         if not self.shown:
             self.query_one(DetailPane).show(Text("no compile ids" if not self.ids else "no compile id matches", style="dim"))
 
@@ -141,12 +120,14 @@ class CompilesScreen(SectionScreen):
                 if value is not None:
                     body.append(f"{name}: ", style="dim")
                     body.append(f"{value}\n")
-            if m.fail_type:
-                body.append(f"failed: {m.fail_type}: {m.fail_reason or ''}\n", style="red")
-            if m.recompile_reason:
-                body.append(f"recompiled because: {m.recompile_reason}\n", style="magenta")
-            for reason in m.restart_reasons:
-                body.append(f"restart: {reason}\n", style="yellow")
+            events = [
+                (m.fail_type and f"failed: {m.fail_type}: {m.fail_reason or ''}", "red"),
+                (m.recompile_reason and f"recompiled because: {m.recompile_reason}", "magenta"),
+                *((f"restart: {reason}", "yellow") for reason in m.restart_reasons),
+            ]
+            for line, style in events:
+                if line:
+                    body.append(f"{line}\n", style=style)
             parts.append(body)
         graphs = self.graphs.get(cid, [])
         for g in graphs:
@@ -170,17 +151,5 @@ class CompilesScreen(SectionScreen):
             parts.append(Text("guard text not kept: re-run with --guards to see the guard tree", style="dim"))
         return parts
 
-    def on_virtual_table_row_highlighted(self, event: VirtualTable.RowHighlighted) -> None:
-        if 0 <= event.row < len(self.shown):
-            self.query_one(DetailPane).show(*self.detail(self.shown[event.row]))
-
-    def apply_search(self, query: str) -> None:
-        self.query_text = query
-        self.refresh_rows()
-
     def filter_choices(self) -> list[tuple[str, str]]:
         return [("every compile id", ""), ("compile ids with perf hints", "hints")]
-
-    def apply_filter(self, value: str) -> None:
-        self.only_hints = value == "hints"
-        self.refresh_rows()

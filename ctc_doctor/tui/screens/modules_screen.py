@@ -43,12 +43,8 @@ def tree_name(path: str, parent: str | None) -> str:
 class ModulesScreen(SectionScreen):
     SECTION = "modules"
     SEARCHABLE = True
+    MAIN = Tree
     BINDINGS = [Binding("b", "breaks_of_module", "its breaks", show=True)]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.query_text = ""
-        self.only_problems = False
 
     def compose_body(self) -> ComposeResult:
         with Vertical(classes="main"):
@@ -59,11 +55,13 @@ class ModulesScreen(SectionScreen):
                 yield DetailPane("select a module to see its trial and the breaks inside it", id="modules-detail", classes="detail")
 
     def on_mount(self) -> None:
-        self.rebuild()
+        self.refresh_view()
         self.focus_main()
 
-    def focus_main(self) -> None:
-        self.query_one(Tree).focus()
+    @property
+    def only_problems(self) -> bool:
+        """The filter in force keeps failing modules and those with breaks or recompiles (and their parents)."""
+        return self.filter_value == "problems"
 
     # --- the tree ------------------------------------------------------------------------------
 
@@ -86,7 +84,7 @@ class ModulesScreen(SectionScreen):
         problem = t is not None and (t.status in ("failed", "timeout", "crashed") or (t.status == "inferred" and not t.passed))
         return problem or path in self.index.sites_by_module or path in self.index.recompiles_by_module
 
-    def rebuild(self) -> None:
+    def refresh_view(self) -> None:
         b = self.report.bisect
         self.trials = {t.module_path: t for t in b.trials} if b is not None else {}
         parents = self.parents()
@@ -249,13 +247,5 @@ class ModulesScreen(SectionScreen):
             return
         self.doctor.show_breaks_of(path)
 
-    def apply_search(self, query: str) -> None:
-        self.query_text = query
-        self.rebuild()
-
     def filter_choices(self) -> list[tuple[str, str]]:
         return [("every module", ""), ("failing modules and modules with breaks or recompiles", "problems")]
-
-    def apply_filter(self, value: str) -> None:
-        self.only_problems = value == "problems"
-        self.rebuild()

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from rich.console import Group, RenderableType
+from rich.console import RenderableType
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.containers import VerticalScroll
-from textual.widgets import Static
 
 from ...reports.advice import next_steps
 from ...reports.labels import benchmark_headline, bisect_summary_line, module_label
 from ...reports.models import Report
 from ...reports.render import divergence_text, header_text, logs_text, rank_table, verdict_panel
 from ...reports.views.costs import profile_text
-from .section_screen import SectionScreen
+from .section_screen import PanelScreen
 
 NOT_RUN = "not run"
 
@@ -147,12 +144,8 @@ def overview(report: Report) -> list[RenderableType]:
     return parts
 
 
-class OverviewScreen(SectionScreen):
+class OverviewScreen(PanelScreen):
     SECTION = "overview"
 
-    def compose_body(self) -> ComposeResult:
-        with VerticalScroll(id="overview", classes="main"):
-            yield Static(Group(*overview(self.report)), id="overview-body")
-
-    def focus_main(self) -> None:
-        self.query_one("#overview").focus()
+    def view(self) -> list[RenderableType]:
+        return overview(self.report)

@@ -92,11 +92,7 @@ def recompile_detail(screen: SectionScreen, rc: Recompile) -> list[RenderableTyp
 class RecompilesScreen(SectionScreen):
     SECTION = "recompiles"
     SEARCHABLE = True
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.query_text = ""
-        self.kind = ""
+    MAIN = Tree
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(classes="main split"):
@@ -106,14 +102,11 @@ class RecompilesScreen(SectionScreen):
             yield DetailPane("select a recompile to see its failed guards", id="recompiles-detail", classes="detail")
 
     def on_mount(self) -> None:
-        self.rebuild()
+        self.refresh_view()
         self.focus_main()
 
-    def focus_main(self) -> None:
-        self.query_one(Tree).focus()
-
     def matches(self, rc: Recompile) -> bool:
-        if self.kind and all(g.kind != self.kind for g in rc.failed_guards):
+        if self.filter_value and all(g.kind != self.filter_value for g in rc.failed_guards):  # a guard kind
             return False
         if not self.query_text:
             return True
@@ -122,7 +115,7 @@ class RecompilesScreen(SectionScreen):
         ).lower()
         return all(w in hay for w in self.query_text.split())
 
-    def rebuild(self) -> None:
+    def refresh_view(self) -> None:
         tree = self.query_one(Tree)
         tree.clear()
         shown = [rc for rc in self.report.recompiles if self.matches(rc)]
@@ -197,10 +190,6 @@ class RecompilesScreen(SectionScreen):
                     text.append("\n")
             pane.show(text)
 
-    def apply_search(self, query: str) -> None:
-        self.query_text = query
-        self.rebuild()
-
     def filter_choices(self) -> list[tuple[str, str]]:
         counts: dict[str, int] = defaultdict(int)
         for rc in self.report.recompiles:
@@ -209,7 +198,3 @@ class RecompilesScreen(SectionScreen):
         if not counts:
             return []
         return [("all recompiles", "")] + [(f"guard kind: {k} ({n})", k) for k, n in sorted(counts.items(), key=lambda kv: -kv[1])]
-
-    def apply_filter(self, value: str) -> None:
-        self.kind = value
-        self.rebuild()

@@ -1,19 +1,27 @@
-"""SectionScreen: the frame every report section shares (navigation bar, footer, search and filter)."""
+"""SectionScreen: the frame every report section shares (navigation bar, footer, search and filter);
+PanelScreen: a section as one scrolling panel; TableScreen: a section as a status line, a table and the
+highlighted row's detail."""
 
 from __future__ import annotations
 
-from typing import ClassVar, Protocol, cast
+from typing import ClassVar, Generic, Protocol, TypeVar, cast
 
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Input
+from textual.widget import Widget
+from textual.widgets import Footer, Input, Static
 
 from ...reports.models import Report
 from ..report_index import ReportIndex
+from ..widgets.detail_pane import DetailPane
 from ..widgets.nav_bar import NavBar
+from ..widgets.virtual_table import Column, VirtualTable
+
+Item = TypeVar("Item")
 
 
 class ReportHost(Protocol):
@@ -46,15 +54,25 @@ def suggestion_summary(index: ReportIndex, item_id: str) -> list[RenderableType]
 
 
 class SectionScreen(Screen[None]):
-    """A section of the report. Subclasses set SECTION and compose_body()."""
+    """A section of the report. Subclasses set SECTION and compose_body(); a searchable one sets
+    SEARCHABLE and shows, in refresh_view(), the items that `query_text` and `filter_value` leave."""
 
     SECTION: ClassVar[str] = ""
     SEARCHABLE: ClassVar[bool] = False
+    MAIN: ClassVar[str | type[Widget] | None] = None
+    """The section's main widget (its table or tree; a selector or a widget class): what focus_main focuses."""
     BINDINGS = [
         Binding("slash", "search", "search", show=True),
         Binding("f", "filter", "filter", show=True),
         Binding("escape", "clear_search", "clear", show=False),
     ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.query_text = ""
+        """The search box's text, lowercase: every word of it is in a shown item."""
+        self.filter_value = ""
+        """The value from filter_choices() in force ("": every item)."""
 
     @property
     def doctor(self) -> ReportHost:
@@ -106,11 +124,18 @@ class SectionScreen(Screen[None]):
         if event.input.id == "search":
             self.focus_main()
 
+    def refresh_view(self) -> None:
+        """Show the section's items as `query_text` and `filter_value` leave them."""
+
     def apply_search(self, query: str) -> None:
         """Narrow the section to items matching `query` (lowercase)."""
+        self.query_text = query
+        self.refresh_view()
 
     def focus_main(self) -> None:
-        """Focus the section's main widget (the table or tree)."""
+        """Focus the section's main widget (MAIN)."""
+        if self.MAIN is not None:
+            self.query_one(self.MAIN).focus()
 
     def filter_choices(self) -> list[tuple[str, str]]:
         """(label, value) choices for `f`; empty when the section has nothing to filter."""
@@ -118,6 +143,8 @@ class SectionScreen(Screen[None]):
 
     def apply_filter(self, value: str) -> None:
         """Apply a value from filter_choices()."""
+        self.filter_value = value
+        self.refresh_view()
 
     def action_filter(self) -> None:
         choices = self.filter_choices()
@@ -131,3 +158,50 @@ class SectionScreen(Screen[None]):
                 self.apply_filter(value)
 
         self.app.push_screen(FilterScreen(choices), chosen)
+
+
+class PanelScreen(SectionScreen):
+    """A section shown as one scrolling panel: the renderables of view(), one under the other."""
+
+    def compose_body(self) -> ComposeResult:
+        with VerticalScroll(id=self.SECTION, classes="main"):
+            yield Static(Group(*self.view()), id=f"{self.SECTION}-body")
+
+    def view(self) -> list[RenderableType]:
+        raise NotImplementedError
+
+    def focus_main(self) -> None:
+        self.query_one(f"#{self.SECTION}").focus()
+
+
+class TableScreen(SectionScreen, Generic[Item]):
+    """A section shown as a status line, a table with a row per item (`shown`, the items that search and
+    filter leave) and a pane with the highlighted item's detail. Subclasses set COLUMNS and PLACEHOLDER
+    and give each item's detail()."""
+
+    COLUMNS: ClassVar[list[Column]] = []
+    PLACEHOLDER: ClassVar[str] = "select a row to see its details"
+    """What the detail pane says before a row is highlighted."""
+    SEARCHABLE = True
+    MAIN = VirtualTable
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shown: list[Item] = []
+
+    def compose_body(self) -> ComposeResult:
+        with Vertical(classes="main"):
+            yield Static(id=f"{self.SECTION}-status", classes="status")
+            yield VirtualTable(self.COLUMNS, id=f"{self.SECTION}-table", classes="table")
+            yield DetailPane(self.PLACEHOLDER, id=f"{self.SECTION}-detail", classes="detail")
+
+    def detail(self, item: Item) -> list[RenderableType]:
+        """What the detail pane shows for an item."""
+        raise NotImplementedError
+
+    def show_status(self, text: Text) -> None:
+        self.query_one(f"#{self.SECTION}-status", Static).update(text)
+
+    def on_virtual_table_row_highlighted(self, event: VirtualTable.RowHighlighted) -> None:
+        if 0 <= event.row < len(self.shown):
+            self.query_one(DetailPane).show(*self.detail(self.shown[event.row]))

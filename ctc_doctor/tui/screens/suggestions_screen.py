@@ -8,9 +8,6 @@ from collections import defaultdict
 from rich.console import RenderableType
 from rich.syntax import Syntax
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.containers import Vertical
-from textual.widgets import Static
 
 from ...reports import labels
 from ...reports.labels import numerics_text, verdict_label
@@ -18,7 +15,7 @@ from ...reports.models import Suggestion
 from ...reports.verdicts import delta_text
 from ..widgets.detail_pane import DetailPane
 from ..widgets.virtual_table import Column, VirtualTable
-from .section_screen import SectionScreen
+from .section_screen import SectionScreen, TableScreen
 
 STATUS_STYLE = {**labels.STATUS_STYLE, "applied": "bold green"}
 STATUS_MEANING = {
@@ -90,40 +87,22 @@ def suggestion_detail(screen: SectionScreen, s: Suggestion) -> list[RenderableTy
     return parts
 
 
-class SuggestionsScreen(SectionScreen):
+class SuggestionsScreen(TableScreen[Suggestion]):
     SECTION = "suggestions"
-    SEARCHABLE = True
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.query_text = ""
-        self.filter_value = ""
-        self.shown: list[Suggestion] = []
-
-    def compose_body(self) -> ComposeResult:
-        with Vertical(classes="main"):
-            yield Static(id="suggestions-status", classes="status")
-            yield VirtualTable(
-                # what to do first, after id, target and status: at 80 columns it is the column that must show
-                [
-                    Column("id", "id", 5),
-                    Column("for", "for", 12),
-                    Column("status", "status", 10),
-                    Column("title", "what to do", 52),
-                    Column("measured", "measured", 44),
-                    Column("kind", "kind"),
-                ],
-                id="suggestions-table",
-                classes="table",
-            )
-            yield DetailPane("select a suggestion", id="suggestions-detail", classes="detail")
+    # what to do first, after id, target and status: at 80 columns it is the column that must show
+    COLUMNS = [
+        Column("id", "id", 5),
+        Column("for", "for", 12),
+        Column("status", "status", 10),
+        Column("title", "what to do", 52),
+        Column("measured", "measured", 44),
+        Column("kind", "kind"),
+    ]
+    PLACEHOLDER = "select a suggestion"
 
     def on_mount(self) -> None:
-        self.refresh_rows()
+        self.refresh_view()
         self.focus_main()
-
-    def focus_main(self) -> None:
-        self.query_one(VirtualTable).focus()
 
     def matches(self, s: Suggestion) -> bool:
         kind, _, arg = self.filter_value.partition(":")
@@ -134,7 +113,7 @@ class SuggestionsScreen(SectionScreen):
         hay = " ".join([s.id, s.rule, s.title, s.kind, s.rationale, *s.applies_to]).lower()
         return all(w in hay for w in self.query_text.split())
 
-    def refresh_rows(self) -> None:
+    def refresh_view(self) -> None:
         self.shown = [s for s in self.report.suggestions if self.matches(s)]
         rows = []
         for s in self.shown:
@@ -160,15 +139,10 @@ class SuggestionsScreen(SectionScreen):
                 status_line.append(f" · filter {self.filter_value}", style="yellow")
             if not self.shown:
                 self.query_one(DetailPane).show(Text("no suggestion matches", style="dim"))
-        self.query_one("#suggestions-status", Static).update(status_line)
+        self.show_status(status_line)
 
-    def on_virtual_table_row_highlighted(self, event: VirtualTable.RowHighlighted) -> None:
-        if 0 <= event.row < len(self.shown):
-            self.query_one(DetailPane).show(*suggestion_detail(self, self.shown[event.row]))
-
-    def apply_search(self, query: str) -> None:
-        self.query_text = query
-        self.refresh_rows()
+    def detail(self, item: Suggestion) -> list[RenderableType]:
+        return suggestion_detail(self, item)
 
     def filter_choices(self) -> list[tuple[str, str]]:
         if not self.report.suggestions:
@@ -183,7 +157,3 @@ class SuggestionsScreen(SectionScreen):
             + [(f"status: {k} ({n})", f"status:{k}") for k, n in sorted(statuses.items(), key=lambda kv: -kv[1])]
             + [(f"kind: {k} ({n})", f"kind:{k}") for k, n in sorted(kinds.items(), key=lambda kv: -kv[1])]
         )
-
-    def apply_filter(self, value: str) -> None:
-        self.filter_value = value
-        self.refresh_rows()

@@ -1,6 +1,6 @@
-"""Recompile rules, keyed by the kind of the guard that failed (like the break rules are keyed by
-gb_type). Each rule sees the failed guards of its kinds, in the order the recompiles happened; kinds
-without a rule of their own get the one line of advice the reports keep per guard kind."""
+"""Recompile rules, named in the guard kinds' registry (`reports/advice/guard_kinds`) by the kinds they answer
+(like the break rules are keyed by gb_type). Each rule sees the failed guards of its kinds, in the order
+the recompiles happened; kinds without a rule of their own get their entry's one line of advice."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ....reports import models as rm
-from ....reports.advice import GUARD_ADVICE
+from ....reports.advice.guard_kinds import guard_kind, rules
 from ....reports.links import DOCS
 from ...fixes.facts import ModelFacts
 from .base import RuleContext
@@ -250,32 +250,35 @@ def _global_state_rule(ctx: RuleContext, failures: Failures) -> None:
 
 
 def _advice_rule(ctx: RuleContext, failures: Failures) -> None:
-    """A kind without a rule of its own: the reports' one line of advice for it, as a suggestion."""
-    kind = failures.kinds[0]
-    sources = list(dict.fromkeys(g.source for _, g in failures.items if g.source))
-    shown = ", ".join(f"`{s}`" for s in sources[:3]) or "an input"
-    advice = GUARD_ADVICE[kind].format(src=sources[0] if sources else "the input", dim="dim")
-    ctx.add(
-        f"{kind}-recompile",
-        advice[0].upper() + advice[1:],
-        f"Compiled code guards on the {kind} of {shown}; it changed between calls, so each new {kind} compiles again.",
-        "source_edit",
-        failures.ids(),
-        references=[DOCS["troubleshooting"]],
-    )
+    """Kinds without a rule of their own: each kind's one line of advice (`guard_kinds`), as a suggestion."""
+    for kind in failures.kinds:
+        items = [(rc, g) for rc, g in failures.items if g.kind == kind]
+        if not items:
+            continue
+        sources = list(dict.fromkeys(g.source for _, g in items if g.source))
+        shown = ", ".join(f"`{s}`" for s in sources[:3]) or "an input"
+        advice = guard_kind(kind).advise(sources[0] if sources else None, None)
+        ctx.add(
+            f"{kind}-recompile",
+            advice[0].upper() + advice[1:],
+            f"Compiled code guards on the {kind} of {shown}; it changed between calls, so each new {kind} compiles again.",
+            "source_edit",
+            Failures((kind,), items).ids(),
+            references=[DOCS["troubleshooting"]],
+        )
 
 
-_RECOMPILE_RULES: tuple[tuple[tuple[str, ...], Callable[[RuleContext, Failures], None]], ...] = (
-    (("size",), _size_rule),
-    (("dtype",), _dtype_rule),
-    (("value",), _value_rule),
-    (("attribute", "object_id", "type"), _state_rule),
-    (("requires_grad",), _requires_grad_rule),
-    (("global_state",), _global_state_rule),
-    (("stride",), _advice_rule),
-    (("device",), _advice_rule),
-)
-"""(guard kinds, rule), in the order their suggestions are listed; `other` guards get none."""
+RULES: dict[str, Callable[[RuleContext, Failures], None]] = {
+    "size": _size_rule,
+    "dtype": _dtype_rule,
+    "value": _value_rule,
+    "state": _state_rule,
+    "requires_grad": _requires_grad_rule,
+    "global_state": _global_state_rule,
+    "advice": _advice_rule,
+}
+"""The rules by name; which kinds each answers, and in what order they are listed, is the guard kinds'
+registry's (`reports/advice/guard_kinds.KINDS`)."""
 
 
 def _recompile_limit_rule(ctx: RuleContext) -> None:
@@ -296,14 +299,14 @@ def _recompile_limit_rule(ctx: RuleContext) -> None:
 
 
 def recompile_suggestions(ctx: RuleContext) -> None:
-    """Each rule of `_RECOMPILE_RULES` over the failed guards of its kinds (a loop's expected one-offs
-    left out: nothing to fix), then the recompile-limit rule."""
+    """Each rule over the failed guards of the kinds it answers (a loop's expected one-offs left out:
+    nothing to fix), in the registry's order, then the recompile-limit rule."""
     by_kind: dict[str, list[tuple[rm.Recompile, rm.FailedGuard]]] = {}
     for rc in (r for r in ctx.report.recompiles if not r.expected):
         for guard in rc.failed_guards:
             by_kind.setdefault(guard.kind, []).append((rc, guard))
-    for kinds, rule in _RECOMPILE_RULES:
+    for rule, kinds in rules():
         items = [item for kind in kinds for item in by_kind.get(kind, [])]
         if items:
-            rule(ctx, Failures(kinds, items))
+            RULES[rule](ctx, Failures(kinds, items))
     _recompile_limit_rule(ctx)

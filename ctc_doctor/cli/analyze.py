@@ -21,7 +21,7 @@ from .options import (
     bisect_options,
     fix_options,
     option_group,
-    take,
+    parsed_as,
 )
 from .output import (
     fail,
@@ -57,17 +57,17 @@ ERROR_PHASE_EXIT = {
 """The exit code of a run whose report holds an error of this phase."""
 
 
-@click.command()
+@click.command("analyze")
 @click.argument("target")
 @analysis_options
 @bisect_options("top-down", full_run=True)
 @fix_options(full_run=True)
 @bench_options(full_run=True)
-def analyze(target: str, **kw: Any) -> None:
+def analyze_command(target: str, **kw: Any) -> None:
     """Analyze TARGET (`pkg.module:build` or `path/file.py:build`): breaks and recompiles, bisection
     when it breaks, suggestions, verified fixes on a copy, and a benchmark."""
-    args = take(AnalysisArgs, kw)
-    run_analysis(target, _loader(target, args.seed), args)
+    args = parsed_as(AnalysisArgs, kw)
+    analyze_and_exit(target, _loader(target, args.seed), args)
 
 
 @click.command()
@@ -81,8 +81,8 @@ def fix(target: str, **kw: Any) -> None:
     Each suggestion is tried alone (counts before/after, outputs against eager), then the safe,
     effective ones together. The user's model is never modified. No benchmark.
     """
-    args = replace(take(AnalysisArgs, kw), no_bench=True)
-    run_analysis(target, _loader(target, args.seed), args)
+    args = replace(parsed_as(AnalysisArgs, kw), no_bench=True)
+    analyze_and_exit(target, _loader(target, args.seed), args)
 
 
 @click.command()
@@ -96,8 +96,8 @@ def bench(target: str, **kw: Any) -> None:
     Per arm: cold and warm-cache compile time, steady-state latency (median, IQR), speedup vs eager,
     graph/break/recompile counts, peak memory, numerical agreement with eager. No bisection.
     """
-    args = replace(take(AnalysisArgs, kw), no_bisect=True)
-    run_analysis(target, _loader(target, args.seed), args)
+    args = replace(parsed_as(AnalysisArgs, kw), no_bisect=True)
+    analyze_and_exit(target, _loader(target, args.seed), args)
 
 
 @click.command()
@@ -110,8 +110,8 @@ def bisect(target: str, **kw: Any) -> None:
     One eager call records every submodule's inputs; then fullgraph trials run top-down (root
     first, into failing children) and/or bottom-up (leaves first). Identical modules are tried once.
     """
-    args = replace(take(AnalysisArgs, kw), bisect_only=True)
-    run_analysis(target, _loader(target, args.seed), args)
+    args = replace(parsed_as(AnalysisArgs, kw), bisect_only=True)
+    analyze_and_exit(target, _loader(target, args.seed), args)
 
 
 @click.command()
@@ -134,8 +134,8 @@ def demo(fixture: str, list_fixtures: bool, **kw: Any) -> None:
         fail(f"no fixture named {fixture!r} (see ctc-doctor demo --list)", ExitCode.USAGE)
     spec = fixtures[fixture]
     label = "demo" if fixture == "showcase" else f"demo --fixture {fixture}"
-    args = replace(take(AnalysisArgs, kw), rebuild_spec=spec.target)
-    run_analysis(label, _loader(spec.target, args.seed), args)
+    args = replace(parsed_as(AnalysisArgs, kw), rebuild_spec=spec.target)
+    analyze_and_exit(label, _loader(spec.target, args.seed), args)
 
 
 @click.command()
@@ -147,12 +147,12 @@ def check(target: str, **kw: Any) -> None:
 
     For a script, the same gate is `ctc-doctor run --check -- train.py` (same threshold options).
     """
-    policy = take(GateArgs, kw, all_of_them=False).policy(gate=True)
-    args = replace(take(AnalysisArgs, kw), no_bisect=True, no_fix=True, no_bench=True)
-    run_analysis(target, _loader(target, args.seed), args, policy)
+    policy = parsed_as(GateArgs, kw, all_of_them=False).policy(gate=True)
+    args = replace(parsed_as(AnalysisArgs, kw), no_bisect=True, no_fix=True, no_bench=True)
+    analyze_and_exit(target, _loader(target, args.seed), args, policy)
 
 
-COMMANDS = [analyze, fix, bench, bisect, demo, check]
+COMMANDS = [analyze_command, fix, bench, bisect, demo, check]
 
 
 def _loader(target: str, seed: int) -> Callable[[], Workload]:
@@ -164,7 +164,7 @@ def _loader(target: str, seed: int) -> Callable[[], Workload]:
     return load
 
 
-def run_analysis(spec: str, load: Callable[[], Workload], args: AnalysisArgs, policy: Policy | None = None) -> None:
+def analyze_and_exit(spec: str, load: Callable[[], Workload], args: AnalysisArgs, policy: Policy | None = None) -> None:
     """Analyze, write the report, print the summary, exit with the run's code."""
     if args.tui:
         run_live(args.json_out)
@@ -280,6 +280,6 @@ def _analyze_with_progress(spec: str, load: Callable[[], Workload], args: Analys
             label, count = _describe(phase, done, total)
             progress.update(task, description=label, completed=done, total=total or None, count=count)
 
-        from ..analyzer.pipeline import analyze as run
+        from ..analyzer import pipeline
 
-        return run(workload, args.analyze_options(spec, on_progress))
+        return pipeline.analyze(workload, args.analyze_options(spec, on_progress))

@@ -1,31 +1,16 @@
-"""What to do next: the steps a report leads to, and the one line of advice per guard kind.
+"""What to do next: the steps a report leads to.
 
 The steps come from the report's suggestions when it has them (the suggestion rules are the advice
-engine; their recompile rules draw on `GUARD_ADVICE` for kinds without a rule of their own), else from
-the break sites' own hints and the failed guards. Plain strings: the terminal, Markdown and the TUI
-show the same steps. No torch, no rich.
+engine), else from the break sites' own hints and the one line of advice each guard kind has
+(`guard_kinds`). Plain strings: the terminal, Markdown and the TUI show the same steps. No torch, no rich.
 """
 
 from __future__ import annotations
 
-from .labels import failure_text, module_label, short_path, suggestion_status
-from .models import FAILED_PHASES, Report
-from .verdicts import rank_key
-
-GUARD_ADVICE = {
-    "size": "mark the changing dimension dynamic: torch._dynamo.mark_dynamic({src}, {dim}), or pad inputs to a few bucket sizes",
-    "stride": "make the input contiguous before the call, or mark the dimension dynamic",
-    "dtype": "call the model with one dtype (cast inputs before the call)",
-    "device": "keep inputs on one device",
-    "requires_grad": "keep requires_grad consistent between calls (or expect one extra compile per mode)",
-    "value": "pass the changing Python scalar as a tensor, or let it be dynamic (it changes per call)",
-    "attribute": "do not change module attributes between calls; pass the switch as an argument or build two modules",
-    "type": "keep the same submodule types per call site (one forward shared by blocks with different children recompiles)",
-    "object_id": "avoid guarding on object identity: reuse the same objects between calls",
-    "global_state": "keep global state (grad mode, autocast, deterministic flags) the same between calls",
-    "other": "see the failed guard text",
-}
-"""One line of advice per guard kind (`{src}` and `{dim}` are the guard's source and dimension)."""
+from ..labels import failure_text, module_label, short_path, suggestion_status
+from ..models import FAILED_PHASES, Report
+from ..verdicts import rank_key
+from .guard_kinds import guard_kind
 
 
 def next_steps(report: Report) -> list[str]:
@@ -52,7 +37,7 @@ def next_steps(report: Report) -> list[str]:
         hint = site.hints[0] if site.hints else site.reason
         steps.append(f"{site.id} {where} ({mod}): {hint}")
     for cause in [c for c in report.recompile_causes if not c.expected][:3]:
-        advice = GUARD_ADVICE[cause.kind].format(src=cause.source or "the input", dim=cause.dim if cause.dim is not None else "dim")
+        advice = guard_kind(cause.kind).advise(cause.source, cause.dim)
         n = len(cause.recompiles)
         steps.append(f"{cause.id} {cause.summary} ({n} recompile{'s' if n != 1 else ''}): {advice}")
     seen = {"other"} if report.recompile_causes else set()
@@ -62,7 +47,7 @@ def next_steps(report: Report) -> list[str]:
             if g.kind in seen or g.kind == "other" or (g.source or "").startswith("___"):
                 continue
             seen.add(g.kind)
-            advice = GUARD_ADVICE[g.kind].format(src=g.source or "the input", dim=g.dim if g.dim is not None else "dim")
+            advice = guard_kind(g.kind).advise(g.source, g.dim)
             steps.append(f"{rc.id} {rc.function} recompiles on {g.kind} of {g.source or '?'}: {advice}")
             if len(seen) >= 3:
                 break

@@ -1,0 +1,28 @@
+"""The report's derived sections, assembled in one place and one order.
+
+Every producer of a report (an analysis, a script's, a log's, several ranks merged) fills in what it
+observed, recompiles and suggestions included, and then calls `derive` once. Its steps, in order:
+  1. the recompile causes, from the recompiles, the suggestions that address them and the call's
+     argument names (`causes.recompile_causes`);
+  2. what each cause cost and how it recurs; a cause that recurs once by nature (grad mode on and off)
+     marks its recompiles expected (`costs.price_causes`);
+  3. the verdict and the expected counts, recounted from the recompiles as now marked;
+  4. the compile profile: by phase, compile, cause and module (`costs.compile_profile`).
+Nothing else changes the report behind the caller's back. Torch-free.
+"""
+
+from __future__ import annotations
+
+from ...reports import models as rm
+from .causes import input_names, recompile_causes
+from .costs import compile_profile, price_causes
+
+
+def derive(report: rm.Report) -> rm.Report:
+    """Set the report's causes, their costs, its verdict and its compile profile (see the module's
+    docstring); call once its recompiles and suggestions are final. Returns the report."""
+    report.recompile_causes = recompile_causes(report.recompiles, report.suggestions, input_names(report))
+    price_causes(report)
+    rm.refresh_verdict(report)
+    report.compile_profile = compile_profile(report)
+    return report
