@@ -1,9 +1,10 @@
-"""Shared helpers: a cache of fixture analyses shared by the test processes, and a CLI runner (real
-subprocesses)."""
+"""Shared helpers: a cache of fixture analyses shared by the test processes, the saved reports of real
+analyses the fast tier reads instead (`saved`), and a CLI runner (real subprocesses)."""
 
 from __future__ import annotations
 
 import gc
+import json
 import os
 import shutil
 import signal
@@ -50,8 +51,9 @@ def pytest_configure(config: pytest.Config) -> None:
 _SLOWEST_FIRST = (
     "test_run.py", "test_numerics.py", "test_bisect.py", "test_fixtures_zoo.py", "test_fixes.py",
     "test_sweep.py", "test_cli.py", "test_tui.py", "test_aot.py", "test_tickets.py", "test_generate.py",
+    "test_saved_data.py",
 )  # fmt: skip
-"""The test files that take longest (about 250 s down to 50 s of test time), run first: pytest-xdist's
+"""The test files that take longest (about 250 s down to 25 s of test time), run first: pytest-xdist's
 `--dist loadfile` hands out files in collection order, and a long file started last leaves the other
 worker idle at the end."""
 
@@ -100,6 +102,42 @@ def full_showcase() -> Report:
         spec="demo", bisect=BisectOptions(strategy="top-down"), fix=FixOptions(), bench=BenchOptions(backend="eager", iters=2, warmup=0)
     )
     return analyze(all_fixtures()["showcase"].builder()(), options)
+
+
+SAVED_REPORTS = Path(__file__).resolve().parent / "data" / "reports"
+SAVED_SWEEP = Path(__file__).resolve().parent / "data" / "sweep" / "dashboard"
+"""Reports and a sweep from real runs, written by `tests/data/reports/make_reports.py` (see its docstring):
+what the fast tier reads where other tests run the analysis live."""
+_MACHINE_MARKS = {"$REPO": str(REPO), "$STDLIB": os.path.dirname(os.__file__)}
+"""The marks the saved reports hold in place of the writing machine's paths, and this machine's."""
+
+
+@cache
+def _saved_text(name: str) -> str:
+    text = (SAVED_REPORTS / f"{name}.json").read_text(encoding="utf-8")
+    for mark, path in _MACHINE_MARKS.items():
+        text = text.replace(mark, json.dumps(path)[1:-1])
+    return text
+
+
+def saved(name: str) -> Report:
+    """The saved report `tests/data/reports/NAME.json` (`full_showcase`, `analyzed-clean`, `bisected-showcase`:
+    what that conftest helper returned when it was written), with this checkout's and this Python's paths
+    put back; a new object on each call."""
+    try:
+        return Report.model_validate_json(_saved_text(name))
+    except ValueError as exc:
+        raise AssertionError(
+            f"tests/data/reports/{name}.json does not load under the current report models: "
+            f"regenerate it with `.venv/bin/python tests/data/reports/make_reports.py {name}`\n{exc}"
+        ) from exc
+
+
+def saved_path(name: str, folder: Path) -> Path:
+    """The saved report NAME written into `folder` with this machine's paths, for a command to read."""
+    path = folder / f"{name}.json"
+    path.write_text(_saved_text(name), encoding="utf-8")
+    return path
 
 
 def doctor_frames(report: Report) -> list[str]:

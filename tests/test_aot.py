@@ -27,6 +27,7 @@ def bench(tmp_path: Path, target: str, *extra: str) -> dict:
     return json.loads(out.read_text())
 
 
+@pytest.mark.fast
 def test_varying_dims_are_the_ones_that_change_between_calls() -> None:
     import torch
 
@@ -68,6 +69,7 @@ def test_the_export_call_has_its_varying_dims_above_one_and_its_spec_binds_to_fo
     assert program.module()(torch.ones(5, 3)).shape == (5, 3)
 
 
+@pytest.mark.fast
 def test_cold_start_never_names_an_arm_whose_outputs_differ() -> None:
     from ctc_doctor.reports import models as rm
     from ctc_doctor.reports.verdicts import cold_start

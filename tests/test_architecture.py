@@ -7,7 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .conftest import REPO
+
+pytestmark = pytest.mark.fast
 
 LINT_IMPORTS = str(Path(sys.executable).parent / "lint-imports")
 

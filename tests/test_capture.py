@@ -61,6 +61,7 @@ def test_capture_collects_events_only_inside_the_block():
     assert len(cap.events) == n
 
 
+@pytest.mark.fast
 @pytest.mark.compat
 def test_the_graph_break_registry_is_read_from_the_installed_torch():
     registry = graph_break_registry()
@@ -103,6 +104,7 @@ def test_torch_logs_around_a_failing_compile_stay_off_stderr_and_become_a_note(c
     assert "Traceback" not in capfd.readouterr().err
 
 
+@pytest.mark.fast
 def test_watching_break_lines_puts_back_the_trace_function_that_was_in_place():
     from ctc_doctor.analyzer.capture.live import eager_pass
     from ctc_doctor.analyzer.running.settings import RunSettings
@@ -145,6 +147,7 @@ def test_the_report_names_the_capture_features_the_running_torch_lacks(monkeypat
     assert "| not in this torch | " in render_markdown(report)
 
 
+@pytest.mark.fast
 def test_cuda_graph_skips_rerecords_and_warnings_are_read_from_torchs_own_log_calls(capfd):
     """The GPU-only messages, produced by torch's own functions where they are callable on CPU (the
     skip and the per-size warning) and by its format string where only a GPU replay logs it (the
@@ -179,6 +182,7 @@ def _shown(name: str, message: str) -> bool:
     return bool(handler.filter(record))
 
 
+@pytest.mark.fast
 def test_quiet_blocks_ending_out_of_order_keep_torch_quiet_until_the_last_one_ends():
     outer, inner = ti.quiet_torch_stderr(True), ti.quiet_torch_stderr(True)
     seen_outer, seen_inner = outer.__enter__(), inner.__enter__()
@@ -189,6 +193,7 @@ def test_quiet_blocks_ending_out_of_order_keep_torch_quiet_until_the_last_one_en
     assert _shown("torch._dynamo", "heard again")  # no filter left behind on torch's handlers
 
 
+@pytest.mark.fast
 def test_a_scripts_run_keeps_only_torch_compiles_records_off_the_terminal():
     with ti.quiet_torch_stderr(True, only=ti.COMPILER_LOGGERS) as seen:
         assert not _shown("torch._dynamo.guards", "a compiler record")
@@ -222,6 +227,7 @@ class _Outer(nn.Module):
         return self.inner(x) * 2
 
 
+@pytest.mark.fast
 def test_a_decorator_wrapper_shared_by_several_module_classes_names_none_of_them():
     # transformers 5.24 wraps every forward in one `deprecate_kwarg` wrapper: a break whose stack ends
     # in that wrapper is the root's, not every decorated module's

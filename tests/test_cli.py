@@ -15,6 +15,7 @@ from ctc_doctor.reports.io import schema_text
 from .conftest import REPO
 
 
+@pytest.mark.fast
 def test_help_lists_the_commands_and_does_not_import_torch():
     import subprocess
     import sys
@@ -32,6 +33,7 @@ def test_help_lists_the_commands_and_does_not_import_torch():
         assert command in out.stdout
 
 
+@pytest.mark.fast
 def test_schema_command_prints_the_committed_schema(cli):
     result = cli("schema")
     assert result.returncode == 0
@@ -99,6 +101,7 @@ BAD_INPUTS = [
 ]
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(("target", "code", "text"), BAD_INPUTS)
 def test_bad_input_gets_one_clear_line_and_its_exit_code(in_process, target, code, text):
     result = in_process(target)
@@ -138,6 +141,7 @@ def test_a_hanging_compile_times_out_with_a_partial_report(cli, tmp_path):
     assert report.summary.graph_count == 1  # the graph Dynamo handed to the hanging backend is kept
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
     ("content", "text"),
     [
@@ -155,11 +159,13 @@ def test_a_corrupt_report_file_gets_a_clear_error(cli, tmp_path, content, text):
     assert text in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.fast
 def test_an_unknown_option_is_a_usage_error(cli):
     result = cli("user_targets:small", "--no-such-flag")
     assert result.returncode == ExitCode.USAGE
 
 
+@pytest.mark.fast
 def test_the_tui_layer_loads_textual_but_never_torch():
     import subprocess
     import sys
@@ -169,6 +175,7 @@ def test_the_tui_layer_loads_textual_but_never_torch():
     assert out.stdout.strip() == "['textual']", out.stderr
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("args", [("tui", "{path}"), ("{path}", "--tui"), ("show", "{path}", "--tui")])
 def test_tui_on_a_bad_report_exits_9_before_drawing(cli, tmp_path, args):
     path = tmp_path / "broken.json"
@@ -180,12 +187,14 @@ def test_tui_on_a_bad_report_exits_9_before_drawing(cli, tmp_path, args):
     ]
 
 
+@pytest.mark.fast
 def test_tui_with_json_on_stdout_is_a_usage_error(cli):
     result = cli("user_targets:small", "--tui", "--json", "-")
     assert result.returncode == ExitCode.USAGE
     assert "--tui draws on the terminal" in result.stderr
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
     "args, text",
     [

@@ -9,7 +9,10 @@ from functools import cache
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+import pytest
 from markdown_it import MarkdownIt
+
+pytestmark = pytest.mark.fast
 
 REPO = Path(__file__).resolve().parent.parent
 README_MAX_LINES = 300

@@ -124,6 +124,7 @@ def test_eager_results_past_the_memory_limit_go_to_a_file_and_judge_the_same():
     assert memory.ok and disk.ok and memory.ratio == disk.ratio and memory.worst == disk.worst
 
 
+@pytest.mark.fast
 def test_the_reference_block_by_block_gives_the_verdict_of_the_whole_float64_model():
     """Each module cast to float64 only while its forward runs (a model too big for a float64 copy) judges
     as the whole model cast does; the model comes back bit for bit."""

@@ -49,6 +49,7 @@ def recompile_reasons(report: Report) -> list[list[str]]:
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_showcase_trace_directory_gives_the_ranked_deduplicated_sites_of_the_fixture():
     report = ingested(SHOWCASE_TRACE)
     assert report.source is not None and report.source.kind == "torch_trace"
@@ -70,6 +71,7 @@ def test_showcase_trace_directory_gives_the_ranked_deduplicated_sites_of_the_fix
     assert report.suggestions  # rules on gb_types and guards need no model
 
 
+@pytest.mark.fast
 def test_text_logs_with_and_without_glog_prefixes_agree_with_the_trace_of_the_same_workload():
     trace = ingested(SHOWCASE_TRACE)
     for name in ("showcase_torch_logs.log", "showcase_torch_logs_bare.log"):
@@ -90,6 +92,7 @@ def test_text_logs_with_and_without_glog_prefixes_agree_with_the_trace_of_the_sa
     assert "compile time 7" not in summary and "graph count unknown" not in render_markdown(trace)
 
 
+@pytest.mark.fast
 def test_perf_hints_come_from_text_logs_alone_or_beside_a_trace():
     hints = ingested(LOGS / "print_in_forward_inductor_torch_logs.log").perf_hints
     assert [(h.compile_id, h.message) for h in hints] == [
@@ -102,6 +105,7 @@ def test_perf_hints_come_from_text_logs_alone_or_beside_a_trace():
     assert not any("no perf hints" in n for n in both.notes)
 
 
+@pytest.mark.fast
 def test_transformers_capture_has_the_sequence_length_recompile():
     report = ingested(LOGS / "transformers_gpt2_trace")
     assert report.summary.verdict == "recompiles" and not report.graph_breaks
@@ -109,6 +113,7 @@ def test_transformers_capture_has_the_sequence_length_recompile():
     assert any(g.kind == "size" and g.dim == 1 and "input_ids" in (g.source or "") for g in guards)
 
 
+@pytest.mark.fast
 def test_an_inductor_training_trace_says_where_compile_time_went_by_phase_compile_and_cause():
     """The train_step capture (inductor, forward and backward): each compile's nested timers split into
     phases that add up to its measured compile time, the backward graphs' compiles counted apart, the
@@ -134,6 +139,7 @@ def test_an_inductor_training_trace_says_where_compile_time_went_by_phase_compil
     assert "### Compile time:" in text and "| Inductor code generation |" in text and "lever: fewer recompiles: C1" in text
 
 
+@pytest.mark.fast
 def test_two_rank_capture_gives_per_rank_counts_and_names_the_diverging_rank():
     report = ingested(TWO_RANKS)
     assert report.source is not None and report.source.ranks == [0, 1]
@@ -151,6 +157,7 @@ def test_two_rank_capture_gives_per_rank_counts_and_names_the_diverging_rank():
     assert len({c for s in report.graph_breaks for c in s.compile_ids}) == report.summary.graph_break_count
 
 
+@pytest.mark.fast
 def test_interleaved_ranks_in_one_file_read_like_the_directory():
     merged = ingested(CORRUPT / "interleaved_ranks.log.gz")
     separate = ingested(TWO_RANKS)
@@ -158,6 +165,7 @@ def test_interleaved_ranks_in_one_file_read_like_the_directory():
     assert sites(merged) == sites(separate) and merged.divergence == separate.divergence
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
     ("name", "problems", "unknown"),
     [
@@ -177,6 +185,7 @@ def test_corrupted_traces_are_read_leniently_and_counted(name, problems, unknown
         assert stats.truncated_files == [str(CORRUPT / name)]
 
 
+@pytest.mark.fast
 def test_a_cut_gzip_stream_and_a_huge_payload_do_not_crash(tmp_path):
     data = next(SHOWCASE_TRACE.iterdir()).read_bytes()
     cut = tmp_path / "cut.log.gz"
@@ -198,6 +207,7 @@ def test_a_cut_gzip_stream_and_a_huge_payload_do_not_crash(tmp_path):
     assert sites(report) == sites(ingested(SHOWCASE_TRACE))
 
 
+@pytest.mark.fast
 def test_text_logs_of_several_ranks_interleaved_line_by_line(tmp_path):
     lines = (LOGS / "showcase_torch_logs.log").read_text().splitlines(keepends=True)
     torch_lines = [ln for ln in lines if ln.startswith("V")]
@@ -278,6 +288,7 @@ def test_torch_logs_text_of_a_fresh_capture_agrees_with_the_live_report(tmp_path
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_logs_command_writes_a_report_that_loads_renders_and_diffs(cli, tmp_path):
     out = tmp_path / "r.json"
     result = cli("logs", str(TWO_RANKS), "--json", str(out))
@@ -300,6 +311,7 @@ def test_live_and_offline_reports_diff_as_the_same_sites(tmp_path):
     assert not d.new and not d.fixed and len(d.unchanged) == 2
 
 
+@pytest.mark.fast
 def test_strict_fails_on_bad_records_after_writing_the_report(cli, tmp_path):
     out = tmp_path / "r.json"
     result = cli("logs", str(CORRUPT / "garbage.log"), "--strict", "--json", str(out), "-q")
@@ -312,6 +324,7 @@ def test_strict_fails_on_bad_records_after_writing_the_report(cli, tmp_path):
     assert cli("logs", str(SHOWCASE_TRACE), "--strict", "-q").returncode == 0
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("kind", ["missing", "empty_dir", "not_a_log"])
 def test_no_logs_is_one_error_line_and_exit_10(cli, tmp_path, kind):
     if kind == "missing":
@@ -328,6 +341,7 @@ def test_no_logs_is_one_error_line_and_exit_10(cli, tmp_path, kind):
     assert len(lines) == 1 and lines[0].startswith("ctc-doctor: error: ") and "Traceback" not in result.stderr
 
 
+@pytest.mark.fast
 def test_ingestion_does_not_import_torch():
     code = (
         "import sys; from ctc_doctor.analyzer.offline import ingest; "
@@ -339,6 +353,7 @@ def test_ingestion_does_not_import_torch():
     assert result.stdout.strip() == "False"
 
 
+@pytest.mark.fast
 def test_an_offline_report_opens_in_the_tui(tmp_path):
     import asyncio
 

@@ -84,6 +84,7 @@ def test_a_result_that_changes_only_under_compile_fails_the_benchmark_arm_and_ev
         assert shown in buf.getvalue() and "eager's own" in buf.getvalue()
 
 
+@pytest.mark.fast
 def test_an_unchanged_compile_is_judged_exact_and_the_eager_arm_is_the_baseline():
     workload = load_workload(f"{FIX_TARGETS}:wrong_under_compile", seed=0)
     reference = _reference(workload)
@@ -105,6 +106,7 @@ class FixedComputeDtype(torch.nn.Module):
         return x @ self.w.to(self.compute)
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(("dtype", "method"), [(torch.float32, "elementwise"), (torch.bfloat16, "elementwise")])
 def test_a_float64_copy_that_fails_falls_back_and_says_so(dtype, method):
     from ctc_doctor import Workload

@@ -8,6 +8,8 @@ import pytest
 
 from ctc_doctor.analyzer.readers.parsing import classify_guard, parse_break_text, split_recompile_reasons
 
+pytestmark = pytest.mark.fast
+
 DATA = Path(__file__).parent / "data"
 
 

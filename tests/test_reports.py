@@ -13,11 +13,12 @@ from ctc_doctor.reports import SCHEMA_VERSION, Report, dump_report, load_report
 from ctc_doctor.reports.compile_id import CompileId, compile_id_key
 from ctc_doctor.reports.io import schema_text
 
-from .conftest import REPO, analyzed, full_showcase
+from .conftest import REPO, analyzed, saved
 
 SCHEMA_FILE = REPO / "ctc_doctor" / "reports" / "report.schema.json"
 
 
+@pytest.mark.fast
 @pytest.mark.compat
 def test_the_committed_json_schema_matches_the_models():
     assert SCHEMA_FILE.read_text() == schema_text(), (
@@ -26,6 +27,7 @@ def test_the_committed_json_schema_matches_the_models():
     )
 
 
+@pytest.mark.fast
 def test_the_fixed_field_names_other_tools_read_are_in_the_schema():
     defs = json.loads(SCHEMA_FILE.read_text())["$defs"]
     assert set(defs["GraphBreakSite"]["properties"]) >= {
@@ -74,6 +76,7 @@ def test_the_fixed_field_names_other_tools_read_are_in_the_schema():
     }
 
 
+@pytest.mark.fast
 def test_every_field_has_a_description():
     schema = json.loads(SCHEMA_FILE.read_text())
     for name, definition in schema["$defs"].items():
@@ -81,6 +84,7 @@ def test_every_field_has_a_description():
             assert prop.get("description"), f"{name}.{field} has no docstring"
 
 
+@pytest.mark.fast
 def test_importing_the_reports_layer_loads_neither_torch_nor_textual():
     modules = ["reports", "reports.render", "reports.markdown", "reports.diff", "reports.redact", "reports.policy", "pytest_plugin"]
     imports = ", ".join(f"ctc_doctor.{m}" for m in modules)
@@ -109,6 +113,7 @@ def test_reports_carry_versions_command_and_environment():
     assert report.target.inputs[0] == "x: float32[4, 16]"
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
     ("content", "message"),
     [
@@ -126,13 +131,15 @@ def test_bad_report_files_raise_report_error_with_one_line(tmp_path, content, me
     assert message in info.value.one_line() and "\n" not in info.value.one_line()
 
 
+@pytest.mark.fast
 def test_extra_fields_are_rejected_on_what_we_write():
-    data = json.loads(dump_report(analyzed("clean")))
+    data = json.loads(dump_report(saved("analyzed-clean")))
     data["summary"]["surprise"] = 1
     with pytest.raises(ValueError):
         Report.model_validate(data)
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -152,6 +159,7 @@ def test_a_compile_id_reads_and_prints_like_torch(text, expected):
         assert CompileId.parse(str(parsed)) == parsed and "[" not in str(parsed)
 
 
+@pytest.mark.fast
 def test_compile_ids_from_trace_metadata_keep_compiled_autograd_and_sort_naturally():
     assert str(CompileId.from_metadata({"frame_id": 0, "frame_compile_id": 1})) == "0/1"
     assert str(CompileId.from_metadata({"frame_id": 5, "frame_compile_id": 0, "compiled_autograd_id": 1})) == "!1/5/0"
@@ -160,10 +168,11 @@ def test_compile_ids_from_trace_metadata_keep_compiled_autograd_and_sort_natural
     assert sorted(ids, key=compile_id_key) == ["0/0", "0/1", "1/0", "10/0", "!0/0/1", "rank1:0/0", "garbage"]
 
 
+@pytest.mark.fast
 def test_diff_compares_recompile_causes_and_a_new_cause_is_a_regression():
     from ctc_doctor.reports.diff import diff_reports, render_diff_text
 
-    two, one = analyzed("two_causes"), analyzed("python_scalar_arg")
+    two, one = saved("analyzed-two_causes"), saved("analyzed-python_scalar_arg")
     d = diff_reports(two, one)
     assert [(c.kind, c.source) for c in d.causes_fixed] == [("size", "x")]
     assert d.causes_new == [] and d.causes_changed == []
@@ -177,6 +186,7 @@ def _collapse(text: str) -> str:
     return " ".join(text.replace("│", " ").split())
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("width", [80, 120])
 def test_the_summary_is_whole_at_80_and_120_columns_in_a_ci_log(width):
     import io
@@ -185,7 +195,7 @@ def test_the_summary_is_whole_at_80_and_120_columns_in_a_ci_log(width):
 
     from ctc_doctor.reports.render import render_summary
 
-    report = full_showcase()
+    report = saved("full_showcase")
     assert report.graph_breaks and report.recompile_causes and report.bisect and report.fix and report.benchmark
     buf = io.StringIO()
     render_summary(report, Console(width=width, file=buf, force_terminal=False, color_system=None))
@@ -210,6 +220,7 @@ def test_the_summary_is_whole_at_80_and_120_columns_in_a_ci_log(width):
     assert report.recompile_causes[0].summary in flat
 
 
+@pytest.mark.fast
 def test_the_folded_note_line_counts_the_records_and_kinds_past_the_listed_ones():
     from collections import Counter
 

@@ -178,12 +178,14 @@ def test_exit_codes_of_scripts_that_compile_nothing_or_exit_nonzero(cli, tmp_pat
     assert load_report(out).run.exit_code == 3
 
 
+@pytest.mark.fast
 def test_the_parent_process_imports_no_torch():
     code = "import sys\nfrom ctc_doctor.analyzer import launch\nprint('torch' in sys.modules)\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
 
 
+@pytest.mark.fast
 def test_usage_errors_are_one_line(cli, tmp_path):
     missing = cli("run", "--", str(tmp_path / "nope.py"))
     assert missing.returncode == ExitCode.TARGET_NOT_FOUND
@@ -382,6 +384,7 @@ def test_compile_recorder_sees_every_form_of_torch_compile():
     assert any("mode" in note for note in recorder.notes)
 
 
+@pytest.mark.fast
 def test_live_run_keeps_the_scripts_arguments_after_the_separator():
     live = LiveRun(["run", "--tui", "--json", "r.json", "--", "train.py", "--json", "theirs.json"], report_path=None)
     command = live.command

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from ctc_doctor.errors import ExitCode, ManifestInvalid
-from ctc_doctor.sweep.diff import diff_sweeps
 from ctc_doctor.sweep.manifest import parse_shard, read_manifest, shard
+from ctc_doctor.sweep.regressions import diff_sweeps
 from ctc_doctor.sweep.summary import load_summary, render_text
 
 from .conftest import REPO, TARGETS, ctrl_c_reaches_the_child, run_cli
@@ -185,8 +185,9 @@ def test_sweep_diff_catches_the_planted_regression(fleet: dict[str, Path]) -> No
     assert back.returncode == 0 and "fixed" in back.stdout and "7 added" in back.stdout
 
 
+@pytest.mark.fast
 def test_sweep_diff_matches_a_site_whose_line_moved() -> None:
-    from ctc_doctor.sweep.models import SweepSite, SweepSummary, SweepTarget, Totals
+    from ctc_doctor.sweep.summary_models import SweepSite, SweepSummary, SweepTarget, Totals
 
     def summary(line: int, status: str = "graph_breaks") -> SweepSummary:
         site = SweepSite(gb_type="Unsupported", file="pkg/model.py", line=line, function="forward", module_paths=["a"])
@@ -208,13 +209,15 @@ def test_sweep_diff_matches_a_site_whose_line_moved() -> None:
     assert worse.regressions == ["pkg:build: graph_breaks -> timeout"]
 
 
+@pytest.mark.fast
 def test_the_committed_summary_schema_matches_the_models() -> None:
-    from ctc_doctor.sweep.models import sweep_schema_text
+    from ctc_doctor.sweep.summary_models import sweep_schema_text
 
     committed = REPO / "ctc_doctor" / "sweep" / "summary.schema.json"
     assert committed.read_text() == sweep_schema_text(), "summary.schema.json is stale: regenerate it with `make schema`"
 
 
+@pytest.mark.fast
 def test_manifest_lines_comments_and_shards(tmp_path: Path) -> None:
     path = tmp_path / "m.txt"
     path.write_text("# head\n\na:build --timeout=7 # one\nrun --nproc 2 -- t.py --x 'a b'\na:build   --timeout=7\nb.py:make --train\n")
@@ -310,15 +313,16 @@ def test_the_built_in_transformers_manifest(tmp_path: Path) -> None:
     assert summary["environment"]["transformers"]
 
 
+@pytest.mark.fast
 def test_a_row_names_where_a_library_break_happens_with_the_users_frame_beside_it():
     """`copy.deepcopy` in a forward breaks inside the standard library's copy.py: the sweep row keys the site
     by that file (two library breaks reached from one user line stay apart) and keeps the user's line."""
-    from ctc_doctor.sweep.models import SweepTarget
     from ctc_doctor.sweep.summary import _sites, _top_cause
+    from ctc_doctor.sweep.summary_models import SweepTarget
 
-    from .conftest import analyzed
+    from .conftest import saved
 
-    report = analyzed("deepcopy_in_forward")
+    report = saved("analyzed-deepcopy_in_forward")
     [site] = _sites(report)
     own = report.graph_breaks[0].own_frame
     assert not site.own_code and site.file.endswith("copy.py") and site.file != "fixtures/zoo.py"

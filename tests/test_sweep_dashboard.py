@@ -2,7 +2,10 @@
 Markdown, `sweep diff` on performance with noise thresholds, and the sweep browser in the TUI.
 
 One small fleet of zoo fixtures in two manifest groups (and a builder that raises) is swept once with
-`--bench` in real child processes; the benchmark's compiled arms use aot_eager to stay fast on CPU.
+`--bench` in real child processes; the benchmark's compiled arms use aot_eager to stay fast on CPU. The
+tests of what the sweep writes read that live sweep; the tests that only read, render, merge, diff or
+browse a summary read the same fleet's sweep saved from a real run (`tests/data/sweep/dashboard`, written
+by `tests/data/reports/make_reports.py`), and one test checks the saved sweep still matches the live one.
 """
 
 from __future__ import annotations
@@ -10,17 +13,18 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
 
 from ctc_doctor.errors import ExitCode
-from ctc_doctor.sweep.diff import diff_sweeps
 from ctc_doctor.sweep.manifest import read_manifest
-from ctc_doctor.sweep.models import SweepSummary
-from ctc_doctor.sweep.summary import load_summary, render_text, totals
+from ctc_doctor.sweep.regressions import diff_sweeps
+from ctc_doctor.sweep.summary import load_summary, render_summary_markdown, render_text, totals
+from ctc_doctor.sweep.summary_models import SweepSummary
 
-from .conftest import run_cli
+from .conftest import SAVED_SWEEP, run_cli
 
 FLEET = """\
 [tiny]
@@ -48,8 +52,20 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture
+def saved_sweep(tmp_path: Path) -> Path:
+    """The same fleet swept with `--bench` by a real run, saved (`tests/data/sweep/dashboard`), copied into
+    `tmp_path`: a test may write beside it."""
+    out = tmp_path / "sweep"
+    shutil.copytree(SAVED_SWEEP, out)
+    return out
+
+
 def test_every_benchmarked_row_has_the_dashboard_fields(swept: Path) -> None:
     summary, _ = load_summary(swept)
+    # what the sweep printed and wrote: the dashboard, and the Markdown the fast tests render again
+    assert "dashboard: pass 75% (3/4)" in (swept.parent / "stdout.txt").read_text()
+    assert (swept / "summary.md").read_text() == render_summary_markdown(summary)
     rows = {r.target: r for r in summary.targets}
     assert summary.options[-1] == "--bench"
     for name in (CLEAN, BREAKS, SHAPES):
@@ -72,7 +88,9 @@ def test_every_benchmarked_row_has_the_dashboard_fields(swept: Path) -> None:
     assert [rows[n].group for n in (CLEAN, BREAKS, SHAPES, RAISES)] == ["tiny", "tiny", "shapes", "shapes"]
 
 
-def test_the_fleet_totals_are_computed_from_the_rows(swept: Path) -> None:
+@pytest.mark.fast
+def test_the_fleet_totals_are_computed_from_the_rows(saved_sweep: Path) -> None:
+    swept = saved_sweep
     summary, _ = load_summary(swept)
     board = summary.totals.dashboard
     assert board is not None
@@ -98,8 +116,10 @@ def test_the_fleet_totals_are_computed_from_the_rows(swept: Path) -> None:
     assert again.totals.dashboard == board and again.totals.groups == summary.totals.groups
 
 
-def test_summary_md_opens_with_the_dashboard_and_ranks_what_needs_a_look(swept: Path) -> None:
-    md = (swept / "summary.md").read_text()
+@pytest.mark.fast
+def test_summary_md_opens_with_the_dashboard_and_ranks_what_needs_a_look(saved_sweep: Path) -> None:
+    swept = saved_sweep
+    md = render_summary_markdown(load_summary(swept)[0])  # what the sweep writes as summary.md
     assert md.index("## Dashboard") < md.index("| status | targets |") < md.index("## Targets")
     assert "| fleet | 75% (3/4) |" in md and "| tiny | 100% (2/2) |" in md and "| shapes | 50% (1/2) |" in md
     assert "benchmark aot_eager" in md[: md.index("## Dashboard")]
@@ -114,7 +134,6 @@ def test_summary_md_opens_with_the_dashboard_and_ranks_what_needs_a_look(swept: 
     text = render_text(load_summary(swept)[0], width=80)
     assert "dashboard: pass 75% (3/4)" in text and "slowest (speedup, compile s, numerics):" in text
     assert max(len(line) for line in text.splitlines()) <= 80
-    assert "dashboard: pass 75% (3/4)" in (swept.parent / "stdout.txt").read_text()
     # `ctc-doctor show DIR` and `ctc-doctor DIR` print the same summary
     for args in (("show", str(swept)), (str(swept),)):
         shown = run_cli(*args)
@@ -131,8 +150,9 @@ def _changed(summary: SweepSummary, target: str, **fields: float) -> SweepSummar
     return data
 
 
-def test_sweep_diff_reports_a_halved_speedup_and_a_doubled_compile_but_not_noise(swept: Path, tmp_path: Path) -> None:
-    before, _ = load_summary(swept)
+@pytest.mark.fast
+def test_sweep_diff_reports_a_halved_speedup_and_a_doubled_compile_but_not_noise(saved_sweep: Path, tmp_path: Path) -> None:
+    before, _ = load_summary(saved_sweep)
     # the measured spreads of tiny models on a loaded machine can pass 50 %: pin them, so the test is
     # about the thresholds, not about this run's noise
     for target in (CLEAN, BREAKS, SHAPES):
@@ -168,6 +188,7 @@ def test_sweep_diff_reports_a_halved_speedup_and_a_doubled_compile_but_not_noise
     assert any("pass -> fail" in r for r in diff_sweeps(before, wrong).regressions)
 
 
+@pytest.mark.fast
 def test_manifest_groups() -> None:
     import tempfile
 
@@ -178,13 +199,14 @@ def test_manifest_groups() -> None:
     Path(fh.name).unlink()
 
 
-def test_the_tui_sweep_view_sorts_plots_and_opens_a_report(swept: Path) -> None:
+@pytest.mark.fast
+def test_the_tui_sweep_view_sorts_plots_and_opens_a_report(saved_sweep: Path) -> None:
     from textual.widgets import DataTable, Static
     from textual_plotext import PlotextPlot
 
     from ctc_doctor.tui.sweep_app import SweepApp
 
-    summary, directory = load_summary(swept)
+    summary, directory = load_summary(saved_sweep)
 
     async def drive() -> tuple[SweepApp, list[str], str]:
         app = SweepApp(summary, directory)
@@ -212,3 +234,24 @@ def test_the_tui_sweep_view_sorts_plots_and_opens_a_report(swept: Path) -> None:
     assert reversed_order[-1] == RAISES  # fastest first; a target without a speedup stays last
     assert chosen == str(directory / app.rows[0].report)  # type: ignore[operator]
     assert Path(chosen).exists()
+
+
+def test_the_saved_sweep_still_matches_a_live_one(swept: Path) -> None:
+    """The fast tests read `tests/data/sweep/dashboard`: what a sweep of the same fleet finds today must be
+    what it found when it was saved (statuses, groups, break sites, recompile causes), or the saved sweep
+    is stale."""
+    live, _ = load_summary(swept)
+    kept, _ = load_summary(SAVED_SWEEP)
+
+    def findings(summary: SweepSummary) -> list[tuple[object, ...]]:
+        return [
+            (
+                r.target, r.group, r.status, r.graph_count, r.recompile_count, r.bench is not None,
+                [(s.gb_type, s.file, s.line, s.module_paths) for s in r.break_sites],
+                [(c.kind, c.source, c.dim) for c in r.recompile_causes],
+            )
+            for r in summary.targets
+        ]  # fmt: skip
+
+    assert findings(kept) == findings(live), "the saved sweep is stale: `.venv/bin/python tests/data/reports/make_reports.py sweep`"
+    assert kept.schema_version == live.schema_version and kept.options == live.options

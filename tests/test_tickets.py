@@ -6,6 +6,7 @@ import json
 import os
 import re
 
+import pytest
 from markdown_it import MarkdownIt
 
 from ctc_doctor.reports.diff import diff_reports, render_diff_text
@@ -14,7 +15,7 @@ from ctc_doctor.reports.markdown import render_markdown
 from ctc_doctor.reports.models import Report
 from ctc_doctor.reports.redact import redact
 
-from .conftest import REPO, TARGETS, analyzed, bisected
+from .conftest import REPO, TARGETS, saved, saved_path
 
 pytest_plugins = ["pytester"]
 
@@ -24,11 +25,13 @@ def _tokens(text: str):
 
 
 def _with_bisect(name: str) -> Report:
-    report = analyzed(name).model_copy(deep=True)
-    report.bisect = bisected(name).bisect
+    """The saved analysis of a zoo fixture with the saved bisection's section (`tests/data/reports`)."""
+    report = saved(f"analyzed-{name}")
+    report.bisect = saved(f"bisected-{name}").bisect
     return report
 
 
+@pytest.mark.fast
 def test_markdown_has_the_sections_tables_and_details_a_ticket_needs():
     report = _with_bisect("showcase")
     text = render_markdown(report)
@@ -45,13 +48,15 @@ def test_markdown_has_the_sections_tables_and_details_a_ticket_needs():
     assert "Not run." in text  # suggestions and benchmark do not exist yet
 
 
+@pytest.mark.fast
 def test_markdown_table_cells_escape_pipes_and_html_from_the_report():
-    report = analyzed("print_in_forward").model_copy(deep=True)
+    report = saved("analyzed-print_in_forward")
     report.graph_breaks[0].reason = "a | b <script>alert(1)</script>"
     html = MarkdownIt("commonmark").enable("table").render(render_markdown(report))
     assert "<script>" not in html and "a | b &lt;script&gt;" in html
 
 
+@pytest.mark.fast
 def test_redaction_removes_home_user_host_and_absolute_paths():
     report = _with_bisect("deepcopy_in_forward")
     fake = report.model_dump_json().replace(str(REPO), "/home/alice/proj")
@@ -70,9 +75,10 @@ def test_redaction_removes_home_user_host_and_absolute_paths():
     assert site.user_frame.file.startswith("~/.pyenv/")  # the stdlib under home
 
 
+@pytest.mark.fast
 def test_redaction_of_a_real_report_keeps_no_absolute_path_of_this_checkout(cli, tmp_path):
     out = tmp_path / "r.json"
-    result = cli("report", str(_saved(tmp_path, "print_in_forward")), "--format", "json", "--redact")
+    result = cli("report", str(saved_path("analyzed-print_in_forward", tmp_path)), "--format", "json", "--redact")
     assert result.returncode == 0, result.stderr
     out.write_text(result.stdout)
     text = out.read_text()
@@ -128,14 +134,9 @@ def test_redaction_leaves_no_absolute_path_of_a_model_outside_root_and_home(cli,
     assert "<abs>/models/m.py:build" in data["run"]["command"]
 
 
-def _saved(tmp_path, name: str):
-    path = tmp_path / f"{name}.json"
-    path.write_text(analyzed(name).model_dump_json())
-    return path
-
-
+@pytest.mark.fast
 def test_report_command_prints_markdown_and_rejects_a_corrupt_file(cli, tmp_path):
-    result = cli("report", str(_saved(tmp_path, "showcase")), "--format", "md")
+    result = cli("report", str(saved_path("analyzed-showcase", tmp_path)), "--format", "md")
     assert result.returncode == 0 and result.stdout.startswith("## torch.compile report: `showcase`")
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
@@ -159,8 +160,9 @@ def test_diff_of_a_real_fix_shows_the_fixed_site_and_fails_only_on_regression(cl
     assert result.returncode == 1 and "new break site Failed to trace builtin operator" in result.stdout
 
 
+@pytest.mark.fast
 def test_diff_refuses_reports_of_another_major_schema_with_a_clear_message(cli, tmp_path):
-    ok = _saved(tmp_path, "clean")
+    ok = saved_path("analyzed-clean", tmp_path)
     other = tmp_path / "v2.json"
     data = json.loads(ok.read_text())
     data["schema_version"] = "2.0"
@@ -193,10 +195,11 @@ def test_check_exits_1_with_the_violations_on_a_breaking_model_and_0_on_a_clean_
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.fast
 def test_check_policy_own_code_only_ignores_library_breaks():
     from ctc_doctor.reports.policy import Policy, violations
 
-    report = analyzed("deepcopy_in_forward")  # the innermost frame is in the stdlib's copy.py
+    report = saved("analyzed-deepcopy_in_forward")  # the innermost frame is in the stdlib's copy.py
     assert violations(report, Policy(max_graph_breaks=0))
     assert not violations(report, Policy(max_graph_breaks=0, own_code_only=True))
 

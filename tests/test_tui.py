@@ -1,10 +1,11 @@
 """The Textual TUI.
 
 Pilot tests (`app.run_test()`) on a real report of the zoo's showcase (analysis, bisection, verified
-fixes and an eager-backend benchmark), on a clean fixture (optional sections not run), on a
-5,000-site synthetic report, on bad report files and on report strings that look like markup. Live
-mode runs real analyses in a child process. SVG snapshots (pytest-textual-snapshot) of every section
-at 120x40, on the showcase report with times, versions and paths normalised.
+fixes and an eager-backend benchmark), on a clean fixture (optional sections not run), both saved from
+real runs in `tests/data/reports` (`saved`), on a 5,000-site synthetic report, on bad report files and
+on report strings that look like markup. Live mode runs real analyses in a child process. SVG snapshots
+(pytest-textual-snapshot) of every section at 120x40, on the showcase report with times, versions and
+paths normalised.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from ctc_doctor.tui.screens.message_screen import MessageScreen
 from ctc_doctor.tui.widgets.detail_pane import DetailPane, plain_text
 from ctc_doctor.tui.widgets.virtual_table import VirtualTable
 
-from .conftest import REPO, TARGETS, analyzed, full_showcase
+from .conftest import REPO, TARGETS, saved
 
 SIZE = (120, 40)
 _TIME = re.compile(r"\d+\.\d+ ?(ms|s)\b")
@@ -101,9 +102,10 @@ def normalised(report: Report) -> Report:
 
 @pytest.fixture(scope="module")
 def showcase() -> Report:
-    return normalised(full_showcase())
+    return normalised(saved("full_showcase"))
 
 
+@pytest.mark.fast
 def test_each_applied_fix_is_measured_alone_so_no_suggestion_shows_the_combinations_numbers(showcase):
     """The showcase applies several fixes: the benchmark adds one arm per fix alone (`fixed[S1]`...), and
     each suggestion's benchmark deltas come from its own arm, never the combined `compiled_fixed`."""
@@ -119,6 +121,7 @@ def test_each_applied_fix_is_measured_alone_so_no_suggestion_shows_the_combinati
         assert bench_deltas and all(d.source == f"benchmark compiled -> fixed[{sid}] ({sid} alone)" for d in bench_deltas)
 
 
+@pytest.mark.fast
 def test_each_break_site_says_what_it_costs_measured_by_its_own_fixs_arm(showcase):
     """A break site's cost: the graphs it adds, and the latency the arm of the fix that removes it saved
     (compiled 6.0 ms -> fixed[S1] 1.5 ms once normalised), or why it was not measured."""
@@ -151,6 +154,7 @@ def detail(app: DoctorApp) -> str:
 # --- browsing a real report ---------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_number_keys_tab_and_clicks_switch_sections(showcase):
     async def go():
         app = app_for(showcase)
@@ -175,6 +179,7 @@ def test_number_keys_tab_and_clicks_switch_sections(showcase):
     run(go())
 
 
+@pytest.mark.fast
 def test_selecting_a_break_shows_its_location_hint_source_and_suggestions(showcase):
     site = next(s for s in showcase.graph_breaks if s.gb_type.startswith("Failed to trace builtin"))  # the print
     frame = site.own_frame or site.user_frame
@@ -205,6 +210,7 @@ def test_selecting_a_break_shows_its_location_hint_source_and_suggestions(showca
     run(go())
 
 
+@pytest.mark.fast
 def test_search_filter_and_sort_the_break_table(showcase):
     printing = next(s for s in showcase.graph_breaks if s.gb_type.startswith("Failed to trace builtin"))
 
@@ -246,6 +252,7 @@ def test_search_filter_and_sort_the_break_table(showcase):
     run(go())
 
 
+@pytest.mark.fast
 def test_recompiles_modules_suggestions_benchmark_and_compiles_show_the_report(showcase):
     r = showcase
     first = r.recompiles[0]
@@ -313,6 +320,7 @@ def test_recompiles_modules_suggestions_benchmark_and_compiles_show_the_report(s
     run(go())
 
 
+@pytest.mark.fast
 def test_at_80_by_24_every_tab_what_to_do_and_one_guard_count_show(showcase):
     r = showcase
 
@@ -343,6 +351,7 @@ def test_at_80_by_24_every_tab_what_to_do_and_one_guard_count_show(showcase):
     run(go())
 
 
+@pytest.mark.fast
 def test_a_module_list_entry_is_named_with_its_list_in_the_tree():
     from ctc_doctor.tui.screens.modules_screen import tree_name
 
@@ -352,8 +361,9 @@ def test_a_module_list_entry_is_named_with_its_list_in_the_tree():
     assert tree_name("head", "") == "head" and tree_name("", None) == "(root)"
 
 
+@pytest.mark.fast
 def test_a_report_without_optional_sections_says_not_run():
-    report = normalised(analyzed("clean"))
+    report = normalised(saved("analyzed-clean"))
     assert report.bisect is None and report.benchmark is None and report.fix is None
 
     async def go():
@@ -378,6 +388,7 @@ def test_a_report_without_optional_sections_says_not_run():
     run(go())
 
 
+@pytest.mark.fast
 def test_export_help_and_quit(showcase, tmp_path):
     async def go():
         app = app_for(showcase, tmp_path)
@@ -402,6 +413,7 @@ def test_export_help_and_quit(showcase, tmp_path):
 # --- scale, bad input, untrusted text ----------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_five_thousand_sites_open_search_filter_and_scroll():
     report = large_report(5000)
 
@@ -428,6 +440,7 @@ def test_five_thousand_sites_open_search_filter_and_scroll():
     run(go())
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
@@ -452,6 +465,7 @@ def test_a_bad_report_file_shows_a_message_screen(tmp_path, content, expected):
     run(go())
 
 
+@pytest.mark.fast
 def test_report_strings_are_shown_as_text_never_as_markup_or_actions(tmp_path):
     report = large_report(3)
     evil = "[@click=app.quit]boom[/] [bold red]x[/] $(rm -rf ~)"
@@ -565,11 +579,13 @@ def test_live_run_that_fails_shows_the_error():
 # --- snapshots -----------------------------------------------------------------------------------
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("section", NAMES)
 def test_snapshot_of_each_section(snap_compare, showcase, section):
     assert snap_compare(app_for(showcase, start_section=section), terminal_size=SIZE, press=["_"])
 
 
+@pytest.mark.fast
 def test_snapshot_of_a_bad_report(snap_compare, tmp_path):
     path = tmp_path / "bad.json"
     path.write_text("{not json")

@@ -84,6 +84,7 @@ def test_a_config_flip_that_moves_the_break_is_a_workaround_not_a_fix():
     assert not any(f"[{flip.id}," in step for step in next_steps(r))
 
 
+@pytest.mark.fast
 def test_adaptive_timing_stops_once_the_median_is_known_within_two_percent():
     """The benchmark's default timing: at least AUTO_MIN passes, then until the median's notch
     (1.57 x IQR / sqrt(n)) is within 2 % of it."""

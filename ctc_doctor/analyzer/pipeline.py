@@ -29,12 +29,12 @@ from . import torch_internals as ti
 from .fixes.facts import ModelFacts
 from .fixes.model_facts import model_facts
 from .own_cost import RunCost, isolated_bench
-from .phases.analysis import AnalysisOptions, AnalysisResult, run_analysis
 from .phases.bench import BenchOptions, BenchSection, run_bench
 from .phases.bisect import BisectInputs, BisectOptions, run_bisect, worker_setup
 from .phases.bisect.trials import TrialWorker
 from .phases.context import PhaseContext
 from .phases.fix import FixOptions, FixSection, run_fix
+from .phases.observe import Observation, ObserveOptions, run_observe
 from .phases.probe import run_probe
 from .phases.suggest import compile_cache_suggestion, renumber, run_suggest
 from .readers.assembly import derive
@@ -182,9 +182,9 @@ def _run(
     cost: RunCost,
     worker: TrialWorker | None,
 ) -> rm.Report:
-    analysis = run_analysis(
+    analysis = run_observe(
         ctx,
-        AnalysisOptions(
+        ObserveOptions(
             compile=options.compile,
             explain=options.explain,
             keep_guard_text=options.keep_guard_text,
@@ -257,7 +257,7 @@ def _releaser(workload: Workload, pristine: Any, settings: RunSettings, cost: Ru
 
 
 def _report(
-    workload: Workload, calls: list[Call], options: AnalyzeOptions, analysis: AnalysisResult, started_at: str, clock: Clock
+    workload: Workload, calls: list[Call], options: AnalyzeOptions, analysis: Observation, started_at: str, clock: Clock
 ) -> rm.Report:
     model = workload.model
     is_module = isinstance(model, torch.nn.Module)

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from .options import DEBUG, GUARDS, REDACT, TOP
+from .options import DEBUG, option_group, report_output
 from .output import (
     browse,
     command_line,
@@ -24,11 +24,7 @@ from .output import (
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @click.option("--json", "json_out", metavar="PATH", help="Write the JSON report to PATH ('-' for stdout; the summary then goes to stderr).")
 @click.option("--strict", is_flag=True, help="Exit 10 when any record is unreadable or of an unknown kind (the report is still written).")
-@GUARDS
-@TOP
-@REDACT
-@click.option("--quiet", "-q", is_flag=True, help="No summary.")
-@click.option("--tui", is_flag=True, help="Browse the report in the terminal UI.")
+@option_group(report_output(quiet="No summary.", tui="Browse the report in the terminal UI."))
 @DEBUG
 def logs(
     paths: tuple[str, ...],

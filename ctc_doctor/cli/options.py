@@ -36,6 +36,14 @@ REDACT_HELP = "Make every absolute path project-relative, <site-packages>, <stdl
 GUARDS = click.option("--guards", "keep_guards", is_flag=True, help="Keep the full guard tree text per compile id in the report.")
 TOP = click.option("--top", default=10, show_default=True, type=int, help="Break sites to show in the summary.")
 REDACT = click.option("--redact", is_flag=True, help=REDACT_HELP)
+
+
+def report_output(quiet: str, tui: str) -> list[Any]:
+    """What the report shows and where, alike in the commands that make one (`--guards`, `--top`,
+    `--redact`, `--quiet`, `--tui`); each command says what quiet and the TUI mean for it."""
+    return [GUARDS, TOP, REDACT, click.option("--quiet", "-q", is_flag=True, help=quiet), click.option("--tui", is_flag=True, help=tui)]
+
+
 DEBUG = click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 # the TUI's live mode: one JSON object per progress step on this file descriptor
 PROGRESS_FD = click.option("--progress-fd", type=int, default=None, hidden=True)
@@ -93,12 +101,9 @@ def analysis_options(f: F) -> F:
             "free]: a phase that would need more is not started (exit 14).",
         ),
         click.option("--no-explain", is_flag=True, help="Skip the torch._dynamo.explain cross-check."),
-        GUARDS,
-        TOP,
-        REDACT,
-        click.option("--quiet", "-q", is_flag=True, help="No summary or progress."),
-        click.option(
-            "--tui", is_flag=True, help="Watch the run in the terminal UI (phases, output; Escape cancels), then browse the report."
+        *report_output(
+            quiet="No summary or progress.",
+            tui="Watch the run in the terminal UI (phases, output; Escape cancels), then browse the report.",
         ),
         DEBUG,
         PROGRESS_FD,

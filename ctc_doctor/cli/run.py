@@ -18,16 +18,14 @@ from ..vocabulary import STRATEGIES, listed
 from .options import (
     DEBUG,
     GATE_OPTIONS,
-    GUARDS,
     PROGRESS_FD,
-    REDACT,
-    TOP,
     GateArgs,
     RunArgs,
     amount_option,
     count_option,
     option_group,
     parsed_as,
+    report_output,
 )
 from .output import (
     command_line,
@@ -86,11 +84,12 @@ _RUN_PHASES = {
     help="Print the verified source edits as one patch on stdout (the script's own stdout then goes to stderr).",
 )
 @click.option("--write", is_flag=True, help="Make the verified source edits in your files (refused, exit 13, if one changed meanwhile).")
-@GUARDS
-@TOP
-@REDACT
-@click.option("--quiet", "-q", is_flag=True, help="No summary or progress (the script's own output still shows).")
-@click.option("--tui", is_flag=True, help="Watch the run in the terminal UI (phases, the script's output), then browse the report.")
+@option_group(
+    report_output(
+        quiet="No summary or progress (the script's own output still shows).",
+        tui="Watch the run in the terminal UI (phases, the script's output), then browse the report.",
+    )
+)
 @click.option(
     "--check", "gate", is_flag=True, help="CI gate: exit 1 unless the run is clean (or within --max-graph-breaks/--max-recompiles)."
 )

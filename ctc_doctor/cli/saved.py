@@ -125,7 +125,7 @@ def diff(before_path: str, after_path: str, fail_on_regression: bool) -> None:
 def schema(of_sweep: bool) -> None:
     """Print the report's JSON Schema (or, with --sweep, that of a sweep's summary.json)."""
     if of_sweep:
-        from ..sweep.models import sweep_schema_text
+        from ..sweep.summary_models import sweep_schema_text
 
         click.echo(sweep_schema_text(), nl=False)
         return

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import ExitCode
-from .options import DEBUG, REDACT, F
+from .options import DEBUG, REDACT, count_option
 from .output import fail, one_line_errors, report_console, stderr_console
 
 if TYPE_CHECKING:
@@ -47,17 +47,12 @@ def sweep() -> None:
     """
 
 
-def _count_option(*names: str, help: str) -> Callable[[F], F]:
-    """An option that takes a count N of 1 or more, unset by default."""
-    return click.option(*names, type=click.IntRange(min=1), default=None, metavar="N", help=help)
-
-
 @sweep.command("run")
 @click.argument("manifest")
 @click.option(
     "--out", "out_dir", default="sweep", show_default=True, metavar="DIR", help="Where summary.json, summary.md, reports/ and logs/ go."
 )
-@_count_option("--jobs", "-j", help="Targets at once [default: the machine's cores, bounded by memory (3 GiB each)].")
+@count_option("--jobs", "-j", help="Targets at once [default: the machine's cores, bounded by memory (3 GiB each)].")
 @click.option(
     "--shard",
     "shard_text",
@@ -65,7 +60,7 @@ def _count_option(*names: str, help: str) -> Callable[[F], F]:
     metavar="I/N",
     help="Run only shard I of N (every N-th target from the I-th): one CI matrix job's share.",
 )
-@_count_option("--limit", help="Only the manifest's first N targets (the built-in one: its first N runnable classes).")
+@count_option("--limit", help="Only the manifest's first N targets (the built-in one: its first N runnable classes).")
 @click.option(
     "--timeout",
     "timeout_s",
@@ -229,7 +224,7 @@ def sweep_diff(
     before: str, after: str, fail_on_regression: bool, speedup_threshold: float, compile_threshold: float, memory_threshold: float
 ) -> None:
     """Compare two sweeps (directories or summary.json files): per target, then the fleet."""
-    from ..sweep.diff import Thresholds, diff_sweeps, render_sweep_diff
+    from ..sweep.regressions import Thresholds, diff_sweeps, render_sweep_diff
     from ..sweep.summary import load_summary
 
     limits = Thresholds(speedup=speedup_threshold, compile=compile_threshold, memory=memory_threshold)

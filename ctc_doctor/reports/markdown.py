@@ -42,7 +42,7 @@ from .labels import (
 )
 from .links import gb_page
 from .models import SCHEMA_VERSION, Report
-from .views.costs import PHASE_LABELS, levers, modules_text
+from .views.compile_time import PHASE_LABELS, levers, modules_text
 
 
 class _Markdown:

@@ -51,7 +51,7 @@ from .labels import (
 )
 from .models import Benchmark, GraphBreakSite, Recompile, Report, Suggestion
 from .views.bisection import render_bisect
-from .views.costs import profile_text
+from .views.compile_time import profile_text
 
 
 def header_text(report: Report) -> Text:

@@ -22,7 +22,8 @@ from ..reports.models import Environment, Report, file_key
 from ..reports.redact import Redactor
 from ..version import __version__
 from .manifest import Entry, Manifest, shard
-from .models import (
+from .runner import Finished, SweepInterrupted, SweepOptions, run_entries
+from .summary_models import (
     STATUS_ORDER,
     SWEEP_SCHEMA_VERSION,
     Dashboard,
@@ -33,7 +34,6 @@ from .models import (
     TargetBench,
     Totals,
 )
-from .runner import Finished, SweepInterrupted, SweepOptions, run_entries
 
 SUMMARY_JSON = "summary.json"
 SUMMARY_MD = "summary.md"

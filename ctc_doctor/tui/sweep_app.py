@@ -17,8 +17,8 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Static
 from textual_plotext import PlotextPlot
 
-from ..sweep.models import SweepSummary, SweepTarget
 from ..sweep.summary import bench_numerics_cell, dashboard_cells, ranked_rows, short_name
+from ..sweep.summary_models import SweepSummary, SweepTarget
 
 Key = Callable[[SweepTarget], Any]
 

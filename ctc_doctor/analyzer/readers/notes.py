@@ -1,7 +1,7 @@
 """Counted records folded into report notes: one line per kind, the rest in one line.
 
 Torch-free: the Python warnings a run raises (`running.warning_notes`) and the records torch logs
-(`torch_internals.logs`) fold the same way.
+(`torch_internals.loggers`) fold the same way.
 """
 
 from __future__ import annotations

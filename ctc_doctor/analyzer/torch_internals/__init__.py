@@ -60,7 +60,7 @@ from .knobs import (
     skip_frame,
     uncompiled,
 )
-from .logs import COMPILER_LOGGERS, quiet_torch_stderr, torch_log_notes
+from .loggers import COMPILER_LOGGERS, quiet_torch_stderr, torch_log_notes
 from .script import is_optimized_module, torch_compile_replaced
 from .trace import (
     CaptureResult,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import torch
 import torch._dynamo
 
-from .logs import artifact_handler, message_of
+from .loggers import artifact_handler, message_of
 
 
 def cudagraph_mark_step_begin() -> None:

@@ -25,7 +25,7 @@ from ..readers.costs import phase_split
 from ..readers.sources import RawFrame
 from ..readers.text import guard_line_count
 from .dynamo import break_details
-from .logs import artifact_handler, message_of, quiet_torch_stderr
+from .loggers import artifact_handler, message_of, quiet_torch_stderr
 
 # Trace event kinds worth keeping; everything else (chromium_event, describe_*, bytecode dumps) is
 # dropped in the handler so memory stays small on big models.

@@ -11,7 +11,7 @@ from ...reports.advice import next_steps
 from ...reports.labels import benchmark_headline, bisect_summary_line, module_label
 from ...reports.models import Report
 from ...reports.render import divergence_text, header_text, logs_text, rank_table, verdict_panel
-from ...reports.views.costs import profile_text
+from ...reports.views.compile_time import profile_text
 from .section_screen import PanelScreen
 
 NOT_RUN = "not run"

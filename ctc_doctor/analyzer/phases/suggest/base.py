@@ -108,7 +108,7 @@ def config(
     )
 
 
-def disable(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str], why: str) -> None:
+def suggest_disable(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str], why: str) -> None:
     targets = [p for p in site.module_paths if p]
     if not targets:
         return

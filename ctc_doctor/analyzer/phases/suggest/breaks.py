@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 
 from ....reports import models as rm
-from .base import RuleContext, config, disable, own_line, refs, source_edit, where
+from .base import RuleContext, config, own_line, refs, source_edit, suggest_disable, where
 
 
 def _is(site: rm.GraphBreakSite, ids: tuple[str, ...] = (), pattern: str | None = None) -> bool:
@@ -215,7 +215,7 @@ def _untraceable_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[s
             ctx.add(
                 rule, title, f"{why} (at {where(site)})", "source_edit", applies, snippet=snippet, references=refs(site, "troubleshooting")
             )
-            disable(ctx, site, applies, "Until the code changes, the break can be isolated.")
+            suggest_disable(ctx, site, applies, "Until the code changes, the break can be isolated.")
             return True
     return False
 
@@ -271,7 +271,7 @@ def _fallback_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]
         applies,
         references=refs(site, "troubleshooting"),
     )
-    disable(ctx, site, applies, "If the code cannot change, the break can be isolated.")
+    suggest_disable(ctx, site, applies, "If the code cannot change, the break can be isolated.")
     return True
 
 

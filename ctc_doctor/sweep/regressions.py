@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..reports.diff import pair_up
-from .models import Dashboard, SweepCause, SweepSite, SweepSummary, SweepTarget, TargetBench
 from .summary import dashboard, passed
+from .summary_models import Dashboard, SweepCause, SweepSite, SweepSummary, SweepTarget, TargetBench
 
 _NO_VERDICT = ("failed", "error", "timeout")
 

@@ -1,4 +1,5 @@
-"""The analysis phase: the compiled run under capture on the fresh model, then the eager pass.
+"""The observe phase (the analysis proper): the compiled run under capture on the fresh model, then the
+eager pass; what they found becomes the report's analysis sections.
 
 1. compile: every call through `torch.compile` under the live capture (see `capture.live`), first, so
    it sees the model as a user's first compiled call does (lazy set-up, hooks installed once);
@@ -38,8 +39,8 @@ from .context import PhaseContext
 
 
 @dataclass(frozen=True)
-class AnalysisOptions:
-    """How the analysis phase runs (the pipeline derives them from `AnalyzeOptions`)."""
+class ObserveOptions:
+    """How the observe phase runs (the pipeline derives them from `AnalyzeOptions`)."""
 
     compile: bool = True
     """Run the compiled pass (and explain's view of it); False runs the eager pass only (bisection only)."""
@@ -54,7 +55,7 @@ class AnalysisOptions:
 
 
 @dataclass
-class AnalysisResult:
+class Observation:
     """The analysis section of the report, and what the eager pass recorded for later phases."""
 
     summary: rm.Summary
@@ -68,7 +69,7 @@ class AnalysisResult:
     """What the eager pass took: the model and its activations (`resources.preflight`)."""
 
 
-def run_analysis(ctx: PhaseContext, options: AnalysisOptions) -> AnalysisResult:
+def run_observe(ctx: PhaseContext, options: ObserveOptions) -> Observation:
     """Analyze the workload. Resets torch._dynamo state (compiled caches) before and after."""
     workload, calls, settings, progress = ctx.workload, ctx.calls, ctx.settings, ctx.progress
     notes: list[str] = []
@@ -133,7 +134,7 @@ def run_analysis(ctx: PhaseContext, options: AnalysisOptions) -> AnalysisResult:
     if graph_break_registry() is None:
         notes.append(f"torch {ti.torch_version()} ships no graph-break registry: GB ids are unavailable.")
     progress("report", 1, 1)
-    return AnalysisResult(
+    return Observation(
         summary=findings.summary(failed=failed, analysis_run=options.compile),
         findings=findings,
         explain=explain,
