@@ -41,6 +41,7 @@ RULES = {
     "python_scalar_arg": {"scalar-to-tensor"},
     "attribute_toggle": {"state-recompile"},
     "recompile_limit": {"state-recompile", "recompile-limit"},
+    "step_counter": {"unspec-int-attribute", "tensor-counter", "recompile-limit"},
     "repeated_blocks": {"branchless-where", "regional-compile", "requires-grad-recompile"},
     "showcase": {"branchless-where", "print-guard", "mark-dynamic", "regional-compile"},
     "lazy_setup_under_lock": {"warm-up-before-compile", "context-manager", "disable-module"},
@@ -339,7 +340,7 @@ def test_fix_and_bench_commands_write_the_sections_and_markdown_shows_them(cli, 
     assert "Suggestions" in headings and "Benchmark" in headings
     assert sum(1 for t in tokens if t.type == "table_open") >= 3  # sites, suggestions, benchmark
     assert "```diff" in text and "keep-tensor" not in text  # the diff is shown; rule ids stay in the JSON
-    assert json.loads(out.read_text())["schema_version"] == SCHEMA_VERSION == "1.13"
+    assert json.loads(out.read_text())["schema_version"] == SCHEMA_VERSION == "1.14"
 
 
 @pytest.mark.fast

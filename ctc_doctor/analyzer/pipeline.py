@@ -31,6 +31,7 @@ from .fixes.model_facts import model_facts
 from .own_cost import RunCost, isolated_bench
 from .phases.bench import BenchOptions, BenchSection, run_bench
 from .phases.bisect import BisectInputs, BisectOptions, run_bisect, worker_setup
+from .phases.bisect.accuracy import AccuracyOptions, mark_not_recommended, run_accuracy_bisect, wrong_under_compile
 from .phases.bisect.trials import TrialWorker
 from .phases.context import PhaseContext
 from .phases.fix import FixOptions, FixSection, run_fix
@@ -87,6 +88,9 @@ class AnalyzeOptions:
     """Vary each input dimension to find the ones that recompile (`--probe-shapes`)."""
     bench: BenchOptions | None = None
     """Benchmark eager vs compiled vs fixed vs regional (None: do not)."""
+    accuracy: AccuracyOptions | None = AccuracyOptions()
+    """When a compiled run fails the numerics check (a benchmark arm, every fix check), find the module
+    that diverges (None: say it fails, do not look for where)."""
     progress: ProgressFn | None = dataclasses.field(default=None, compare=False)
     """Called as progress(phase, done, total); total 0 means unknown."""
     memory_limit_mb: int | None = None
@@ -443,7 +447,50 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions
             ti.reset_dynamo_quietly()
     for reference in shared:
         reference.close()
+    accuracy_into(report, ctx, options, clock)
     _merge_verdicts(report)
+
+
+def accuracy_into(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions, clock: Clock) -> None:
+    """When the compiled model gives wrong results (`wrong_under_compile`): say so in the summary, find
+    the module that diverges on a fresh copy (`run_accuracy_bisect`), and mark what would run it compiled."""
+    trigger = wrong_under_compile(report)
+    if trigger is None:
+        return
+    report.summary.wrong_results = trigger.text
+    budget = clock.remaining()
+    if options.accuracy is None or not isinstance(ctx.workload.model, torch.nn.Module):
+        return
+    if budget is not None and budget <= 0:
+        report.notes.append(f"No time left to find where compiled goes wrong (--timeout {options.timeout_s:g} s).")
+        return
+    try:  # a fresh model: rebuilt when the caller handed the workload over (the benchmark may have let go of it)
+        workload = ctx.rebuild() if ctx.rebuild is not None else None
+        model = workload.model if workload is not None else copy_model(ctx.pristine if ctx.pristine is not None else ctx.workload.model)
+    except Exception as exc:  # noqa: BLE001 - a builder that fails now, a model that cannot be copied: said, and no bisection
+        report.notes.append(f"The accuracy bisection needs a fresh model, and could not get one: {describe_error(exc)[:200]}.")
+        return
+    if ctx.settings.device is not None:
+        model.to(ctx.settings.device)
+    calls = calls_on(workload, ctx.settings.device) if workload is not None else ctx.calls
+    phase_ctx = dataclasses.replace(ctx, workload=workload or ctx.workload, calls=calls, budget_s=clock.planned(), report=None)
+    try:
+        with deadline(budget), _quiet_output("accuracy", report.notes):
+            report.accuracy = run_accuracy_bisect(phase_ctx, options.accuracy, model, trigger)
+    except DeadlineExceeded:
+        message = f"the accuracy bisection did not finish within --timeout {options.timeout_s:g} s"
+        report.errors.append(rm.ErrorRecord(phase="timeout", type="AnalysisTimeout", message=message))
+    except Exception as exc:  # noqa: BLE001 - the findings before it stand
+        report.errors.append(rm.ErrorRecord(phase="accuracy", type=type(exc).__name__, message=describe_error(exc)[:500]))
+    finally:
+        ti.reset_dynamo_quietly()
+        free_tensors(model)
+        del model, workload, phase_ctx
+        release_memory(ctx.settings.where)
+    a = report.accuracy
+    if a is not None and a.module_path is not None:
+        report.summary.wrong_results += f"; `{a.module_path or '(root)'}` ({a.module_class}) diverges compiled alone"
+        mark_not_recommended(report, [p for g in ctx.facts.repeated for p in g.paths] if ctx.facts is not None else [])
 
 
 def _merge_verdicts(report: rm.Report) -> None:

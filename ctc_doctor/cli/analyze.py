@@ -48,6 +48,7 @@ ERROR_PHASE_EXIT = {
     "compile": ExitCode.COMPILE_FAILED,
     "timeout": ExitCode.TIMEOUT,
     "bisect": ExitCode.INTERNAL_ERROR,  # a bug in the bisection; the analysis part of the report stands
+    "accuracy": ExitCode.INTERNAL_ERROR,
     "suggest": ExitCode.INTERNAL_ERROR,
     "fix": ExitCode.INTERNAL_ERROR,
     "probe": ExitCode.INTERNAL_ERROR,
@@ -243,6 +244,8 @@ def _describe(phase: str, done: int, total: int) -> tuple[str, str]:
     """The progress bar's label and count for a phase's step."""
     if phase.startswith("bisect "):  # "bisect PATH": a trial of that module is starting
         return f"bisecting: trying {phase[7:] or '(root)'} with fullgraph=True", f"{done} trial(s) run"
+    if phase.startswith("accuracy: "):  # "accuracy: PATH": that module compiled alone and judged against float64
+        return f"accuracy bisection: {phase[10:] or '(root)'}", f"{done} trial(s) run"
     if phase.startswith("fix "):  # "fix S3" / "fix combined"
         what = "all safe suggestions together" if phase == "fix combined" else f"suggestion {phase[4:]} alone"
         return f"verifying fix: {what}", f"{done}/{total}"

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..analyzer.launch import RunOptions
     from ..analyzer.phases.bench import BenchOptions
     from ..analyzer.phases.bisect import BisectOptions
+    from ..analyzer.phases.bisect.accuracy import AccuracyOptions
     from ..analyzer.pipeline import AnalyzeOptions
     from ..progress import ProgressFn
     from ..reports.models import Strategy
@@ -423,8 +424,7 @@ class AnalysisArgs:
             return None
         from ..analyzer.phases.bisect import BisectOptions
 
-        json_out = self.json_out
-        repro_dir = self.repro_dir or (os.path.dirname(os.path.abspath(json_out)) if json_out and json_out != "-" else None)
+        repro_dir = self.repro_folder()
         return BisectOptions(
             strategy=self.strategy,
             max_trials=self.max_trials,
@@ -434,6 +434,25 @@ class AnalysisArgs:
             repro_dir=repro_dir,
             target=self.rebuild_spec or spec,
             always=self.bisect_only,
+        )
+
+    def repro_folder(self) -> str | None:
+        """Where repro scripts go: --repro-dir, else beside the --json report (None without either)."""
+        json_out = self.json_out
+        return self.repro_dir or (os.path.dirname(os.path.abspath(json_out)) if json_out and json_out != "-" else None)
+
+    def for_accuracy(self, spec: str) -> AccuracyOptions | None:
+        """The accuracy bisection's options (it runs when a compiled run fails the numerics check)."""
+        if self.bisect_only:
+            return None
+        from ..analyzer.phases.bisect.accuracy import AccuracyOptions
+
+        return AccuracyOptions(
+            max_trials=self.max_trials or AccuracyOptions.max_trials,
+            trial_timeout_s=self.trial_timeout_s if self.trial_timeout_s and self.trial_timeout_s > 0 else None,
+            memoize=not self.no_memo,
+            repro_dir=self.repro_folder(),
+            target=self.rebuild_spec or spec,
         )
 
     def analyze_options(self, spec: str, progress: ProgressFn) -> AnalyzeOptions:
@@ -457,6 +476,7 @@ class AnalysisArgs:
             memory_limit_mb=self.memory_limit_mb,
             compile=not self.bisect_only,
             bisect=self.for_bisect(spec, bench is not None),
+            accuracy=self.for_accuracy(spec),
             spec=spec,
             command=" ".join(["ctc-doctor", *sys.argv[1:]]),
             progress=progress,

@@ -21,6 +21,7 @@ from .models import (
     GraphBreakSite,
     NumericsCheck,
     RecompileCause,
+    RecompileCliff,
     Report,
     Suggestion,
     Summary,
@@ -449,3 +450,29 @@ def _mb(value: float | None) -> str:
     if value is None:
         return "?"
     return f"{value / 1024:.1f} GB" if value >= 1024 else f"{value:.0f} MB"
+
+
+def cliff_line(cliff: RecompileCliff, calls: int | None = None) -> str:
+    """`forward hit the recompile limit (8) at call 9 of 12 [C1]: from there it runs eagerly for every
+    call that matches none of its 8 compiled versions (4 calls left)`."""
+    limit = f" ({cliff.limit})" if cliff.limit is not None else ""
+    where = f" at call {cliff.from_call + 1}" + (f" of {calls}" if calls else "") if cliff.from_call is not None else ""
+    cause = f" [{cliff.cause}]" if cliff.cause else ""
+    versions = f"its {cliff.limit} compiled versions" if cliff.limit is not None else "its compiled versions"
+    left = f" ({cliff.eager_calls} call(s) left)" if cliff.eager_calls else ""
+    head = f"{cliff.function} hit the recompile limit{limit}{where}{cause}"
+    return f"{head}: from there it runs eagerly for every call that matches none of {versions}{left}"
+
+
+def accuracy_line(report: Report) -> str | None:
+    """The module where compiled goes wrong, with its repro: `blocks.3 (Block, model.py:40) diverges alone:
+    error 52.1x eager's own; repro: python ctc_accuracy_blocks_3.py`; None when no module was found."""
+    a = report.accuracy
+    if a is None or a.module_path is None:
+        return None
+    level = next((t for t in reversed(a.path) if t.module_path == a.module_path), None)
+    ratio = f": error {level.ratio:.3g}x eager's own" if level is not None and level.ratio is not None else ""
+    where = f", {a.source}" if a.source else ""
+    what = "its own code" if a.own_code else "it"
+    repro = f"; repro: python {a.repro_path}" if a.repro_path else ""
+    return f"`{a.module_path or '(root)'}` ({a.module_class}{where}) diverges compiled alone, in {what}{ratio}{repro}"

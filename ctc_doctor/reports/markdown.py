@@ -19,6 +19,7 @@ from .labels import (
     bisect_summary_line,
     cause_headline,
     cause_of,
+    cliff_line,
     compile_time_text,
     compiled_line,
     cost_text,
@@ -93,10 +94,13 @@ def _summary_line(report: Report) -> str:
     verdict = VERDICTS[s.verdict].markdown
     if s.verdict == "clean" and s.expected_recompiles:
         verdict = "✅ clean: one graph per call; its only recompiles are expected one-offs"
+    wrong = f"**❌ wrong results under compile: {s.wrong_results}**\n\n" if s.wrong_results else ""
+    calls = report.target.calls if report.target.kind in ("build", "script") else None
+    cliffs = "".join(f"\n\n⚠️ {cliff_line(c, calls)}" + (f" · {c.cost}" if c.cost else "") for c in report.recompile_cliffs)
     return (
-        f"**{verdict}** — {graphs_text(report)}, {s.graph_break_count} break "
+        f"{wrong}**{verdict}** — {graphs_text(report)}, {s.graph_break_count} break "
         f"event(s) at {s.unique_break_sites} site(s), {recompiles_text(s)}, "
-        f"{compile_time_text(report)}."
+        f"{compile_time_text(report)}.{cliffs}"
     )
 
 

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..version import __version__
 
-SCHEMA_VERSION = "1.13"
+SCHEMA_VERSION = "1.14"
 """major.minor: a minor bump adds optional fields; a major bump renames or removes fields."""
 
 Verdict = Literal["clean", "graph_breaks", "recompiles", "graph_breaks_and_recompiles", "failed"]
@@ -52,6 +52,7 @@ Phase = Literal[
     "compile",
     "capture",
     "bisect",
+    "accuracy",
     "suggest",
     "fix",
     "probe",
@@ -383,6 +384,8 @@ class CompileMetric(_Model):
     """First lines of the reasons Dynamo restarted analysis."""
     recompile_reason: str | None = None
     """First failed guard when this compile was a recompile."""
+    call_index: int | None = None
+    """The workload call (0 = first) during which this compile happened (schema 1.14; None: logs)."""
     backward_s: float | None = None
     """Its backward graph's compile, at the first backward (not in `duration_s`; schema 1.11)."""
     module_paths: list[str] = Field(default_factory=list)
@@ -476,6 +479,9 @@ class Summary(_Model):
     """Total frame compile time over the workload, seconds."""
     verdict: Verdict
     """clean, graph_breaks, recompiles, graph_breaks_and_recompiles, or failed."""
+    wrong_results: str | None = None
+    """Compiled gives wrong results: one line with the figures, and the module that diverges when the
+    accuracy bisection found it (`accuracy`); None when no compiled run failed the numerics check (schema 1.14)."""
 
 
 class Target(_Model):
@@ -863,6 +869,9 @@ class Suggestion(_Model):
     unmeasured. None before schema 1.6."""
     verdict_reason: str | None = None
     """The numbers behind the verdict, one line: `cold compile 24.0 -> 12.0 s, latency 5.79 -> 7.09 ms (+22 %)`."""
+    not_recommended: str | None = None
+    """Why it is not recommended whatever it measured: it runs compiled a module whose compiled output is
+    wrong (`Report.accuracy`) (schema 1.14)."""
 
 
 class FixResult(_Model):
@@ -1296,6 +1305,88 @@ class StrategyRow(_Model):
     """False: this strategy's training drifted from eager's beyond the tolerance; it is never the fastest."""
 
 
+class AccuracyTrial(_Model):
+    """One module compiled alone on its recorded first-call inputs and judged against its own float64
+    run, by the rule of `NumericsCheck` (schema 1.14)."""
+
+    module_path: str
+    """Dotted path (`""` is the root)."""
+    module_class: str
+    """Its class name."""
+    status: Literal["passed", "failed", "skipped", "timeout", "crashed", "untried"]
+    """failed: its compiled output departs from the float64 reference beyond eager's own error."""
+    ratio: float | None = None
+    """Its compiled error over eager's own, both against float64 (pooled over its outputs)."""
+    worst_ratio: float | None = None
+    """Its worst tensor's error over what it is allowed (above 1: fails)."""
+    problem: str | None = None
+    """Why it fails, or why it could not be judged."""
+    inferred_from: str | None = None
+    """Not run: the same class, inputs and structure as this module, whose result it shares."""
+    duration_s: float = 0.0
+    """What judging it took (0 when inferred)."""
+
+
+class AccuracyBisect(_Model):
+    """Where compiled goes wrong: when a compiled run fails the numerics check, the smallest module whose
+    compiled output departs from its float64 reference beyond eager's own error, found top-down like the
+    graph-break bisection (each module compiled alone on its recorded first-call inputs) (schema 1.14)."""
+
+    trigger: str
+    """What failed the check: `the compiled arm: error 30657x eager's own against float64`."""
+    backend: str
+    """The backend the modules were compiled with (the failing run's)."""
+    module_path: str | None = None
+    """The smallest diverging module (`""`: the root, none of its submodules diverges alone); None: not found."""
+    module_class: str | None = None
+    """Its class name."""
+    source: str | None = None
+    """Where its own code is: `file:line` of its forward."""
+    own_code: bool = False
+    """Every submodule it calls agrees alone: the divergence is in its own code (or between its children)."""
+    path: list[AccuracyTrial] = Field(default_factory=list)
+    """The levels from the root down to `module_path`, each with its error ratio."""
+    trials: list[AccuracyTrial] = Field(default_factory=list)
+    """Every module judged (or inferred, or left untried)."""
+    trial_count: int = 0
+    """Modules compiled and judged."""
+    untried: list[str] = Field(default_factory=list)
+    """Modules the trial or time budget left out."""
+    repro_path: str | None = None
+    """A standalone script: the module, its captured inputs (saved beside it) and the comparison; exit 1
+    while the divergence is there."""
+    inputs_path: str | None = None
+    """The module's captured inputs the repro loads (`torch.load(weights_only=True)`); None: not saveable."""
+    duration_s: float = 0.0
+    """What the accuracy bisection cost."""
+    notes: list[str] = Field(default_factory=list)
+    """Caveats: a root that agrees alone, other modules that diverge too, a budget that stopped it."""
+
+
+class RecompileCliff(_Model):
+    """A frame that hit the recompile limit: from then on the calls that match none of its compiled
+    versions run it eagerly, with no error (schema 1.14)."""
+
+    function: str
+    """The frame's function."""
+    file: str | None = None
+    """Its file."""
+    line: int | None = None
+    """Its first line."""
+    compile_id: str
+    """The compile that hit the limit."""
+    limit: int | None = None
+    """`torch._dynamo.config.recompile_limit` at the time."""
+    from_call: int | None = None
+    """The first workload call (0 = first) that ran the frame eagerly."""
+    eager_calls: int | None = None
+    """Calls from `from_call` to the end of the workload: with a new value per call, every one ran eagerly."""
+    cause: str | None = None
+    """The recompile cause that drove it (`C1`)."""
+    cost: str | None = None
+    """What those calls cost against compiled ones, measured from the benchmark's arms, or why not."""
+
+
 class Report(_Model):
     """A ctc-doctor report."""
 
@@ -1357,6 +1448,10 @@ class Report(_Model):
     """script: every `torch.compile` the script made (empty for `build()` targets and logs)."""
     comparison: list[StrategyRow] = Field(default_factory=list)
     """`run --compare`: the script run once per way of compiling it, its pace under each (schema 1.10)."""
+    accuracy: AccuracyBisect | None = None
+    """Where compiled goes wrong (None: no compiled run failed the numerics check, or not run; schema 1.14)."""
+    recompile_cliffs: list[RecompileCliff] = Field(default_factory=list)
+    """Frames that hit the recompile limit and ran eagerly from then on (schema 1.14)."""
     cost: DoctorCost | None = None
     """What the doctor itself cost: wall time and peak memory per phase, against the workload's own (schema 1.13)."""
 
@@ -1432,6 +1527,8 @@ def refresh_verdict(report: Report) -> None:
     s = report.summary
     s.expected_recompiles = sum(1 for rc in report.recompiles if rc.expected)
     s.expected_break_sites = sum(1 for site in report.graph_breaks if site.expected)
+    if not s.analysis_run:
+        return  # bisection only: the verdict is the bisection's (whether a module fails fullgraph=True)
     failed = s.verdict == "failed" or any(e.phase in FAILED_PHASES for e in report.errors)
     s.verdict = compute_verdict(s.unique_break_sites - s.expected_break_sites, s.recompile_count - s.expected_recompiles, failed)
 

@@ -25,6 +25,7 @@ from .labels import (
     benchmark_headline,
     cause_headline,
     cause_of,
+    cliff_line,
     compile_time_text,
     compiled_line,
     cost_text,
@@ -96,6 +97,8 @@ def verdict_panel(report: Report) -> Panel:
         found = f"{len(b.smallest_failing)} smallest failing module(s)" if b else "bisection did not run"
         lines.append(f"{found} · break and recompile counts not measured: run `ctc-doctor TARGET` for them")
         return Panel(lines, title="verdict", expand=False)
+    if s.wrong_results:
+        lines.append(f"WRONG RESULTS UNDER COMPILE: {s.wrong_results}\n", style="bold red")
     if s.verdict == "clean" and s.expected_break_sites:
         label = "CLEAN: your model's code compiles without breaks; the framework wrapper's own breaks are by design"
     elif s.verdict == "clean" and s.expected_recompiles:
@@ -110,6 +113,10 @@ def verdict_panel(report: Report) -> Panel:
         + (f" · {s.frames_skipped} function(s) skipped (ran eager)" if s.frames_skipped else "")
         + f" · {compile_time_text(report)}"
     )
+    for cliff in report.recompile_cliffs:
+        lines.append("\n" + cliff_line(cliff, report.target.calls if report.target.kind in ("build", "script") else None), style="yellow")
+        if cliff.cost:
+            lines.append(f" · {cliff.cost}", style="yellow")
     split = ddp_split_text(report.ddp_splits)
     if split:
         lines.append("\n" + split, style="green")

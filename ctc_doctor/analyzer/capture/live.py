@@ -470,7 +470,10 @@ def findings_of(
         graph_breaks=sites,
         recompiles=_recompiles(cap, starts, metrics, index, call_of_compile),
         graphs=graphs,
-        compile_metrics=[_with_paths(compile_metric(cid, m, backward.get(cid)), starts.get(cid, []), index) for cid, m in metrics.items()],
+        compile_metrics=[
+            _with_paths(compile_metric(cid, m, backward.get(cid)), starts.get(cid, []), index, call_of_compile.get(cid))
+            for cid, m in metrics.items()
+        ],
         guards=[guard_set(ev.compile_id or "?", ev.payload) for ev in cap.events if ev.kind == "dynamo_cpp_guards_str"],
         perf_hints=[rm.PerfHint(message=h.message, compile_id=h.compile_id, logger=h.logger) for h in cap.perf_hints],
         ddp_splits=ddp_splits(
@@ -481,8 +484,9 @@ def findings_of(
     )
 
 
-def _with_paths(metric: rm.CompileMetric, stack: list[RawFrame], index: ModuleIndex | None) -> rm.CompileMetric:
-    """The compiled frame's module paths, from the stack Dynamo started it in."""
+def _with_paths(metric: rm.CompileMetric, stack: list[RawFrame], index: ModuleIndex | None, call: int | None) -> rm.CompileMetric:
+    """The compiled frame's module paths, from the stack Dynamo started it in, and the call it happened in."""
+    metric.call_index = call
     if index is not None and metric.file and metric.line:
         metric.module_paths = index.attribute([(f[0], f[1]) for f in stack[:-1]] + [(metric.file, metric.line)])
     return metric
@@ -500,6 +504,10 @@ def _recompiles(
         if ev.kind != "recompile_reasons" or not ev.compile_id:
             continue
         m = metrics.get(ev.compile_id, {})
+        if not m.get("co_name"):  # a compile that failed at once (the recompile limit): its frame's earlier compile says which code
+            frame = ev.compile_id.rpartition("/")[0]
+            earlier = next((v for k, v in metrics.items() if k.rpartition("/")[0] == frame and v.get("co_name")), {})
+            m = {**m, **{k: earlier[k] for k in ("co_name", "co_filename", "co_firstlineno") if k in earlier}}
         stack = starts.get(ev.compile_id, [])
         file = m.get("co_filename") or (stack[-1][0] if stack else "?")
         line = int(m.get("co_firstlineno") or (stack[-1][1] if stack else 0))

@@ -16,6 +16,7 @@ CONFIG_OPTIONS_USED = (
     "capture_scalar_outputs",
     "capture_dynamic_output_shape_ops",
     "recompile_limit",
+    "allow_unspec_int_on_nn_module",
 )
 """`torch._dynamo.config` options the suggestion rules name (the facts say which exist)."""
 

@@ -6,8 +6,9 @@ observed, recompiles and suggestions included, and then calls `derive` once. Its
      argument names (`causes.recompile_causes`);
   2. what each cause cost and how it recurs; a cause that recurs once by nature (grad mode on and off)
      marks its recompiles expected (`costs.price_causes`);
-  3. the verdict and the expected counts, recounted from the recompiles as now marked;
-  4. the compile profile: by phase, compile, cause and module (`costs.compile_profile`).
+  3. the recompile-limit cliffs: frames that ran eagerly from some call on (`costs.recompile_cliffs`);
+  4. the verdict and the expected counts, recounted from the recompiles as now marked;
+  5. the compile profile: by phase, compile, cause and module (`costs.compile_profile`).
 Nothing else changes the report behind the caller's back. Torch-free.
 """
 
@@ -15,14 +16,15 @@ from __future__ import annotations
 
 from ...reports import models as rm
 from .causes import input_names, recompile_causes
-from .costs import compile_profile, price_causes
+from .costs import compile_profile, price_causes, recompile_cliffs
 
 
 def derive(report: rm.Report) -> rm.Report:
-    """Set the report's causes, their costs, its verdict and its compile profile (see the module's
+    """Set the report's causes, their costs, its cliffs, its verdict and its compile profile (see the module's
     docstring); call once its recompiles and suggestions are final. Returns the report."""
     report.recompile_causes = recompile_causes(report.recompiles, report.suggestions, input_names(report))
     price_causes(report)
+    report.recompile_cliffs = recompile_cliffs(report)
     rm.refresh_verdict(report)
     report.compile_profile = compile_profile(report)
     return report

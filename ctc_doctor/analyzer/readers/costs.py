@@ -8,8 +8,9 @@ into the phase above it). The backward graph compiles lazily, at the first backw
 `bwd_compilation_metrics` under the same compile id: its phases are added to the same buckets and
 its total is kept apart as `backward_s`. The logs reader keeps the same keys (`logfiles.METRIC_KEYS`).
 
-`price_causes` gives each recompile cause its `compile_time_s` and `recurrence`, and `compile_profile`
-the report's profile (by phase, by compile, by cause, caches); `assembly.derive` calls both, in order.
+`price_causes` gives each recompile cause its `compile_time_s` and `recurrence`, `recompile_cliffs` the
+frames that hit the recompile limit and ran eagerly from some call on (below), and `compile_profile` the
+report's profile (by phase, by compile, by cause, caches); `assembly.derive` calls them in that order.
 Recurrence: `one_off` (a fixed pair of states: grad mode on/off, train/eval, a decoding loop's prefill
 and decode; marked expected; a flag of the user's own stays `bounded`, a cause to fix), `recurring` (a
 new compile per new value, or the recompile limit hit: from then on the frame runs eagerly), or
@@ -184,7 +185,9 @@ def _total(m: rm.CompileMetric) -> float:
 def recurrence(cause: rm.RecompileCause, report: rm.Report) -> tuple[rm.Recurrence, str | None]:
     """(how the cause recurs, why it is expected when it is a one-off)."""
     functions = set(cause.functions)
-    limit = any(m.function in functions and "limit" in (m.fail_reason or "").lower() for m in report.compile_metrics if m.fail_reason)
+    mine = set(cause.recompiles)
+    frames = {rc.compile_id.rpartition("/")[0] for rc in report.recompiles if rc.id in mine}
+    limit = any(hit_the_limit(m) and (m.function in functions or m.compile_id.rpartition("/")[0] in frames) for m in report.compile_metrics)
     if limit:
         return "recurring", None
     if cause.expected:
@@ -265,3 +268,89 @@ def compile_profile(report: rm.Report) -> rm.CompileProfile | None:
         backend=report.environment.backend if report.environment else None,
         first_compile_s=round(sum(_total(m) for m in metrics if m.compile_id not in recompile_of), 4),
     )
+
+
+# --- recompile-limit cliffs ------------------------------------------------------------------
+# Recompile-limit cliffs: a frame that compiled `recompile_limit` versions and then stopped compiling.
+#
+# From the compile that hit the limit on, Dynamo runs the frame from its cache only: a call that matches
+# one of the compiled versions runs it, any other call runs the frame eagerly, with no error and no log
+# line past the first warning. A counter read from a module attribute (`self.step`) matches none, so every
+# later call runs eagerly and the compiled speed-up is gone. Each cliff says from which call, how many
+# calls followed and, when the benchmark measured both, what they cost against compiled calls. Torch-free.
+
+_LIMIT = re.compile(r"recompile.?limit|cache_size_limit|cache size limit", re.I)
+
+
+def hit_the_limit(metric: rm.CompileMetric) -> bool:
+    """The compile failed because its frame had used up its recompile limit."""
+    return bool(_LIMIT.search(metric.fail_reason or "") or _LIMIT.search(metric.fail_type or ""))
+
+
+def _attempt(compile_id: str) -> int | None:
+    """`0/8` -> 8: the frame's compiled versions before this compile (its cache entries)."""
+    m = re.search(r"/(\d+)$", compile_id)
+    return int(m.group(1)) if m else None
+
+
+def _per_call_ms(arm: rm.BenchmarkArm | None, calls: int) -> float | None:
+    if arm is None or arm.latency_ms is None or not calls:
+        return None
+    return arm.latency_ms.median / calls
+
+
+def _cost(report: rm.Report, eager_calls: int | None, limit: int | None) -> str:
+    """The later calls' cost, from the benchmark's eager arm and its best compiled arm that did not hit the
+    limit itself; else why it is not measured."""
+    b = report.benchmark
+    if b is None and report.target.kind == "script":
+        return "not measured: the script's calls are not timed against compiled runs of the same frame (`run --compare` times whole runs)"
+    if b is None:
+        return "not measured: `ctc-doctor bench` times the eager calls against compiled ones"
+    calls = report.target.calls
+    arms = {a.name: a for a in b.arms}
+    eager = _per_call_ms(arms.get("eager"), calls)
+    steady = [
+        a
+        for a in b.arms
+        if a.name != "eager" and a.numerics_ok is not False and a.latency_ms is not None and (a.recompile_count or 0) < (limit or 1 << 30)
+    ]
+    best = min(steady, key=lambda a: a.latency_ms.median if a.latency_ms else float("inf"), default=None)
+    compiled = _per_call_ms(best, calls)
+    if eager is None or compiled is None or best is None:
+        return "not measured: every compiled arm of the benchmark hit the limit too"
+    extra = (eager - compiled) * (eager_calls or 0)
+    return (
+        f"each ran eagerly at {eager:.3g} ms against {compiled:.3g} ms compiled ({best.name}, its cause fixed): "
+        f"{extra:+.3g} ms over the {eager_calls} call(s)"
+    )
+
+
+def recompile_cliffs(report: rm.Report) -> list[rm.RecompileCliff]:
+    """One cliff per compile that hit the limit, with the call it happened in and what followed."""
+    cause_of = {r: c.id for c in report.recompile_causes for r in c.recompiles}
+    recompile_of = {rc.compile_id: rc for rc in report.recompiles}
+    out = []
+    for m in report.compile_metrics:
+        if not hit_the_limit(m):
+            continue
+        rc = recompile_of.get(m.compile_id)
+        call = m.call_index if m.call_index is not None else (rc.call_index if rc is not None else None)
+        later = report.target.calls - call if call is not None and report.target.kind in ("build", "script") else None
+        limit = _attempt(m.compile_id)
+        function = m.function or (rc.function if rc is not None and rc.function != "?" else None)
+        previous = next((p for p in report.compile_metrics if p.compile_id.rpartition("/")[0] == m.compile_id.rpartition("/")[0]), None)
+        out.append(
+            rm.RecompileCliff(
+                function=function or (previous.function if previous is not None and previous.function else "?"),
+                file=m.file or (previous.file if previous is not None else None),
+                line=m.line or (previous.line if previous is not None else None),
+                compile_id=m.compile_id,
+                limit=limit,
+                from_call=call,
+                eager_calls=later,
+                cause=cause_of.get(rc.id) if rc is not None else None,
+                cost=_cost(report, later, limit),
+            )
+        )
+    return out

@@ -32,6 +32,7 @@ PHASES = (
     ("report", "report"),
     ("suggest", "suggest"),
     ("bisect", "bisection"),
+    ("accuracy", "accuracy bisection"),
     ("fix:", "fix reference"),
     ("fix", "fix checks"),
     ("probe", "shape probe"),

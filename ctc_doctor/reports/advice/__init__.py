@@ -7,7 +7,7 @@ engine), else from the break sites' own hints and the one line of advice each gu
 
 from __future__ import annotations
 
-from ..labels import failure_text, module_label, short_path, suggestion_status
+from ..labels import accuracy_line, cliff_line, failure_text, module_label, short_path, suggestion_status
 from ..models import FAILED_PHASES, Report
 from ..verdicts import rank_key
 from .guard_kinds import guard_kind
@@ -26,7 +26,12 @@ def next_steps(report: Report) -> list[str]:
             steps.append(f"{err.message}; raise --timeout or analyze a smaller input")
         else:
             steps.append(f"torch.compile crashed ({err.type}): {err.message}")
+    steps.extend(_wrong_result_steps(report))
     steps.extend(_strategy_steps(report))
+    calls = report.target.calls if report.target.kind in ("build", "script") else None
+    for cliff in report.recompile_cliffs:
+        fix = f"; its cause {cliff.cause} is below" if cliff.cause else ""
+        steps.append(f"{cliff_line(cliff, calls)}{fix}")
     if report.suggestions:
         steps.extend(_suggestion_steps(report))
         return steps + _bisect_steps(report)
@@ -76,6 +81,25 @@ def next_steps(report: Report) -> list[str]:
     elif report.summary.verdict == "clean":
         steps.append("Nothing to fix: this workload compiles to one graph per call without recompiles.")
     return steps
+
+
+def _wrong_result_steps(report: Report) -> list[str]:
+    """Compiled gives wrong results: the figures, the module that diverges with its repro, and how to keep
+    it eager meanwhile. The first step: no speed-up is worth a wrong result."""
+    wrong = report.summary.wrong_results
+    if not wrong:
+        return []
+    a = report.accuracy
+    step = f"Compiled gives wrong results ({wrong.split('; ')[0]})"
+    found = accuracy_line(report)
+    if found is not None and a is not None and a.module_path:
+        keep = f"model.get_submodule({a.module_path!r}).forward = torch.compiler.disable(model.get_submodule({a.module_path!r}).forward)"
+        step += f": {found}. Until it is fixed, keep it eager: `{keep}`"
+    elif a is not None:
+        step += f": {a.notes[0] if a.notes else 'no single module diverges alone'}"
+    else:
+        step += ": run the full analysis for the module that diverges"
+    return [step + ". The speed-ups below are not recommended until then."]
 
 
 def _strategy_steps(report: Report) -> list[str]:
@@ -134,6 +158,8 @@ def _suggestion_steps(report: Report, limit: int = 5) -> list[str]:
             measured = f" — {label}: {s.verdict_reason}"
         else:
             measured = f" — measured: {s.verified.summary}" if s.verified and s.verified.summary else ""
+        if s.not_recommended:
+            measured = f" — not recommended: {s.not_recommended}"
         kind = f", {s.category}" if s.category == "workaround" else ""
         target = ",".join(s.applies_to[:3]) + (f" +{len(s.applies_to) - 3}" if len(s.applies_to) > 3 else "") if s.applies_to else "model"
         steps.append(f"{target}: {s.title} [{s.id}, {status}{kind}]{measured}")

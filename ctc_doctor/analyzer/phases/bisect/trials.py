@@ -91,12 +91,12 @@ def run_trial(
         duration = time.perf_counter() - t0
         if ti.is_unsupported(exc):
             return _unsupported_outcome(exc, duration)
-        return _crashed_or_unrunnable(module, captured, exc, duration)
+        return crashed_or_unrunnable(module, captured, exc, duration)
     finally:
         ti.reset_dynamo_quietly()
 
 
-def _crashed_or_unrunnable(module: torch.nn.Module, captured: CapturedCall, exc: BaseException, duration: float) -> TrialOutcome:
+def crashed_or_unrunnable(module: torch.nn.Module, captured: CapturedCall, exc: BaseException, duration: float) -> TrialOutcome:
     """A non-graph-break error: does the module even run eagerly on its own with these inputs?"""
     args, kwargs = captured.fresh()
     try:

@@ -12,7 +12,8 @@ from ....reports import models as rm
 from ....reports.advice.guard_kinds import guard_kind, rules
 from ....reports.links import DOCS
 from ...fixes.facts import ModelFacts
-from .base import RuleContext
+from ...readers.costs import hit_the_limit
+from .base import RuleContext, config
 
 
 @dataclass
@@ -208,7 +209,63 @@ def _value_rule(ctx: RuleContext, failures: Failures) -> None:
             )
 
 
+_SELF_ATTRIBUTE = re.compile(r"^(?:self|L\['self'\])(?:\._modules\['\w+'\]|\.\w+)*\.(?P<name>[A-Za-z_]\w*)$")
+_INT = re.compile(r"^-?\d+$")
+
+
+def int_attributes(failures: Failures) -> dict[str, list[str]]:
+    """Integer attributes of a module that the failed guards pinned (`self.step == 7`): source -> the
+    recompiles. Dynamo treats them as static, so a counter recompiles once per value."""
+    out: dict[str, list[str]] = {}
+    for rc, guard in failures.items:
+        if guard.kind == "attribute" and guard.source and _SELF_ATTRIBUTE.match(guard.source) and _INT.match(guard.expected or ""):
+            out.setdefault(guard.source, []).append(rc.id)
+    return out
+
+
+def _int_attribute_rule(ctx: RuleContext, attributes: dict[str, list[str]]) -> None:
+    """A module's integer attribute that keeps changing (a step counter): torch's own option makes it a
+    symbolic int at its first recompile (verified on a copy), or the counter moves into a tensor."""
+    names = ", ".join(f"`{s}`" for s in list(attributes)[:3])
+    applies = list(dict.fromkeys(r for ids in attributes.values() for r in ids))
+    limit = any(hit_the_limit(m) for m in ctx.report.compile_metrics)
+    cliff = " until the recompile limit, after which the frame runs eagerly" if limit else ""
+    option = "allow_unspec_int_on_nn_module"
+    if ctx.facts is None or option in ctx.facts.config_options:
+        config(
+            ctx,
+            "unspec-int-attribute",
+            f"Let the integer attribute {names} be dynamic: `torch._dynamo.config.{option} = True`",
+            f"Dynamo treats integer attributes of an nn.Module as static: {names} compiles once per value{cliff}. "
+            "With this option its first recompile makes it a symbolic integer and later values reuse that graph. "
+            "Scope it to the compiled calls with `torch._dynamo.config.patch`, or set it once before the first call.",
+            applies,
+            (option, True),
+            f"with torch._dynamo.config.patch({option}=True):\n    out = compiled_model(x)",
+            [DOCS["troubleshooting"]],
+        )
+    first = list(attributes)[0]
+    name = first.rsplit(".", 1)[-1]
+    ctx.add(
+        "tensor-counter",
+        f"Or keep {names} in a tensor buffer",
+        f"A tensor is an input like any other: a new value of `{name}` then changes no guard. Update it in place.",
+        "source_edit",
+        applies,
+        snippet=f"self.register_buffer('{name}', torch.zeros((), dtype=torch.long), persistent=False)\n"
+        f"# each step, instead of assigning an int:\nmodel.{name}.fill_(step)",
+        references=[DOCS["troubleshooting"]],
+    )
+
+
 def _state_rule(ctx: RuleContext, failures: Failures) -> None:
+    attributes = int_attributes(failures)
+    if attributes:
+        _int_attribute_rule(ctx, attributes)
+        counted = {r for ids in attributes.values() for r in ids}
+        failures = Failures(failures.kinds, [(rc, g) for rc, g in failures.items if rc.id not in counted])
+        if not failures.items:
+            return
     sources = sorted({g.source for _, g in failures.items if g.source})
     shown = ", ".join(f"`{s}`" for s in sources[:3]) or "module state"
     ctx.add(
@@ -282,9 +339,7 @@ registry's (`reports/advice/guard_kinds.KINDS`)."""
 
 
 def _recompile_limit_rule(ctx: RuleContext) -> None:
-    limit_hits = [
-        m for m in ctx.report.compile_metrics if re.search(r"recompile.?limit|cache_size_limit|cache size limit", m.fail_reason or "", re.I)
-    ]
+    limit_hits = [m for m in ctx.report.compile_metrics if hit_the_limit(m)]
     if limit_hits:
         ctx.add(
             "recompile-limit",

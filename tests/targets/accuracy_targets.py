@@ -1,0 +1,54 @@
+"""Models whose compiled result is wrong in one place, for the accuracy bisection (copied into a test's own
+folder when the test edits them: the repro scripts rebuild the model from this file)."""
+
+import torch
+
+FACTOR = 1.05
+"""How much more the wrong block computes while compiled (1.0: the block is right)."""
+
+
+class Block(torch.nn.Module):
+    def __init__(self, wrong: bool = False):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(32)
+        self.fc = torch.nn.Linear(32, 32)
+        self.wrong = wrong
+
+    def forward(self, x):
+        h = self.fc(self.norm(x))
+        if self.wrong and torch.compiler.is_compiling():
+            h = h * FACTOR  # the bug: only the compiled code computes this
+        return x + torch.tanh(h)
+
+
+class SixBlocks(torch.nn.Module):
+    """Six blocks of one class; block 3 alone is wrong under compile."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Linear(16, 32)
+        self.blocks = torch.nn.ModuleList(Block(wrong=i == 3) for i in range(6))
+        self.head = torch.nn.Linear(32, 8)
+
+    def forward(self, x):
+        h = self.embed(x)
+        for block in self.blocks:
+            h = block(h)
+        return self.head(h)
+
+
+def six_blocks():
+    torch.manual_seed(0)
+    return SixBlocks(), (torch.randn(4, 16),)
+
+
+class RightBlocks(SixBlocks):
+    def __init__(self):
+        super().__init__()
+        for block in self.blocks:
+            block.wrong = False
+
+
+def right_blocks():
+    torch.manual_seed(0)
+    return RightBlocks(), (torch.randn(4, 16),)

@@ -1,0 +1,117 @@
+"""Wrong under compile, localized: the accuracy bisection finds the module whose compiled output departs from
+float64, its repro fails while the bug is there, and a wrong result leads the report; recompile-limit cliffs
+are named with their call, and torch's own fix for an integer attribute is verified on a copy."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import sys
+
+import pytest
+from rich.console import Console
+
+from ctc_doctor import AnalyzeOptions, BenchOptions, FixOptions, analyze
+from ctc_doctor.analyzer.phases.bisect.accuracy import AccuracyOptions
+from ctc_doctor.analyzer.target import load_workload
+from ctc_doctor.reports import render
+from ctc_doctor.reports.advice import next_steps
+from ctc_doctor.reports.markdown import render_markdown
+
+from .conftest import TARGETS, analyzed, fixed
+
+
+def render_summary(report, width: int) -> str:
+    buf = io.StringIO()
+    render.render_summary(report, Console(width=width, file=buf, force_terminal=False, color_system=None))
+    return " ".join(buf.getvalue().split())
+
+
+def _bench(target: str, repro_dir=None):
+    workload = load_workload(target, seed=0)
+    options = AnalyzeOptions(
+        spec=target,
+        explain=False,
+        fix=FixOptions(),
+        bench=BenchOptions(backend="aot_eager", iters=1, warmup=0, isolate=False),
+        accuracy=AccuracyOptions(repro_dir=str(repro_dir) if repro_dir else None, target=target),
+    )
+    return analyze(workload, options)
+
+
+def test_the_bisection_names_the_wrong_block_and_its_repro_fails_until_the_block_is_fixed(tmp_path):
+    model_file = tmp_path / "accuracy_targets.py"
+    shutil.copy(TARGETS / "accuracy_targets.py", model_file)
+    report = _bench(f"{model_file}:six_blocks", repro_dir=tmp_path)
+
+    a = report.accuracy
+    assert a is not None and a.trigger.startswith("the compiled arm: error ")
+    assert (a.module_path, a.module_class, a.own_code) == ("blocks.3", "Block", True)
+    assert a.source is not None and a.source.endswith("accuracy_targets.py:17")
+    assert [t.module_path for t in a.path] == ["", "blocks.3"] and all(t.ratio and t.ratio > 100 for t in a.path)
+    rows = {t.module_path: t for t in a.trials}
+    assert rows["blocks.0"].status == "passed" and rows["blocks.3.fc"].status == "passed"
+    assert rows["blocks.1"].inferred_from == "blocks.0"  # identical blocks judged once
+    assert a.trial_count <= 8 and a.duration_s > 0
+
+    # the wrong result leads: the verdict, the first next step, every performance suggestion held back
+    assert "`blocks.3` (Block) diverges compiled alone" in report.summary.wrong_results
+    first = next_steps(report)[0]
+    assert first.startswith("Compiled gives wrong results (the compiled arm: error ") and "`blocks.3`" in first
+    assert "repro: python " in first and "torch.compiler.disable" in first
+    assert all(s.not_recommended for s in report.suggestions)
+    assert "WRONG RESULTS UNDER COMPILE" in render_summary(report, width=300)
+    assert "wrong results under compile" in render_markdown(report)
+    assert report.benchmark.best_arm == "eager"
+
+    # the repro: exit 1 while the block is wrong, 0 once it is fixed
+    def repro() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, a.repro_path], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+
+    wrong = repro()
+    assert wrong.returncode == 1, wrong.stdout + wrong.stderr
+    assert "reproduced: blocks.3" in wrong.stdout
+    model_file.write_text(model_file.read_text().replace("FACTOR = 1.05", "FACTOR = 1.0"))
+    right = repro()
+    assert right.returncode == 0, right.stdout + right.stderr
+    assert "not reproduced" in right.stdout
+
+
+def test_a_model_that_is_right_under_compile_never_starts_the_bisection():
+    report = _bench(f"{TARGETS / 'accuracy_targets.py'}:right_blocks")
+    assert all(a.numerics_ok is not False for a in report.benchmark.arms) and len(report.benchmark.arms) >= 2
+    assert report.accuracy is None and report.summary.wrong_results is None
+    assert not any(s.not_recommended for s in report.suggestions)
+    assert not next_steps(report) or not next_steps(report)[0].startswith("Compiled gives wrong results")
+
+
+def test_the_step_counter_cliff_names_its_call_and_torchs_own_fix_is_verified_on_a_copy():
+    report = analyzed("step_counter")
+    [cliff] = report.recompile_cliffs
+    assert (cliff.function, cliff.limit, cliff.from_call, cliff.eager_calls, cliff.cause) == ("forward", 8, 8, 4, "C1")
+    assert cliff.cost is not None and cliff.cost.startswith("not measured")
+    assert "forward hit the recompile limit (8) at call 9 of 12 [C1]" in render_summary(report, width=300)
+
+    report = fixed("step_counter")
+    s = next(s for s in report.suggestions if s.rule == "unspec-int-attribute")
+    assert s.action.config == {"allow_unspec_int_on_nn_module": True}
+    v = s.verified
+    assert v is not None and v.applied and v.effective and v.numerics_ok
+    assert (v.before.recompile_count, v.after.recompile_count) == (8, 1)
+    assert any(step.startswith("forward hit the recompile limit (8) at call 9 of 12") for step in next_steps(report))
+
+
+@pytest.mark.fast
+def test_a_string_attribute_gets_no_integer_advice():
+    from ctc_doctor.analyzer.phases.suggest.recompiles import Failures, int_attributes
+    from ctc_doctor.reports import models as rm
+
+    def guard(source, expected):
+        return rm.FailedGuard(reason=f"{source} == {expected}", kind="attribute", source=source, expected=expected)
+
+    rc = rm.Recompile(id="R1", function="forward", file="m.py", line=1, compile_id="0/1", failed_guards=[])
+    found = int_attributes(Failures(("attribute",), [(rc, guard("self.step", "7")), (rc, guard("self.mode", "'mode0'"))]))
+    assert found == {"self.step": ["R1"]}
+    nested = int_attributes(Failures(("attribute",), [(rc, guard("self._modules['sched'].step", "3"))]))
+    assert list(nested) == ["self._modules['sched'].step"]
