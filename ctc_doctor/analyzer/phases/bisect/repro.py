@@ -28,6 +28,20 @@ from ..context import PhaseContext
 from .search import PROBLEM
 from .trials import saveable
 
+_SETTINGS = """\
+TARGET = {target!r}
+SEED = {seed!r}
+MODULE_PATH = {path!r}
+BACKEND = {backend!r}
+DEVICE = {device!r}
+SEARCH_PATH = {search_path!r}
+INPUTS_FILE = {inputs_file!r}
+# Used when INPUTS_FILE is missing: ("tensor", dtype, shape, requires_grad) or ("value", v) per argument.
+ARG_SPECS = {arg_specs!r}
+KWARG_SPECS = {kwarg_specs!r}
+GRAD_ENABLED = {grad_enabled!r}
+"""
+
 _COMMON = """\
 def build():
     where, _, attr = TARGET.rpartition(":")
@@ -77,6 +91,18 @@ def inputs():
     return tuple(make(s) for s in ARG_SPECS), {{k: make(s) for k, s in KWARG_SPECS.items()}}
 
 
+def module_and_inputs():
+    model = build()
+    if DEVICE:
+        model.to(DEVICE)
+    submodule = model.get_submodule(MODULE_PATH)
+    args, kwargs = inputs()
+    if DEVICE:
+        args = tuple(a.to(DEVICE) if isinstance(a, torch.Tensor) else a for a in args)
+        kwargs = {{k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}}
+    return submodule, args, kwargs
+
+
 """
 
 _TEMPLATE = '''\
@@ -97,29 +123,11 @@ import traceback
 
 import torch
 
-TARGET = {target!r}
-SEED = {seed!r}
-MODULE_PATH = {path!r}
-BACKEND = {backend!r}
-TRAIN = {train!r}
-DEVICE = {device!r}
-SEARCH_PATH = {search_path!r}
-INPUTS_FILE = {inputs_file!r}
-# Used when INPUTS_FILE is missing: ("tensor", dtype, shape, requires_grad) or ("value", v) per argument.
-ARG_SPECS = {arg_specs!r}
-KWARG_SPECS = {kwarg_specs!r}
-GRAD_ENABLED = {grad_enabled!r}
+{settings}TRAIN = {train!r}
 
 
 {common}def main():
-    model = build()
-    if DEVICE:
-        model.to(DEVICE)
-    submodule = model.get_submodule(MODULE_PATH)
-    args, kwargs = inputs()
-    if DEVICE:
-        args = tuple(a.to(DEVICE) if isinstance(a, torch.Tensor) else a for a in args)
-        kwargs = {{k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}}
+    submodule, args, kwargs = module_and_inputs()
     if SEED is not None:
         torch.manual_seed(SEED)
     compiled = torch.compile(submodule, fullgraph=True, backend=BACKEND)
@@ -160,6 +168,41 @@ def _specs(captured: CapturedCall) -> tuple[Any, Any]:
         return None, None
 
 
+def _script(
+    template: str, name: str, repro_dir: str, captured: CapturedCall, ctx: PhaseContext, target: str, path: str, **fields: Any
+) -> tuple[str, str | None]:
+    """Write the repro `name`.py from `template` (the fields every repro has, plus `fields`) with its inputs
+    beside it as `name`.pt: (the script, the inputs file or None when they could not be saved)."""
+    script, inputs_name = os.path.join(repro_dir, f"{name}.py"), f"{name}.pt"
+    saved = saveable(captured, os.path.join(repro_dir, inputs_name))
+    arg_specs, kwarg_specs = _specs(captured)
+    settings = _SETTINGS.format(
+        target=target,
+        seed=ctx.settings.seed,
+        path=path,
+        backend=fields["backend"],
+        device=ctx.settings.device,
+        search_path=os.getcwd(),
+        inputs_file=inputs_name if saved else None,
+        arg_specs=arg_specs,
+        kwarg_specs=kwarg_specs or {},
+        grad_enabled=captured.grad_enabled,
+    )
+    text = template.format(
+        common=_COMMON.format(),
+        settings=settings,
+        version=__version__,
+        torch_version=ti.torch_version(),
+        command=ctx.command or "(library call)",
+        script=os.path.basename(script),
+        label=path or "(root)",
+        **fields,
+    )
+    with open(script, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return script, (os.path.join(repro_dir, inputs_name) if saved else None)
+
+
 def write_repros(result: rm.Bisect, tree: nx.DiGraph, ctx: PhaseContext, repro_dir: str, target: str) -> dict[str, str]:
     """One script per distinct failing module (inferred copies share their representative's): module path -> script."""
     os.makedirs(repro_dir, exist_ok=True)
@@ -170,39 +213,16 @@ def write_repros(result: rm.Bisect, tree: nx.DiGraph, ctx: PhaseContext, repro_d
         if row.status not in PROBLEM:
             continue  # inferred: the representative's script covers it
         captured: CapturedCall = tree.nodes[path]["inputs"]
-        slug = repro_slug(path, target)
-        script = os.path.join(repro_dir, f"ctc_repro_{slug}.py")
-        inputs_name = f"ctc_repro_{slug}.pt"
-        saved = saveable(captured, os.path.join(repro_dir, inputs_name))
-        arg_specs, kwarg_specs = _specs(captured)
         frame = row.own_frame or row.user_frame
         where = f"at {frame.file}:{frame.line}: {frame.code or ''}".rstrip(": ") if frame else ""
         ids = f" ({', '.join(row.registry_ids)})" if row.registry_ids else ""
-        text = _TEMPLATE.format(
-            common=_COMMON.format(),
-            label=path or "(root)",
-            cls=row.module_class,
-            status=row.status,
-            what=f"{row.gb_type or ''}{ids} {row.reason or ''}".strip(),
-            where=where,
-            version=__version__,
-            torch_version=ti.torch_version(),
-            command=ctx.command or "(library call)",
-            script=os.path.basename(script),
-            target=target,
-            seed=ctx.settings.seed,
-            path=path,
-            backend=ctx.settings.backend,
-            train=ctx.settings.train,
-            device=ctx.settings.device,
-            search_path=os.getcwd(),
-            inputs_file=inputs_name if saved else None,
-            arg_specs=arg_specs,
-            kwarg_specs=kwarg_specs or {},
-            grad_enabled=captured.grad_enabled,
-        )
-        with open(script, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        what = f"{row.gb_type or ''}{ids} {row.reason or ''}".strip()
+        name = f"ctc_repro_{repro_slug(path, target)}"
+        settings = ctx.settings
+        script, _ = _script(
+            _TEMPLATE, name, repro_dir, captured, ctx, target, path,
+            cls=row.module_class, status=row.status, what=what, where=where, backend=settings.backend, train=settings.train,
+        )  # fmt: skip
         written[path] = script
     return written
 
@@ -226,17 +246,7 @@ import sys
 
 import torch
 
-TARGET = {target!r}
-SEED = {seed!r}
-MODULE_PATH = {path!r}
-BACKEND = {backend!r}
-DEVICE = {device!r}
-SEARCH_PATH = {search_path!r}
-INPUTS_FILE = {inputs_file!r}
-ARG_SPECS = {arg_specs!r}
-KWARG_SPECS = {kwarg_specs!r}
-GRAD_ENABLED = {grad_enabled!r}
-ALLOWED = {allowed!r}
+{settings}ALLOWED = {allowed!r}
 """The multiple of eager's own error (both against float64) the compiled error may reach."""
 
 
@@ -273,14 +283,7 @@ def rmse(a, b):
 
 
 def main():
-    model = build()
-    if DEVICE:
-        model.to(DEVICE)
-    submodule = model.get_submodule(MODULE_PATH)
-    args, kwargs = inputs()
-    if DEVICE:
-        args = tuple(a.to(DEVICE) if isinstance(a, torch.Tensor) else a for a in args)
-        kwargs = {{k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}}
+    submodule, args, kwargs = module_and_inputs()
     eager = run(submodule, args, kwargs)
     reference = run(copy.deepcopy(submodule).to(torch.float64), high(args), high(kwargs))
     compiled = run(torch.compile(submodule, backend=BACKEND), args, kwargs)
@@ -316,37 +319,12 @@ def write_accuracy_repro(
     """The accuracy bisection's script for its module, and its inputs beside it: (script, inputs file or None)."""
     os.makedirs(repro_dir, exist_ok=True)
     path = result.module_path or ""
-    slug = repro_slug(path, target)
-    script = os.path.join(repro_dir, f"ctc_accuracy_{slug}.py")
-    inputs_name = f"ctc_accuracy_{slug}.pt"
-    saved = saveable(captured, os.path.join(repro_dir, inputs_name))
-    arg_specs, kwarg_specs = _specs(captured)
     level = next((t for t in result.path if t.module_path == path), None)
-    text = _ACCURACY.format(
-        common=_COMMON.format(),
-        label=path or "(root)",
-        cls=result.module_class,
-        ratio=f"{level.ratio:.3g}x" if level is not None and level.ratio is not None else "beyond",
-        allowed=_ALLOWED,
-        trigger=result.trigger,
-        version=__version__,
-        torch_version=ti.torch_version(),
-        command=ctx.command or "(library call)",
-        script=os.path.basename(script),
-        target=target,
-        seed=ctx.settings.seed,
-        path=path,
-        backend=result.backend,
-        device=ctx.settings.device,
-        search_path=os.getcwd(),
-        inputs_file=inputs_name if saved else None,
-        arg_specs=arg_specs,
-        kwarg_specs=kwarg_specs or {},
-        grad_enabled=captured.grad_enabled,
-    )
-    with open(script, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    return script, (os.path.join(repro_dir, inputs_name) if saved else None)
+    ratio = f"{level.ratio:.3g}x" if level is not None and level.ratio is not None else "beyond"
+    return _script(
+        _ACCURACY, f"ctc_accuracy_{repro_slug(path, target)}", repro_dir, captured, ctx, target, path,
+        cls=result.module_class, ratio=ratio, allowed=_ALLOWED, trigger=result.trigger, backend=result.backend,
+    )  # fmt: skip
 
 
 _ALLOWED = 3.0

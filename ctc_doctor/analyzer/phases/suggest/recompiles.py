@@ -178,7 +178,34 @@ def _dtype_rule(ctx: RuleContext, failures: Failures) -> None:
     )
 
 
+_GLOBAL = re.compile(r"^G\['(?P<name>\w+)'\]$")
+
+
+def _global_counter(ctx: RuleContext, failures: Failures) -> None:
+    """An integer global the code reads (`STEP`) and that keeps changing: no option makes it dynamic (torch
+    specializes integer globals), so the advice is a tensor."""
+    found = {
+        g.source: m.group("name") for _, g in failures.items if g.source and (m := _GLOBAL.match(g.source)) and _INT.match(g.expected or "")
+    }
+    if not found:
+        return
+    applies = list(dict.fromkeys(rc.id for rc, g in failures.items if g.source in found))
+    name = next(iter(found.values()))
+    names = ", ".join(f"`{n}`" for n in found.values())
+    ctx.add(
+        "tensor-counter",
+        f"Keep the global {names} in a tensor",
+        f"Compiled code guards on the value of the integer global {names} and compiles again for each new value "
+        "(torch keeps integer globals static; no option changes that). A tensor is read as an input: update it in place.",
+        "source_edit",
+        applies,
+        snippet=f"{name} = torch.zeros((), dtype=torch.long)\n# each step, instead of assigning an int:\n{name}.fill_(step)",
+        references=[DOCS["troubleshooting"]],
+    )
+
+
 def _value_rule(ctx: RuleContext, failures: Failures) -> None:
+    _global_counter(ctx, failures)
     for rc, guard in failures.items:
         arg = _argument(guard.source, ctx.facts)
         if not arg or not _is_root(rc):
