@@ -23,11 +23,18 @@ CONFIG_OPTIONS_USED = (
 
 @dataclass
 class RepeatedGroup:
-    """Sibling modules of one class and structure in a container (`layers.0` ... `layers.N`)."""
+    """Modules of one class and structure worth compiling one by one: siblings in a container
+    (`layers.0` ... `layers.N`), or the blocks the model itself declares, wherever they sit."""
 
     container: str
+    """Their common parent (`""`: the root, or blocks spread over the tree)."""
     class_name: str
     paths: list[str]
+    declared: str | None = None
+    """The model's own attribute that names the class (`_repeated_blocks`: diffusers; `_no_split_modules`:
+    transformers); None: found by structure."""
+    parameters: int = 0
+    """Their parameters together."""
 
 
 @dataclass
@@ -44,6 +51,8 @@ class ModelFacts:
     """Those of CONFIG_OPTIONS_USED this torch has (to check torch's own hints against)."""
     arg_shapes: dict[str, list[tuple[int, ...] | None]] = field(default_factory=dict)
     """Each tensor argument's shape in each call, in order (None: not a tensor, or absent, in that call)."""
+    compile_repeated_blocks: bool = False
+    """The model has diffusers' `compile_repeated_blocks()`, which compiles its declared blocks."""
 
     def tied_dims(self, argument: str, dim: int) -> dict[str, list[int]]:
         """Tensor arguments whose dimension takes the same sizes as `argument`'s `dim`, call after call,

@@ -3,6 +3,7 @@ groups of identical blocks, the Dynamo options of this torch."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
@@ -31,22 +32,86 @@ def _shape_signature(module: torch.nn.Module) -> tuple[Any, ...]:
     )
 
 
+_LEAF_TYPES = (
+    torch.nn.Linear, torch.nn.Bilinear, torch.nn.modules.conv._ConvNd, torch.nn.LayerNorm, torch.nn.GroupNorm,
+    torch.nn.modules.batchnorm._NormBase, torch.nn.Embedding, torch.nn.EmbeddingBag, torch.nn.Dropout,
+)  # fmt: skip
+_LEAF_NAMES = re.compile(r"(Linear|Conv[123]d|ConvTranspose[123]d|LayerNorm|RMSNorm|GroupNorm|BatchNorm[123]d|Embedding|Dropout)$")
+DECLARED = ("_repeated_blocks", "_no_split_modules")
+"""The attributes a model declares its repeated block classes by: diffusers' `_repeated_blocks` (what
+`compile_repeated_blocks()` compiles), transformers' `_no_split_modules` (its decoder-layer classes)."""
+MIN_SHARE = 0.1
+"""A group found by structure whose blocks hold less than this share of the model's parameters is a
+helper, not the unit that carries the compute (unless no group holds more)."""
+
+
+def _leaf_like(module: torch.nn.Module) -> bool:
+    """A layer, not a block: a torch.nn class, a wrapper of a layer (a LoRA `Linear` holding its base layer),
+    or a module without children."""
+    cls = type(module)
+    return (
+        cls.__module__.startswith("torch.nn")
+        or isinstance(module, _LEAF_TYPES)
+        or bool(_LEAF_NAMES.search(cls.__name__))
+        or not list(module.children())
+    )
+
+
+def _parameters(model: torch.nn.Module, paths: list[str]) -> int:
+    return sum(p.numel() for path in paths for p in model.get_submodule(path).parameters())
+
+
+def _common_parent(paths: list[str]) -> str:
+    parents = {p.rpartition(".")[0] for p in paths}
+    return parents.pop() if len(parents) == 1 else ""
+
+
+def declared_groups(model: torch.nn.Module) -> list[RepeatedGroup]:
+    """The blocks the model declares (`DECLARED`), by class, outermost instances only, two or more each."""
+    for attr in DECLARED:
+        names = getattr(model, attr, None)
+        if not names or not isinstance(names, (list, tuple, set)):
+            continue
+        wanted = {str(n) for n in names}
+        by_class: dict[str, list[str]] = {}
+        taken: list[str] = []
+        for path, module in model.named_modules():
+            if path and type(module).__name__ in wanted and not any(path.startswith(t + ".") for t in taken):
+                by_class.setdefault(type(module).__name__, []).append(path)
+                taken.append(path)
+        groups = [
+            RepeatedGroup(_common_parent(paths), cls, paths, declared=attr, parameters=_parameters(model, paths))
+            for cls, paths in by_class.items()
+            if len(paths) >= 2
+        ]
+        if groups:
+            return groups
+    return []
+
+
 def repeated_groups(model: torch.nn.Module, minimum: int = 2) -> list[RepeatedGroup]:
-    """Sibling blocks of one user-defined class and identical structure (regional-compilation candidates)."""
+    """Regional-compilation candidates: the blocks the model declares, else sibling blocks of one class
+    and identical structure that carry the compute (never a layer such as `Linear`, never a helper that
+    holds a small share of the parameters while a larger repeated unit exists)."""
+    declared = declared_groups(model)
+    if declared:
+        return declared
     groups = []
     for path, parent in model.named_modules():
         by_signature: dict[tuple[Any, ...], list[str]] = {}
         for name, child in parent.named_children():
-            cls = type(child)
-            if cls.__module__.startswith("torch.nn") or not list(child.children()):
+            if _leaf_like(child):
                 continue  # leaf layers (Linear...) are not blocks worth compiling on their own
-            key = (cls, _shape_signature(child))
+            key = (type(child), _shape_signature(child))
             by_signature.setdefault(key, []).append(f"{path}.{name}" if path else name)
         for (cls, _), paths in by_signature.items():
             if len(paths) >= minimum:
-                groups.append(RepeatedGroup(container=path, class_name=cls.__name__, paths=paths))
+                groups.append(RepeatedGroup(container=path, class_name=cls.__name__, paths=paths, parameters=_parameters(model, paths)))
     # an outer group (e.g. two stacks) already compiles its inner repeats: keep the outermost
-    return [g for g in groups if not any(o is not g and any(p.startswith(q + ".") for p in g.paths for q in o.paths) for o in groups)]
+    groups = [g for g in groups if not any(o is not g and any(p.startswith(q + ".") for p in g.paths for q in o.paths) for o in groups)]
+    total = sum(p.numel() for p in model.parameters()) or 1
+    carrying = [g for g in groups if g.parameters / total >= MIN_SHARE]
+    return carrying or sorted(groups, key=lambda g: -g.parameters)[:1]
 
 
 def _arguments(call: Call, names: list[str]) -> dict[str, Any]:
@@ -65,4 +130,11 @@ def model_facts(model: torch.nn.Module, calls: list[Call]) -> ModelFacts:
         if kind == "tensor":
             shapes[name] = [tuple(a[name].shape) if isinstance(a.get(name), torch.Tensor) else None for a in by_call]
     options = frozenset(n for n in CONFIG_OPTIONS_USED if ti.config_has(n))
-    return ModelFacts(arg_names=names, arg_kinds=kinds, repeated=repeated_groups(model), config_options=options, arg_shapes=shapes)
+    return ModelFacts(
+        arg_names=names,
+        arg_kinds=kinds,
+        repeated=repeated_groups(model),
+        config_options=options,
+        arg_shapes=shapes,
+        compile_repeated_blocks=callable(getattr(model, "compile_repeated_blocks", None)),
+    )

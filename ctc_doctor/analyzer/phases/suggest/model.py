@@ -6,6 +6,7 @@ from __future__ import annotations
 from ....reports import models as rm
 from ....reports.links import DOCS
 from ....vocabulary import CUDA_GRAPH_MODES
+from ...fixes.facts import RepeatedGroup
 from .base import RuleContext
 
 COMPILE_CACHE_ADVICE_S = 10.0
@@ -17,15 +18,17 @@ def model_suggestions(ctx: RuleContext) -> None:
     facts = ctx.facts
     for group in facts.repeated if facts else []:
         n = len(group.paths)
+        where = f"`{group.container}` holds" if group.container else "The model holds"
+        why = f" (the blocks it declares in `{group.declared}`)" if group.declared else ""
         ctx.add(
             "regional-compile",
             f"Compile the {n} repeated `{group.class_name}` blocks one by one (regional compilation)",
-            f"`{group.container}` holds {n} identical `{group.class_name}` blocks. Compiling each block reuses one "
-            "compiled graph for all of them, so cold compile time is about one block's, not the whole model's.",
+            f"{where} {n} `{group.class_name}` blocks{why}. Compiling each block reuses one compiled graph for all of "
+            "them, so cold compile time is about one block's, not the whole model's.",
             "regional",
             [],
             auto_applicable=True,
-            snippet=f"for block in model.get_submodule({group.container!r}):\n    block.compile()",
+            snippet=_regional_snippet(group, facts.compile_repeated_blocks if facts else False),
             references=[DOCS["regional"]],
             action=rm.FixAction(type="regional", module_paths=list(group.paths)),
         )
@@ -43,6 +46,15 @@ def model_suggestions(ctx: RuleContext) -> None:
             snippet='compiled = torch.compile(model, mode="reduce-overhead")',
             references=[DOCS["cudagraphs"]],
         )
+
+
+def _regional_snippet(group: RepeatedGroup, has_compile_repeated_blocks: bool) -> str:
+    """The library's own call when it has one, else a loop over the blocks."""
+    if group.declared == "_repeated_blocks" and has_compile_repeated_blocks:
+        return "model.compile_repeated_blocks(fullgraph=True)  # compiles the blocks listed in model._repeated_blocks"
+    if group.container and all(p.rpartition(".")[0] == group.container for p in group.paths):
+        return f"for block in model.get_submodule({group.container!r}):\n    block.compile()"
+    return f"for module in model.modules():\n    if type(module).__name__ == {group.class_name!r}:\n        module.compile()"
 
 
 def compile_cache_suggestion(benchmark: rm.Benchmark | None) -> rm.Suggestion | None:
