@@ -126,7 +126,7 @@ def test_one_input_size_change_is_one_cause_across_submodules_and_resume_functio
 def test_a_cause_says_which_user_line_installed_its_guard():
     (cause,) = analyzed("attribute_toggle").recompile_causes
     assert cause.user_stack and cause.user_stack[-1].code == "if self.use_gelu:"
-    assert cause.summary == "attribute self.act.use_gelu changes value (compiled for False)"
+    assert cause.summary == "attribute act.use_gelu changes value (compiled for False)"
 
 
 def test_two_independent_causes_stay_apart_with_their_own_values():

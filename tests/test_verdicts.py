@@ -60,7 +60,7 @@ def test_regional_compilation_says_a_per_layer_guard_made_it_recompile_per_block
     r = _full("per_layer_cache", iters=3)
     # compiled whole: one recompile, one cause, on the first layer's state
     (whole,) = r.recompile_causes
-    assert whole.source == "self.blocks[0].cache.layers[0].initialized" and not whole.per_instance
+    assert whole.source == "blocks.0.cache.layers[0].initialized" and not whole.per_instance
     regional = next(a for a in r.benchmark.arms if a.name == "regional")
     per_layer = regional.recompile_causes[0]
     assert per_layer.per_instance and per_layer.source == "self.cache.layers[*].initialized"

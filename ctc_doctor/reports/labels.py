@@ -97,6 +97,27 @@ def module_label(paths: list[str], width: int | None = 40, limit: int = 3) -> st
     return text if width is None or len(text) <= width else text[: width - 1] + "…"
 
 
+_LOCAL_NAME = re.compile(r"\bL\[(['\"])([A-Za-z_]\w*)\1\]")
+_WALK = r"(?:\.__dict__\[(['\"])_(?:modules|parameters|buffers)\1\]|\._(?:modules|parameters|buffers))\[(['\"])([^'\"]*)\2\]"
+_SELF_WALK = re.compile(r"(?<![\w.])self" + _WALK)
+_STEP = re.compile(_WALK)
+_DUNDER_DICT = re.compile(r"\.__dict__\[(['\"])([A-Za-z_]\w*)\1\]")
+_CHILDREN = re.compile(r"(?:\.__dict__\[(['\"])_modules\1\]|\._modules)(?=\)|$)")
+
+
+def module_path_of(source: str) -> str:
+    """A guard source (or a guard's text) as people read it: the walks through `_modules`, `_parameters`
+    and `_buffers` (`self.__dict__['_modules']['mid']._modules['0']._parameters['weight']`) as the dotted
+    module path plus the attribute (`mid.0.weight`), from the model itself when the walk starts at `self`
+    (`L['self']`); `L['x']` -> `x`; `len(self._modules['m']._modules)` -> `len(m)`. Other text is kept:
+    `self.flag` stays, `tensor 'x' size mismatch` too. The raw text stays the evidence (`FailedGuard`)."""
+    text = _LOCAL_NAME.sub(lambda m: m.group(2), source)
+    text = _SELF_WALK.sub(lambda m: m.group(3), text)
+    text = _STEP.sub(lambda m: "." + m.group(3), text)
+    text = _DUNDER_DICT.sub(lambda m: "." + m.group(2), text)
+    return _CHILDREN.sub("", text)
+
+
 FIRST_CALL_ONLY = "a fresh model's first call only"
 """The mark of a break site whose line runs only on a fresh model's first call (`first_call_only`)."""
 

@@ -29,6 +29,7 @@ from .labels import (
     doctor_cost_text,
     graphs_text,
     module_label,
+    module_path_of,
     numerics_cell,
     numerics_text,
     recompiles_text,
@@ -413,7 +414,7 @@ def render_markdown(report: Report) -> str:
             md.add(
                 f"| {rc.id} | {causes.get(rc.id, '—')} | {_cell(rc.function)} ({_cell(short_path(rc.file, 40))}:{rc.line}) | "
                 f"{_cell(module_label(rc.module_paths, None))} | {rc.call_index if rc.call_index is not None else '—'} | "
-                f"{_cell(kinds)} | {_cell(first.reason if first else '—')} |"
+                f"{_cell(kinds)} | {_cell(module_path_of(first.reason) if first else '—')} |"
             )
         md.add("")
     else:

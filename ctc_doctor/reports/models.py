@@ -43,6 +43,7 @@ GuardKind = Literal[
     "object_id",
     "attribute",
     "global_state",
+    "adapter",
     "other",
 ]
 Phase = Literal[

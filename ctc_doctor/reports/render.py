@@ -37,6 +37,7 @@ from .labels import (
     folded_counts,
     graphs_text,
     module_label,
+    module_path_of,
     numerics_cell,
     numerics_text,
     recompiles_text,
@@ -464,7 +465,7 @@ class _EventGroup:
     count: int
     cause_ids: list[str]
     guards: list[tuple[str, str]]
-    """(kind, first reason) of the first three guard kinds."""
+    """(kind, first reason, its sources as module paths) of the first three guard kinds."""
 
 
 def _event_groups(recompiles: list[Recompile], causes: dict[str, str]) -> list[_EventGroup]:
@@ -476,7 +477,7 @@ def _event_groups(recompiles: list[Recompile], causes: dict[str, str]) -> list[_
         kinds: dict[str, str] = {}
         for rc in items:
             for g in rc.failed_guards:
-                kinds.setdefault(g.kind, g.reason)
+                kinds.setdefault(g.kind, module_path_of(g.reason))
         ids = list(dict.fromkeys(causes[rc.id] for rc in items if rc.id in causes))
         out.append(_EventGroup(function, file, min(rc.line for rc in items), list(paths), len(items), ids, list(kinds.items())[:3]))
     return out

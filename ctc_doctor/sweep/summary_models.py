@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..reports.models import Environment, GuardKind
 
-SWEEP_SCHEMA_VERSION = "1.3"
+SWEEP_SCHEMA_VERSION = "1.4"
 
 Status = Literal["clean", "recompiles", "graph_breaks", "graph_breaks_and_recompiles", "failed", "error", "timeout", "skipped"]
 """A report's verdict; `error` (no usable report: import error, builder raised, crash, script failed),

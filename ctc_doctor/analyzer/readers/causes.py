@@ -20,23 +20,26 @@ from collections.abc import Iterable
 
 from ...reports import models as rm
 from ...reports.advice.guard_kinds import guard_kind
+from ...reports.labels import module_path_of
 from .parsing import classify_guard, split_recompile_reasons
 from .sources import function_name
 
 _INDEX = re.compile(r"\[(\d+|'\d+')\]")
 _DOTTED_INDEX = re.compile(r"\.(\d+)(?=\.|\[|$)")
 _INTERNAL = re.compile(r"^(___stack\d+|___\w+|L\['___\w+'\])")
-_LOCAL = re.compile(r"L\['([A-Za-z_]\w*)'\]")
-_MODULES = re.compile(r"\._modules\['([A-Za-z_]\w*)'\]")
-_MODULE_INDEX = re.compile(r"\._modules\['(\d+)'\]")
+_OF_SELF = re.compile(r"^(?:self|L\[(['\"])self\1\])[.\[]")
 
 
 def user_source(source: str | None) -> str | None:
-    """`L['x']` -> `x`, `L['self'].flag` -> `self.flag`; other sources as Dynamo wrote them."""
-    if source is None:
-        return None
-    text = _MODULES.sub(lambda m: "." + m.group(1), _LOCAL.sub(lambda m: m.group(1), source))
-    return _MODULE_INDEX.sub(lambda m: f"[{m.group(1)}]", text)
+    """A guard source as people read it (`reports/labels.module_path_of`): `L['x']` -> `x`,
+    `L['self'].flag` -> `self.flag`, a walk through the model's modules as its dotted module path
+    (`self._modules['blocks']._modules['3']._parameters['weight']` -> `blocks.3.weight`)."""
+    return None if source is None else module_path_of(source)
+
+
+def of_self(source: str | None) -> bool:
+    """Whether a (raw) guard source starts at the compiled module itself: `self.x`, `L['self']._modules[...]`."""
+    return source is not None and bool(_OF_SELF.match(source))
 
 
 def instance_pattern(source: str | None) -> str | None:
@@ -97,9 +100,12 @@ def _entry_order(entry: str | None) -> tuple[int, int]:
     return (1 << 30, 0)
 
 
-def cause_line(kind: str, source: str | None, dim: int | None, values: list[str], per_instance: bool, reason: str) -> str:
-    """One line for a cause (`x dim 0 changes 2 → 3`), in the words of its kind's entry."""
-    text = guard_kind(kind).describe(source or "an input", source, dim, values, reason)
+def cause_line(
+    kind: str, source: str | None, dim: int | None, values: list[str], per_instance: bool, reason: str, reasons: list[str] | None = None
+) -> str:
+    """One line for a cause (`x dim 0 changes 2 → 3`), in the words of its kind's entry (`reasons`: every
+    event's guard text, for a kind whose line says what changed across them: an adapter's)."""
+    text = guard_kind(kind).describe(source or "an input", source, dim, values, reason, reasons)
     return text + (", a separate guard per instance" if per_instance else "")
 
 
@@ -142,7 +148,8 @@ def recompile_causes(
             code_key: tuple[object, ...] = (*code, "none", rc.failed_guards[0].reason if rc.failed_guards else "")
             change_key = None
         else:
-            code_key = (*code, g.kind, instance_pattern(g.source), g.dim)
+            # an adapter's guards (how many, which is active, its scale) are one change of one structure
+            code_key = (*code, g.kind, "lora" if g.kind == "adapter" else instance_pattern(g.source), g.dim)
             # a tensor property travels into every frame the tensor reaches; a Python value of one
             # frame says nothing about another frame's value unless both sides of the change are known
             known = g.expected is not None and (g.actual is not None or guard_kind(g.kind).travels)
@@ -182,7 +189,7 @@ def _cause(
         # object: a per-instance index (`self.layer_idx`); Dynamo treats it as static
         same_call = len({rc.call_index for rc, _ in events}) == 1
         index_like = len(values_seen) > 1 and all(v.isdigit() for v in values_seen)
-        per_instance = same_call and index_like and (user_source(first_g.source) or "").startswith("self.")
+        per_instance = same_call and index_like and of_self(first_g.source)
     at_root = next((not rc.module_paths or "" in rc.module_paths for rc, g in events if g is named), False)
     source = user_source(named.source if named else None)
     if at_root:  # the call's own arguments are the root frame's
@@ -208,7 +215,15 @@ def _cause(
         first_call=first_rc.call_index,
         per_instance=per_instance,
         user_stack=list(named.user_stack) if named is not None else [],
-        summary=cause_line(kind, source, named.dim if named is not None else None, values, per_instance, reason),
+        summary=cause_line(
+            kind,
+            source,
+            named.dim if named is not None else None,
+            values,
+            per_instance,
+            reason,
+            [g.reason for _, g in events if g is not None],
+        ),
         suggestion_ids=suggestion_ids,
         expected=first_rc.expected if all(rc.expected for rc, _ in events) else None,
         trigger=next((rc.trigger for rc, _ in events if rc.trigger), None),

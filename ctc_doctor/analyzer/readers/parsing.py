@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...reports.advice.guard_kinds import TENSOR_WORDS
+from ...reports.advice.guard_kinds import CLAIMS, TENSOR_WORDS
 from .sources import RawFrame
 
 _HEADER = re.compile(r"^Graph break(?: \(.*?\))? in user code at (?P<file>.+):(?P<line>\d+)\s*$", re.M)
@@ -224,7 +224,19 @@ def guard_user_stack(reason: str) -> list[dict[str, object]]:
 
 
 def classify_guard(reason: str) -> dict[str, Any]:
-    """Classify one guard-failure reason into the FailedGuard fields."""
+    """Classify one guard-failure reason into the FailedGuard fields: by its shape (`_by_shape`), then a kind
+    that claims the guard by its text (an adapter's, `guard_kinds.CLAIMS`) takes it over."""
+    out = _by_shape(reason)
+    text = f"{out['source'] or ''} {out['reason']}"
+    claimed = next((kind for pattern, kind in CLAIMS if pattern.search(text)), None)
+    if claimed is not None:
+        out["kind"] = claimed
+    return out
+
+
+def _by_shape(reason: str) -> dict[str, Any]:
+    """The FailedGuard fields from the guard text's shape: a tensor check, global state, a type or id check,
+    a symbolic size, a comparison."""
     first = reason.strip().splitlines()[0] if reason.strip() else ""
     entry = None
     m = _ENTRY.match(first)

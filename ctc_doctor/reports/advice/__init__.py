@@ -7,7 +7,7 @@ engine), else from the break sites' own hints and the one line of advice each gu
 
 from __future__ import annotations
 
-from ..labels import accuracy_line, cliff_line, failure_text, module_label, short_path, suggestion_status
+from ..labels import accuracy_line, cliff_line, failure_text, module_label, module_path_of, short_path, suggestion_status
 from ..models import FAILED_PHASES, Report
 from ..verdicts import rank_key
 from .guard_kinds import guard_kind
@@ -52,8 +52,9 @@ def next_steps(report: Report) -> list[str]:
             if g.kind in seen or g.kind == "other" or (g.source or "").startswith("___"):
                 continue
             seen.add(g.kind)
-            advice = guard_kind(g.kind).advise(g.source, g.dim)
-            steps.append(f"{rc.id} {rc.function} recompiles on {g.kind} of {g.source or '?'}: {advice}")
+            source = module_path_of(g.source) if g.source else None
+            advice = guard_kind(g.kind).advise(source, g.dim)
+            steps.append(f"{rc.id} {rc.function} recompiles on {g.kind} of {source or '?'}: {advice}")
             if len(seen) >= 3:
                 break
         if len(seen) >= 3:

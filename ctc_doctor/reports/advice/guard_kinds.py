@@ -16,6 +16,7 @@ for it (`examples`, checked against the parser by the tests) and its rule. Torch
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -35,6 +36,8 @@ class Change:
     dim: int | None
     values: list[str]
     reason: str
+    reasons: list[str] = field(default_factory=list)
+    """Every event's guard text (a cause that folds several, like an adapter's), oldest first."""
 
     @property
     def shown(self) -> str:
@@ -72,6 +75,27 @@ def _global_state(kind: GuardKindEntry, c: Change) -> str:
     return f"global state changes: {c.source}" if c.source else "global state changes (grad mode, autocast…)"
 
 
+_ADAPTER_CHANGES = (
+    (re.compile(r"len\(.*lora_|lora_[AB]\b.*(?:___check_(?:type|obj)_id|is not|is\b)"), "added or removed"),
+    (re.compile(r"active_adapter|_disable_adapters"), "switched"),
+    (re.compile(r"\.scaling\["), "rescaled"),
+    (re.compile(r"requires_grad"), "made trainable (or frozen)"),
+)
+"""How a LoRA adapter changed, by what its guard checks: the number of adapters under `lora_A`, the active
+adapter, a scale, the grad mode of its weights."""
+
+
+def adapter_change(text: str) -> str:
+    """`added or removed`, `switched`, `rescaled`, `made trainable (or frozen)`, else `changed`."""
+    return next((what for pattern, what in _ADAPTER_CHANGES if pattern.search(text)), "changed")
+
+
+def _adapter(kind: GuardKindEntry, c: Change) -> str:
+    changes = list(dict.fromkeys(adapter_change(text) for text in (c.reasons or [c.reason])))
+    where = f" (`{c.name}`)" if c.source else ""
+    return f"a LoRA adapter was {' / '.join(changes)} after compile{where}"
+
+
 def _raw(kind: GuardKindEntry, c: Change) -> str:
     return c.reason if len(c.reason) <= 100 else c.reason[:97] + "..."
 
@@ -100,6 +124,9 @@ class GuardKindEntry:
     noun: str | None = None
     """How the summary names the property (`strides`); the kind's name when None."""
     recurrence: Recurrence = "bounded"
+    claims: re.Pattern[str] | None = None
+    """A guard whose text matches is of this kind whatever its shape (an adapter's `len(...lora_A...)`, an
+    attribute or tensor guard on its structure): the parser gives it this kind over the structural one."""
 
     @property
     def travels(self) -> bool:
@@ -111,12 +138,30 @@ class GuardKindEntry:
         """The advice with the guard's own source and dimension in it."""
         return self.advice.format(src=source or "the input", dim=dim if dim is not None else "dim")
 
-    def describe(self, name: str, source: str | None, dim: int | None, values: list[str], reason: str) -> str:
-        """The cause's one-line summary."""
-        return self.summary(self, Change(name, source, dim, values, reason))
+    def describe(
+        self, name: str, source: str | None, dim: int | None, values: list[str], reason: str, reasons: list[str] | None = None
+    ) -> str:
+        """The cause's one-line summary (`reasons`: every event's guard text, when the cause folds several)."""
+        return self.summary(self, Change(name, source, dim, values, reason, reasons or []))
 
 
 KINDS: tuple[GuardKindEntry, ...] = (
+    GuardKindEntry(
+        name="adapter",
+        family="python",
+        advice="load every LoRA adapter before compiling, or prepare the model for hotswapping (enable_lora_hotswap) before the first load",
+        rule="adapter",
+        examples=(
+            "0/0: len(self._modules['to_k']._modules['lora_A']._modules) != 1",
+            "0/1: self._modules['to_q']._active_adapter is self._modules['to_k']._active_adapter",
+            "0/2: self._modules['to_k'].scaling['b'] == 1.0                # result = result + lora_B(lora_A(dropout(x))) * scaling",
+            "0/0: tensor 'self._modules['to_k']._modules['lora_A']._modules['b']._parameters['weight']' requires_grad mismatch. "
+            "expected requires_grad=0",
+        ),
+        summary=_adapter,
+        recurrence="by_values",
+        claims=re.compile(r"lora_(?:[AB]|embedding_[AB]|magnitude_vector)\b|_active_adapter\b|\.scaling\[|_disable_adapters\b"),
+    ),
     GuardKindEntry(
         name="size",
         family="tensor",
@@ -231,6 +276,8 @@ KINDS: tuple[GuardKindEntry, ...] = (
 
 BY_NAME: dict[str, GuardKindEntry] = {k.name: k for k in KINDS}
 TENSOR_WORDS: dict[str, str] = {word: k.name for k in KINDS for word in k.tensor_words}
+CLAIMS: tuple[tuple[re.Pattern[str], str], ...] = tuple((k.claims, k.name) for k in KINDS if k.claims is not None)
+"""(pattern, kind) of the kinds that claim a guard by its text (`GuardKindEntry.claims`)."""
 """`tensor '<src>' <word> mismatch` -> the kind."""
 
 

@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Tree
 
-from ...reports.labels import cause_headline, short_path
+from ...reports.labels import cause_headline, module_path_of, short_path
 from ...reports.models import FailedGuard, Recompile, RecompileCause
 from ..widgets.detail_pane import DetailPane
 from .section_screen import SectionScreen, suggestion_summary
@@ -22,11 +22,11 @@ Group_ = tuple[str, str, int]
 def guard_line(g: FailedGuard) -> Text:
     text = Text()
     text.append(f"{g.kind:<13}", style="bold magenta")
-    text.append(g.source or "?", style="cyan")
+    text.append(module_path_of(g.source) if g.source else "?", style="cyan")
     if g.expected is not None or g.actual is not None:
         text.append(f"  expected {g.expected if g.expected is not None else '?'}, got {g.actual if g.actual is not None else '?'}")
     elif g.reason:
-        text.append(f"  {g.reason}", style="dim")
+        text.append(f"  {module_path_of(g.reason)}", style="dim")
     return text
 
 
@@ -72,12 +72,12 @@ def recompile_detail(screen: SectionScreen, rc: Recompile) -> list[RenderableTyp
         guards.append(f"cache entry {g.cache_entry or '?'}: ", style="dim")
         guards.append(g.kind, style="bold magenta")
         guards.append(" of ")
-        guards.append(g.source or "?", style="cyan")
+        guards.append(module_path_of(g.source) if g.source else "?", style="cyan")
         if g.dim is not None:
             guards.append(f" (dim {g.dim})")
         if g.expected is not None or g.actual is not None:
             guards.append(f": expected {g.expected if g.expected is not None else '?'}, got {g.actual if g.actual is not None else '?'}")
-        guards.append(f"\n  {g.reason}\n", style="dim")
+        guards.append(f"\n  {module_path_of(g.reason)}\n", style="dim")
     parts: list[RenderableType] = [
         head,
         where,
@@ -111,7 +111,14 @@ class RecompilesScreen(SectionScreen):
         if not self.query_text:
             return True
         hay = " ".join(
-            [rc.id, rc.function, rc.file, rc.compile_id, *rc.module_paths, *(f"{g.kind} {g.source} {g.reason}" for g in rc.failed_guards)]
+            [
+                rc.id,
+                rc.function,
+                rc.file,
+                rc.compile_id,
+                *rc.module_paths,
+                *(f"{g.kind} {g.source} {g.reason} {module_path_of(g.reason)}" for g in rc.failed_guards),
+            ]
         ).lower()
         return all(w in hay for w in self.query_text.split())
 

@@ -13,6 +13,18 @@ from ...fixes.rewrite import RewriteError, file_sha256, plan_rewrite
 
 
 @dataclass
+class Failures:
+    """The failed guards of some kinds: (recompile, guard) pairs in the order the recompiles happened."""
+
+    kinds: tuple[str, ...]
+    items: list[tuple[rm.Recompile, rm.FailedGuard]]
+
+    def ids(self) -> list[str]:
+        """The recompiles involved, each once, in order (a long job's logs hold thousands)."""
+        return list(dict.fromkeys(rc.id for rc, _ in self.items))
+
+
+@dataclass
 class RuleContext:
     """What a rule reads (the report, the model's facts) and where it writes (`out`)."""
 

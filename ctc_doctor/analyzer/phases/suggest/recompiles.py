@@ -10,22 +10,13 @@ from dataclasses import dataclass
 
 from ....reports import models as rm
 from ....reports.advice.guard_kinds import guard_kind, rules
+from ....reports.labels import module_path_of
 from ....reports.links import DOCS
 from ...fixes.facts import ModelFacts
+from ...readers.causes import of_self
 from ...readers.costs import hit_the_limit
-from .base import RuleContext, config
-
-
-@dataclass
-class Failures:
-    """The failed guards of some kinds: (recompile, guard) pairs in the order the recompiles happened."""
-
-    kinds: tuple[str, ...]
-    items: list[tuple[rm.Recompile, rm.FailedGuard]]
-
-    def ids(self) -> list[str]:
-        """The recompiles involved, each once, in order (a long job's logs hold thousands)."""
-        return list(dict.fromkeys(rc.id for rc, _ in self.items))
+from .adapters import adapter_rule
+from .base import Failures, RuleContext, config
 
 
 def _argument(source: str | None, facts: ModelFacts | None) -> str | None:
@@ -253,7 +244,7 @@ def int_attributes(failures: Failures) -> dict[str, list[str]]:
 def _int_attribute_rule(ctx: RuleContext, attributes: dict[str, list[str]]) -> None:
     """A module's integer attribute that keeps changing (a step counter): torch's own option makes it a
     symbolic int at its first recompile (verified on a copy), or the counter moves into a tensor."""
-    names = ", ".join(f"`{s}`" for s in list(attributes)[:3])
+    names = ", ".join(f"`{module_path_of(s)}`" for s in list(attributes)[:3])
     applies = list(dict.fromkeys(r for ids in attributes.values() for r in ids))
     limit = any(hit_the_limit(m) for m in ctx.report.compile_metrics)
     cliff = " until the recompile limit, after which the frame runs eagerly" if limit else ""
@@ -293,7 +284,7 @@ def _state_rule(ctx: RuleContext, failures: Failures) -> None:
         failures = Failures(failures.kinds, [(rc, g) for rc, g in failures.items if rc.id not in counted])
         if not failures.items:
             return
-    sources = sorted({g.source for _, g in failures.items if g.source})
+    sources = sorted({module_path_of(g.source) for _, g in failures.items if g.source})
     shown = ", ".join(f"`{s}`" for s in sources[:3]) or "module state"
     ctx.add(
         "state-recompile",
@@ -308,7 +299,74 @@ def _state_rule(ctx: RuleContext, failures: Failures) -> None:
     )
 
 
+_PARAMETER = re.compile(r"(?:\._parameters|\.__dict__\[(['\"])_parameters\1\])\[(['\"])[^'\"]*\2\]$")
+_ON_A_PARAMETER = "Guard failed on a parameter"
+"""What torch (2.13) adds to a tensor guard's text when the tensor is a parameter."""
+
+
+def parameter_path(recompile: rm.Recompile, guard: rm.FailedGuard) -> str | None:
+    """The parameter a tensor guard is on, as its module path (`mid.lora_A.default.weight`), None for
+    an input: a walk to `_parameters[...]`, torch's own note, or a tensor reached from the module itself."""
+    if not guard.source or not (_PARAMETER.search(guard.source) or _ON_A_PARAMETER in guard.reason or of_self(guard.source)):
+        return None
+    path = module_path_of(guard.source)
+    if recompile.function == "inner" and path.startswith("fn."):  # torch.compile's wrapper frame around a torch.nn module
+        path = path[len("fn.") :]
+    return path
+
+
+def _under_no_grad(items: list[tuple[rm.Recompile, rm.FailedGuard]]) -> bool:
+    """Whether the calls that recompiled already ran under `torch.no_grad()` (a script's `trigger` says so)."""
+    return any("no_grad" in (rc.trigger or "").split(", ")[1:] for rc, _ in items)
+
+
+def _getter(path: str) -> str:
+    """`model.get_submodule('mid.lora_A.default').weight` for a parameter's module path."""
+    module, _, name = path.rpartition(".")
+    return f"model.get_submodule('{module}').{name}" if module else f"model.{name}"
+
+
+def _parameter_rule(ctx: RuleContext, items: list[tuple[rm.Recompile, rm.FailedGuard, str]]) -> None:
+    paths = list(dict.fromkeys(path for _, _, path in items))
+    shown = ", ".join(f"`{p}`" for p in paths[:3]) + (f" (+{len(paths) - 3} more)" if len(paths) > 3 else "")
+    it = "it" if len(paths) == 1 else "them"
+    ctx.add(
+        "requires-grad-parameter",
+        f"{shown} changed `requires_grad` between calls: freeze {it} (or set {it}) before compiling",
+        f"{shown} {'is a parameter' if len(paths) == 1 else 'are parameters'} of the model, not an input. Compiled code "
+        "guards on a parameter's `requires_grad` like on an input's, so a parameter that becomes trainable (an adapter "
+        "added trainable, `requires_grad_()` toggled by a training loop) or frozen recompiles every frame that reads it. "
+        "`torch.no_grad()` changes nothing here: the guard reads the parameter's flag, not the grad mode. Give it its "
+        "final `requires_grad` before the first compiled call and keep it.",
+        "source_edit",
+        list(dict.fromkeys(rc.id for rc, _, _ in items)),
+        snippet="\n".join(f"{_getter(p)}.requires_grad_(False)  # or True if it is trained" for p in paths[:3])
+        + "\nout = compiled_model(x)  # the first compiled call comes after",
+        references=[DOCS["troubleshooting"]],
+    )
+
+
 def _requires_grad_rule(ctx: RuleContext, failures: Failures) -> None:
+    parameters = [(rc, g, path) for rc, g in failures.items if (path := parameter_path(rc, g)) is not None]
+    if parameters:
+        _parameter_rule(ctx, parameters)
+    on = {(rc.id, id(g)) for rc, g, _ in parameters}
+    inputs = [(rc, g) for rc, g in failures.items if (rc.id, id(g)) not in on]
+    if not inputs:
+        return
+    if _under_no_grad(inputs):
+        ctx.add(
+            "requires-grad-recompile",
+            "Keep `requires_grad` of inputs consistent",
+            "A frame compiled for an input without grad recompiles when an input that needs grad arrives. These calls "
+            "already run under `torch.no_grad()`, which does not change an input's own `requires_grad`: detach the "
+            "input (or make it without grad) before the call.",
+            "source_edit",
+            Failures(failures.kinds, inputs).ids(),
+            snippet="out = compiled_model(x.detach())",
+            references=[DOCS["troubleshooting"]],
+        )
+        return
     ctx.add(
         "requires-grad-recompile",
         "Keep `requires_grad` of inputs consistent (or run inference under `torch.no_grad()`)",
@@ -316,7 +374,7 @@ def _requires_grad_rule(ctx: RuleContext, failures: Failures) -> None:
         "first block gets the raw input, later blocks get activations). Under `torch.no_grad()` inference "
         "there is one kind of input.",
         "source_edit",
-        failures.ids(),
+        Failures(failures.kinds, inputs).ids(),
         snippet="with torch.no_grad():\n    out = compiled_model(x)",
         references=[DOCS["troubleshooting"]],
     )
@@ -340,7 +398,7 @@ def _advice_rule(ctx: RuleContext, failures: Failures) -> None:
         if not items:
             continue
         sources = list(dict.fromkeys(g.source for _, g in items if g.source))
-        shown = ", ".join(f"`{s}`" for s in sources[:3]) or "an input"
+        shown = ", ".join(f"`{module_path_of(s)}`" for s in sources[:3]) or "an input"
         advice = guard_kind(kind).advise(sources[0] if sources else None, None)
         ctx.add(
             f"{kind}-recompile",
@@ -360,6 +418,7 @@ RULES: dict[str, Callable[[RuleContext, Failures], None]] = {
     "requires_grad": _requires_grad_rule,
     "global_state": _global_state_rule,
     "advice": _advice_rule,
+    "adapter": adapter_rule,
 }
 """The rules by name; which kinds each answers, and in what order they are listed, is the guard kinds'
 registry's (`reports/advice/guard_kinds.KINDS`)."""

@@ -1,0 +1,70 @@
+"""LoRA adapters as recompile causes, on real PEFT (and a tiny diffusers UNet built from a config): one cause
+that says what happened to the adapter, the recipes that hold as its suggestions, module paths in what
+people read, and the recipe itself checked to compile once."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctc_doctor import AnalyzeOptions, analyze
+from ctc_doctor.analyzer.target import load_workload
+
+from .conftest import TARGETS
+
+pytest.importorskip("peft", reason="the adapter tests need peft (the `hf` extra)")
+pytestmark = pytest.mark.hf
+
+ADAPTERS = TARGETS / "adapter_targets.py"
+
+
+def _analyzed(name: str):
+    return analyze(load_workload(f"{ADAPTERS}:{name}", seed=0), AnalyzeOptions(spec=name, explain=False))
+
+
+def test_an_adapter_added_switched_and_rescaled_after_compile_is_one_cause_with_the_recipes():
+    report = _analyzed("changed_after_compile")
+    assert report.summary.recompile_count == 3
+    [cause] = report.recompile_causes
+    assert cause.kind == "adapter" and len(cause.recompiles) == 3
+    assert cause.summary.startswith("a LoRA adapter was added or removed / switched / rescaled after compile")
+    assert cause.source == "len(mid_block.attn.to_k.lora_A)"  # a module path, not `self._modules[...]`
+    assert any("_modules" in g.source for rc in report.recompiles for g in rc.failed_guards if g.source)  # the evidence stays raw
+    rules = [s.rule for s in report.suggestions]
+    assert rules[:2] == ["adapters-before-compile", "lora-hotswap"]
+    hotswap = report.suggestions[1]
+    assert "enable_lora_hotswap(target_rank=" in hotswap.snippet and "prepare_model_for_compiled_hotswap" in hotswap.snippet
+    assert not any(s.rule in ("state-recompile", "requires-grad-recompile") for s in report.suggestions)
+
+
+def test_the_hotswap_recipe_compiles_once_for_the_same_changes():
+    report = _analyzed("hotswapped")
+    assert report.summary.recompile_count == 0 and report.summary.verdict == "clean"
+
+
+def test_an_adapter_made_trainable_gets_the_adapter_advice_not_the_no_grad_one():
+    report = _analyzed("trainable_after_compile")
+    [cause] = report.recompile_causes
+    assert cause.kind == "adapter" and "made trainable" in cause.summary
+    assert cause.source == "mid_block.attn.to_k.lora_A.default.weight"
+    rules = {s.rule for s in report.suggestions}
+    assert "adapter-requires-grad" in rules and "lora-hotswap" not in rules
+    assert not any("no_grad" in s.title for s in report.suggestions)
+
+
+def test_a_diffusers_unet_is_compiled_by_the_blocks_it_declares():
+    pytest.importorskip("diffusers")
+    import torch
+    from diffusers import UNet2DConditionModel
+
+    from ctc_doctor.analyzer.fixes.model_facts import repeated_groups
+
+    torch.manual_seed(0)
+    unet = UNet2DConditionModel(
+        sample_size=8, in_channels=4, out_channels=4, layers_per_block=1, block_out_channels=(16, 32), norm_num_groups=8,
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+        cross_attention_dim=16, attention_head_dim=4,
+    )  # fmt: skip
+    groups = repeated_groups(unet)
+    assert [(g.class_name, g.declared) for g in groups] == [("BasicTransformerBlock", "_repeated_blocks")]
+    assert len(groups[0].paths) >= 3 and all("transformer_blocks" in p for p in groups[0].paths)
+    assert not any(g.class_name in ("Linear", "LoRACompatibleLinear", "FeedForward", "AdaLayerNormZero") for g in groups)
