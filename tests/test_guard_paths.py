@@ -253,3 +253,11 @@ def test_a_parameter_made_trainable_gets_the_parameter_advice_live():
     assert s.title.startswith("`encoder.layers.0.proj.weight` changed `requires_grad` between calls")
     assert "model.get_submodule('encoder.layers.0.proj').weight.requires_grad_(False)" in (s.snippet or "")
     assert all(NO_GRAD not in (t.snippet or "") and "no_grad()`)" not in t.title for t in report.suggestions)
+
+
+@pytest.mark.fast
+def test_a_diffusers_module_stack_reads_as_a_module_path():
+    from ctc_doctor.analyzer.readers.costs import stack_path
+
+    assert stack_path("L['self'].__dict__['_modules']['down_blocks'].__dict__['_modules']['0']") == "down_blocks.0"
+    assert stack_path("self._modules['layers']._modules['0'].fc") == "layers.0.fc"

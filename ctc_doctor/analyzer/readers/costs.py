@@ -52,14 +52,16 @@ RECURRING_VALUES = 3
 
 
 _FRAME_ROOT = re.compile(r"""^(?:[LG]\[['"][^'"]+['"]\]|self\b)""")
+_DICT_WALK = re.compile(r"""\.__dict__\[['"]_(?:modules|parameters|buffers)['"]\]""")
+"""`.__dict__['_modules']`: how Dynamo names a child of a module that defines its own `__getattr__` (diffusers')."""
 _INDEXED = re.compile(r"""(?:\._modules)?\[['"]?([^\]'"]+)['"]?\]""")
 
 
 def stack_path(fqn: str) -> str:
     """A node's `nn_module_stack` entry as a module path relative to the compiled frame's `self`:
-    `L['self'].layers.0.fc`, `L['self'].layers[0].fc` and `self._modules['layers']._modules['0'].fc`
-    all give `layers.0.fc`; the frame's own module gives `""`."""
-    rest = _FRAME_ROOT.sub("", fqn.strip(), count=1)
+    `L['self'].layers.0.fc`, `L['self'].layers[0].fc`, `self._modules['layers']._modules['0'].fc` and
+    `L['self'].__dict__['_modules']['layers']...` all give `layers.0.fc`; the frame's own module gives `""`."""
+    rest = _FRAME_ROOT.sub("", _DICT_WALK.sub("", fqn.strip()), count=1)
     return _INDEXED.sub(r".\1", rest).strip(".")
 
 
