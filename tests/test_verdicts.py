@@ -33,7 +33,13 @@ def test_a_rewrite_that_does_more_work_is_a_labelled_trade_off_not_the_first_ste
     r = expensive
     where = next(s for s in r.suggestions if s.rule == "branchless-where")
     assert where.category == "fix" and where.verified is not None and where.verified.effective
-    assert where.verdict == "trade_off", [(a.name, a.error, a.latency_ms) for a in r.benchmark.arms]
+    assert where.verdict == "trade_off", (
+        [(a.name, a.error, a.latency_ms) for a in r.benchmark.arms],
+        r.fix.applied if r.fix else None,
+        r.fix.notes if r.fix else None,
+        r.benchmark.notes,
+        [e.message for e in r.errors],
+    )
     by_metric = {d.metric: d for d in where.deltas}
     assert by_metric["break_sites"].better is True and by_metric["graphs"].better is True
     latency = by_metric["latency_ms"]
