@@ -33,7 +33,7 @@ from ...running.numerics import loose_backend
 from ...running.precision import make_reference
 from ..context import PhaseContext
 from .repro import write_accuracy_repro
-from .search import Search, bisect_children, build_tree, top_down
+from .search import Search, bisect_children, bisect_parent, build_tree, top_down
 from .trials import TrialOutcome, crashed_or_unrunnable
 
 
@@ -224,14 +224,8 @@ def run_accuracy_bisect(ctx: PhaseContext, options: AccuracyOptions, model: torc
 def _ancestors(tree: nx.DiGraph, path: str) -> list[str]:
     """The exercised modules from the root down to `path`."""
     chain = [path]
-    node = path
-    while True:
-        preds = list(tree.predecessors(node))
-        if not preds:
-            break
-        node = preds[0]
-        if tree.nodes[node]["exercised"]:
-            chain.append(node)
+    while (parent := bisect_parent(tree, chain[-1])) is not None:
+        chain.append(parent)
     return list(reversed(chain))
 
 

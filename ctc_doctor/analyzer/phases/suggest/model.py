@@ -52,7 +52,7 @@ def _regional_snippet(group: RepeatedGroup, has_compile_repeated_blocks: bool) -
     """The library's own call when it has one, else a loop over the blocks."""
     if group.declared == "_repeated_blocks" and has_compile_repeated_blocks:
         return "model.compile_repeated_blocks(fullgraph=True)  # compiles the blocks listed in model._repeated_blocks"
-    if group.container and all(p.rpartition(".")[0] == group.container for p in group.paths):
+    if group.container:  # their common parent (`model_facts`): a loop over it
         return f"for block in model.get_submodule({group.container!r}):\n    block.compile()"
     return f"for module in model.modules():\n    if type(module).__name__ == {group.class_name!r}:\n        module.compile()"
 

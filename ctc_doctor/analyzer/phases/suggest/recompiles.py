@@ -355,27 +355,28 @@ def _requires_grad_rule(ctx: RuleContext, failures: Failures) -> None:
     if not inputs:
         return
     if _under_no_grad(inputs):
-        ctx.add(
-            "requires-grad-recompile",
-            "Keep `requires_grad` of inputs consistent",
+        title = "Keep `requires_grad` of inputs consistent"
+        rationale = (
             "A frame compiled for an input without grad recompiles when an input that needs grad arrives. These calls "
             "already run under `torch.no_grad()`, which does not change an input's own `requires_grad`: detach the "
-            "input (or make it without grad) before the call.",
-            "source_edit",
-            Failures(failures.kinds, inputs).ids(),
-            snippet="out = compiled_model(x.detach())",
-            references=[DOCS["troubleshooting"]],
+            "input (or make it without grad) before the call."
         )
-        return
+        snippet = "out = compiled_model(x.detach())"
+    else:
+        title = "Keep `requires_grad` of inputs consistent (or run inference under `torch.no_grad()`)"
+        rationale = (
+            "A frame compiled for an input without grad recompiles when an input that needs grad arrives (e.g. the "
+            "first block gets the raw input, later blocks get activations). Under `torch.no_grad()` inference "
+            "there is one kind of input."
+        )
+        snippet = "with torch.no_grad():\n    out = compiled_model(x)"
     ctx.add(
         "requires-grad-recompile",
-        "Keep `requires_grad` of inputs consistent (or run inference under `torch.no_grad()`)",
-        "A frame compiled for an input without grad recompiles when an input that needs grad arrives (e.g. the "
-        "first block gets the raw input, later blocks get activations). Under `torch.no_grad()` inference "
-        "there is one kind of input.",
+        title,
+        rationale,
         "source_edit",
         Failures(failures.kinds, inputs).ids(),
-        snippet="with torch.no_grad():\n    out = compiled_model(x)",
+        snippet=snippet,
         references=[DOCS["troubleshooting"]],
     )
 
