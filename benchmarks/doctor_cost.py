@@ -9,9 +9,12 @@ same script measures another ctc-doctor (`--python`: another checkout's environm
 The doctor is `ctc-doctor bench TARGET` (`--train` for training steps).
 
     .venv/bin/python benchmarks/doctor_cost.py [--targets cost_targets:gpt2_45m,...] [--train] [--repeat 1]
+    python3 benchmarks/doctor_cost.py --device cuda --targets gpu_targets:gpt2_small_bf16
 
 Prints one row per target: wall seconds and peak GiB of each, their ratios, and the report's own account
-(`cost.summary`, its time and memory ratios) beside them.
+(`cost.summary`, its time and memory ratios, the best arm) beside them. With `--device cuda` both run on
+the GPU, and the peak GPU memory in use (NVML, every process of the tree, CUDA contexts included) is
+measured beside RSS; the workload's own allocator peak is quoted after the report's account.
 """
 
 from __future__ import annotations
@@ -33,14 +36,16 @@ ALONE = r"""
 import sys, torch
 sys.path.insert(0, {here!r})
 from ctc_doctor.analyzer.target import load_workload
+from ctc_doctor.analyzer.running.calls import to_device
 workload = load_workload({target!r}, seed=0)
-train = {train!r}
-model = workload.model
+train, device = {train!r}, {device!r}
+model = workload.model.to(device)
+calls = [(to_device(c.args, device), to_device(dict(c.kwargs), device)) for c in workload.calls()]
 def one_pass(fn):
     optimizer = workload.optimizer(model.parameters()) if train and workload.optimizer is not None else None
-    for call in workload.calls():
+    for args, kwargs in calls:
         if train:
-            out = fn(*call.args, **dict(call.kwargs))
+            out = fn(*args, **kwargs)
             loss = workload.loss_fn(out) if workload.loss_fn else (out.loss if hasattr(out, "loss") else out.sum())
             loss.backward()
             if optimizer is not None:
@@ -48,9 +53,12 @@ def one_pass(fn):
                 optimizer.zero_grad()
         else:
             with torch.no_grad():
-                fn(*call.args, **dict(call.kwargs))
+                fn(*args, **kwargs)
 one_pass(model)
 one_pass(torch.compile(model))
+if device.startswith("cuda"):
+    torch.cuda.synchronize()
+    print(f"allocated peak {{torch.cuda.max_memory_allocated() / 2**30:.2f}} GiB", file=sys.stderr)
 """
 
 
@@ -77,23 +85,39 @@ def tree_rss_bytes(root: int) -> int:
     return total
 
 
-def measure(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
-    """Run `argv`; its wall seconds, the peak resident memory of its process tree (GiB), its exit code."""
-    with tempfile.TemporaryDirectory() as cwd:  # not the repository: `python -m` would import its ctc_doctor first
-        return _measure(argv, env, cwd)
+def gpu_used_bytes() -> int | None:
+    """Memory in use on GPU 0, every process's (NVML; on a machine of its own that is the run's whole
+    process tree, CUDA contexts included), or None without NVML."""
+    try:
+        import pynvml  # nvidia-ml-py
+
+        pynvml.nvmlInit()
+        return int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(0)).used)
+    except Exception:  # noqa: BLE001 - no NVML, no GPU: the column stays empty
+        return None
 
 
-def _measure(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, float, int]:
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    peak = 0
-    while proc.poll() is None:
-        peak = max(peak, tree_rss_bytes(proc.pid))
-        time.sleep(0.05)
-    stderr = proc.stderr.read() if proc.stderr else ""
-    if proc.returncode:
-        print(f"  {' '.join(argv[2:5])}... failed ({proc.returncode}): {stderr[-800:]}", file=sys.stderr)
-    return time.perf_counter() - t0, peak / 2**30, proc.returncode
+class Run:
+    """One measured command: wall seconds, peak resident memory of its tree and peak GPU memory in use
+    (GiB, above what was in use before it started), exit code and stderr."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], gpu: bool) -> None:
+        with tempfile.TemporaryDirectory() as cwd:  # not the repository: `python -m` would import its ctc_doctor first
+            base = gpu_used_bytes() if gpu else None
+            t0 = time.perf_counter()
+            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            peak, gpu_peak = 0, 0
+            while proc.poll() is None:
+                peak = max(peak, tree_rss_bytes(proc.pid))
+                if base is not None:
+                    gpu_peak = max(gpu_peak, (gpu_used_bytes() or 0) - base)
+                time.sleep(0.05)
+            self.wall = time.perf_counter() - t0
+            self.stderr = proc.stderr.read() if proc.stderr else ""
+        self.rss_gib, self.code = peak / 2**30, proc.returncode
+        self.gpu_gib = gpu_peak / 2**30 if base is not None else None
+        if proc.returncode:
+            print(f"  {' '.join(argv[2:5])}... failed ({proc.returncode}): {self.stderr[-800:]}", file=sys.stderr)
 
 
 def _env(cache: str) -> dict[str, str]:
@@ -101,44 +125,57 @@ def _env(cache: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "TORCHINDUCTOR_CACHE_DIR": cache}
 
 
-def _doctor(python: str, target: str, train: bool, extra: list[str]) -> tuple[float, float, str]:
-    """`ctc-doctor bench TARGET`: wall, tree peak GiB, and what its report says of its own cost."""
+def _doctor(python: str, target: str, train: bool, device: str, extra: list[str]) -> tuple[Run, str]:
+    """`ctc-doctor bench TARGET`: its run, and what its report says of its own cost."""
     with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "r.json")
-        cmd = [python, "-m", "ctc_doctor", "bench", target, "-q", "--json", out, *(["--train"] if train else []), *extra]
-        wall, peak, code = measure(cmd, _env(cache))
+        on = ["--device", device] if device != "cpu" else []
+        cmd = [python, "-m", "ctc_doctor", "bench", target, "-q", "--json", out, *(["--train"] if train else []), *on, *extra]
+        run = Run(cmd, _env(cache), device.startswith("cuda"))
         said = ""
-        if code == 0 and os.path.exists(out):
+        if run.code == 0 and os.path.exists(out):
             with open(out, encoding="utf-8") as fh:
-                cost = json.load(fh).get("cost") or {}
-            said = f"{cost.get('summary')} (time {cost.get('time_ratio')}x, memory {cost.get('memory_ratio')}x)"
-        return wall, peak, said
+                report = json.load(fh)
+            cost = report.get("cost") or {}
+            best = (report.get("benchmark") or {}).get("best_arm")
+            said = f"{cost.get('summary')} (time {cost.get('time_ratio')}x, memory {cost.get('memory_ratio')}x); best: {best}"
+        return run, said
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--targets", default="cost_targets:gpt2_45m", help="comma-separated TARGETs (benchmarks/ is on the path)")
     parser.add_argument("--train", action="store_true", help="training steps: bench --train, and the workload's own steps")
+    parser.add_argument("--device", default="cpu", help="cuda: both on the GPU, and the peak GPU memory in use beside RSS")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each, alternated; medians are printed")
     parser.add_argument("--extra", default="", help="more ctc-doctor options, e.g. '--budget 120'")
     parser.add_argument("--python", default=sys.executable, help="the Python whose ctc-doctor is measured (another checkout's venv)")
     args = parser.parse_args()
+    gpu = args.device.startswith("cuda")
     head = ("target", "alone s", "alone GiB", "doctor s", "doctor GiB", "time x", "memory x")
-    print(f"{head[0]:<26} " + " ".join(f"{h:>10}" for h in head[1:]) + "   the report says")
+    head += ("alone GPU", "doctor GPU", "GPU x") if gpu else ()
+    print(f"{head[0]:<26} " + " ".join(f"{h:>10}" for h in head[1:]) + "   the report says", flush=True)
     for target in args.targets.split(","):
-        alone_s, alone_gib, doc_s, doc_gib, said = [], [], [], [], ""
+        alone: list[Run] = []
+        doctor: list[Run] = []
+        said = ""
         for _ in range(args.repeat):
             with tempfile.TemporaryDirectory() as cache:
-                code = ALONE.format(here=str(HERE), target=target, train=args.train)
-                wall, peak, _ = measure([sys.executable, "-c", code], _env(cache))
-            alone_s.append(wall)
-            alone_gib.append(peak)
-            wall, peak, said = _doctor(args.python, target, args.train, args.extra.split())
-            doc_s.append(wall)
-            doc_gib.append(peak)
-        a_s, a_g, d_s, d_g = (statistics.median(x) for x in (alone_s, alone_gib, doc_s, doc_gib))
-        row = (a_s, a_g, d_s, d_g, d_s / a_s, d_g / a_g)
-        print(f"{target:<26} " + " ".join(f"{x:10.2f}" for x in row) + f"   {said}")
+                code = ALONE.format(here=str(HERE), target=target, train=args.train, device=args.device)
+                alone.append(Run([sys.executable, "-c", code], _env(cache), gpu))
+            run, said = _doctor(args.python, target, args.train, args.device, args.extra.split())
+            doctor.append(run)
+
+        def med(runs: list[Run], what: str) -> float:
+            return statistics.median(getattr(r, what) or 0.0 for r in runs)
+
+        a_s, a_g, d_s, d_g = med(alone, "wall"), med(alone, "rss_gib"), med(doctor, "wall"), med(doctor, "rss_gib")
+        row = [a_s, a_g, d_s, d_g, d_s / a_s, d_g / a_g]
+        if gpu:
+            a_gpu, d_gpu = med(alone, "gpu_gib"), med(doctor, "gpu_gib")
+            row += [a_gpu, d_gpu, d_gpu / a_gpu if a_gpu else float("nan")]
+            said += "; alone: " + alone[-1].stderr.strip().splitlines()[-1] if alone[-1].stderr.strip() else ""
+        print(f"{target:<26} " + " ".join(f"{x:10.2f}" for x in row) + f"   {said}", flush=True)
 
 
 if __name__ == "__main__":

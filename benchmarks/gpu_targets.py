@@ -1,0 +1,43 @@
+"""Workloads that fill a GPU, for the CUDA checks of `shared/gpu-checklist.md` and
+`benchmarks/doctor_cost.py --device cuda`: models built from configs in bf16 (no download); the doctor
+moves them to the device (`--device cuda`).
+
+- `gpt2_small_bf16`: GPT-2 small (124M parameters), eval; batch 8 x 512, then 8 x 640 (the second
+  length recompiles).
+- `llama_1b_bf16`: a Llama of TinyLlama's shape (22 layers, width 2048, GQA 32/4 heads, 1.1B
+  parameters), eval; batch 4 x 512, then 4 x 640.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ctc_doctor import Workload
+
+
+def _lengths(model: torch.nn.Module, vocab: int, batch: int, lengths: tuple[int, ...], name: str) -> Workload:
+    calls = [torch.randint(0, vocab, (batch, n)) for n in lengths]
+    return Workload(model, kwargs={"input_ids": calls[0]}, variants=[{"input_ids": c} for c in calls[1:]], name=name)
+
+
+def gpt2_small_bf16() -> Workload:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config()).to(torch.bfloat16).eval()
+    return _lengths(model, 50257, 8, (512, 640), "gpt2-small-bf16")
+
+
+def llama_1b_bf16() -> Workload:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
+        num_key_value_heads=4, vocab_size=32000, max_position_embeddings=2048,
+    )
+    with torch.device("meta"):
+        model = LlamaForCausalLM(config)
+    model = model.to_empty(device="cpu").to(torch.bfloat16)
+    model.apply(model._init_weights)  # real random weights (to_empty leaves garbage)
+    return _lengths(model.eval(), 32000, 4, (512, 640), "llama-1.1b-bf16")
