@@ -33,8 +33,13 @@ def llama_1b_bf16() -> Workload:
 
     torch.manual_seed(0)
     config = LlamaConfig(
-        hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
-        num_key_value_heads=4, vocab_size=32000, max_position_embeddings=2048,
+        hidden_size=2048,
+        intermediate_size=5632,
+        num_hidden_layers=22,
+        num_attention_heads=32,
+        num_key_value_heads=4,
+        vocab_size=32000,
+        max_position_embeddings=2048,
     )
     with torch.device("meta"):
         model = LlamaForCausalLM(config)

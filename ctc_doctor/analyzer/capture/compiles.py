@@ -3,8 +3,8 @@
 `CompileRecorder` replaces `torch.compile` in the script's process (`nn.Module.compile` goes through
 it too) with a wrapper that calls the real one and records what was compiled: the module or function,
 its options, a snapshot of the module as it was before its first call (for the fix phase's copies),
-and the inputs of its first call and of each later call with other shapes or dtypes (detached clones;
-a call whose tensors are too big keeps only their shapes). The compiled object works exactly as
+and the inputs of its first call and of each later call with other shapes or dtypes, or other Python
+numbers (a few values each; detached clones; a call whose tensors are too big keeps only their shapes). The compiled object works exactly as
 before: calls are watched from a forward pre-hook on the OptimizedModule, which runs outside Dynamo,
 or from a plain wrapper around a compiled function. `--backend` replaces the script's backend;
 `--max-steps N` stops the script at the start of the primary object's call N+1. `run --compare` runs
@@ -41,6 +41,9 @@ MAX_RECORDED_CALLS = 8
 """Calls kept per compiled object: the first, then each one with a new input signature."""
 MAX_STARTS = 100_000
 """Call start times kept per compiled object (for its pace: the first call, then the steady period)."""
+SCALAR_VALUES = 3
+"""Calls kept per input signature when only their Python numbers differ (a float timestep, a step int):
+the first value compiles, the second recompiles, the third shows whether automatic dynamic settled it."""
 MAX_CALL_BYTES = 256 * 2**20
 """A call whose tensors are bigger is kept as shapes and dtypes only."""
 
@@ -62,6 +65,19 @@ class RecordedCall:
     description: str
     index: int
     """Which call of the object it was (0 = first)."""
+    scalars: tuple[int | float, ...] = ()
+    """The Python numbers among its arguments (Dynamo bakes each value into the graph)."""
+
+
+def _scalars(value: Any) -> tuple[int | float, ...]:
+    """The Python ints and floats in the arguments, in order (bools are flags, kept by `signature`)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (value,)
+    if isinstance(value, (tuple, list)):
+        return tuple(x for v in value for x in _scalars(v))
+    if isinstance(value, dict):
+        return tuple(x for v in value.values() for x in _scalars(v))
+    return ()
 
 
 @dataclass
@@ -330,18 +346,19 @@ class CompileRecorder:
             obj.triggers[index] = _trigger(sys._getframe(1), context)
         if len(obj.recorded) >= MAX_RECORDED_CALLS:
             return
-        sig = signature((args, kwargs))
-        if any(r.signature == sig for r in obj.recorded):
-            return
+        sig, scalars = signature((args, kwargs)), _scalars((args, kwargs))
+        same = [r for r in obj.recorded if r.signature == sig]
+        if same and (len(same) >= SCALAR_VALUES or any(r.scalars == scalars for r in same)):
+            return  # a new Python number is kept a few times: enough for its recompiles to replay
         obj.triggers.setdefault(index, _trigger(sys._getframe(1), context))
         names = forward_arg_names(obj.module) if obj.module is not None else obj.arg_names
         description = describe_inputs(args, kwargs, names)
         size = sum(t.numel() * t.element_size() for t in iter_tensors((args, kwargs)))
         if size > MAX_CALL_BYTES:
-            obj.recorded.append(RecordedCall(None, None, torch.is_grad_enabled(), sig, description, index))
+            obj.recorded.append(RecordedCall(None, None, torch.is_grad_enabled(), sig, description, index, scalars))
             return
         copied_args, copied_kwargs = fresh_copy(tuple(args)), fresh_copy(dict(kwargs))
-        obj.recorded.append(RecordedCall(copied_args, copied_kwargs, torch.is_grad_enabled(), sig, description, index))
+        obj.recorded.append(RecordedCall(copied_args, copied_kwargs, torch.is_grad_enabled(), sig, description, index, scalars))
 
     def _mark(self, obj: WatchedObject, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """`mark-dynamic`: the arguments' varying dims marked before the call (a dim of size 0 or 1 is left:

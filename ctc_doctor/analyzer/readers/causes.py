@@ -9,7 +9,9 @@ An event joins an existing cause when
   - it recompiled the same code for the same guard (kind, source with instance indices as `*`, dim),
     in any call: a value that keeps changing, a per-layer guard, a resume function's entry again; or
   - in the same workload call, its triggering guard is of the same kind and shows the same change
-    (`expected 2, actual 3`): the change travelled down from the frame that saw it first.
+    (`expected 2, actual 3`): the change travelled down from the frame that saw it first; or
+  - in the same workload call, its triggering guard is on the same attribute of `self` in a function of
+    the same class and file: one object's attribute that several of its methods read.
 Otherwise it starts a new cause. Every event belongs to exactly one cause.
 """
 
@@ -146,7 +148,7 @@ def recompile_causes(
         code = _code(rc)
         if g is None:
             code_key: tuple[object, ...] = (*code, "none", rc.failed_guards[0].reason if rc.failed_guards else "")
-            change_key = None
+            change_key: tuple[object, ...] | None = None
         else:
             # an adapter's guards (how many, which is active, its scale) are one change of one structure
             code_key = (*code, g.kind, "lora" if g.kind == "adapter" else instance_pattern(g.source), g.dim)
@@ -154,6 +156,10 @@ def recompile_causes(
             # frame says nothing about another frame's value unless both sides of the change are known
             known = g.expected is not None and (g.actual is not None or guard_kind(g.kind).travels)
             change_key = (rc.rank, rc.call_index, g.kind, g.expected, g.actual) if known else None
+            if change_key is None and of_self(g.source):
+                # one object's attribute read by several of its methods (or their resume functions) in one
+                # call: `self` of one class's file, changed once (a scheduler's `_step_index`)
+                change_key = (rc.rank, rc.call_index, g.kind, g.source, rc.module_class, rc.file)
         index = by_code.get(code_key)
         if index is None and change_key is not None:
             index = by_change.get(change_key)

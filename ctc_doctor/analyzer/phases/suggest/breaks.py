@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from ....reports import models as rm
 from .base import RuleContext, config, own_line, refs, source_edit, suggest_disable, where
+from .schedulers import scheduler_frame, scheduler_suggestion
 
 
 def _is(site: rm.GraphBreakSite, ids: tuple[str, ...] = (), pattern: str | None = None) -> bool:
@@ -241,6 +242,15 @@ def _transformers_loss_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: 
     return True
 
 
+def _scheduler_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
+    """A break in a diffusers scheduler's code: the scheduler belongs outside the compiled code."""
+    frame = scheduler_frame([*site.user_stack, site.user_frame])
+    if frame is None:
+        return False
+    scheduler_suggestion(ctx, applies, frame)
+    return True
+
+
 def _library_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
     if site.own_code or site.library in (None, "stdlib", "torch"):
         return False
@@ -299,6 +309,7 @@ def _first_call_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[st
 _BREAK_RULES: tuple[Callable[[RuleContext, rm.GraphBreakSite, list[str]], bool], ...] = (
     _first_call_rule,
     _transformers_loss_rule,
+    _scheduler_rule,
     _library_rule,
     _print_rule,
     _logger_rule,

@@ -16,7 +16,7 @@ COMPILE_CACHE_ADVICE_S = 10.0
 def model_suggestions(ctx: RuleContext) -> None:
     """Advice about the model as a whole: regional compilation of repeated blocks, CUDA graphs."""
     facts = ctx.facts
-    for group in facts.repeated if facts else []:
+    for group in facts.repeated if facts and not _compiled_per_block(ctx.report) else []:
         n = len(group.paths)
         where = f"`{group.container}` holds" if group.container else "The model holds"
         why = f" (the blocks it declares in `{group.declared}`)" if group.declared else ""
@@ -46,6 +46,13 @@ def model_suggestions(ctx: RuleContext) -> None:
             snippet='compiled = torch.compile(model, mode="reduce-overhead")',
             references=[DOCS["cudagraphs"]],
         )
+
+
+def _compiled_per_block(report: rm.Report) -> bool:
+    """The script already compiles block by block (`compile_repeated_blocks()`, a loop of torch.compile):
+    the analyzed object is one of several of its class, so regional advice inside it would split a block."""
+    analyzed = next((o for o in report.compiled if o.analyzed), None)
+    return analyzed is not None and sum(o.name == analyzed.name for o in report.compiled) > 1
 
 
 def _regional_snippet(group: RepeatedGroup, has_compile_repeated_blocks: bool) -> str:

@@ -17,6 +17,7 @@ from ...readers.causes import of_self
 from ...readers.costs import hit_the_limit
 from .adapters import adapter_rule
 from .base import Failures, RuleContext, config
+from .schedulers import in_scheduler, scheduler_suggestion
 
 
 def _argument(source: str | None, facts: ModelFacts | None) -> str | None:
@@ -108,7 +109,72 @@ def _specialized_size(ctx: RuleContext, group: _Marks, arg: str, dims: str, size
     )
 
 
+def compiled_by_library(report: rm.Report) -> rm.CompiledObject | None:
+    """The analyzed object when a library compiled it (`run`: diffusers' `compile_repeated_blocks`,
+    transformers' generate compile): the library calls it too, so its arguments are not the user's."""
+    analyzed = next((o for o in report.compiled if o.analyzed), None)
+    return analyzed if analyzed is not None and analyzed.library not in (None, "torch", "stdlib") else None
+
+
+def _library_compile(compiled: rm.CompiledObject) -> tuple[str, str]:
+    """How the user sets the options of a library's compile: (words, a snippet with `dynamic=True`)."""
+    if compiled.library == "diffusers" and "modeling_utils" in (compiled.site or ""):
+        return "`compile_repeated_blocks()`", "model.compile_repeated_blocks(dynamic=True)  # its options reach every block's torch.compile"
+    words = f"{compiled.library}'s compile call (`{compiled.site}`)"
+    return words, f"# where {compiled.library} takes its torch.compile options:\ndynamic=True"
+
+
+def _library_sizes(ctx: RuleContext, failures: Failures, compiled: rm.CompiledObject) -> None:
+    """Sizes that change in a block a library compiled and calls: its arguments cannot be marked by the
+    user; `dynamic=True` in the library's compile call (`run --compare dynamic` measures it) can."""
+    words, snippet = _library_compile(compiled)
+    ctx.add(
+        "library-compile-dynamic",
+        f"Pass `dynamic=True` to {words}: the sizes change inside `{compiled.name}`, which {compiled.library} compiles and calls",
+        f"`{compiled.name}` was compiled by {compiled.library} (`{compiled.site}`) and is called by its code, so its "
+        "arguments never pass through your hands: marking them dynamic is not yours to do. The sizes that change "
+        "(a new resolution or batch size) recompile each block's frame until automatic dynamic shapes settle it. "
+        "Compiled with `dynamic=True`, the first compile is already shape-generic (a size of 1, or blocks of "
+        "another width, still get a graph of their own). `ctc-doctor run --compare default,dynamic` measures the "
+        "change on your script.",
+        "dynamic_shapes",
+        failures.ids(),
+        snippet=snippet,
+        references=[DOCS["dynamic"]],
+    )
+
+
+def _stride_rule(ctx: RuleContext, failures: Failures) -> None:
+    """A layout change: at the user's own call, a contiguous input; inside a block the library calls (or a
+    frame past a break), the layout follows the model's input, which is what to keep in one format."""
+    library = compiled_by_library(ctx.report)
+    inside = [(rc, g) for rc, g in failures.items if library is not None or not _is_root(rc)]
+    own = [(rc, g) for rc, g in failures.items if library is None and _is_root(rc)]
+    if own:
+        _advice_rule(ctx, Failures(failures.kinds, own))
+    if not inside:
+        return
+    sources = list(dict.fromkeys(module_path_of(g.source) for _, g in inside if g.source))
+    shown = ", ".join(f"`{s}`" for s in sources[:3]) or "a tensor"
+    where = f"`{library.name}`, which {library.library} compiles and calls" if library else "a frame your call does not reach"
+    ctx.add(
+        "stride-inside",
+        "Pass the model's inputs in one memory format (all contiguous, or all channels_last)",
+        f"The strides of {shown} changed inside {where}: that tensor is made by the model's code from your input, "
+        "and its layout follows your input's (a channels_last image, a transposed view). No call you make passes "
+        "it, so there is nothing to make contiguous there. Keep the model's inputs in one layout across calls.",
+        "source_edit",
+        Failures(failures.kinds, inside).ids(),
+        snippet="x = x.contiguous()  # or x.to(memory_format=torch.channels_last), the same for every call\nout = model(x)",
+        references=[DOCS["troubleshooting"]],
+    )
+
+
 def _size_rule(ctx: RuleContext, failures: Failures) -> None:
+    library = compiled_by_library(ctx.report)
+    if library is not None:
+        _library_sizes(ctx, failures, library)
+        return
     for group in _mark_groups(ctx, failures):
         marks = group.by_argument(ctx.facts.arg_names if ctx.facts else [])
         (arg, ordered), *others = marks.items()
@@ -420,6 +486,7 @@ RULES: dict[str, Callable[[RuleContext, Failures], None]] = {
     "global_state": _global_state_rule,
     "advice": _advice_rule,
     "adapter": adapter_rule,
+    "stride": _stride_rule,
 }
 """The rules by name; which kinds each answers, and in what order they are listed, is the guard kinds'
 registry's (`reports/advice/guard_kinds.KINDS`)."""
@@ -444,7 +511,11 @@ def recompile_suggestions(ctx: RuleContext) -> None:
     """Each rule over the failed guards of the kinds it answers (a loop's expected one-offs left out:
     nothing to fix), in the registry's order, then the recompile-limit rule."""
     by_kind: dict[str, list[tuple[rm.Recompile, rm.FailedGuard]]] = {}
-    for rc in (r for r in ctx.report.recompiles if not r.expected):
+    recompiles = [r for r in ctx.report.recompiles if not r.expected]
+    scheduled = [r.id for r in recompiles if in_scheduler(r)]
+    if scheduled:  # a scheduler's counter: one answer, whatever the guard's kind
+        scheduler_suggestion(ctx, scheduled)
+    for rc in (r for r in recompiles if r.id not in scheduled):
         for guard in rc.failed_guards:
             by_kind.setdefault(guard.kind, []).append((rc, guard))
     for rule, kinds in rules():
