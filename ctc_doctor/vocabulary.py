@@ -49,13 +49,15 @@ STRATEGIES: dict[str, str] = {
     "mark-dynamic": "the dims its own run saw vary",
     "static": "",
     "inner": "the module inside a compiled DDP wrapper compiled instead: DDP(torch.compile(model))",
+    "hotswap": "its own, with diffusers' LoRA hotswap: later adapters swapped into the first one's place",
     **{mode: "" for mode in MODES if mode != "default"},
 }
 """`run --compare`'s ways of compiling the script: not at all (its compiled objects are still watched,
 for their pace), its own options, its own plus `opt.step = torch.compile(opt.step)` for every optimizer
 it creates, `dynamic=True`, the dims its own run saw vary marked dynamic before each call,
 `dynamic=False`, the module inside a compiled DDP wrapper compiled instead of the wrapper (`inner`:
-`DDP(torch.compile(model))` for `torch.compile(DDP(model))`), or a mode for every torch.compile."""
+`DDP(torch.compile(model))` for `torch.compile(DDP(model))`), diffusers' LoRA hotswap recipe applied to its
+adapter loads (`hotswap`), or a mode for every torch.compile."""
 
 
 def listed(entries: dict[str, str]) -> str:

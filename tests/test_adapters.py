@@ -68,3 +68,31 @@ def test_a_diffusers_unet_is_compiled_by_the_blocks_it_declares():
     assert [(g.class_name, g.declared) for g in groups] == [("BasicTransformerBlock", "_repeated_blocks")]
     assert len(groups[0].paths) >= 3 and all("transformer_blocks" in p for p in groups[0].paths)
     assert not any(g.class_name in ("Linear", "LoRACompatibleLinear", "FeedForward", "AdaLayerNormZero") for g in groups)
+
+
+def test_run_compare_hotswap_replays_a_switching_script_with_the_recipe_and_measures_it(cli):
+    """The script loads, switches and rescales adapters after compiling (3 recompiles); replayed with diffusers'
+    hotswap recipe it compiles once and computes the same images; the hotswap suggestion carries that measurement."""
+    pytest.importorskip("diffusers")
+    import json
+
+    from ctc_doctor.errors import ExitCode
+    from ctc_doctor.reports.models import Report
+
+    result = cli("run", "--compare", "default,hotswap", "--no-bisect", "--no-fix", "--json", "-", "--", str(TARGETS / "lora_switching.py"))
+    assert result.returncode == ExitCode.OK, result.stderr[-2000:]
+    report = Report.model_validate(json.loads(result.stdout))
+    assert report.compiled[0].lora_rank == 8  # a (4) and b (8) loaded: the rank the replay prepares for
+    [cause] = report.recompile_causes
+    assert cause.kind == "adapter" and len(cause.recompiles) == 3
+    rows = {r.strategy: r for r in report.comparison}
+    assert rows["default"].recompiles == 3 and rows["hotswap"].recompiles == 0, rows
+    checksums = [float(line.split()[1]) for line in result.stderr.splitlines() if line.startswith("checksum")]
+    assert len(checksums) == 2 and checksums[1] == pytest.approx(checksums[0], rel=1e-5), checksums  # the same results
+    hotswap = next(s for s in report.suggestions if s.rule == "lora-hotswap")
+    assert "target_rank=8" in (hotswap.snippet or "")
+    recompiles = next(d for d in hotswap.deltas if d.metric == "recompiles")
+    assert (recompiles.before, recompiles.after, recompiles.better) == (3, 0, True)
+    assert recompiles.source == "run --compare: default -> hotswap"
+    assert any(d.metric == "first_call_s" for d in hotswap.deltas)
+    assert not any(s.rule == "adapter-requires-grad" for s in report.suggestions)  # the new adapter's weights: part of adding it

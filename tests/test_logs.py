@@ -20,6 +20,7 @@ from ctc_doctor.fixtures.registry import all_fixtures
 from ctc_doctor.reports import Report, load_report
 from ctc_doctor.reports.diff import diff_reports
 from ctc_doctor.reports.markdown import render_markdown
+from ctc_doctor.reports.models import SCHEMA_VERSION
 
 from .conftest import REPO, analyzed
 
@@ -295,7 +296,7 @@ def test_logs_command_writes_a_report_that_loads_renders_and_diffs(cli, tmp_path
     assert result.returncode == 0, result.stderr
     assert "ranks diverge" in result.stdout and "rank 1" in result.stdout
     report = load_report(out)
-    assert report.schema_version == "1.14" and report.source is not None and report.source.ranks == [0, 1]
+    assert report.schema_version == SCHEMA_VERSION and report.source is not None and report.source.ranks == [0, 1]
     md = render_markdown(report)
     assert "### Logs" in md and "| rank | compiles |" in md and "**Ranks diverge**" in md
     # the directory alone routes to `logs`; stdout carries only the JSON

@@ -63,6 +63,8 @@ class RunOptions:
     """`run --compare`: seed the script's generators at start, keep the losses its compiled calls return."""
     marks: dict[str, list[int]] | None = None
     """`mark-dynamic`: the analyzed object's arguments and dims to mark dynamic before each call."""
+    target_rank: int | None = None
+    """`hotswap`: the LoRA rank to prepare for (the largest the script's own run loaded)."""
     trial_timeout_s: float | None = 60.0
     grace_s: float = 30.0
     """After a stop signal, how long the ranks have to write their reports before they are killed."""
@@ -154,6 +156,7 @@ def _run(
         "strategy": options.strategy,
         "compare": options.compare,
         "marks": options.marks,
+        "target_rank": options.target_rank,
         "trial_timeout_s": options.trial_timeout_s,
         "progress_path": os.path.join(out, "progress.jsonl"),
         "deadline": time.time() + options.timeout_s if options.timeout_s else None,

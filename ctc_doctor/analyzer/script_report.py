@@ -25,6 +25,7 @@ from ..workload import Call, Workload
 from . import torch_internals as ti
 from .capture.attribution import ModuleIndex
 from .capture.compiles import CompileRecorder, RecordedCall, StopScript, WatchedObject
+from .capture.hotswap import lora_rank
 from .capture.inputs import ModuleInputs
 from .capture.live import ScriptRun, eager_pass, findings_of, first_call_break_lines
 from .phases.bisect import BisectInputs, BisectOptions
@@ -224,6 +225,8 @@ def _compiled_row(obj: WatchedObject, rank: int, analyzed: bool) -> rm.CompiledO
         period_n=steady,
         losses=obj.loss_values(),
         dropout=obj.dropout,
+        lora_rank=lora_rank(obj.module),
+        calls_s=round(span, 4) if (span := obj.span_s()) is not None else None,
     )
 
 

@@ -149,6 +149,7 @@ def main(argv: list[str]) -> int:
             on_primary_call=lambda index: run.call_marks.append(len(cap.events)),
             strategy=config.get("strategy"),
             marks=config.get("marks"),
+            target_rank=config.get("target_rank"),
             losses=bool(config.get("compare")),
         )
         if config.get("compare"):

@@ -150,9 +150,10 @@ def run(command: tuple[str, ...], **kw: Any) -> None:
             result = run_script(argv, options, say=say, progress=progress, stdout=stdout)
         report = result.report
         if strategies:
-            from ..reports.verdicts import site_costs
+            from ..reports.verdicts import compared_suggestions, site_costs
 
             report.comparison = _compare(argv, options, strategies, report, say, stdout)
+            compared_suggestions(report)
             site_costs(report)  # a wrapper's breaks are priced by the `inner` row
         report.run.command = command_line()
         if args.json_out:
@@ -213,6 +214,7 @@ def _compare(argv: list[str], options: Any, strategies: list[str], default: Repo
     from ..reports.verdicts import compare_strategies, dynamic_marks, strategy_row
 
     marks = dynamic_marks(default)
+    ranks = [o.lora_rank for o in default.compiled if o.lora_rank]
     rows: list[StrategyRow] = []
     runs: dict[str, CompiledObject | None] = {}
     for strategy in strategies:
@@ -220,9 +222,14 @@ def _compare(argv: list[str], options: Any, strategies: list[str], default: Repo
         if strategy == "mark-dynamic" and not marks:
             rows.append(StrategyRow(strategy=strategy, error="the script's own run had no size recompile to mark"))
             continue
+        if strategy == "hotswap" and not ranks:
+            rows.append(StrategyRow(strategy=strategy, error="the script's own run loaded no LoRA adapter"))
+            continue
         if strategy != "default":
             say(f"--compare: the script again, {strategy}")
-            again = dataclasses.replace(options, strategy=strategy, bisect=False, fix=False, marks=marks or None)
+            again = dataclasses.replace(
+                options, strategy=strategy, bisect=False, fix=False, marks=marks or None, target_rank=max(ranks, default=None)
+            )
             with _fresh_inductor_cache(True):
                 report = run_script(argv, again, say=say, stdout=stdout).report
         rows.append(strategy_row(strategy, report))

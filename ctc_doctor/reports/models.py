@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..version import __version__
 
-SCHEMA_VERSION = "1.14"
+SCHEMA_VERSION = "1.15"
 """major.minor: a minor bump adds optional fields; a major bump renames or removes fields."""
 
 Verdict = Literal["clean", "graph_breaks", "recompiles", "graph_breaks_and_recompiles", "failed"]
@@ -71,7 +71,15 @@ Objective = Literal["latency", "compile", "balanced"]
 Recurrence = Literal["one_off", "bounded", "recurring"]
 MeasuredVerdict = Literal["recommended", "trade_off", "worse", "no_effect", "failed", "unmeasured"]
 DeltaMetric = Literal[
-    "graphs", "break_sites", "recompiles", "trace_compile_s", "cold_compile_s", "warm_compile_s", "latency_ms", "peak_memory_mb"
+    "graphs",
+    "break_sites",
+    "recompiles",
+    "trace_compile_s",
+    "cold_compile_s",
+    "warm_compile_s",
+    "latency_ms",
+    "peak_memory_mb",
+    "first_call_s",
 ]
 SuggestionKind = Literal["config", "wrap", "dynamic_shapes", "regional", "source_edit", "upgrade", "mode"]
 ActionType = Literal["dynamo_config", "disable", "source_patch", "mark_dynamic", "scalar_to_tensor", "set_attribute", "regional", "warm_up"]
@@ -816,7 +824,8 @@ class Delta(_Model):
 
     metric: DeltaMetric
     """graphs, break_sites, recompiles (the fix check), trace_compile_s (the fix check's compile time,
-    analysis backend), cold_compile_s, warm_compile_s, latency_ms, peak_memory_mb (the benchmark)."""
+    analysis backend), cold_compile_s, warm_compile_s, latency_ms, peak_memory_mb (the benchmark),
+    first_call_s (`run --compare`: the script's first call of its compiled object, compile included; 1.15)."""
     before: float
     """Without the change."""
     after: float
@@ -1251,6 +1260,12 @@ class CompiledObject(_Model):
     `["loss"]`), by call (schema 1.11)."""
     dropout: bool = False
     """Its module holds a training-mode dropout (schema 1.11)."""
+    lora_rank: int | None = None
+    """The largest LoRA rank its module's PEFT layers held when the script ended (None: no LoRA layer):
+    what `run --compare hotswap` prepares the model for (schema 1.15)."""
+    calls_s: float | None = None
+    """Seconds its calls took, from the first call's start to the last call's start plus one steady period:
+    every compile and recompile included (schema 1.15)."""
 
 
 class StrategyRow(_Model):
@@ -1286,6 +1301,8 @@ class StrategyRow(_Model):
     """Total frame compile time of the run."""
     graphs_compiled: int = 0
     """Graphs compiled over the run."""
+    calls_s: float | None = None
+    """The time its calls took, recompiles included (`CompiledObject.calls_s`; schema 1.15)."""
     recompiles: int = 0
     """Recompilations over the run."""
     expected_recompiles: int = 0

@@ -19,7 +19,10 @@ from collections.abc import Iterable
 from . import models as rm
 from .labels import numerics_text
 
-_UNITS = {"latency_ms": " ms", "cold_compile_s": " s", "warm_compile_s": " s", "trace_compile_s": " s", "peak_memory_mb": " MB"}
+_UNITS = {
+    "latency_ms": " ms", "cold_compile_s": " s", "warm_compile_s": " s", "trace_compile_s": " s", "peak_memory_mb": " MB",
+    "first_call_s": " s",
+}  # fmt: skip
 _LABELS = {
     "graphs": "graphs",
     "break_sites": "break sites",
@@ -29,6 +32,7 @@ _LABELS = {
     "warm_compile_s": "warm compile",
     "latency_ms": "latency",
     "peak_memory_mb": "peak memory",
+    "first_call_s": "first call",
 }
 _ORDER = {"recommended": 0, "trade_off": 1, "unmeasured": 2, "no_effect": 3, "worse": 4, "failed": 5}
 _CATEGORY_ORDER = {"fix": 0, "workaround": 1, "advice": 2, None: 1}
@@ -351,6 +355,7 @@ def strategy_row(strategy: str, report: rm.Report) -> rm.StrategyRow:
         exit_code=report.run.exit_code,
         calls=obj.calls if obj else 0,
         first_call_s=obj.first_call_s if obj else None,
+        calls_s=obj.calls_s if obj else None,
         compile_time_s=s.compile_time_s,
         graphs_compiled=s.graphs_compiled,
         recompiles=s.recompile_count,
@@ -433,6 +438,14 @@ def compare_strategies(rows: list[rm.StrategyRow], runs: dict[str, rm.CompiledOb
         r.break_even_calls = break_even_calls(r.first_call_s, eager.first_call_s or 0.0, 1, r.period_ms / 1e3, eager.period_ms / 1e3)
 
 
+def total_time(row: rm.StrategyRow, steps: int) -> float:
+    """Seconds for `steps` calls: what its calls took when it made that many (recompiles included), else its
+    first call plus the steady pace for the rest."""
+    if row.calls == steps and row.calls_s is not None:
+        return row.calls_s
+    return (row.first_call_s or 0.0) + (steps - 1) * (row.period_ms or 0.0) / 1e3
+
+
 def strategy_verdict(rows: list[rm.StrategyRow], steps: int | None = None) -> str:
     """`max-autotune: 1.40x eager's pace, pays off after 2,300 calls`; with `steps`, the strategy with the
     least total time for that many calls. Failed strategies are never best."""
@@ -451,7 +464,7 @@ def strategy_verdict(rows: list[rm.StrategyRow], steps: int | None = None) -> st
     if shaky:
         text += f"; unstable: {'; '.join(dict.fromkeys(shaky))}: the choice may not hold"
     if steps is not None:
-        total = min(timed, key=lambda r: (r.first_call_s or 0.0) + (steps - 1) * (r.period_ms or 0.0) / 1e3)
+        total = min(timed, key=lambda r: total_time(r, steps))
         text += f"; for {steps:,} calls the least total time: {total.strategy}"
     if drifted:
         text += f"; left out, its loss drifted from eager's: {', '.join(drifted)}"
@@ -501,3 +514,27 @@ def _wrapper_cost(report: rm.Report, site: rm.GraphBreakSite, cost: rm.BreakCost
         cost.note = f"{wrapper}'s breaks together, by design"
         return
     cost.note = f"{wrapper}'s eager code by design; `run --compare default,inner` measures compiling inside it instead"
+
+
+COMPARED_BY = {"lora-hotswap": "hotswap", "library-compile-dynamic": "dynamic"}
+"""Suggestions that a `run --compare` strategy replays on the script itself: rule -> strategy."""
+
+
+def compared_suggestions(report: rm.Report) -> None:
+    """Each suggestion a `run --compare` row replayed: its deltas from the `default` row to that row
+    (recompiles, the first call with its compile) and its verdict. A row too short for a pace still counts
+    its recompiles and first call."""
+    rows = {r.strategy: r for r in report.comparison if r.first_call_s is not None}
+    default = rows.get("default")
+    for s in report.suggestions:
+        row = rows.get(COMPARED_BY.get(s.rule, ""))
+        if default is None or row is None or s.verified is not None:
+            continue
+        source = f"run --compare: default -> {row.strategy}"
+        assert default.first_call_s is not None and row.first_call_s is not None
+        pairs = [("recompiles", float(default.recompiles), float(row.recompiles)), ("first_call_s", default.first_call_s, row.first_call_s)]
+        s.deltas = [
+            rm.Delta(metric=metric, before=round(b, 4), after=round(a, 4), better=_better(metric, b, a), source=source)  # type: ignore[arg-type]
+            for metric, b, a in pairs
+        ]
+        s.verdict, s.verdict_reason = _verdict(s, s.deltas)

@@ -10,8 +10,9 @@ or from a plain wrapper around a compiled function. `--backend` replaces the scr
 `--max-steps N` stops the script at the start of the primary object's call N+1. `run --compare` runs
 the script once per strategy: the recorder then leaves the objects uncompiled (`eager`, still watched,
 so the pace is measured the same way), replaces their `mode` or `dynamic`, compiles the `step` of
-every optimizer the script creates (`optimizer`), or compiles the module inside a compiled
-DistributedDataParallel instead of the wrapper (`inner`).
+every optimizer the script creates (`optimizer`), compiles the module inside a compiled
+DistributedDataParallel instead of the wrapper (`inner`), or swaps LoRA adapters into the first one's
+place (`hotswap`, `capture/hotswap`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ..readers.sources import classify_file
 from ..running.copying import CopyError, copy_model, fresh_copy
 from ..running.modules import describe_inputs, forward_arg_names
 from ..running.tensors import iter_tensors
+from .hotswap import lora_hotswap
 from .inputs import signature
 
 MAX_RECORDED_CALLS = 8
@@ -137,6 +139,15 @@ class WatchedObject:
         q = statistics.quantiles(steady, n=4, method="inclusive") if len(steady) >= 2 else [steady[0]] * 3
         return self.starts[1] - self.starts[0], statistics.median(steady) * 1e3, (q[2] - q[0]) * 1e3, len(steady)
 
+    def span_s(self) -> float | None:
+        """Seconds from its first call's start to its last call's start, plus one steady period: the time
+        its calls took, every compile and recompile included (None: fewer than 2 calls, or starts not all kept)."""
+        if len(self.starts) < 2 or len(self.starts) != self.calls:
+            return None
+        _, period_ms, _, _ = self.pace()
+        last = period_ms / 1e3 if period_ms is not None else self.starts[-1] - self.starts[-2]
+        return self.starts[-1] - self.starts[0] + last
+
     @property
     def what(self) -> str:
         """`LlamaForCausalLM.forward`, `Block`, `fn`: what was compiled, as the user wrote it."""
@@ -164,10 +175,13 @@ class CompileRecorder:
         strategy: str | None = None,
         marks: dict[str, list[int]] | None = None,
         losses: bool = False,
+        target_rank: int | None = None,
     ) -> None:
         self.backend = backend
         self.strategy = strategy
         self.marks = marks or {}
+        self.target_rank = target_rank
+        """`run --compare hotswap`: the LoRA rank to prepare each model for (the script's own run's largest)."""
         """`run --compare mark-dynamic`: the primary object's arguments and dims marked dynamic before each call."""
         self.losses = losses
         """Keep the losses the objects return at calls 0, 1, 2, 4, 8... (`run --compare`)."""
@@ -200,7 +214,11 @@ class CompileRecorder:
         calls of the model afterwards are not the script's)."""
         self.closed = False
         try:
-            with ti.torch_compile_replaced(self._wrap), self._optimizers_compiled(self.strategy == "optimizer"):
+            with (
+                ti.torch_compile_replaced(self._wrap),
+                self._optimizers_compiled(self.strategy == "optimizer"),
+                lora_hotswap(self.strategy == "hotswap", self.target_rank, self._note),
+            ):
                 yield
         finally:
             self.closed = True
@@ -264,7 +282,7 @@ class CompileRecorder:
 
     def _strategy(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """The script's torch.compile options under `run --compare`'s strategy."""
-        if self.strategy in (None, "default", "eager", "optimizer", "mark-dynamic", "inner"):
+        if self.strategy in (None, "default", "eager", "optimizer", "mark-dynamic", "inner", "hotswap"):
             return kwargs
         if self.strategy in ("dynamic", "static"):
             return {**kwargs, "dynamic": self.strategy == "dynamic"}

@@ -31,7 +31,7 @@ def adapter_rule(ctx: RuleContext, failures: Failures) -> None:
         )
     if structure or "rescaled" in changes:
         _hotswap(ctx, applies)
-    if "made trainable (or frozen)" in changes:
+    if "made trainable (or frozen)" in changes and not structure:  # a new adapter's weights: part of adding it
         ctx.add(
             "adapter-requires-grad",
             "Set the adapters' requires_grad before compiling (an adapter added trainable changes it)",
@@ -48,20 +48,27 @@ def adapter_rule(ctx: RuleContext, failures: Failures) -> None:
 
 def _hotswap(ctx: RuleContext, applies: list[str]) -> None:
     """The hotswap recipe (diffusers' and PEFT's spelling): what holds for adding, switching and rescaling
-    (tests/targets/adapter_targets.py:hotswapped compiles once for all three)."""
+    (tests/targets/adapter_targets.py:hotswapped compiles once for all three). The rank is the largest the
+    script loaded when `run` saw it."""
+    seen = max((o.lora_rank for o in ctx.report.compiled if o.lora_rank), default=None)
+    rank = f"{seen}  # the largest rank your script loaded" if seen else "64  # the largest rank of your adapters"
     ctx.add(
         "lora-hotswap",
         "Prepare the model for hotswapping before the first adapter, then swap adapters in place",
         "Hotswapping replaces an adapter's weights in the layers the compiled code already has: nothing it guards on "
         "changes, so nothing recompiles. Prepare before the first load with the largest rank of your adapters (smaller "
-        "ones are padded); the preparation also turns the scales into tensors, so a new scale recompiles nothing either.",
+        "ones are padded); the preparation also turns the scales into tensors, so a scale changed in place recompiles "
+        "nothing either (`set_adapters(..., weights)` assigns a plain float, which does). `ctc-doctor run --compare "
+        "default,hotswap` replays your script with the recipe applied to diffusers' loaders and measures it.",
         "source_edit",
         applies,
-        snippet="# diffusers\npipe.enable_lora_hotswap(target_rank=64)  # the largest rank of your adapters\n"
+        snippet=f"# diffusers\npipe.enable_lora_hotswap(target_rank={rank})\n"
         "pipe.load_lora_weights(path_a, adapter_name='default')\npipe.unet.compile()\n"
         "pipe.load_lora_weights(path_b, adapter_name='default', hotswap=True)\n"
+        "for m in pipe.unet.modules():  # a new scale, in place\n"
+        "    if 'default' in getattr(m, 'scaling', {}):\n        m.scaling['default'].mul_(0.5)\n"
         "# PEFT\nfrom peft.utils.hotswap import hotswap_adapter, prepare_model_for_compiled_hotswap\n"
-        "prepare_model_for_compiled_hotswap(model, target_rank=64)\nmodel = torch.compile(model)\n"
+        f"prepare_model_for_compiled_hotswap(model, target_rank={rank.split()[0]})\nmodel = torch.compile(model)\n"
         "hotswap_adapter(model, path_b, adapter_name='default')",
         references=[DOCS["troubleshooting"]],
     )

@@ -1,0 +1,141 @@
+"""`run --compare hotswap`: the script replayed with diffusers' LoRA hotswap recipe applied, unmodified.
+
+The recipe (diffusers' and PEFT's): prepare the model for hotswapping before its first adapter
+(`enable_lora_hotswap(target_rank=the largest rank)`), then load every later adapter into the first one's
+place (`load_lora_adapter(..., adapter_name=first, hotswap=True)`): the compiled code keeps its layers and
+its guards hold. In the script's process, diffusers' `PeftAdapterMixin` (which its pipelines' loaders call
+for each model) is patched for the run:
+
+- the first adapter a model loads is loaded as written, prepared for `target_rank` (the largest rank the
+  script's own run loaded), and becomes the slot;
+- a later adapter is swapped into the slot when it is loaded, as loading activates it; its source is kept,
+  so that `set_adapters(name)` swaps back whichever adapter the script activates;
+- `set_adapters(name, weights)` sets the slot's scales in place (the preparation made them tensors;
+  diffusers' own `set_scale` would assign a float, which recompiles).
+
+What the recipe cannot express runs as written, with a note: several adapters active at once, an
+adapter deleted while it is in the slot. PEFT models outside diffusers (`PeftModel.load_adapter`) are not
+replayed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+@dataclass
+class _Slot:
+    """One model's hotswap slot: the adapter name its layers hold, what is in it now, each adapter's source."""
+
+    name: str
+    shown: str
+    sources: dict[str, tuple[Any, dict[str, Any]]] = field(default_factory=dict)
+    base: dict[int, float] = field(default_factory=dict)
+    """Each LoRA layer's scale of the adapter in the slot, at weight 1 (id of the layer -> scale)."""
+
+
+def _lora_layers(model: torch.nn.Module, name: str) -> list[Any]:
+    return [m for m in model.modules() if isinstance(getattr(m, "scaling", None), dict) and name in m.scaling]
+
+
+def _remember_scales(model: torch.nn.Module, slot: _Slot) -> None:
+    slot.base = {id(m): float(m.scaling[slot.name]) for m in _lora_layers(model, slot.name)}
+
+
+def _single(names: Any) -> str | None:
+    if isinstance(names, str):
+        return names
+    if isinstance(names, (list, tuple)) and len(names) == 1 and isinstance(names[0], str):
+        return names[0]
+    return None
+
+
+def _weight(weights: Any) -> float | None:
+    """One adapter's weight as a number; None for none given, or a per-block dict (run as written)."""
+    if isinstance(weights, (list, tuple)) and len(weights) == 1:
+        weights = weights[0]
+    return float(weights) if isinstance(weights, (int, float)) and not isinstance(weights, bool) else None
+
+
+@contextlib.contextmanager
+def lora_hotswap(on: bool, target_rank: int | None, note: Callable[[str], None]) -> Iterator[None]:
+    """Apply the hotswap recipe to every diffusers model for the block (see the module docstring)."""
+    if not on:
+        yield
+        return
+    try:
+        from diffusers.loaders.peft import PeftAdapterMixin
+    except ImportError:
+        note("--compare hotswap: diffusers is not installed here: the script ran as written.")
+        yield
+        return
+    rank = target_rank or 128
+    load, activate = PeftAdapterMixin.load_lora_adapter, PeftAdapterMixin.set_adapters
+    slots: dict[int, _Slot] = {}
+
+    def swap_in(model: Any, slot: _Slot, name: str) -> None:
+        source, kwargs = slot.sources[name]
+        load(model, source, **{**kwargs, "adapter_name": slot.name, "hotswap": True})
+        slot.shown = name
+        _remember_scales(model, slot)
+
+    @functools.wraps(load)
+    def load_lora_adapter(model: Any, source: Any, *args: Any, **kwargs: Any) -> Any:
+        if args or kwargs.get("hotswap"):
+            return load(model, source, *args, **kwargs)  # positional options, or the script swaps already
+        name = kwargs.get("adapter_name") or "default_0"
+        slot = slots.get(id(model))
+        if slot is None:
+            if getattr(model, "_prepare_lora_hotswap_kwargs", None) is None and not getattr(model, "peft_config", None):
+                model.enable_lora_hotswap(target_rank=rank, check_compiled="ignore")
+            out = load(model, source, **{**kwargs, "adapter_name": name})
+            slot = slots[id(model)] = _Slot(name=name, shown=name, sources={name: (source, kwargs)})
+            _remember_scales(model, slot)
+            note(f"--compare hotswap: {type(model).__name__} prepared for LoRA rank {rank}; later adapters swap into '{name}'.")
+            return out
+        slot.sources[name] = (source, {k: v for k, v in kwargs.items() if k != "adapter_name"})
+        swap_in(model, slot, name)  # loading makes the new adapter the active one, as diffusers does
+        return None
+
+    @functools.wraps(activate)
+    def set_adapters(model: Any, adapter_names: Any, weights: Any = None) -> Any:
+        slot = slots.get(id(model))
+        name = _single(adapter_names)
+        weight = 1.0 if weights is None else _weight(weights)
+        if slot is None or name is None or name not in slot.sources or weight is None:
+            if slot is not None:
+                note("--compare hotswap: set_adapters with several adapters or per-block weights ran as written.")
+            return activate(model, adapter_names, weights)
+        if slot.shown != name:
+            swap_in(model, slot, name)
+        with torch.no_grad():
+            for layer in _lora_layers(model, slot.name):
+                scale = layer.scaling[slot.name]
+                if isinstance(scale, torch.Tensor):
+                    scale.fill_(slot.base.get(id(layer), float(scale)) * weight)
+        return None
+
+    PeftAdapterMixin.load_lora_adapter = load_lora_adapter  # type: ignore[method-assign,assignment]
+    PeftAdapterMixin.set_adapters = set_adapters  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        PeftAdapterMixin.load_lora_adapter = load  # type: ignore[method-assign]
+        PeftAdapterMixin.set_adapters = activate  # type: ignore[method-assign]
+
+
+def lora_rank(module: Any) -> int | None:
+    """The largest LoRA rank among the adapters a module's PEFT layers hold (None: no LoRA layer)."""
+    ranks = [
+        int(r)
+        for m in (module.modules() if isinstance(module, torch.nn.Module) else [])
+        if hasattr(m, "lora_A") and isinstance(getattr(m, "r", None), dict)
+        for r in m.r.values()
+    ]
+    return max(ranks) if ranks else None
