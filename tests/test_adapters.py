@@ -94,5 +94,5 @@ def test_run_compare_hotswap_replays_a_switching_script_with_the_recipe_and_meas
     recompiles = next(d for d in hotswap.deltas if d.metric == "recompiles")
     assert (recompiles.before, recompiles.after, recompiles.better) == (3, 0, True)
     assert recompiles.source == "run --compare: default -> hotswap"
-    assert any(d.metric == "first_call_s" for d in hotswap.deltas)
+    assert any(d.metric == "first_call_s" for d in hotswap.deltas) and hotswap.verdict == "recommended"  # one run: told, not judged
     assert not any(s.rule == "adapter-requires-grad" for s in report.suggestions)  # the new adapter's weights: part of adding it

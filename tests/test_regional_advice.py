@@ -117,3 +117,23 @@ def test_the_suggestion_uses_the_librarys_own_call_and_names_the_declared_blocks
     assert "`_repeated_blocks`" in s.rationale
     assert s.snippet.startswith("model.compile_repeated_blocks(fullgraph=True)")
     assert s.action.module_paths == ["down_blocks.0.attentions.0", "down_blocks.1.attentions.0", "mid_block.attentions.0"]
+
+
+@pytest.mark.hf
+def test_sd3_and_flux_name_the_blocks_they_declare():
+    """Flux lists its two block classes in `_repeated_blocks`; SD3 lists none there but names its block in
+    `_no_split_modules` (tiny configs, no download)."""
+    pytest.importorskip("diffusers")
+    from diffusers import FluxTransformer2DModel, SD3Transformer2DModel
+
+    sd3 = SD3Transformer2DModel(
+        sample_size=8, patch_size=2, in_channels=4, num_layers=3, attention_head_dim=8, num_attention_heads=2,
+        joint_attention_dim=16, caption_projection_dim=16, pooled_projection_dim=16, out_channels=4, pos_embed_max_size=16,
+    )  # fmt: skip
+    assert [(g.class_name, g.declared, len(g.paths)) for g in repeated_groups(sd3)] == [("JointTransformerBlock", "_no_split_modules", 3)]
+    flux = FluxTransformer2DModel(
+        patch_size=1, in_channels=4, num_layers=2, num_single_layers=3, attention_head_dim=8, num_attention_heads=2,
+        joint_attention_dim=16, pooled_projection_dim=16, axes_dims_rope=(2, 2, 4),
+    )  # fmt: skip
+    groups = [(g.class_name, g.declared, len(g.paths)) for g in repeated_groups(flux)]
+    assert groups == [("FluxTransformerBlock", "_repeated_blocks", 2), ("FluxSingleTransformerBlock", "_repeated_blocks", 3)]

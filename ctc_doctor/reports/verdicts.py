@@ -129,8 +129,8 @@ def _verdict(s: rm.Suggestion, deltas: list[rm.Delta]) -> tuple[rm.MeasuredVerdi
     if not deltas:
         return "unmeasured", None
     # a count that went down is the point of a fix; timing deltas decide whether it pays
-    # the fix check's trace time is one eager-backend measurement: shown, never decisive
-    decisive = [d for d in deltas if d.metric != "trace_compile_s"]
+    # the fix check's trace time is one eager-backend measurement, a script's first call one run each: never decisive
+    decisive = [d for d in deltas if d.metric not in ("trace_compile_s", "first_call_s")]
     gains = [d for d in decisive if d.better is True]
     losses = [d for d in decisive if d.better is False]
     moved = v is not None and v.moved_break
@@ -143,6 +143,9 @@ def _verdict(s: rm.Suggestion, deltas: list[rm.Delta]) -> tuple[rm.MeasuredVerdi
         reason += f" ({together[together.index('(') + 1 : -1]}, not measured alone)"
     if moved and v is not None:
         reason = f"moved the break to {'; '.join(v.new_sites[:2])}" + (f" ({reason})" if reason else "")
+    first = next((d for d in deltas if d.metric == "first_call_s"), None)
+    if first is not None:  # told, not judged: one run of the script each
+        reason = f"{reason}; {_LABELS[first.metric]} {first.before:.3g} -> {first.after:.3g} s (one run each)"
     if gains and losses:
         return "trade_off", reason
     if losses:

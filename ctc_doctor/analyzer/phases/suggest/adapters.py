@@ -51,7 +51,7 @@ def _hotswap(ctx: RuleContext, applies: list[str]) -> None:
     (tests/targets/adapter_targets.py:hotswapped compiles once for all three). The rank is the largest the
     script loaded when `run` saw it."""
     seen = max((o.lora_rank for o in ctx.report.compiled if o.lora_rank), default=None)
-    rank = f"{seen}  # the largest rank your script loaded" if seen else "64  # the largest rank of your adapters"
+    rank, why = (seen, "the largest rank your script loaded") if seen else (64, "the largest rank of your adapters")
     ctx.add(
         "lora-hotswap",
         "Prepare the model for hotswapping before the first adapter, then swap adapters in place",
@@ -62,13 +62,13 @@ def _hotswap(ctx: RuleContext, applies: list[str]) -> None:
         "default,hotswap` replays your script with the recipe applied to diffusers' loaders and measures it.",
         "source_edit",
         applies,
-        snippet=f"# diffusers\npipe.enable_lora_hotswap(target_rank={rank})\n"
+        snippet=f"# diffusers\npipe.enable_lora_hotswap(target_rank={rank})  # {why}\n"
         "pipe.load_lora_weights(path_a, adapter_name='default')\npipe.unet.compile()\n"
         "pipe.load_lora_weights(path_b, adapter_name='default', hotswap=True)\n"
         "for m in pipe.unet.modules():  # a new scale, in place\n"
         "    if 'default' in getattr(m, 'scaling', {}):\n        m.scaling['default'].mul_(0.5)\n"
         "# PEFT\nfrom peft.utils.hotswap import hotswap_adapter, prepare_model_for_compiled_hotswap\n"
-        f"prepare_model_for_compiled_hotswap(model, target_rank={rank.split()[0]})\nmodel = torch.compile(model)\n"
+        f"prepare_model_for_compiled_hotswap(model, target_rank={rank})\nmodel = torch.compile(model)\n"
         "hotswap_adapter(model, path_b, adapter_name='default')",
         references=[DOCS["troubleshooting"]],
     )
