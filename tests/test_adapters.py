@@ -96,3 +96,23 @@ def test_run_compare_hotswap_replays_a_switching_script_with_the_recipe_and_meas
     assert recompiles.source == "run --compare: default -> hotswap"
     assert any(d.metric == "first_call_s" for d in hotswap.deltas) and hotswap.verdict == "recommended"  # one run: told, not judged
     assert not any(s.rule == "adapter-requires-grad" for s in report.suggestions)  # the new adapter's weights: part of adding it
+
+
+def test_run_compare_hotswap_replays_a_peft_model_that_switches_adapters(cli):
+    """PEFT's spelling: the model prepared at its compile, `load_adapter` kept aside, `set_adapter` swapped in."""
+    import json
+
+    from ctc_doctor.errors import ExitCode
+    from ctc_doctor.reports.models import Report
+
+    result = cli("run", "--compare", "default,hotswap", "--no-bisect", "--no-fix", "--json", "-", "--", str(TARGETS / "peft_switching.py"))
+    assert result.returncode == ExitCode.OK, result.stderr[-2000:]
+    report = Report.model_validate(json.loads(result.stdout))
+    [cause] = report.recompile_causes
+    assert cause.kind == "adapter" and "switched" in cause.summary  # `self.active_adapter` is the adapter's too
+    rows = {r.strategy: r for r in report.comparison}
+    assert rows["default"].recompiles == 2 and rows["hotswap"].recompiles == 0 and rows["hotswap"].exit_code == 0, rows
+    checksums = [float(line.split()[1]) for line in result.stderr.splitlines() if line.startswith("checksum")]
+    assert len(checksums) == 2 and checksums[1] == pytest.approx(checksums[0], rel=1e-5), checksums
+    hotswap = next(s for s in report.suggestions if s.rule == "lora-hotswap")
+    assert hotswap.verdict == "recommended" and "target_rank=8" in (hotswap.snippet or "")

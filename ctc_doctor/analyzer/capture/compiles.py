@@ -36,7 +36,7 @@ from ..readers.sources import classify_file
 from ..running.copying import CopyError, copy_model, fresh_copy
 from ..running.modules import describe_inputs, forward_arg_names
 from ..running.tensors import iter_tensors
-from .hotswap import lora_hotswap
+from .hotswap import lora_hotswap, prepare_peft_model
 from .inputs import signature
 
 MAX_RECORDED_CALLS = 8
@@ -181,6 +181,7 @@ class CompileRecorder:
         self.strategy = strategy
         self.marks = marks or {}
         self.target_rank = target_rank
+        self.hotswap_slots: dict[int, Any] = {}
         """`run --compare hotswap`: the LoRA rank to prepare each model for (the script's own run's largest)."""
         """`run --compare mark-dynamic`: the primary object's arguments and dims marked dynamic before each call."""
         self.losses = losses
@@ -217,7 +218,7 @@ class CompileRecorder:
             with (
                 ti.torch_compile_replaced(self._wrap),
                 self._optimizers_compiled(self.strategy == "optimizer"),
-                lora_hotswap(self.strategy == "hotswap", self.target_rank, self._note),
+                lora_hotswap(self.strategy == "hotswap", self.target_rank, self._note, self.hotswap_slots),
             ):
                 yield
         finally:
@@ -267,6 +268,8 @@ class CompileRecorder:
                     "(DDP(torch.compile(model))); its parameter names gain `_orig_mod.`"
                 )
                 return watched
+            if self.strategy == "hotswap":
+                prepare_peft_model(model, self.target_rank, self._note, self.hotswap_slots)
             compiled = original(model, *args, **kwargs)
             return self._watch(model, compiled, kwargs)
 

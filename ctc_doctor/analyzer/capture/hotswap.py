@@ -13,14 +13,20 @@ for each model) is patched for the run:
 - `set_adapters(name, weights)` sets the slot's scales in place (the preparation made them tensors;
   diffusers' own `set_scale` would assign a float, which recompiles).
 
-What the recipe cannot express runs as written, with a note: several adapters active at once, an
-adapter deleted while it is in the slot. PEFT models outside diffusers (`PeftModel.load_adapter`) are not
-replayed.
+A PEFT model (`PeftModel`, what transformers' LoRA users hold) is prepared when it is compiled
+(`prepare_model_for_compiled_hotswap`, its active adapter the slot, its weights kept); an adapter it loads
+after that is kept aside (PEFT's `load_adapter` does not activate it) and swapped into the slot when
+`set_adapter` activates it (`hotswap_adapter`).
+
+What the recipe cannot express runs as written: several adapters active at once or per-block weights
+(with a note), an adapter deleted while it is in the slot, adapters added in memory
+(`inject_adapter_in_model`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -63,16 +69,85 @@ def _weight(weights: Any) -> float | None:
     return float(weights) if isinstance(weights, (int, float)) and not isinstance(weights, bool) else None
 
 
+def prepare_peft_model(model: Any, target_rank: int | None, note: Callable[[str], None], prepared: dict[int, _Slot]) -> None:
+    """A `PeftModel` about to be compiled: prepared for hotswapping, its active adapter the slot (its
+    weights and config kept, to swap it back)."""
+    try:
+        from peft import PeftModel
+        from peft.utils.hotswap import prepare_model_for_compiled_hotswap
+    except ImportError:
+        return
+    if not isinstance(model, PeftModel) or id(model) in prepared:
+        return
+    name = model.active_adapter
+    weights = {k: v.detach().clone() for k, v in model.state_dict().items() if "lora_" in k and f".{name}." in k}  # as swaps name them
+    kept = {"weights": weights, "config": copy.deepcopy(model.peft_config[name])}
+    rank = target_rank or 128
+    prepare_model_for_compiled_hotswap(model, target_rank=rank, check_compiled="ignore")
+    prepared[id(model)] = _Slot(name=name, shown=name, sources={name: (kept, {})})
+    note(f"--compare hotswap: {type(model.get_base_model()).__name__} prepared for LoRA rank {rank}; adapters swap into '{name}'.")
+
+
 @contextlib.contextmanager
-def lora_hotswap(on: bool, target_rank: int | None, note: Callable[[str], None]) -> Iterator[None]:
-    """Apply the hotswap recipe to every diffusers model for the block (see the module docstring)."""
+def _peft_models(prepared: dict[int, _Slot]) -> Iterator[None]:
+    """`PeftModel.load_adapter` after the compile keeps the adapter aside; `set_adapter` swaps it in."""
+    try:
+        from peft import PeftModel
+        from peft.utils.hotswap import hotswap_adapter, hotswap_adapter_from_state_dict
+    except ImportError:
+        yield
+        return
+    load, activate = PeftModel.load_adapter, PeftModel.set_adapter
+
+    @functools.wraps(load)
+    def load_adapter(model: Any, model_id: Any, adapter_name: str, *args: Any, **kwargs: Any) -> Any:
+        slot = prepared.get(id(model))
+        if slot is None or args or adapter_name in model.peft_config:
+            return load(model, model_id, adapter_name, *args, **kwargs)
+        slot.sources[adapter_name] = (model_id, kwargs)  # PEFT does not activate a loaded adapter: swapped in by set_adapter
+        return None
+
+    @functools.wraps(activate)
+    def set_adapter(model: Any, adapter_name: str, *args: Any, **kwargs: Any) -> Any:
+        slot = prepared.get(id(model))
+        if slot is None or adapter_name not in slot.sources:
+            return activate(model, adapter_name, *args, **kwargs)
+        if slot.shown != adapter_name:
+            source, options = slot.sources[adapter_name]
+            if isinstance(source, dict):  # the first adapter, kept at the compile
+                hotswap_adapter_from_state_dict(model, source["weights"], adapter_name=slot.name, config=source["config"])
+            else:
+                device = next((str(p.device) for p in model.parameters()), None)  # PEFT's loader takes a device name
+                hotswap_adapter(model, source, adapter_name=slot.name, torch_device=device, **options)
+            slot.shown = adapter_name
+        return None
+
+    PeftModel.load_adapter = load_adapter  # type: ignore[method-assign,assignment]
+    PeftModel.set_adapter = set_adapter  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        PeftModel.load_adapter = load  # type: ignore[method-assign]
+        PeftModel.set_adapter = activate  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def lora_hotswap(on: bool, target_rank: int | None, note: Callable[[str], None], prepared: dict[int, _Slot]) -> Iterator[None]:
+    """Apply the hotswap recipe to every diffusers model and every compiled PEFT model for the block (see
+    the module docstring); `prepared` is where the compile hook (`prepare_peft_model`) leaves its slots."""
     if not on:
         yield
         return
+    with _peft_models(prepared), _diffusers_models(target_rank, note):
+        yield
+
+
+@contextlib.contextmanager
+def _diffusers_models(target_rank: int | None, note: Callable[[str], None]) -> Iterator[None]:
+    """diffusers' `PeftAdapterMixin`: the first adapter prepared and kept as the slot, later ones swapped in."""
     try:
         from diffusers.loaders.peft import PeftAdapterMixin
     except ImportError:
-        note("--compare hotswap: diffusers is not installed here: the script ran as written.")
         yield
         return
     rank = target_rank or 128

@@ -155,12 +155,15 @@ KINDS: tuple[GuardKindEntry, ...] = (
             "0/0: len(self._modules['to_k']._modules['lora_A']._modules) != 1",
             "0/1: self._modules['to_q']._active_adapter is self._modules['to_k']._active_adapter",
             "0/2: self._modules['to_k'].scaling['b'] == 1.0                # result = result + lora_B(lora_A(dropout(x))) * scaling",
+            "0/0: self.active_adapter == 'default'                         # if self.peft_config[self.active_adapter].is_prompt_learning:",
             "0/0: tensor 'self._modules['to_k']._modules['lora_A']._modules['b']._parameters['weight']' requires_grad mismatch. "
             "expected requires_grad=0",
         ),
         summary=_adapter,
         recurrence="by_values",
-        claims=re.compile(r"lora_(?:[AB]|embedding_[AB]|magnitude_vector)\b|_active_adapter\b|\.scaling\[|_disable_adapters\b"),
+        claims=re.compile(
+            r"lora_(?:[AB]|embedding_[AB]|magnitude_vector)\b|\bactive_adapters?\b|_active_adapter\b|\.scaling\[|_disable_adapters\b"
+        ),
     ),
     GuardKindEntry(
         name="size",
