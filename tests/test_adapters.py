@@ -17,6 +17,12 @@ pytestmark = pytest.mark.hf
 ADAPTERS = TARGETS / "adapter_targets.py"
 
 
+def _same_checksums(stderr: str) -> bool:
+    """The script's own run and its replay printed the same checksum (`checksum 123.456789`, one line each)."""
+    checksums = [float(line.split()[1]) for line in stderr.splitlines() if line.startswith("checksum")]
+    return len(checksums) == 2 and checksums[1] == pytest.approx(checksums[0], rel=1e-5)
+
+
 def _analyzed(name: str):
     return analyze(load_workload(f"{ADAPTERS}:{name}", seed=0), AnalyzeOptions(spec=name, explain=False))
 
@@ -70,16 +76,19 @@ def test_a_diffusers_unet_is_compiled_by_the_blocks_it_declares():
     assert not any(g.class_name in ("Linear", "LoRACompatibleLinear", "FeedForward", "AdaLayerNormZero") for g in groups)
 
 
-def test_run_compare_hotswap_replays_a_switching_script_with_the_recipe_and_measures_it(cli):
-    """The script loads, switches and rescales adapters after compiling (3 recompiles); replayed with diffusers'
-    hotswap recipe it compiles once and computes the same images; the hotswap suggestion carries that measurement."""
+@pytest.mark.parametrize("spelling", ["model", "pipeline"])
+def test_run_compare_hotswap_replays_a_switching_script_with_the_recipe_and_measures_it(cli, spelling):
+    """The script loads, switches and rescales adapters after compiling (3 recompiles), through the model's calls
+    or a pipeline's; replayed with diffusers' hotswap recipe it compiles once and computes the same outputs at
+    every step; the hotswap suggestion carries that measurement."""
     pytest.importorskip("diffusers")
     import json
 
     from ctc_doctor.errors import ExitCode
     from ctc_doctor.reports.models import Report
 
-    result = cli("run", "--compare", "default,hotswap", "--no-bisect", "--no-fix", "--json", "-", "--", str(TARGETS / "lora_switching.py"))
+    script = str(TARGETS / "lora_switching.py")
+    result = cli("run", "--compare", "default,hotswap", "--no-bisect", "--no-fix", "--json", "-", "--", script, spelling)
     assert result.returncode == ExitCode.OK, result.stderr[-2000:]
     report = Report.model_validate(json.loads(result.stdout))
     assert report.compiled[0].lora_rank == 8  # a (4) and b (8) loaded: the rank the replay prepares for
@@ -87,8 +96,7 @@ def test_run_compare_hotswap_replays_a_switching_script_with_the_recipe_and_meas
     assert cause.kind == "adapter" and len(cause.recompiles) == 3
     rows = {r.strategy: r for r in report.comparison}
     assert rows["default"].recompiles == 3 and rows["hotswap"].recompiles == 0, rows
-    checksums = [float(line.split()[1]) for line in result.stderr.splitlines() if line.startswith("checksum")]
-    assert len(checksums) == 2 and checksums[1] == pytest.approx(checksums[0], rel=1e-5), checksums  # the same results
+    assert _same_checksums(result.stderr)  # every step's output, each adapter and scale in turn
     hotswap = next(s for s in report.suggestions if s.rule == "lora-hotswap")
     assert "target_rank=8" in (hotswap.snippet or "")
     recompiles = next(d for d in hotswap.deltas if d.metric == "recompiles")
@@ -112,7 +120,6 @@ def test_run_compare_hotswap_replays_a_peft_model_that_switches_adapters(cli):
     assert cause.kind == "adapter" and "switched" in cause.summary  # `self.active_adapter` is the adapter's too
     rows = {r.strategy: r for r in report.comparison}
     assert rows["default"].recompiles == 2 and rows["hotswap"].recompiles == 0 and rows["hotswap"].exit_code == 0, rows
-    checksums = [float(line.split()[1]) for line in result.stderr.splitlines() if line.startswith("checksum")]
-    assert len(checksums) == 2 and checksums[1] == pytest.approx(checksums[0], rel=1e-5), checksums
+    assert _same_checksums(result.stderr)
     hotswap = next(s for s in report.suggestions if s.rule == "lora-hotswap")
     assert hotswap.verdict == "recommended" and "target_rank=8" in (hotswap.snippet or "")

@@ -225,7 +225,7 @@ def _compiled_row(obj: WatchedObject, rank: int, analyzed: bool) -> rm.CompiledO
         period_n=steady,
         losses=obj.loss_values(),
         dropout=obj.dropout,
-        lora_rank=lora_rank(obj.module),
+        lora_rank=max(filter(None, (obj.lora_rank, lora_rank(obj.module))), default=None),
         calls_s=round(span, 4) if (span := obj.span_s()) is not None else None,
     )
 

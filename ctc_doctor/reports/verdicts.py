@@ -527,7 +527,7 @@ def compared_suggestions(report: rm.Report) -> None:
     """Each suggestion a `run --compare` row replayed: its deltas from the `default` row to that row
     (recompiles, the first call with its compile) and its verdict. A row too short for a pace still counts
     its recompiles and first call."""
-    rows = {r.strategy: r for r in report.comparison if r.first_call_s is not None and r.exit_code in (None, 0)}
+    rows = {r.strategy: r for r in report.comparison if r.first_call_s is not None and r.exit_code in (None, 0) and r.loss_ok is not False}
     default = rows.get("default")
     for s in report.suggestions:
         row = rows.get(COMPARED_BY.get(s.rule, ""))

@@ -2,7 +2,7 @@
 network and adapters saved to a temporary folder: no download). Adapter `default` (rank 4) comes with the
 model; `b` (rank 8) is loaded after the compile and activated at step 4, `default` again at step 8: each
 switch recompiles, which PEFT's hotswap recipe avoids (`run --compare default,hotswap`). It prints a
-checksum of the last output, to compare the runs' results."""
+checksum of every step's output, to compare the runs' results."""
 
 import copy
 import tempfile
@@ -34,12 +34,13 @@ get_peft_model(copy.deepcopy(base), lora(8)).save_pretrained(folder)  # adapter 
 torch.manual_seed(1)
 model = get_peft_model(base, lora(4))
 compiled = torch.compile(model, backend="eager")
+total = 0.0
 with torch.no_grad():
     for step in range(14):
         if step == 4:
-            model.load_adapter(folder, adapter_name="b")
+            model.load_adapter(folder, adapter_name="b", torch_device="cpu")
             model.set_adapter("b")
         elif step == 8:
             model.set_adapter("default")
-        out = compiled(x)
-print(f"checksum {out.double().abs().sum().item():.6f}")
+        total += compiled(x).double().abs().sum().item()
+print(f"checksum {total:.6f}")  # every step's output: each adapter in turn

@@ -36,11 +36,12 @@ from ..readers.sources import classify_file
 from ..running.copying import CopyError, copy_model, fresh_copy
 from ..running.modules import describe_inputs, forward_arg_names
 from ..running.tensors import iter_tensors
-from .hotswap import lora_hotswap, prepare_peft_model
+from .hotswap import lora_hotswap, lora_rank, prepare_peft_model
 from .inputs import signature
 
 MAX_RECORDED_CALLS = 8
-"""Calls kept per compiled object: the first, then each one with a new input signature."""
+"""Calls kept per compiled object: the first, then each one with a new input signature or new Python
+numbers (`SCALAR_VALUES` per signature)."""
 MAX_STARTS = 100_000
 """Call start times kept per compiled object (for its pace: the first call, then the steady period)."""
 SCALAR_VALUES = 3
@@ -114,6 +115,10 @@ class WatchedObject:
     """`time.perf_counter()` at the start of each call (the first MAX_STARTS)."""
     losses: dict[int, Any] = field(default_factory=dict)
     """`run --compare`: the loss its call returned (a detached one-element tensor) at calls 0, 1, 2, 4, 8..."""
+    lora_rank: int | None = None
+    """The largest LoRA rank its module held at any call (an adapter unloaded before the end still counts)."""
+    adapters: int = 0
+    """How many adapters its module held at the last look (`peft_config`), to look again when it changes."""
     dropout: bool = False
     """Its module holds a training-mode dropout with p > 0 (compiled code draws other random numbers)."""
     triggers: dict[int, str] = field(default_factory=dict)
@@ -142,11 +147,12 @@ class WatchedObject:
     def span_s(self) -> float | None:
         """Seconds from its first call's start to its last call's start, plus one steady period: the time
         its calls took, every compile and recompile included (None: fewer than 2 calls, or starts not all kept)."""
-        if len(self.starts) < 2 or len(self.starts) != self.calls:
+        starts = self.starts[: self.calls]  # --max-steps: the call it stopped at is not one
+        if len(starts) < 2 or len(starts) != self.calls:
             return None
         _, period_ms, _, _ = self.pace()
-        last = period_ms / 1e3 if period_ms is not None else self.starts[-1] - self.starts[-2]
-        return self.starts[-1] - self.starts[0] + last
+        last = period_ms / 1e3 if period_ms is not None else starts[-1] - starts[-2]
+        return starts[-1] - starts[0] + last
 
     @property
     def what(self) -> str:
@@ -179,14 +185,15 @@ class CompileRecorder:
     ) -> None:
         self.backend = backend
         self.strategy = strategy
+        """`run --compare`'s way of compiling (`vocabulary.STRATEGIES`); None or `default`: the script's own."""
         self.marks = marks or {}
-        self.target_rank = target_rank
-        self.hotswap_slots: dict[int, Any] = {}
-        """`run --compare hotswap`: the LoRA rank to prepare each model for (the script's own run's largest)."""
         """`run --compare mark-dynamic`: the primary object's arguments and dims marked dynamic before each call."""
+        self.target_rank = target_rank
+        """`run --compare hotswap`: the LoRA rank to prepare each model for (the script's own run's largest)."""
+        self.hotswap_slots: dict[int, Any] = {}
+        """`run --compare hotswap`: each prepared PEFT model's slot (`capture/hotswap`)."""
         self.losses = losses
         """Keep the losses the objects return at calls 0, 1, 2, 4, 8... (`run --compare`)."""
-        """`run --compare`'s way of compiling (`vocabulary.STRATEGIES`); None or `default`: the script's own."""
         self.max_steps = max_steps
         self.snapshot = snapshot
         self.on_primary_call = on_primary_call or (lambda index: None)
@@ -360,6 +367,7 @@ class CompileRecorder:
                 self._mark(obj, args, kwargs)
         if index == 0:
             obj.driver = _driver(sys._getframe(1))
+        self._adapters(obj)
         autocast = any(torch.is_autocast_enabled(d) for d in ("cpu", "cuda"))
         context = (torch.is_grad_enabled(), autocast, getattr(obj.module, "training", None))
         if context != obj.context:
@@ -380,6 +388,15 @@ class CompileRecorder:
             return
         copied_args, copied_kwargs = fresh_copy(tuple(args)), fresh_copy(dict(kwargs))
         obj.recorded.append(RecordedCall(copied_args, copied_kwargs, torch.is_grad_enabled(), sig, description, index, scalars))
+
+    @staticmethod
+    def _adapters(obj: WatchedObject) -> None:
+        """The largest LoRA rank so far, looked at again whenever the module's adapters change in number."""
+        held = len(getattr(obj.module, "peft_config", None) or {})
+        if held != obj.adapters:
+            obj.adapters = held
+            rank = lora_rank(obj.module)
+            obj.lora_rank = max(rank, obj.lora_rank or 0) if rank else obj.lora_rank
 
     def _mark(self, obj: WatchedObject, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """`mark-dynamic`: the arguments' varying dims marked before the call (a dim of size 0 or 1 is left:

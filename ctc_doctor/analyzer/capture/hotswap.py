@@ -16,11 +16,12 @@ for each model) is patched for the run:
 A PEFT model (`PeftModel`, what transformers' LoRA users hold) is prepared when it is compiled
 (`prepare_model_for_compiled_hotswap`, its active adapter the slot, its weights kept); an adapter it loads
 after that is kept aside (PEFT's `load_adapter` does not activate it) and swapped into the slot when
-`set_adapter` activates it (`hotswap_adapter`).
+`set_adapter` activates it (`hotswap_adapter`), as the recipe does: the slot keeps its `requires_grad`
+(PEFT's `set_adapter` would make the adapter trainable).
 
-What the recipe cannot express runs as written: several adapters active at once or per-block weights
-(with a note), an adapter deleted while it is in the slot, adapters added in memory
-(`inject_adapter_in_model`).
+What the recipe cannot express stops the replay with `CannotReplay` (its compare row says why): several
+adapters active at once, per-block weights. An adapter deleted while it is in the slot, and adapters added
+in memory (`inject_adapter_in_model`), run as written.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from unittest import mock
 
 import torch
 
@@ -63,10 +65,21 @@ def _single(names: Any) -> str | None:
 
 
 def _weight(weights: Any) -> float | None:
-    """One adapter's weight as a number; None for none given, or a per-block dict (run as written)."""
+    """One adapter's weight as a number (none given: 1, as diffusers takes it; a pipeline passes `[None]`);
+    None for a per-block dict, which the recipe cannot replay."""
     if isinstance(weights, (list, tuple)) and len(weights) == 1:
         weights = weights[0]
+    if weights is None:
+        return 1.0
     return float(weights) if isinstance(weights, (int, float)) and not isinstance(weights, bool) else None
+
+
+DEFAULT_RANK = 128
+"""The rank prepared for when the script's own run saw no LoRA layer (diffusers' default)."""
+
+
+class CannotReplay(RuntimeError):
+    """A call the recipe cannot express: the replay stops there, and its compare row says why."""
 
 
 def prepare_peft_model(model: Any, target_rank: int | None, note: Callable[[str], None], prepared: dict[int, _Slot]) -> None:
@@ -82,7 +95,7 @@ def prepare_peft_model(model: Any, target_rank: int | None, note: Callable[[str]
     name = model.active_adapter
     weights = {k: v.detach().clone() for k, v in model.state_dict().items() if "lora_" in k and f".{name}." in k}  # as swaps name them
     kept = {"weights": weights, "config": copy.deepcopy(model.peft_config[name])}
-    rank = target_rank or 128
+    rank = target_rank or DEFAULT_RANK
     prepare_model_for_compiled_hotswap(model, target_rank=rank, check_compiled="ignore")
     prepared[id(model)] = _Slot(name=name, shown=name, sources={name: (kept, {})})
     note(f"--compare hotswap: {type(model.get_base_model()).__name__} prepared for LoRA rank {rank}; adapters swap into '{name}'.")
@@ -117,18 +130,14 @@ def _peft_models(prepared: dict[int, _Slot]) -> Iterator[None]:
             if isinstance(source, dict):  # the first adapter, kept at the compile
                 hotswap_adapter_from_state_dict(model, source["weights"], adapter_name=slot.name, config=source["config"])
             else:
-                device = next((str(p.device) for p in model.parameters()), None)  # PEFT's loader takes a device name
+                options = dict(options)
+                device = options.pop("torch_device", None) or next((str(p.device) for p in model.parameters()), None)
                 hotswap_adapter(model, source, adapter_name=slot.name, torch_device=device, **options)
             slot.shown = adapter_name
-        return None
+        return None  # the recipe's own call is the swap: the slot keeps its requires_grad (no set_adapter flips it)
 
-    PeftModel.load_adapter = load_adapter  # type: ignore[method-assign,assignment]
-    PeftModel.set_adapter = set_adapter  # type: ignore[method-assign,assignment]
-    try:
+    with mock.patch.object(PeftModel, "load_adapter", load_adapter), mock.patch.object(PeftModel, "set_adapter", set_adapter):
         yield
-    finally:
-        PeftModel.load_adapter = load  # type: ignore[method-assign]
-        PeftModel.set_adapter = activate  # type: ignore[method-assign]
 
 
 @contextlib.contextmanager
@@ -144,14 +153,16 @@ def lora_hotswap(on: bool, target_rank: int | None, note: Callable[[str], None],
 
 @contextlib.contextmanager
 def _diffusers_models(target_rank: int | None, note: Callable[[str], None]) -> Iterator[None]:
-    """diffusers' `PeftAdapterMixin`: the first adapter prepared and kept as the slot, later ones swapped in."""
+    """diffusers' `PeftAdapterMixin`: the first adapter prepared and kept as the slot, later ones swapped in;
+    a pipeline lists the adapters kept aside as its models' (its `set_adapters` checks the names)."""
     try:
+        from diffusers.loaders.lora_base import LoraBaseMixin
         from diffusers.loaders.peft import PeftAdapterMixin
     except ImportError:
         yield
         return
-    rank = target_rank or 128
-    load, activate = PeftAdapterMixin.load_lora_adapter, PeftAdapterMixin.set_adapters
+    rank = target_rank or DEFAULT_RANK
+    load, activate, listed = PeftAdapterMixin.load_lora_adapter, PeftAdapterMixin.set_adapters, LoraBaseMixin.get_list_adapters
     slots: dict[int, _Slot] = {}
 
     def swap_in(model: Any, slot: _Slot, name: str) -> None:
@@ -164,8 +175,8 @@ def _diffusers_models(target_rank: int | None, note: Callable[[str], None]) -> I
     def load_lora_adapter(model: Any, source: Any, *args: Any, **kwargs: Any) -> Any:
         if args or kwargs.get("hotswap"):
             return load(model, source, *args, **kwargs)  # positional options, or the script swaps already
-        name = kwargs.get("adapter_name") or "default_0"
         slot = slots.get(id(model))
+        name = kwargs.get("adapter_name") or f"default_{len(slot.sources) if slot else 0}"  # diffusers' naming
         if slot is None:
             if getattr(model, "_prepare_lora_hotswap_kwargs", None) is None and not getattr(model, "peft_config", None):
                 model.enable_lora_hotswap(target_rank=rank, check_compiled="ignore")
@@ -181,28 +192,38 @@ def _diffusers_models(target_rank: int | None, note: Callable[[str], None]) -> I
     @functools.wraps(activate)
     def set_adapters(model: Any, adapter_names: Any, weights: Any = None) -> Any:
         slot = slots.get(id(model))
-        name = _single(adapter_names)
-        weight = 1.0 if weights is None else _weight(weights)
-        if slot is None or name is None or name not in slot.sources or weight is None:
-            if slot is not None:
-                note("--compare hotswap: set_adapters with several adapters or per-block weights ran as written.")
+        if slot is None:
             return activate(model, adapter_names, weights)
+        name = _single(adapter_names)
+        weight = _weight(weights)
+        if name is None or weight is None:
+            raise CannotReplay("--compare hotswap cannot replay set_adapters with several adapters or per-block weights")
+        if name not in slot.sources:
+            return activate(model, adapter_names, weights)  # not loaded: diffusers' own error
         if slot.shown != name:
             swap_in(model, slot, name)
         with torch.no_grad():
             for layer in _lora_layers(model, slot.name):
-                scale = layer.scaling[slot.name]
-                if isinstance(scale, torch.Tensor):
-                    scale.fill_(slot.base.get(id(layer), float(scale)) * weight)
+                scale = slot.base.get(id(layer), 1.0) * weight
+                if isinstance(layer.scaling[slot.name], torch.Tensor):
+                    layer.scaling[slot.name].fill_(scale)  # in place: no guard changes
+                else:
+                    layer.scaling[slot.name] = scale  # a model prepared elsewhere, with float scales
         return None
 
-    PeftAdapterMixin.load_lora_adapter = load_lora_adapter  # type: ignore[method-assign,assignment]
-    PeftAdapterMixin.set_adapters = set_adapters  # type: ignore[method-assign,assignment]
-    try:
+    def get_list_adapters(pipe: Any) -> dict[str, list[str]]:
+        out = listed(pipe)
+        for component, names in out.items():
+            slot = slots.get(id(getattr(pipe, component, None)))
+            names.extend(n for n in (slot.sources if slot else {}) if n not in names)
+        return out
+
+    with (
+        mock.patch.object(PeftAdapterMixin, "load_lora_adapter", load_lora_adapter),
+        mock.patch.object(PeftAdapterMixin, "set_adapters", set_adapters),
+        mock.patch.object(LoraBaseMixin, "get_list_adapters", get_list_adapters),
+    ):
         yield
-    finally:
-        PeftAdapterMixin.load_lora_adapter = load  # type: ignore[method-assign]
-        PeftAdapterMixin.set_adapters = activate  # type: ignore[method-assign]
 
 
 def lora_rank(module: Any) -> int | None:

@@ -65,8 +65,9 @@ def _hotswap(ctx: RuleContext, applies: list[str]) -> None:
         snippet=f"# diffusers\npipe.enable_lora_hotswap(target_rank={rank})  # {why}\n"
         "pipe.load_lora_weights(path_a, adapter_name='default')\npipe.unet.compile()\n"
         "pipe.load_lora_weights(path_b, adapter_name='default', hotswap=True)\n"
-        "for m in pipe.unet.modules():  # a new scale, in place\n"
-        "    if 'default' in getattr(m, 'scaling', {}):\n        m.scaling['default'].mul_(0.5)\n"
+        "scaled = [m for m in pipe.unet.modules() if 'default' in getattr(m, 'scaling', {})]\n"
+        "base = [m.scaling['default'].item() for m in scaled]  # after each swap: the adapter's own scale\n"
+        "for m, scale in zip(scaled, base):\n    m.scaling['default'].fill_(scale * 0.5)  # a new weight, in place\n"
         "# PEFT\nfrom peft.utils.hotswap import hotswap_adapter, prepare_model_for_compiled_hotswap\n"
         f"prepare_model_for_compiled_hotswap(model, target_rank={rank})\nmodel = torch.compile(model)\n"
         "hotswap_adapter(model, path_b, adapter_name='default')",

@@ -52,7 +52,10 @@ def _compiled_per_block(report: rm.Report) -> bool:
     """The script already compiles block by block (`compile_repeated_blocks()`, a loop of torch.compile):
     the analyzed object is one of several of its class, so regional advice inside it would split a block."""
     analyzed = next((o for o in report.compiled if o.analyzed), None)
-    return analyzed is not None and sum(o.name == analyzed.name and o.relation is None for o in report.compiled) > 1  # not a double compile
+    if analyzed is None:
+        return False
+    # one compile call for many blocks (a loop, `compile_repeated_blocks`): not two models of one class, not a double compile
+    return sum(o.name == analyzed.name and o.site == analyzed.site and o.relation is None for o in report.compiled) > 1
 
 
 def _regional_snippet(group: RepeatedGroup, has_compile_repeated_blocks: bool) -> str:

@@ -148,8 +148,12 @@ def _stride_rule(ctx: RuleContext, failures: Failures) -> None:
     """A layout change: at the user's own call, a contiguous input; inside a block the library calls (or a
     frame past a break), the layout follows the model's input, which is what to keep in one format."""
     library = compiled_by_library(ctx.report)
-    inside = [(rc, g) for rc, g in failures.items if library is not None or not _is_root(rc)]
-    own = [(rc, g) for rc, g in failures.items if library is None and _is_root(rc)]
+
+    def at_the_call(rc: rm.Recompile) -> bool:  # the user's own call: the root module, or a compiled function
+        return library is None and (not rc.module_paths or _is_root(rc))
+
+    inside = [(rc, g) for rc, g in failures.items if not at_the_call(rc)]
+    own = [(rc, g) for rc, g in failures.items if at_the_call(rc)]
     if own:
         _advice_rule(ctx, Failures(failures.kinds, own))
     if not inside:
