@@ -214,7 +214,6 @@ def _compare(argv: list[str], options: Any, strategies: list[str], default: Repo
     from ..reports.verdicts import compare_strategies, dynamic_marks, strategy_row
 
     marks = dynamic_marks(default)
-    ranks = [o.lora_rank for o in default.compiled if o.lora_rank]
     rows: list[StrategyRow] = []
     runs: dict[str, CompiledObject | None] = {}
     for strategy in strategies:
@@ -222,18 +221,18 @@ def _compare(argv: list[str], options: Any, strategies: list[str], default: Repo
         if strategy == "mark-dynamic" and not marks:
             rows.append(StrategyRow(strategy=strategy, error="the script's own run had no size recompile to mark"))
             continue
-        if strategy == "hotswap" and not ranks:
+        if strategy == "hotswap" and default.lora_rank is None:
             rows.append(StrategyRow(strategy=strategy, error="the script's own run loaded no LoRA adapter"))
             continue
         if strategy != "default":
             say(f"--compare: the script again, {strategy}")
             again = dataclasses.replace(
-                options, strategy=strategy, bisect=False, fix=False, marks=marks or None, target_rank=max(ranks, default=None)
+                options, strategy=strategy, bisect=False, fix=False, marks=marks or None, target_rank=default.lora_rank
             )
             with _fresh_inductor_cache(True):
                 report = run_script(argv, again, say=say, stdout=stdout).report
         rows.append(strategy_row(strategy, report))
-        runs[strategy] = next((o for o in report.compiled if o.analyzed), None)
+        runs[strategy] = report.analyzed_compile
     compare_strategies(rows, runs)
     return rows
 

@@ -1473,6 +1473,16 @@ class Report(_Model):
     cost: DoctorCost | None = None
     """What the doctor itself cost: wall time and peak memory per phase, against the workload's own (schema 1.13)."""
 
+    @property
+    def analyzed_compile(self) -> CompiledObject | None:
+        """script: the compiled object the report analyzes (None for `build()` targets and logs)."""
+        return next((o for o in self.compiled if o.analyzed), None)
+
+    @property
+    def lora_rank(self) -> int | None:
+        """script: the largest LoRA rank any compiled module held (None: no LoRA layer)."""
+        return max((o.lora_rank for o in self.compiled if o.lora_rank), default=None)
+
 
 class Footprint(_Model):
     """What the workload took on its first calls (the analysis's eager pass): what the preflight checks

@@ -352,7 +352,7 @@ UNSTABLE_PACE = 0.25
 def strategy_row(strategy: str, report: rm.Report) -> rm.StrategyRow:
     """One strategy's row from the report of the script run under it (its analyzed object's pace)."""
     s = report.summary
-    obj = next((o for o in report.compiled if o.analyzed), None)
+    obj = report.analyzed_compile
     row = rm.StrategyRow(
         strategy=strategy,
         exit_code=report.run.exit_code,

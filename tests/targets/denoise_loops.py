@@ -10,14 +10,10 @@
 import sys
 
 import torch
-from diffusers import EulerDiscreteScheduler, UNet2DConditionModel
+from diffusers import EulerDiscreteScheduler
+from tiny_diffusers import tiny_unet
 
-torch.manual_seed(0)
-unet = UNet2DConditionModel(
-    sample_size=8, in_channels=4, out_channels=4, layers_per_block=1, block_out_channels=(32, 64),
-    down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
-    cross_attention_dim=32, attention_head_dim=8, norm_num_groups=16,
-).eval()  # fmt: skip
+unet = tiny_unet()
 scheduler = EulerDiscreteScheduler()
 scheduler.set_timesteps(6)
 text = torch.randn(2, 4, 32)

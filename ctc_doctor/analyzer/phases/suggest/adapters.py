@@ -50,7 +50,7 @@ def _hotswap(ctx: RuleContext, applies: list[str]) -> None:
     """The hotswap recipe (diffusers' and PEFT's spelling): what holds for adding, switching and rescaling
     (tests/targets/adapter_targets.py:hotswapped compiles once for all three). The rank is the largest the
     script loaded when `run` saw it."""
-    seen = max((o.lora_rank for o in ctx.report.compiled if o.lora_rank), default=None)
+    seen = ctx.report.lora_rank
     rank, why = (seen, "the largest rank your script loaded") if seen else (64, "the largest rank of your adapters")
     ctx.add(
         "lora-hotswap",

@@ -51,7 +51,7 @@ def model_suggestions(ctx: RuleContext) -> None:
 def _compiled_per_block(report: rm.Report) -> bool:
     """The script already compiles block by block (`compile_repeated_blocks()`, a loop of torch.compile):
     the analyzed object is one of several of its class, so regional advice inside it would split a block."""
-    analyzed = next((o for o in report.compiled if o.analyzed), None)
+    analyzed = report.analyzed_compile
     if analyzed is None:
         return False
     # one compile call for many blocks (a loop, `compile_repeated_blocks`): not two models of one class, not a double compile

@@ -112,7 +112,7 @@ def _specialized_size(ctx: RuleContext, group: _Marks, arg: str, dims: str, size
 def compiled_by_library(report: rm.Report) -> rm.CompiledObject | None:
     """The analyzed object when a library compiled it (`run`: diffusers' `compile_repeated_blocks`,
     transformers' generate compile): the library calls it too, so its arguments are not the user's."""
-    analyzed = next((o for o in report.compiled if o.analyzed), None)
+    analyzed = report.analyzed_compile
     return analyzed if analyzed is not None and analyzed.library not in (None, "torch", "stdlib") else None
 
 
