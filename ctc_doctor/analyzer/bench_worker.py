@@ -45,10 +45,12 @@ class _Arms:
         seed, device = setup["seed"], setup.get("device")
         workload = load_workload(setup["target"], seed=seed)
         model = workload.model
-        # the rebuilt model is the pristine one every arm copies (and moves to the device): nothing runs it,
-        # and on an accelerator it waits on the host, so the device holds one arm's copy at a time
+        # the rebuilt model is the pristine one every arm copies: nothing runs it. Inference: on the device,
+        # and every arm's copy shares its parameters (`copying.light_copy`), so the device holds one model;
+        # training: on the host, and each arm's copy moves to the device, one at a time
+        train = bool(setup["train"])
         if device is not None and device != "cpu" and isinstance(model, torch.nn.Module):
-            model.to("cpu")
+            model.to(device if not train else "cpu")
         calls = calls_on(workload, device)
         with open(setup["report_file"], encoding="utf-8") as fh:
             report = rm.Report.model_validate_json(fh.read())
@@ -59,7 +61,7 @@ class _Arms:
         self.ctx = PhaseContext(
             workload=workload,
             calls=calls,
-            settings=RunSettings(backend=setup["backend"], train=bool(setup["train"]), seed=seed, device=device),
+            settings=RunSettings(backend=setup["backend"], train=train, seed=seed, device=device),
             spec=setup["target"],
             progress=progress,
             report=report,

@@ -43,8 +43,8 @@ from .readers.gb_registry import graph_break_registry
 from .readers.text import describe_error
 from .resources.preflight import NotEnoughMemory
 from .running.calls import calls_on
-from .running.copying import CopyError, copy_model
-from .running.deadline import DeadlineExceeded, deadline
+from .running.copying import CopyError, copy_model, light_copy, working_copy
+from .running.deadline import Interrupted, Stopped, deadline, limit_text, stop_record, stoppable
 from .running.memory import free_tensors, release_memory
 from .running.modules import describe_inputs, forward_arg_names
 from .running.settings import ProgressFn, RunSettings, measured_on, no_progress
@@ -100,6 +100,12 @@ class AnalyzeOptions:
     """The caller hands the workload over (the CLI): before the benchmark's child process rebuilds the
     model, this process frees its own model and copies, so the two never hold them at once. The Python
     API's default keeps the user's model intact."""
+    started_s: float | None = dataclasses.field(default=None, compare=False)
+    """When the run's clock started (`time.perf_counter()`): the CLI's start, so --timeout and --budget count
+    the model's build too. None: when `analyze` is called."""
+    catch_signals: bool = False
+    """SIGTERM and Ctrl-C stop the run where it is and the report of what was found so far is returned,
+    its last error row of phase `interrupted` (the CLI). The Python API's default lets them raise."""
 
     def resolved_backend(self) -> str:
         return self.backend or ("aot_eager" if self.train else "eager")
@@ -108,10 +114,10 @@ class AnalyzeOptions:
 class Clock:
     """The run's --timeout (a hard stop) and --budget (a plan): what is left of each for the next phase."""
 
-    def __init__(self, timeout_s: float | None, budget_s: float | None = None) -> None:
+    def __init__(self, timeout_s: float | None, budget_s: float | None = None, t0: float | None = None) -> None:
         self.timeout_s = timeout_s
         self.budget_s = budget_s
-        self.t0 = time.perf_counter()
+        self.t0 = t0 if t0 is not None else time.perf_counter()
 
     def elapsed(self) -> float:
         return rm.elapsed_s(self.t0)
@@ -131,8 +137,13 @@ class Clock:
 def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Report:
     """Analyze a workload and return the report. Resets torch._dynamo state (compiled caches)."""
     options = options or AnalyzeOptions()
+    with stoppable() if options.catch_signals else contextlib.nullcontext():
+        return _analyze(workload, options)
+
+
+def _analyze(workload: Workload, options: AnalyzeOptions) -> rm.Report:
     started_at = rm.started_now()
-    clock = Clock(options.timeout_s, options.budget_s)
+    clock = Clock(options.timeout_s, options.budget_s, options.started_s)
     cost = RunCost(options.device, options.progress or no_progress, options.owns_workload, options.memory_limit_mb)
     settings = RunSettings(backend=options.resolved_backend(), train=options.train, seed=options.seed, device=options.device)
     pristine, copy_note = _pristine_copy(workload, options)  # before the move: on an accelerator it stays on the host
@@ -193,21 +204,27 @@ def _run(
             explain=options.explain,
             keep_guard_text=options.keep_guard_text,
             record_inputs=options.bisect is not None,
-            timeout_s=options.timeout_s,
+            timeout_s=max(1e-3, clock.remaining() or 0.0) if options.timeout_s else None,
         ),
     )
     report = _report(workload, calls, options, analysis, started_at, clock)
     cost.footprint = analysis.footprint
     if copy_note:
         report.notes.append(copy_note)
-    stopped = any(e.phase in ("eager", "timeout") for e in report.errors)
-    if options.bisect is not None and analysis.module_inputs is not None and not stopped and _should_bisect(report, options):
-        inputs = BisectInputs(analysis.module_inputs, analysis.index, worker)
-        bisect_into(report, ctx, options.bisect, inputs, clock, bisect_only=not options.compile)
-    if worker is not None:
-        worker.shutdown()  # not needed past the bisection: its CPU, memory and files go now
-    if options.compile and not stopped:
-        after_analysis(report, ctx, options, clock, cost)
+    stopped = any(e.phase in ("eager", "timeout", "interrupted") for e in report.errors)
+    try:
+        if options.bisect is not None and analysis.module_inputs is not None and not stopped and _should_bisect(report, options):
+            inputs = BisectInputs(analysis.module_inputs, analysis.index, worker)
+            bisect_into(report, ctx, options.bisect, inputs, clock, bisect_only=not options.compile)
+        if worker is not None:
+            worker.shutdown()  # not needed past the bisection: its CPU, memory and files go now
+        stopped = stopped or any(e.phase == "interrupted" for e in report.errors)
+        if options.compile and not stopped:
+            after_analysis(report, ctx, options, clock, cost)
+    except Stopped as stop:  # between phases, or in one that keeps nothing of its own: what came before stands
+        report.errors.append(
+            stop_record(stop, "the later phases", f"the run did not finish within {limit_text(options.timeout_s)}; partial report")
+        )
     derive(report)
     report.run.duration_s = clock.elapsed()
     return report
@@ -216,15 +233,18 @@ def _run(
 def _pristine_copy(workload: Workload, options: AnalyzeOptions) -> tuple[Any, str | None]:
     """A copy of the model before anything runs it, for the copies fix and bench compile (None when
     neither runs); a note when the model cannot be copied and they copy the warmed-up model instead.
-    With an accelerator it lives on the host: each copy made from it moves to the device, so the device
-    holds the model and one copy at most."""
+    Inference: it shares the model's parameters (`copying.light_copy`: no run writes into one), so it
+    costs their buffers and attributes only and follows the model to the device, where every copy made
+    from it shares them too. Training (an optimizer moves the parameters): a whole copy, which on an
+    accelerator lives on the host: each copy made from it moves to the device, so the device holds the
+    model and one copy at most."""
     if not (options.compile and (options.fix or options.bench)) or not isinstance(workload.model, torch.nn.Module):
         return None, None
     try:
-        pristine = copy_model(workload.model)
+        pristine = light_copy(workload.model) if not options.train else copy_model(workload.model)
     except CopyError as exc:
         return None, f"{exc}: fix and bench copied the model after the analysis ran it (first-call set-up done)."
-    if options.device is not None and options.device != "cpu":
+    if options.train and options.device is not None and options.device != "cpu":
         pristine.to("cpu")
     return pristine, None
 
@@ -326,6 +346,8 @@ def bisect_into(
     try:
         phase_ctx = dataclasses.replace(ctx, budget_s=clock.planned(), report=report.model_copy(deep=True))
         report.bisect = run_bisect(phase_ctx, options, inputs)
+    except Stopped as stop:  # the trials run so far are in no section: the analysis stands
+        report.errors.append(stop_record(stop, "bisect", "the bisection did not finish within --timeout; partial report"))
     except Exception as exc:  # noqa: BLE001 - the analysis part of the report still stands
         report.errors.append(rm.ErrorRecord(phase="bisect", type=type(exc).__name__, message=describe_error(exc)[:500]))
     if bisect_only:
@@ -391,8 +413,9 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions
     facts: ModelFacts | None = model_facts(model, ctx.calls) if is_module else None
     ctx = dataclasses.replace(ctx, facts=facts)
     if options.owns_workload and ctx.pristine is not None and not options.probe_shapes and cost is not None:
-        # the later phases run copies of the pristine model: the caller's own model is not run again
-        cost.let_go(free_tensors(model), "its model after the analysis")
+        # the later phases run copies of the pristine model: the caller's own model is not run again (its
+        # parameters stay when the pristine model shares them: inference)
+        cost.let_go(free_tensors(model, keep=ctx.pristine), "its model after the analysis")
         release_memory(ctx.settings.where)
     # (phase, run, merge, reads the report): a phase that reads the report gets a copy of it
     steps: list[tuple[rm.Phase, Callable[[PhaseContext], Any], Callable[[Any], None], bool]] = []
@@ -414,10 +437,11 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions
     if options.bench is not None and is_module:
         bench_options = options.bench
         steps.append(("bench", lambda c: run_bench(c, bench_options), lambda section: _merge_bench(report, section), True))
+    interrupted = False
     for phase, run, merge, reads_report in steps:
         budget = clock.remaining()
         if budget is not None and budget <= 0:
-            message = f"no time left for {phase} (--timeout {options.timeout_s:g} s)"
+            message = f"no time left for {phase} ({limit_text(options.timeout_s)})"
             report.errors.append(rm.ErrorRecord(phase="timeout", type="AnalysisTimeout", message=message))
             break
         phase_ctx = dataclasses.replace(
@@ -437,9 +461,11 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions
         except NotEnoughMemory as exc:
             report.errors.append(rm.ErrorRecord(phase="preflight", type="NotEnoughMemory", message=exc.one_line()))
             break
-        except DeadlineExceeded:
-            message = f"{phase} did not finish within --timeout {options.timeout_s:g} s; partial report"
-            report.errors.append(rm.ErrorRecord(phase="timeout", type="AnalysisTimeout", message=message))
+        except Stopped as stop:
+            if stop.partial is not None:  # what the phase measured before the stop (the arms so far)
+                merge(stop.partial)
+            report.errors.append(stop_record(stop, phase, f"{phase} did not finish within {limit_text(options.timeout_s)}; partial report"))
+            interrupted = isinstance(stop, Interrupted)
             break
         except Exception as exc:  # noqa: BLE001 - the phases before it still stand
             report.errors.append(rm.ErrorRecord(phase=phase, type=type(exc).__name__, message=describe_error(exc)[:500]))
@@ -447,7 +473,8 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions
             ti.reset_dynamo_quietly()
     for reference in shared:
         reference.close()
-    accuracy_into(report, ctx, options, clock)
+    if not interrupted:  # a signal asked the run to stop: what it found is reported now
+        accuracy_into(report, ctx, options, clock)
     _merge_verdicts(report)
 
 
@@ -462,29 +489,32 @@ def accuracy_into(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions,
     if options.accuracy is None or not isinstance(ctx.workload.model, torch.nn.Module):
         return
     if budget is not None and budget <= 0:
-        report.notes.append(f"No time left to find where compiled goes wrong (--timeout {options.timeout_s:g} s).")
+        report.notes.append(f"No time left to find where compiled goes wrong ({limit_text(options.timeout_s)}).")
         return
+    device = ctx.settings.device
+    source = ctx.pristine if ctx.pristine is not None else ctx.workload.model
     try:  # a fresh model: rebuilt when the caller handed the workload over (the benchmark may have let go of it)
         workload = ctx.rebuild() if ctx.rebuild is not None else None
-        model = workload.model if workload is not None else copy_model(ctx.pristine if ctx.pristine is not None else ctx.workload.model)
+        model = workload.model if workload is not None else working_copy(source, device, share=ctx.settings.shares)
     except Exception as exc:  # noqa: BLE001 - a builder that fails now, a model that cannot be copied: said, and no bisection
         report.notes.append(f"The accuracy bisection needs a fresh model, and could not get one: {describe_error(exc)[:200]}.")
         return
-    if ctx.settings.device is not None:
-        model.to(ctx.settings.device)
+    if device is not None:
+        model.to(device)
     calls = calls_on(workload, ctx.settings.device) if workload is not None else ctx.calls
     phase_ctx = dataclasses.replace(ctx, workload=workload or ctx.workload, calls=calls, budget_s=clock.planned(), report=None)
     try:
         with deadline(budget), _quiet_output("accuracy", report.notes):
             report.accuracy = run_accuracy_bisect(phase_ctx, options.accuracy, model, trigger)
-    except DeadlineExceeded:
-        message = f"the accuracy bisection did not finish within --timeout {options.timeout_s:g} s"
-        report.errors.append(rm.ErrorRecord(phase="timeout", type="AnalysisTimeout", message=message))
+    except Stopped as stop:
+        report.errors.append(
+            stop_record(stop, "the accuracy bisection", f"the accuracy bisection did not finish within {limit_text(options.timeout_s)}")
+        )
     except Exception as exc:  # noqa: BLE001 - the findings before it stand
         report.errors.append(rm.ErrorRecord(phase="accuracy", type=type(exc).__name__, message=describe_error(exc)[:500]))
     finally:
         ti.reset_dynamo_quietly()
-        free_tensors(model)
+        free_tensors(model, keep=source if workload is None else None)  # a light copy's parameters stay its source's
         del model, workload, phase_ctx
         release_memory(ctx.settings.where)
     a = report.accuracy

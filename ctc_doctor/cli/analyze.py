@@ -4,6 +4,7 @@ demo and the CI gate `check`; the progress display of a run, and its exit code."
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -47,6 +48,7 @@ ERROR_PHASE_EXIT = {
     "eager": ExitCode.EAGER_FAILED,
     "compile": ExitCode.COMPILE_FAILED,
     "timeout": ExitCode.TIMEOUT,
+    "interrupted": ExitCode.INTERRUPTED,
     "bisect": ExitCode.INTERNAL_ERROR,  # a bug in the bisection; the analysis part of the report stands
     "accuracy": ExitCode.INTERNAL_ERROR,
     "suggest": ExitCode.INTERNAL_ERROR,
@@ -186,7 +188,9 @@ def analyze_and_exit(spec: str, load: Callable[[], Workload], args: AnalysisArgs
             print_summary(report, summary, top=args.top, json_out=args.json_out)
     if args.bisect_only and report.bisect is None and not report.errors:
         fail("bisect needs an nn.Module model; the target returned a " + report.target.model_class, ExitCode.TARGET_INVALID)
-    fatal = next((e for e in report.errors if e.phase in ERROR_PHASE_EXIT), None)
+    # a signal that stopped the run says so first, whatever failed before it
+    stop = [e for e in report.errors if e.phase == "interrupted"]
+    fatal = next((e for e in stop + report.errors if e.phase in ERROR_PHASE_EXIT), None)
     if fatal is not None:
         hint = " — fix eager mode first" if fatal.phase == "eager" else ""
         message = fatal.message.removesuffix("; partial report")  # the timeout's own words
@@ -270,6 +274,7 @@ def _analyze_with_progress(spec: str, load: Callable[[], Workload], args: Analys
     )
     emit = progress_writer(args.progress_fd)
 
+    started = time.perf_counter()  # --timeout and --budget count the model's build too
     with progress:
         task = progress.add_task("loading target (importing torch)", total=None, count="")
         if emit is not None:
@@ -285,4 +290,4 @@ def _analyze_with_progress(spec: str, load: Callable[[], Workload], args: Analys
 
         from ..analyzer import pipeline
 
-        return pipeline.analyze(workload, args.analyze_options(spec, on_progress))
+        return pipeline.analyze(workload, replace(args.analyze_options(spec, on_progress), started_s=started))

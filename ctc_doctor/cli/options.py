@@ -481,6 +481,7 @@ class AnalysisArgs:
             command=" ".join(["ctc-doctor", *sys.argv[1:]]),
             progress=progress,
             owns_workload=True,
+            catch_signals=True,
         )
 
 

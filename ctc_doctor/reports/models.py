@@ -60,6 +60,7 @@ Phase = Literal[
     "bench",
     "report",
     "timeout",
+    "interrupted",
     "script",
     "preflight",
 ]
@@ -566,7 +567,8 @@ class ErrorRecord(_Model):
     """Something that went wrong during the run (the report is still written)."""
 
     phase: Phase
-    """Where: load, eager, explain, compile, capture, bisect, report, timeout."""
+    """Where: load, eager, explain, compile, capture, bisect, report, timeout; `interrupted` (schema 1.16): a
+    signal stopped the run there (SIGTERM, Ctrl-C), its name as the type."""
     type: str
     """Exception type name."""
     message: str

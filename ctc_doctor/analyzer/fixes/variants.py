@@ -22,7 +22,7 @@ from ...reports import models as rm
 from ...workload import Call, Workload
 from .. import torch_internals as ti
 from ..running.calls import run_call
-from ..running.copying import CopyError, copy_model
+from ..running.copying import CopyError, working_copy
 from ..running.modules import forward_arg_names
 from ..running.tensors import clone_inputs
 from .rewrite import RewriteError, build_function, parse_edits, plan_rewrite
@@ -136,15 +136,16 @@ def _transform_calls(calls: list[Call], names: list[str], action: rm.FixAction) 
     return out
 
 
-def make_variant(model: torch.nn.Module, calls: list[Call], actions: list[rm.FixAction], device: str | None = None) -> Variant:
-    """A copy of the model (moved to `device`: the pristine model may live on the host) and inputs with
-    the actions applied (regional actions are ignored here)."""
+def make_variant(
+    model: torch.nn.Module, calls: list[Call], actions: list[rm.FixAction], device: str | None = None, *, share: bool = False
+) -> Variant:
+    """A copy of the model (on `device`: the pristine model may live on the host; with `share`, inference,
+    sharing its parameters: `copying.working_copy`) and inputs with the actions applied (regional actions
+    are ignored here)."""
     try:
-        copied = copy_model(model)
+        copied = working_copy(model, device, share=share)
     except CopyError as exc:
         raise VariantError(str(exc)) from exc
-    if device is not None:
-        copied.to(device)
     variant = Variant(copied, [Call(clone_inputs(c.args), clone_inputs(dict(c.kwargs))) for c in calls])
     names = forward_arg_names(model) or []
     sources = []

@@ -36,6 +36,7 @@ from ..resources.load import CpuWindow, busy, machine_at_start
 from ..resources.load import conclude as conclude_load
 from ..running import device as dev
 from ..running.calls import Sample, calls_on, preserved_state, run_pass
+from ..running.deadline import Stopped
 from ..running.memory import out_of_memory, release_memory
 from ..running.numerics import KeptResults, Reference, SameAs, loose_backend
 from ..running.precision import make_reference
@@ -384,9 +385,17 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
     assert report is not None
     t0 = time.perf_counter()
     result, bench = _start(ctx, bench)
-    where = run_isolated(ctx, bench, result)
-    if where != "child":
-        _run_in_process(_rebuilt(ctx) if where == "rebuild here" else ctx, bench, result)
+    try:
+        where = run_isolated(ctx, bench, result)
+        if where != "child":
+            _run_in_process(_rebuilt(ctx) if where == "rebuild here" else ctx, bench, result)
+    except Stopped as stop:  # the arms measured before the stop are kept, and concluded on
+        done = ", ".join(a.name for a in result.arms) or "none"
+        result.notes.append(f"the run was stopped during the benchmark: arms measured before it: {done}.")
+        _conclude(result, bench, len(ctx.calls))
+        result.duration_s = round(time.perf_counter() - t0, 3)
+        stop.partial = BenchSection(result, _regional_verifications(report, result))
+        raise
     _conclude(result, bench, len(ctx.calls))
     result.duration_s = round(time.perf_counter() - t0, 3)
     return BenchSection(result, _regional_verifications(report, result))
@@ -484,7 +493,7 @@ def measure_arm(ctx: PhaseContext, runner: ArmRunner, arm: Arm) -> tuple[rm.Benc
     serves the numerics reference every later arm is judged against (the settings it adds come back)."""
     source = ctx.pristine if ctx.pristine is not None else None
     try:
-        with materialized(arm, source, ctx.settings.device) as ready:
+        with materialized(arm, source, ctx.settings.device, share=ctx.settings.shares) as ready:
             measured = runner.run_arm(ready, ctx.report)
             settings = after_eager(runner, ready.model, ctx.calls) if arm.name == "eager" and not measured.error else {}
     except VariantError as exc:

@@ -14,7 +14,7 @@ from ...reports import models as rm
 from ...workload import Call, Workload
 from ..fixes.facts import ModelFacts
 from ..fixes.variants import Variant, make_variant
-from ..running.copying import copy_model
+from ..running.copying import working_copy
 from ..running.modules import forward_arg_names, modular_paths
 from .bench_numbers import RECOMPILE_LIMIT, pad_calls
 from .bench_options import BenchOptions
@@ -52,21 +52,19 @@ class Arm:
 
 
 @contextlib.contextmanager
-def materialized(arm: Arm, source: torch.nn.Module | None, device: str | None) -> Iterator[Arm]:
+def materialized(arm: Arm, source: torch.nn.Module | None, device: str | None, *, share: bool = False) -> Iterator[Arm]:
     """The arm with its own model for the time it runs: a copy of `source` (the pristine model) for a fresh
-    arm, a copy with the fixes applied for a fixed one, moved to `device` (the pristine model may live on
-    the host); planned as it was afterwards, the copy dropped. Raises VariantError when the fixes cannot
-    be applied to a copy."""
+    arm, a copy with the fixes applied for a fixed one, on `device` (the pristine model may live on the
+    host; with `share`, inference, the copy shares its parameters: `copying.working_copy`); planned as it
+    was afterwards, the copy dropped. Raises VariantError when the fixes cannot be applied to a copy."""
     planned = (arm.model, arm.calls, arm.config)
     try:
         if arm.actions is not None:
-            arm.variant = make_variant(source if source is not None else arm.model, arm.calls, arm.actions)
+            arm.variant = make_variant(source if source is not None else arm.model, arm.calls, arm.actions, device, share=share)
             arm.model, arm.calls = arm.variant.model, arm.variant.calls
             arm.config = {**arm.config, **arm.variant.config}
         elif arm.fresh and source is not None:
-            arm.model = copy_model(source)
-        if device is not None and arm.model is not planned[0]:
-            arm.model.to(device)
+            arm.model = working_copy(source, device, share=share)
         yield arm
     finally:
         arm.model, arm.calls, arm.config = planned

@@ -27,7 +27,8 @@ from ..capture.live import CompiledRun, Findings, eager_pass, findings_of
 from ..fixes.variants import Variant, VariantError, make_variant
 from ..readers.text import describe_error
 from ..running.calls import preserved_state, run_pass
-from ..running.copying import copy_model
+from ..running.copying import working_copy
+from ..running.deadline import Stopped
 from ..running.memory import release_memory
 from ..running.numerics import KeptResults, Reference, SameAs, loose_backend, tolerance
 from ..running.precision import make_reference
@@ -104,9 +105,8 @@ def make_fix_reference(ctx: PhaseContext) -> Reference:
     trained the model it left behind), else of the model itself."""
     ctx.progress("fix: numerics reference (eager, then float64)", 0, 0)
     source = ctx.pristine if ctx.pristine is not None else ctx.workload.model
-    model = copy_model(source) if ctx.pristine is not None else source
-    if ctx.pristine is not None and ctx.settings.device is not None:
-        model.to(ctx.settings.device)  # the pristine model may live on the host
+    # the pristine model may live on the host; for inference the copy shares its parameters
+    model = working_copy(source, ctx.settings.device, share=ctx.settings.shares) if ctx.pristine is not None else source
     workload = dataclasses.replace(ctx.workload, model=model)
     train = ctx.settings.train
     seed = ctx.settings.seed
@@ -167,7 +167,8 @@ class _Checker:
 
     def measure_baseline(self, model: torch.nn.Module) -> str | None:
         """Measure the unchanged copy and compare later checks with it; None, or why it could not."""
-        verification, findings = self.check(make_variant(model, self.ctx.calls, [], self.ctx.settings.device))
+        settings = self.ctx.settings
+        verification, findings = self.check(make_variant(model, self.ctx.calls, [], settings.device, share=settings.shares))
         if findings is None or verification.error:
             return verification.error or "the unchanged copy could not be measured"
         assert self.ctx.report is not None
@@ -292,7 +293,7 @@ class _Fixer:
     def check(self, suggestions: list[rm.Suggestion]) -> tuple[rm.Verification, Findings | None]:
         try:
             actions = [s.action for s in suggestions if s.action is not None]
-            variant = make_variant(self.model, self.ctx.calls, actions, self.ctx.settings.device)
+            variant = make_variant(self.model, self.ctx.calls, actions, self.ctx.settings.device, share=self.ctx.settings.shares)
         except VariantError as exc:
             return rm.Verification(applied=False, error=str(exc)), None
         verification, findings = self.checker.check(variant)
@@ -402,6 +403,12 @@ def run_fix(ctx: PhaseContext, options: FixOptions) -> FixSection:
     try:
         _verify(ctx, options, fixer, candidates)
         kept = options.keep_reference
+    except Stopped as stop:  # each check that finished is kept; nothing is applied
+        done = ", ".join(section.verified) or "none"
+        result.notes.append(f"The run was stopped during the fix checks: verified alone before it: {done}; nothing applied.")
+        result.duration_s = round(time.perf_counter() - t0, 3)
+        stop.partial = section
+        raise
     finally:
         if kept:
             section.reference = fixer.checker.reference

@@ -34,7 +34,7 @@ from ..capture.live import (
 from ..readers.gb_registry import graph_break_registry
 from ..readers.text import first_line
 from ..running.calls import preserved_state
-from ..running.deadline import DeadlineExceeded, deadline
+from ..running.deadline import DeadlineExceeded, Stopped, deadline, stop_record
 from .context import PhaseContext
 
 
@@ -51,7 +51,7 @@ class ObserveOptions:
     record_inputs: bool = False
     """Record each module's first-call inputs during the eager pass (for bisection)."""
     timeout_s: float | None = None
-    """The run's --timeout: the phase stops there and returns what it found."""
+    """What is left of the run's --timeout: the phase stops there and returns what it found."""
 
 
 @dataclass
@@ -117,11 +117,17 @@ def run_observe(ctx: PhaseContext, options: ObserveOptions) -> Observation:
                     if explained is None:
                         method = "separate_call"
                         explained = _explain(ctx, notes, errors)
-    except DeadlineExceeded:
-        message = f"analysis did not finish within {options.timeout_s:g} s (during {step}); partial report"
-        errors.append(rm.ErrorRecord(phase="timeout", type="AnalysisTimeout", message=message))
+    except Stopped as stop:
+        errors.append(
+            stop_record(
+                stop,
+                f"the analysis ({step})",
+                f"analysis did not finish in the time --timeout left it (during {step}); partial report",
+            )
+        )
         if index.modules and not index.exercised:
-            notes.append("The time ran out before the eager pass recorded module call sites: break sites have no module paths.")
+            why = "The time ran out" if isinstance(stop, DeadlineExceeded) else "The run was stopped"
+            notes.append(f"{why} before the eager pass recorded module call sites: break sites have no module paths.")
     finally:
         if compiled is not None and compiled.error is not None:
             errors.append(compiled.error)  # after the eager failure, if any: that is the problem to fix first
@@ -129,7 +135,7 @@ def run_observe(ctx: PhaseContext, options: ObserveOptions) -> Observation:
 
     progress("report", 0, 1)
     findings = findings_of(compiled, index, lines_run)
-    failed = any(e.phase in ("eager", "compile", "timeout") for e in errors)
+    failed = any(e.phase in ("eager", "compile", "timeout", "interrupted") for e in errors)
     explain = _cross_check(explained, method, findings, notes)
     if graph_break_registry() is None:
         notes.append(f"torch {ti.torch_version()} ships no graph-break registry: GB ids are unavailable.")

@@ -1,6 +1,8 @@
 """Copies of the user's objects: the model for `fix` and the benchmark, a call's inputs for trials.
 
-Nothing here modifies the original. `copy.deepcopy` is tried first; what it refuses (locks, handles,
+Nothing here modifies the original. For inference, a copy shares the original's parameters (`light_copy`):
+runs without gradients never write into a parameter, so the pristine model and every copy made from it
+hold one set of weights, on the run's device. `copy.deepcopy` is tried first; what it refuses (locks, handles,
 non-leaf tensors inside caches) falls back in one of two ways, each chosen for its use: a model copy
 shares the attributes deepcopy refuses, an input copy is copied attribute by attribute a few levels
 deep with its tensors detached (so a trial never writes into the model's own cache).
@@ -45,6 +47,47 @@ def copy_model(model: torch.nn.Module) -> torch.nn.Module:
         return copy.deepcopy(model, memo)
     except Exception as exc:
         raise CopyError(f"cannot copy the model: {type(exc).__name__}: {exc}") from exc
+
+
+def light_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy that shares the model's parameters (the same Parameter objects) and copies the rest: the
+    module tree, buffers and attributes, so what a run changes there (a first call's set-up, a step counter,
+    running statistics) stays in the copy. For inference, whose runs never write into a parameter: any
+    number of such copies cost one model's parameters. Raises CopyError as `copy_model` does."""
+    memo: dict[int, Any] = {id(p): p for p in model.parameters()}
+    ok, out = try_deepcopy(model, memo)
+    if ok:
+        return out  # type: ignore[no-any-return]
+    memo = {id(p): p for p in model.parameters()}
+    for module in model.modules():
+        for key, value in vars(module).items():
+            if key not in ("_parameters", "_buffers", "_modules") and not try_deepcopy(value)[0]:
+                memo[id(value)] = value
+    try:
+        return copy.deepcopy(model, memo)
+    except Exception as exc:
+        raise CopyError(f"cannot copy the model: {type(exc).__name__}: {exc}") from exc
+
+
+def on_device(model: torch.nn.Module, device: str | None) -> bool:
+    """Whether every parameter of the model is on `device` (None: wherever they are)."""
+    if device is None:
+        return True
+    want = torch.device(device)
+    return all(p.device.type == want.type and (want.index is None or p.device.index == want.index) for p in model.parameters())
+
+
+def working_copy(model: torch.nn.Module, device: str | None, *, share: bool) -> torch.nn.Module:
+    """The copy a phase runs (a fix check's, a benchmark arm's, the numerics reference's), on `device`. With
+    `share` (inference: no run writes into a parameter) and the model's parameters already on `device`, a
+    `light_copy`: the device holds one set of parameters however many copies run; else a deep copy, moved."""
+    if share and on_device(model, device):
+        copied = light_copy(model)
+    else:
+        copied = copy_model(model)
+    if device is not None:
+        copied.to(device)  # a light copy's parameters are there already: its buffers follow them
+    return copied
 
 
 def fresh_copy(value: Any, shared: list[str] | None = None, memo: dict[int, Any] | None = None, depth: int = 0) -> Any:

@@ -36,12 +36,15 @@ def trim_heap() -> None:
             ctypes.CDLL(name).malloc_trim(0)
 
 
-def free_tensors(*modules: Any) -> int:
+def free_tensors(*modules: Any, keep: Any = None) -> int:
     """Let go of the modules' parameters and buffers (each replaced by an empty tensor of its dtype and
     device): what a caller that handed its model over no longer needs, while something else still holds
-    the module. Returns the bytes released. The modules cannot run afterwards."""
+    the module. Those `keep` (a module) holds too stay: a light copy's shared parameters. Returns the bytes
+    released. The modules cannot run afterwards."""
     freed = 0
     seen: set[int] = set()
+    if isinstance(keep, torch.nn.Module):
+        seen.update(id(t) for t in [*keep.parameters(), *keep.buffers()])
     with torch.no_grad():
         for module in modules:
             if not isinstance(module, torch.nn.Module):

@@ -29,6 +29,12 @@ class RunSettings:
     """Where the model and inputs were moved (None: where the builder put them)."""
 
     @property
+    def shares(self) -> bool:
+        """Whether copies of the model may share its parameters (`copying.light_copy`): inference, whose
+        runs write into no parameter (no optimizer, no gradient kept)."""
+        return not self.train
+
+    @property
     def where(self) -> str:
         """The device the run measures on (`measured_on`)."""
         return measured_on(self.device)
