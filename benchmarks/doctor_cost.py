@@ -13,8 +13,10 @@ The doctor is `ctc-doctor bench TARGET` (`--train` for training steps).
 
 Prints one row per target: wall seconds and peak GiB of each, their ratios, and the report's own account
 (`cost.summary`, its time and memory ratios, the best arm) beside them. With `--device cuda` both run on
-the GPU, and the peak GPU memory in use (NVML, every process of the tree, CUDA contexts included) is
-measured beside RSS; the workload's own allocator peak is quoted after the report's account.
+the GPU, and the peak GPU memory in use by the tree's processes (NVML per process, CUDA contexts
+included; other jobs on the card do not count) is measured beside RSS; the workload's own allocator
+peak is quoted after the report's account. `--limit-share 0.3` gives the doctor `--memory-limit` 0.3x
+the workload's own measured peak (the fit-beside-the-model check).
 """
 
 from __future__ import annotations
@@ -62,9 +64,9 @@ if device.startswith("cuda"):
 """
 
 
-def tree_rss_bytes(root: int) -> int:
-    """Resident memory of `root` and every process below it (/proc; its own reader, so that the same
-    script measures any version of ctc-doctor)."""
+def tree_pids(root: int) -> list[int]:
+    """`root` and every process below it (/proc; its own reader, so that the same script measures any
+    version of ctc-doctor)."""
     children: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -73,49 +75,64 @@ def tree_rss_bytes(root: int) -> int:
                     children.setdefault(int(fh.read().rsplit(")", 1)[1].split()[1]), []).append(int(name))
             except (OSError, ValueError, IndexError):
                 continue
-    total, stack = 0, [root]
+    found, stack = [], [root]
     while stack:
         pid = stack.pop()
+        found.append(pid)
+        stack.extend(children.get(pid, []))
+    return found
+
+
+def tree_rss_bytes(pids: list[int]) -> int:
+    """Resident memory of the processes."""
+    total = 0
+    for pid in pids:
         try:
             with open(f"/proc/{pid}/statm") as fh:
                 total += int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
         except (OSError, ValueError, IndexError):
-            pass
-        stack.extend(children.get(pid, []))
+            continue
     return total
 
 
-def gpu_used_bytes() -> int | None:
-    """Memory in use on GPU 0, every process's (NVML; on a machine of its own that is the run's whole
-    process tree, CUDA contexts included), or None without NVML."""
+def gpu_used_bytes(pids: list[int]) -> int | None:
+    """GPU memory in use by these processes (NVML's per-process figure, CUDA contexts included, on every
+    GPU), not the card's total: another job on the card does not count; None without NVML."""
     try:
         import pynvml  # nvidia-ml-py
 
         pynvml.nvmlInit()
-        return int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(0)).used)
+        wanted, used = set(pids), 0
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
+                if proc.pid in wanted and proc.usedGpuMemory:
+                    used += int(proc.usedGpuMemory)
+        return used
     except Exception:  # noqa: BLE001 - no NVML, no GPU: the column stays empty
         return None
 
 
 class Run:
-    """One measured command: wall seconds, peak resident memory of its tree and peak GPU memory in use
-    (GiB, above what was in use before it started), exit code and stderr."""
+    """One measured command: wall seconds, peak resident memory of its tree and peak GPU memory its tree
+    used (GiB, NVML per process), exit code and stderr."""
 
     def __init__(self, argv: list[str], env: dict[str, str], gpu: bool) -> None:
         with tempfile.TemporaryDirectory() as cwd:  # not the repository: `python -m` would import its ctc_doctor first
-            base = gpu_used_bytes() if gpu else None
             t0 = time.perf_counter()
             proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            peak, gpu_peak = 0, 0
+            peak, gpu_peak, sampled = 0, 0, False
             while proc.poll() is None:
-                peak = max(peak, tree_rss_bytes(proc.pid))
-                if base is not None:
-                    gpu_peak = max(gpu_peak, (gpu_used_bytes() or 0) - base)
+                pids = tree_pids(proc.pid)
+                peak = max(peak, tree_rss_bytes(pids))
+                used = gpu_used_bytes(pids) if gpu else None
+                if used is not None:
+                    gpu_peak, sampled = max(gpu_peak, used), True
                 time.sleep(0.05)
             self.wall = time.perf_counter() - t0
             self.stderr = proc.stderr.read() if proc.stderr else ""
         self.rss_gib, self.code = peak / 2**30, proc.returncode
-        self.gpu_gib = gpu_peak / 2**30 if base is not None else None
+        self.gpu_gib = gpu_peak / 2**30 if sampled else None
         if proc.returncode:
             print(f"  {' '.join(argv[2:5])}... failed ({proc.returncode}): {self.stderr[-800:]}", file=sys.stderr)
 
@@ -139,6 +156,9 @@ def _doctor(python: str, target: str, train: bool, device: str, extra: list[str]
             cost = report.get("cost") or {}
             best = (report.get("benchmark") or {}).get("best_arm")
             said = f"{cost.get('summary')} (time {cost.get('time_ratio')}x, memory {cost.get('memory_ratio')}x); best: {best}"
+            ref = cost.get("reference") or {}
+            if ref:
+                said += f"; reference: {ref.get('method')} {ref.get('placement')} x{ref.get('slices')} ({ref.get('room_basis')})"
         return run, said
 
 
@@ -150,6 +170,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="runs of each, alternated; medians are printed")
     parser.add_argument("--extra", default="", help="more ctc-doctor options, e.g. '--budget 120'")
     parser.add_argument("--python", default=sys.executable, help="the Python whose ctc-doctor is measured (another checkout's venv)")
+    parser.add_argument(
+        "--limit-share",
+        type=float,
+        default=None,
+        help="give the doctor --memory-limit this share of the workload's own measured peak (e.g. 0.3: the fit-beside-the-model check)",
+    )
     args = parser.parse_args()
     gpu = args.device.startswith("cuda")
     head = ("target", "alone s", "alone GiB", "doctor s", "doctor GiB", "time x", "memory x")
@@ -163,7 +189,12 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as cache:
                 code = ALONE.format(here=str(HERE), target=target, train=args.train, device=args.device)
                 alone.append(Run([sys.executable, "-c", code], _env(cache), gpu))
-            run, said = _doctor(args.python, target, args.train, args.device, args.extra.split())
+            extra = args.extra.split()
+            if args.limit_share:
+                peak_gib = alone[-1].gpu_gib if gpu else alone[-1].rss_gib
+                extra += ["--memory-limit", str(max(1, int(args.limit_share * (peak_gib or 0) * 1024)))]
+                print(f"  {target}: --memory-limit {extra[-1]} ({args.limit_share:g} x the workload's own peak)", flush=True)
+            run, said = _doctor(args.python, target, args.train, args.device, extra)
             doctor.append(run)
 
         def med(runs: list[Run], what: str) -> float:

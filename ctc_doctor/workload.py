@@ -32,6 +32,11 @@ class Workload:
     `pad` (argument -> (dim, pad value)), e.g. `{"input_ids": (1, pad_id), "labels": (1, -100)}`, says how a
     batch may be padded: `--shape-arms` with `--train` then adds an arm padded to buckets, judged on its
     losses (padding must not change the loss: ignored labels, a mask the model honours).
+    `grad`: whether inference calls run with gradients on. By default (None) they run under
+    `torch.no_grad()` in every phase (the analysis, the fix checks, the benchmark's arms), as a model is
+    served, holding no activations for a backward that never comes; True runs them as code that calls
+    the model without `no_grad` does (what flows with `requires_grad` can then recompile). `--train` runs
+    forward and backward whatever it says.
     """
 
     model: Any
@@ -43,6 +48,7 @@ class Workload:
     before_call: Callable[[Any, int], None] | None = None
     optimizer: Callable[[Any], Any] | None = None
     pad: Mapping[str, tuple[int, Any]] | None = None
+    grad: bool | None = None
 
     def calls(self) -> list[Call]:
         """Every call of the workload in order: the first, then each variant."""

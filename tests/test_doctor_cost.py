@@ -52,13 +52,28 @@ def test_consecutive_arms_do_not_add_up_and_the_parent_lets_go_of_its_model_firs
     assert "| arm compiled_fixed |" in render_markdown(report)
 
 
-def test_a_phase_that_would_not_fit_stops_before_it_with_one_line_and_exit_14(cli, tmp_path):
+def test_a_memory_limit_is_kept_by_adapting_and_only_an_analysis_past_it_stops_with_exit_14(cli, tmp_path):
+    """--memory-limit 100 on a 256 MB model: for inference every copy shares the weights and the float64
+    reference goes block by block or in slices of the batch to stay within 100 MB beyond the workload's
+    own, so the fixes are verified (exit 0); training keeps a whole pristine copy of the model from before
+    the analysis, 256 MB beyond the workload's own, so the run stops after the analysis with one line and
+    exit 14, its findings written."""
     out = tmp_path / "r.json"
-    result = cli("fix", "cost_targets:big_blocks", "--memory-limit", "100", "--json", str(out), "-q", timeout=300)
+    result = cli("fix", "cost_targets:big_blocks", "--no-bisect", "--memory-limit", "100", "--json", str(out), "-q", timeout=300)
+    assert result.returncode == 0, result.stderr
+    report = load_report(out)
+    assert report.fix is not None and report.fix.applied and not report.errors, report.errors
+    reference = report.cost.reference
+    assert reference is not None and reference.method == "float64_reference", reference
+    assert reference.placement == "blockwise" or reference.slices > 1, reference
+    assert reference.room_basis == "--memory-limit 100 MB" and reference.beyond_workload_mb <= 100, reference
+    assert reference.not_taken and "would not fit" in reference.not_taken[0]  # the whole cast was tried first
+
+    result = cli("fix", "cost_targets:big_blocks", "--train", "--no-bisect", "--memory-limit", "100", "--json", str(out), "-q", timeout=300)
     assert result.returncode == ExitCode.NO_MEMORY, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("ctc-doctor: error: fix: not enough memory on cpu: it needs about "), lines
-    assert "100 MB is allowed (--memory-limit); stopped before it" in lines[0] and "partial report written" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("ctc-doctor: error: the analysis itself holds about 256 MB on cpu beyond"), lines
+    assert "--memory-limit allows 100 MB: stopped after it" in lines[0] and "partial report written" in lines[0]
     report = load_report(out)  # what was found before it stands
     assert report.graph_breaks and report.fix is None and report.errors[-1].phase == "preflight"
 
@@ -257,3 +272,49 @@ def test_a_run_stopped_by_a_signal_writes_its_report_with_the_arms_measured_befo
     assert any("arms measured before it: eager" in n for n in report.benchmark.notes), report.benchmark.notes
     assert report.cost is not None and report.cost.phases  # the doctor's own account of what it did
     assert "B1" in stdout  # the summary of what was found is printed too
+
+
+def test_the_early_bisection_child_builds_no_second_model_while_the_analysis_runs(tmp_path):
+    """The trials' child starts before the analysis so that its imports overlap it, but it builds the model
+    only when the bisection asks for it, once the preflight said a second model fits: during the analysis
+    it holds no copy of the 256 MB model (measured on the process tree), during the bisection it does."""
+    import time
+
+    from ctc_doctor.analyzer.running.memory import descendants, rss_bytes
+    from ctc_doctor.progress import ProgressEvent
+
+    from .conftest import REPO, TARGETS
+
+    out = tmp_path / "r.json"
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    env = {**os.environ, "PYTHONPATH": str(TARGETS)}
+    args = [sys.executable, "-m", "ctc_doctor", "cost_targets:big_blocks", "--no-fix", *QUICK, "-q"]
+    args += ["--json", str(out), "--progress-fd", str(write)]
+    parent = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, pass_fds=(write,))
+    os.close(write)
+    phase, buffer = "load", b""
+    child_mb: dict[str, float] = {"analysis": 0.0, "bisection": 0.0}
+    while parent.poll() is None:
+        try:
+            buffer += os.read(read, 65536)
+        except BlockingIOError:
+            pass
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            event = ProgressEvent.parse(line.decode())
+            if event is not None:
+                phase = event.phase
+        stage = "bisection" if phase.startswith("bisect") else "analysis" if phase in ("load", "compile", "eager run", "explain") else None
+        trials = [p for p in descendants(parent.pid) if "trial_worker" in _cmdline(p)]
+        if stage is not None and trials:
+            child_mb[stage] = max(child_mb[stage], sum((rss_bytes(p) or 0) for p in trials) / 2**20)
+        time.sleep(0.02)
+    os.close(read)
+    assert parent.returncode == 0, parent.stderr.read() if parent.stderr else ""
+    report = load_report(out)
+    assert report.bisect is not None and report.bisect.isolated and report.bisect.child_processes >= 1
+    model_mb = report.cost.footprint.model_mb
+    assert child_mb["analysis"] > 0 and child_mb["bisection"] > 0, child_mb  # both stages were sampled
+    # the child's model (256 MB) appears with the bisection, not before
+    assert child_mb["bisection"] - child_mb["analysis"] > 0.7 * model_mb, child_mb

@@ -114,9 +114,10 @@ def test_a_float64_copy_that_fails_falls_back_and_says_so(dtype, method):
     model = FixedComputeDtype(dtype)
     workload = Workload(model, args=(torch.randn(4, 8, dtype=dtype),))
     reference = _reference(workload)
-    assert reference.method == method and "float64 copy failed" in reference.note, reference.note
+    assert reference.method == method and "a float64 run the model cast on its device failed" in reference.note, reference.note
+    assert reference.run.method == method and reference.run.placement is None and "failed" in reference.run.not_taken[0]
     check = reference.judge(_sample(model, workload))
-    assert check.ok and check.method == method and "float64 copy failed" in check.note
+    assert check.ok and check.method == method and "float64 run" in check.note
 
 
 @pytest.mark.transformers

@@ -39,6 +39,7 @@ class _Arms:
         from .phases.context import PhaseContext
         from .running.calls import calls_on
         from .running.numerics import Reference
+        from .running.precision import Room
         from .running.settings import RunSettings
         from .target import load_workload
 
@@ -61,13 +62,14 @@ class _Arms:
         self.ctx = PhaseContext(
             workload=workload,
             calls=calls,
-            settings=RunSettings(backend=setup["backend"], train=train, seed=seed, device=device),
+            settings=RunSettings(backend=setup["backend"], train=train, seed=seed, device=device, grad=train or bool(workload.grad)),
             spec=setup["target"],
             progress=progress,
             report=report,
             facts=model_facts(model, calls),
             pristine=model if isinstance(model, torch.nn.Module) else None,
             reference=Reference.attached(setup["reference_fd"], setup["reference"]) if setup.get("reference") else None,
+            room=Room(**setup["room"]) if setup.get("room") else None,
         )
         self.runner = ArmRunner(self.ctx, options)
         self.notes: list[str] = []

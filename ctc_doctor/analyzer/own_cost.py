@@ -3,27 +3,42 @@ preflight check before each phase that needs memory (`resources.preflight`), and
 section: each phase's wall time and peak memory, against the workload's own (one eager pass and one
 compile), in one line (`the doctor used 1.4x the workload's memory and 2.6x its time`).
 
-The preflight adapts where it can and stops where it cannot:
+The preflight sizes each later phase beside the workload: what it allocates on the device against what
+is free, and what it holds beyond the workload's own footprint (its model and activations) against
+`--memory-limit`. It adapts where it can and leaves out what it cannot, saying so:
+- inference: every copy shares the model's weights (`copying.light_copy`): a fix check or an arm adds
+  only its activations;
 - the benchmark's child rebuilds the model: when this process was handed the workload (the CLI), it lets
-  go of its model and pristine copy first, and what that frees counts as free;
-- in-process arms on an accelerator: the user's model waits on the host while the arms run their copies;
-- the float64 reference picks where it fits by itself (`running.precision`);
-- otherwise the phase does not start: `NotEnoughMemory`, one line (phase, need, free), exit code 14.
+  go of its model and pristine copy first, and what that frees counts as free; when the child (its own
+  imports, on the CPU) would not fit, the arms run in this process;
+- the float64 reference picks where it fits by itself (`running.precision`: `Room`);
+- a phase that still would not fit is left out, with one line why (`Fit.note`);
+- only when the analysis itself holds more than `--memory-limit` allows does the run stop:
+  `NotEnoughMemory`, exit code 14.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
-
-import torch
 
 from ..reports import models as rm
 from .resources.cost import CostMeter, summary_line, workload_figures
-from .resources.preflight import CHILD_IMPORTS, NotEnoughMemory, model_bytes, phase_need
+from .resources.preflight import CHILD_IMPORTS, Need, NotEnoughMemory, phase_need
 from .running.settings import ProgressFn, measured_on
 from .running.worker import importable
+
+
+@dataclass(frozen=True)
+class Fit:
+    """What the preflight decided for a phase."""
+
+    run: bool = True
+    """Run it (False: it would not fit, `note` says why)."""
+    in_process: bool = False
+    """The benchmark: its arms in this process (a child's imports would not fit)."""
+    note: str | None = None
+    """The adaptation or why it was left out, one line."""
 
 
 class RunCost:
@@ -39,6 +54,8 @@ class RunCost:
         self.footprint: rm.Footprint | None = None
         self.notes: list[str] = []
         self.released: str | None = None
+        self.reference: rm.ReferenceRun | None = None
+        """Where the fix phase's numerics reference ran and what it cost (the benchmark's own is its section's)."""
 
     def let_go(self, freed: int, what: str) -> None:
         """This process freed `freed` bytes of `what` (the caller handed the workload over)."""
@@ -51,50 +68,73 @@ class RunCost:
         self.meter.progress(phase)
         self.user_progress(phase, done, total)
 
-    @contextlib.contextmanager
-    def preflight(self, phase: rm.Phase, model: Any, pristine: Any, *, isolated: bool) -> Iterator[None]:
-        """Check that `phase` fits before it starts (adapting when it can), then run it; raises
-        NotEnoughMemory (before the phase) when it cannot fit."""
+    def plan(self, phase: rm.Phase, pristine: Any, *, isolated: bool, shares: bool) -> Fit:
+        """Whether `phase` fits beside the workload, and how: as asked, its benchmark arms in this process
+        (a child would need its own imports beside them), or not at all (said). See the module doc."""
         footprint = self.footprint
-        if footprint is None or not isinstance(model, torch.nn.Module) or phase not in ("fix", "bench"):
-            yield
-            return
-        cuda = self.device.startswith("cuda")
-        own = model_bytes(model)
-        if phase == "bench" and isolated and self.owns_workload:
-            # the child: its imports and its pristine copy on the host beside the arm's copy, this process' copies let go first
-            extra = (CHILD_IMPORTS + own) if not cuda else 0
-            need = phase_need(
-                "bench", footprint, self.device, extra=extra, extra_parts="the child's imports and pristine copy" if extra else ""
+        if footprint is None or phase not in ("bisect", "fix", "probe", "bench"):
+            return Fit()
+        held = self._held(pristine, shares)
+        if phase == "bisect":  # isolated trials: a child rebuilds the model beside this process's
+            if not isolated:
+                return Fit()
+            cpu = not self.device.startswith("cuda") and self.device != "mps"
+            extra = CHILD_IMPORTS if cpu else 0
+            child = phase_need(
+                "bisect", footprint, self.device, models=2 + held, extra=extra, extra_parts="the child's imports" if extra else ""
             )
-            releasable = own + (model_bytes(pristine) if not cuda else 0)
-            fits, free = need.check(releasable, self.limit)
-            if not fits and free is not None:
-                raise NotEnoughMemory(need.refusal(free, self._limited(free)))
-            yield
-            return
-        need = phase_need(phase, footprint, self.device)
-        fits, free = need.check(0, self.limit)
-        if fits or free is None:
-            yield
-            return
-        if phase == "bench" and cuda:
-            moved, _ = need.check(own, self.limit)
-            if moved:  # the arms run copies: the user's model may wait on the host meanwhile
-                self.notes.append(
-                    f"bench: the model waited on the host while the arms ran (they needed {need.bytes / 2**30:.1f} GiB on "
-                    f"{self.device}, {free / 2**30:.1f} GiB was free)"
-                )
-                model.to("cpu")
-                try:
-                    yield
-                finally:
-                    model.to(self.device)
-                return
-        raise NotEnoughMemory(need.refusal(free, self._limited(free)))
+            problem = child.problem(0, self.limit)
+            if problem is None:
+                return Fit()
+            return Fit(in_process=True, note=f"{problem}: the trials ran in this process instead (a crash in one ends the run)")
+        if phase == "probe":  # the model itself on inputs grown by half along one dimension
+            work = int(footprint.activations_mb * 2**20)
+            need = phase_need("probe", footprint, self.device, extra=work // 2, extra_parts="inputs grown by half")
+            problem = need.problem(0, self.limit)
+            return Fit(run=problem is None, note=f"{problem}: left out" if problem else None)
+        here = phase_need(phase, footprint, self.device, models=1 + held)
+        if phase == "bench" and isolated:
+            child = self._child_need(footprint, held, shares)
+            releasable = int(footprint.model_mb * 2**20) if self.owns_workload else 0
+            problem = child.problem(releasable, self.limit)
+            if problem is None:
+                return Fit()
+            if here.problem(0, self.limit) is None:
+                return Fit(in_process=True, note=f"{problem}: the arms ran in this process instead (a crash in one ends the run)")
+            return Fit(run=False, note=f"{problem}: the benchmark was left out")
+        problem = here.problem(0, self.limit)
+        return Fit(run=problem is None, note=f"{problem}: left out" if problem else None)
 
-    def _limited(self, free: int) -> bool:
-        return self.limit is not None and free >= self.limit
+    def _held(self, pristine: Any, shares: bool) -> int:
+        """Sets of weights this process holds on the device beside the one a phase runs: a training pristine
+        copy on the CPU (on an accelerator it waits on the host), the user's model when it is kept (the
+        Python API); for inference every copy shares the weights (none)."""
+        if shares:
+            return 0
+        host_is_device = not self.device.startswith("cuda") and self.device != "mps"
+        return int(pristine is not None and host_is_device) + int(not self.owns_workload)
+
+    def _child_need(self, footprint: rm.Footprint, held: int, shares: bool) -> Need:
+        """The arms' child beside what this process keeps: its weights (inference: the arms share them;
+        training: its pristine copy on the CPU and one arm's copy), and on the CPU its own imports."""
+        cpu = not self.device.startswith("cuda") and self.device != "mps"
+        models = 1 + (0 if shares or not cpu else 1) + (0 if self.owns_workload else held)
+        extra = CHILD_IMPORTS if cpu else 0
+        return phase_need("bench", footprint, self.device, models=models, extra=extra, extra_parts="the child's imports" if extra else "")
+
+    def check_analysis(self, pristine: Any, shares: bool) -> None:
+        """Raise NotEnoughMemory when what the analysis itself holds beyond the workload's own (a training
+        pristine copy on the CPU, the user's model kept beside it) is past `--memory-limit`: then no phase
+        after it can keep the promise."""
+        if self.limit is None or self.footprint is None:
+            return
+        held = self._held(pristine, shares) - int(not self.owns_workload)
+        beyond = held * int(self.footprint.model_mb * 2**20)
+        if beyond > self.limit:
+            raise NotEnoughMemory(
+                f"the analysis itself holds about {beyond / 2**20:.0f} MB on {self.device} beyond the workload's own (a copy of "
+                f"the model taken before it ran); --memory-limit allows {self.limit / 2**20:.0f} MB: stopped after it"
+            )
 
     def finish(self, report: rm.Report) -> rm.DoctorCost:
         """The report's cost section (the meter stops)."""
@@ -110,6 +150,7 @@ class RunCost:
             cost.peak_cuda_mb = max(cuda + arms_cuda)
         cost.released = self.released
         cost.kept = bench.kept if bench is not None else None
+        cost.reference = self.reference or (bench.reference if bench is not None else None)
         isolated = bench is not None and bench.isolation is not None and bench.isolation.isolated
         pristine_mb = self.footprint.model_mb if self.footprint is not None and isolated and not self.device.startswith("cuda") else 0.0
         children = [self.meter.children_peak_mb(p) for p in ("arm eager", "arm compiled")] if isolated else []

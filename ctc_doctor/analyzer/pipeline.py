@@ -28,7 +28,7 @@ from ..workload import Call, Workload
 from . import torch_internals as ti
 from .fixes.facts import ModelFacts
 from .fixes.model_facts import model_facts
-from .own_cost import RunCost, isolated_bench
+from .own_cost import Fit, RunCost, isolated_bench
 from .phases.bench import BenchOptions, BenchSection, run_bench
 from .phases.bisect import BisectInputs, BisectOptions, run_bisect, worker_setup
 from .phases.bisect.accuracy import AccuracyOptions, mark_not_recommended, run_accuracy_bisect, wrong_under_compile
@@ -47,6 +47,7 @@ from .running.copying import CopyError, copy_model, light_copy, working_copy
 from .running.deadline import Interrupted, Stopped, deadline, limit_text, stop_record, stoppable
 from .running.memory import free_tensors, release_memory
 from .running.modules import describe_inputs, forward_arg_names
+from .running.precision import Room
 from .running.settings import ProgressFn, RunSettings, measured_on, no_progress
 from .running.warning_notes import collected_warnings, warning_notes
 
@@ -145,7 +146,13 @@ def _analyze(workload: Workload, options: AnalyzeOptions) -> rm.Report:
     started_at = rm.started_now()
     clock = Clock(options.timeout_s, options.budget_s, options.started_s)
     cost = RunCost(options.device, options.progress or no_progress, options.owns_workload, options.memory_limit_mb)
-    settings = RunSettings(backend=options.resolved_backend(), train=options.train, seed=options.seed, device=options.device)
+    settings = RunSettings(
+        backend=options.resolved_backend(),
+        train=options.train,
+        seed=options.seed,
+        device=options.device,
+        grad=options.train or bool(workload.grad),
+    )
     pristine, copy_note = _pristine_copy(workload, options)  # before the move: on an accelerator it stays on the host
     if options.device is not None and isinstance(workload.model, torch.nn.Module):
         workload.model.to(options.device)
@@ -214,8 +221,14 @@ def _run(
     stopped = any(e.phase in ("eager", "timeout", "interrupted") for e in report.errors)
     try:
         if options.bisect is not None and analysis.module_inputs is not None and not stopped and _should_bisect(report, options):
-            inputs = BisectInputs(analysis.module_inputs, analysis.index, worker)
-            bisect_into(report, ctx, options.bisect, inputs, clock, bisect_only=not options.compile)
+            bisect = options.bisect
+            fit = cost.plan("bisect", ctx.pristine, isolated=bisect.isolate, shares=ctx.settings.shares)
+            if fit.in_process:  # a second model would not fit beside this one: no child builds it
+                bisect = dataclasses.replace(bisect, isolate=False)
+                cost.notes.append(fit.note or "")
+                report.notes.append(f"Memory: {fit.note}.")
+            inputs = BisectInputs(analysis.module_inputs, analysis.index, worker if bisect.isolate else None)
+            bisect_into(report, ctx, bisect, inputs, clock, bisect_only=not options.compile)
         if worker is not None:
             worker.shutdown()  # not needed past the bisection: its CPU, memory and files go now
         stopped = stopped or any(e.phase == "interrupted" for e in report.errors)
@@ -405,38 +418,53 @@ def _merge_bench(report: rm.Report, section: BenchSection) -> None:
 
 def after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions, clock: Clock, cost: RunCost | None = None) -> None:
     """suggest -> fix -> probe -> bench, each merged into the report; a failing phase becomes an error row,
-    a phase that would not fit in memory stops the run before it (`cost.preflight`)."""
+    a phase that would not fit in memory is adapted or left out, said (`cost.plan`); when the analysis
+    itself went past --memory-limit, the run stops here (a `preflight` error row, exit 14)."""
     if not (options.suggest or options.fix or options.probe_shapes or options.bench):
         return
     model = ctx.workload.model
     is_module = isinstance(model, torch.nn.Module)
     facts: ModelFacts | None = model_facts(model, ctx.calls) if is_module else None
-    ctx = dataclasses.replace(ctx, facts=facts)
+    room = Room.beside(cost.footprint, cost.limit) if cost is not None else None
+    ctx = dataclasses.replace(ctx, facts=facts, room=room)
     if options.owns_workload and ctx.pristine is not None and not options.probe_shapes and cost is not None:
         # the later phases run copies of the pristine model: the caller's own model is not run again (its
         # parameters stay when the pristine model shares them: inference)
         cost.let_go(free_tensors(model, keep=ctx.pristine), "its model after the analysis")
         release_memory(ctx.settings.where)
-    # (phase, run, merge, reads the report): a phase that reads the report gets a copy of it
-    steps: list[tuple[rm.Phase, Callable[[PhaseContext], Any], Callable[[Any], None], bool]] = []
+    if cost is not None:
+        try:
+            cost.check_analysis(ctx.pristine, ctx.settings.shares)
+        except NotEnoughMemory as exc:
+            report.errors.append(rm.ErrorRecord(phase="preflight", type="NotEnoughMemory", message=exc.one_line()))
+            return
+    # (phase, run, merge, reads the report): a phase that reads the report gets a copy of it; `run` gets the
+    # preflight's plan for it (`Fit`)
+    steps: list[tuple[rm.Phase, Callable[[PhaseContext, Fit], Any], Callable[[Any], None], bool]] = []
     if options.suggest:
-        steps.append(("suggest", run_suggest, lambda section: setattr(report, "suggestions", section), True))
+        steps.append(("suggest", lambda c, _: run_suggest(c), lambda section: setattr(report, "suggestions", section), True))
     shared: list[Any] = []  # the fix phase's numerics reference, which the benchmark judges its arms by
 
     def merge_fix(section: FixSection) -> None:
         _merge_fix(report, section)
         if section.reference is not None:
             shared.append(section.reference)
+        if cost is not None:
+            cost.reference = section.reference_run
 
     if options.fix is not None and facts is not None:
         # the benchmark's arms judged by the fix checks' reference: same calls, seed and pristine model
         fix_options = dataclasses.replace(options.fix, keep_reference=options.bench is not None and is_module)
-        steps.append(("fix", lambda c: run_fix(c, fix_options), merge_fix, True))
+        steps.append(("fix", lambda c, _: run_fix(c, fix_options), merge_fix, True))
     if options.probe_shapes and facts is not None:
-        steps.append(("probe", run_probe, lambda section: setattr(report, "shape_probe", section), False))
+        steps.append(("probe", lambda c, _: run_probe(c), lambda section: setattr(report, "shape_probe", section), False))
     if options.bench is not None and is_module:
         bench_options = options.bench
-        steps.append(("bench", lambda c: run_bench(c, bench_options), lambda section: _merge_bench(report, section), True))
+
+        def bench(c: PhaseContext, fit: Fit) -> BenchSection:
+            return run_bench(c, dataclasses.replace(bench_options, isolate=False) if fit.in_process else bench_options)
+
+        steps.append(("bench", bench, lambda section: _merge_bench(report, section), True))
     interrupted = False
     for phase, run, merge, reads_report in steps:
         budget = clock.remaining()
@@ -452,15 +480,17 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions
         )
         if phase == "suggest":
             ctx.progress("suggest", 0, 0)  # its own line in the cost section (the others report their steps)
-        fits = cost.preflight(phase, model, ctx.pristine, isolated=isolated_bench(options)) if cost else contextlib.nullcontext()
+        fit = cost.plan(phase, ctx.pristine, isolated=isolated_bench(options), shares=ctx.settings.shares) if cost else Fit()
+        if fit.note is not None and cost is not None:
+            cost.notes.append(fit.note)
+            report.notes.append(f"Memory: {fit.note}.")
+        if not fit.run:
+            continue
         try:
             # the copies and timed passes run the model dozens of times: keep its prints off the terminal
-            with fits, deadline(budget), _quiet_output(phase, report.notes):
-                section = run(phase_ctx)
+            with deadline(budget), _quiet_output(phase, report.notes):
+                section = run(phase_ctx, fit)
             merge(section)
-        except NotEnoughMemory as exc:
-            report.errors.append(rm.ErrorRecord(phase="preflight", type="NotEnoughMemory", message=exc.one_line()))
-            break
         except Stopped as stop:
             if stop.partial is not None:  # what the phase measured before the stop (the arms so far)
                 merge(stop.partial)

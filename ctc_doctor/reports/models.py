@@ -1005,6 +1005,9 @@ class BenchmarkArm(_Model):
     e.g. a per-layer guard that makes regional compilation recompile once per block."""
     peak_memory_mb: float | None = None
     """CUDA: peak allocated by the caching allocator. CPU (Linux): peak resident set size of the process during the arm."""
+    peak_reserved_mb: float | None = None
+    """CUDA: the caching allocator's peak reserved memory (allocated plus cached) in the arm's process during
+    the arm (schema 1.16)."""
     max_abs_error: float | None = None
     """Largest absolute difference from eager outputs (information: `numerics` is the verdict)."""
     max_rel_error: float | None = None
@@ -1117,6 +1120,9 @@ class Benchmark(_Model):
     kept: str | None = None
     """What the arms' numerics judgement kept and where: eager's results and the reference's differences
     from them, in memory or in a temporary file (schema 1.13)."""
+    reference: ReferenceRun | None = None
+    """The benchmark's own numerics reference (training steps, or no fix phase before it): where it ran and
+    what it cost; None when its arms were judged by the fix phase's (schema 1.16)."""
 
 
 class MachineLoad(_Model):
@@ -1511,7 +1517,39 @@ class PhaseCost(_Model):
     peak_rss_mb: float | None = None
     """The peak resident memory of the doctor's process tree (this process and its children) during it."""
     peak_cuda_mb: float | None = None
-    """The peak GPU memory in use during it, above what was in use when the run started (every process)."""
+    """CUDA: the peak the analysing process's caching allocator had allocated during it (the arms' child
+    reports each arm's own: `BenchmarkArm.peak_memory_mb`)."""
+    peak_cuda_reserved_mb: float | None = None
+    """CUDA: the peak it had reserved (allocated plus cached: what the device sees of the process, less its
+    CUDA context) during it (schema 1.16)."""
+
+
+class ReferenceRun(_Model):
+    """The higher-precision run every numerics judgement compares against: where it ran so that it fits
+    beside the model, and what it cost (schema 1.16)."""
+
+    method: Literal["float64_reference", "float32_reference", "elementwise"]
+    """As `NumericsCheck.method`: float32 is the last resort for a bf16/fp16 model, elementwise for a float32 one."""
+    placement: str | None = None
+    """`whole` (the model cast in place on its device), `blockwise` (each module cast while its forward runs),
+    `host` (the cast model on the host); None without a higher-precision run."""
+    slices: int = 1
+    """The batch's rows ran this many at a time (each result written at its rows), so that the activations
+    of one slice at a time sit beside the model; 1: the whole batch."""
+    device_mb: float | None = None
+    """What the way taken allocates on the run's device, estimated from the workload's footprint."""
+    beyond_workload_mb: float | None = None
+    """Of that, what is beyond the workload's own activations: what it adds to the workload's footprint."""
+    room_mb: float | None = None
+    """What it was allowed to add (`room_basis`); None: free memory only."""
+    room_basis: str | None = None
+    """`the doctor's margin beside the workload's own 1.2 GiB` (half of it, at least 256 MB), `--memory-limit 375 MB`."""
+    device_peak_mb: float | None = None
+    """CUDA: the allocator's peak during the run above what was allocated before it (measured)."""
+    duration_s: float = 0.0
+    """Wall time of the run (eager's kept results are not part of it)."""
+    not_taken: list[str] = Field(default_factory=list)
+    """The ways tried before it, and why each was not taken (would not fit, failed)."""
 
 
 class DoctorCost(_Model):
@@ -1543,6 +1581,9 @@ class DoctorCost(_Model):
     """What the analysing process let go of before the benchmark's child rebuilt the model."""
     notes: list[str] = Field(default_factory=list)
     """Adaptations made to fit (the reference elsewhere, a model moved to the host) and phases left out (`--budget`)."""
+    reference: ReferenceRun | None = None
+    """The numerics reference the fix checks and the benchmark's arms were judged by: where it ran and what it
+    cost (schema 1.16)."""
     summary: str | None = None
     """`the doctor used 1.4x the workload's memory and 2.6x its time`."""
 

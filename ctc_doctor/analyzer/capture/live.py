@@ -35,7 +35,7 @@ from ..readers.sources import RawFrame, function_name, is_dynamo_file
 from ..readers.text import describe_error
 from ..readers.wrappers import ddp_splits
 from ..resources.preflight import measuring, record_outputs
-from ..running.calls import Sample, Sink, clear_grads, run_call
+from ..running.calls import Sample, Sink, clear_grads, grad_mode, run_call
 from ..running.copying import replayable
 from ..running.modules import path_key
 from ..running.settings import ProgressFn, RunSettings, no_progress
@@ -155,7 +155,11 @@ class CompiledRun:
         ti.fresh_dynamo_state()
         self.backend = RecordingBackend(self.settings.backend)
         compiled = torch.compile(self.workload.model, backend=self.backend)
-        with ti.capture(backend=self.settings.backend, keep_guard_text=self.keep_guard_text) as cap, ti.dynamo_config(self.dynamo_config):
+        with (
+            ti.capture(backend=self.settings.backend, keep_guard_text=self.keep_guard_text) as cap,
+            ti.dynamo_config(self.dynamo_config),
+            grad_mode(self.settings),
+        ):
             self.capture = cap
             if self.sink is not None and self.settings.train:
                 clear_grads(self.workload.model)
@@ -310,6 +314,7 @@ def eager_pass(
             scope.enter_context(index.record())
         if measure:
             run.footprint = scope.enter_context(measuring(workload.model, settings.where, settings.train))
+        scope.enter_context(grad_mode(settings))
         _eager_calls(workload, calls, settings, run, target, inputs, watch, progress)
     if target is not None and settings.train and run.error is None:
         target.take_grads(workload.model)

@@ -9,7 +9,7 @@ workload triggers are part of what is measured. Per compiled arm, in a fresh ind
    (adaptive, `bench_numbers.settled`) or `iters` of them: median and IQR.
 What the cold pass produced (outputs; training, losses and gradients too) is judged against eager's
 own, both against a float64 copy of the model run once after the eager arm (`running.numerics`).
-Inference runs under `torch.no_grad()`; `--train` times forward+backward. Arms that fail record their
+Inference runs under `torch.no_grad()` (unless `Workload.grad`); `--train` times forward+backward. Arms that fail record their
 error and the others still run. With `isolate` the arms run in a child process (`bench_isolated`), so
 one that crashes the process (a segfault, an abort) is a `crash` row too.
 """
@@ -86,6 +86,7 @@ class ArmRunner:
         """The fastest median pass of the arms measured so far (eager's and the compiled arms' that ran
         without error): adaptive timing stops an arm once it is clearly behind it."""
         self.reference: Reference | None = None
+        self.room = ctx.room
         self.random = False
         """The model draws random numbers (dropout, rand): eager from another seed gave other results."""
         self.shared = False
@@ -94,7 +95,8 @@ class ArmRunner:
             self.adopt(ctx.reference)
 
     def grad(self) -> contextlib.AbstractContextManager[Any]:
-        return contextlib.nullcontext() if self.train else torch.no_grad()
+        """Gradients on to train, or when the workload says its inference runs with them (`Workload.grad`)."""
+        return contextlib.nullcontext() if self.train or self.workload.grad else torch.no_grad()
 
     @property
     def steps(self) -> bool:
@@ -257,7 +259,7 @@ class ArmRunner:
         self.progress("bench: numerics reference (float64)", 0, 0)
         self.reference = make_reference(
             model, self.workload, calls, self.eager, seed=self.seed, train=self.train,
-            device=self.device, loose=loose_backend(self.bench.backend), steps=self.steps,
+            device=self.device, loose=loose_backend(self.bench.backend), steps=self.steps, room=self.room,
         )  # fmt: skip
         ti.fresh_dynamo_state()
         return self.reference
@@ -301,6 +303,7 @@ class ArmRunner:
             out.out_of_memory = out_of_memory(exc)
         finally:
             out.peak_memory_mb = dev.peak_memory_mb(self.device)  # what it reached, also when it failed
+            out.peak_reserved_mb = dev.peak_reserved_mb(self.device)
             ti.fresh_dynamo_state()
         if graphs is not None:
             out.cudagraphs = rm.CudaGraphStats(
@@ -514,6 +517,8 @@ def after_eager(runner: ArmRunner, model: torch.nn.Module, calls: list[Call]) ->
             settings["numerics_reference"] = "the fix phase's (the same calls and seed on the same pristine model): no run of its own"
         in_memory, on_disk = reference.kept_bytes()
         settings[KEPT] = f"{_mb(in_memory)} in memory, {_mb(on_disk)} in a temporary file"
+        if not runner.shared and reference.run is not None:
+            settings[REFERENCE_RUN] = reference.run.model_dump(mode="json")
     if runner.random:
         settings["random"] = (
             "the model draws random numbers (eager from another seed differs): every run seeded alike per call; "
@@ -551,6 +556,8 @@ def _mb(n: int) -> str:
 
 KEPT = "numerics_kept"
 """The settings key eager's answer carries what the judgement kept in (moved to `Benchmark.kept`)."""
+REFERENCE_RUN = "numerics_reference_run"
+"""The settings key eager's answer carries the benchmark's own reference run in (moved to `Benchmark.reference`)."""
 
 
 def _conclude(result: rm.Benchmark, bench: BenchOptions, calls: int) -> None:
@@ -558,6 +565,9 @@ def _conclude(result: rm.Benchmark, bench: BenchOptions, calls: int) -> None:
     kept = result.settings.pop(KEPT, None)
     if kept is not None:
         result.kept = f"eager's results and the reference's differences: {kept}"
+    run = result.settings.pop(REFERENCE_RUN, None)
+    if run is not None:
+        result.reference = rm.ReferenceRun.model_validate(run)
     price_opt_in(result)
     if result.machine is not None:
         conclude_load(result.machine, result.arms)
@@ -585,7 +595,7 @@ def _auto_iters(bench: BenchOptions) -> str:
 
 def _grad_setting(ctx: PhaseContext) -> str:
     if not ctx.settings.train:
-        return "no_grad"
+        return "grad enabled (Workload.grad)" if ctx.workload.grad else "no_grad"
     if ctx.workload.optimizer is None:
         return "forward+backward"
     return "training step: forward, loss, backward, optimizer.step, zero_grad"

@@ -64,6 +64,8 @@ def run_isolated(ctx: PhaseContext, bench: BenchOptions, result: rm.Benchmark) -
         with open(report_file, "w", encoding="utf-8") as fh:
             fh.write(ctx.report.model_dump_json())
         setup.update(bench=dataclasses.asdict(bench), report_file=report_file)
+        if ctx.room is not None:  # the child's own reference (training steps) fits beside the model as the parent's does
+            setup["room"] = dataclasses.asdict(ctx.room)
         fds: tuple[int, ...] = ()
         steps = ctx.settings.train and ctx.workload.optimizer is not None
         if ctx.reference is not None and not steps:  # the fix phase's reference judges the child's arms too

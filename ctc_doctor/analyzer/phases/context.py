@@ -42,3 +42,6 @@ class PhaseContext:
     arms are judged by it with no reference run of their own (None: the benchmark makes its own)."""
     rebuild: Callable[[], Workload] | None = None
     """Builds the workload again from its TARGET (after `release`, when the child could not start)."""
+    room: Any = None
+    """What the numerics reference may add on the device beyond the workload's own footprint
+    (`running.precision.Room`; None: free memory only)."""

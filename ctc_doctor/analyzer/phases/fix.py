@@ -58,6 +58,8 @@ class FixSection:
     reference: Reference | None = None
     """With `FixOptions.keep_reference`: the numerics reference the checks were judged by, still open
     (the benchmark judges its arms by it; whoever takes it closes it)."""
+    reference_run: rm.ReferenceRun | None = None
+    """Where the checks' numerics reference ran and what it cost."""
 
 
 def iter_auto(suggestions: list[rm.Suggestion]) -> Iterator[rm.Suggestion]:
@@ -111,20 +113,22 @@ def make_fix_reference(ctx: PhaseContext) -> Reference:
     train = ctx.settings.train
     seed = ctx.settings.seed
     eager = KeptResults()  # each call's results kept as they come (in a temporary file when large)
-    with preserved_state(model), contextlib.nullcontext() if train else torch.no_grad():
+    grad = bool(ctx.settings.grad) if ctx.settings.grad is not None else train  # as the checks run their calls
+    with preserved_state(model), torch.set_grad_enabled(grad):
         run_pass(model, workload, ctx.calls, seed=seed, train=train, sink=eager)
     random = False
     if seed is not None:
         same = SameAs(eager)
-        with preserved_state(model), contextlib.nullcontext() if train else torch.no_grad():
+        with preserved_state(model), torch.set_grad_enabled(grad):
             run_pass(model, workload, ctx.calls, seed=seed + 7919, train=train, sink=same)
         random = same.differs
     # the copy the eager run used is cast for the reference run (inference: in place, put back exact)
     reference = make_reference(
         model, ctx.workload, ctx.calls, eager, seed=seed, train=train,
-        device=ctx.settings.where, loose=loose_backend(ctx.settings.backend),
+        device=ctx.settings.where, loose=loose_backend(ctx.settings.backend), room=ctx.room,
     )  # fmt: skip
     del model
+    release_memory(ctx.settings.where)  # the reference's float64 activations: the checks start from what the model holds
     if random:  # eager from another seed differs: dropout, rand
         reference.random = "same seed per call" + (
             "; the checks compile with torch._inductor.config.fallback_random=True" if ctx.settings.backend == "inductor" else ""
@@ -198,6 +202,7 @@ class _Checker:
             with preserved_state(variant.model), like_eager:
                 compiled = CompiledRun(fixed, variant.calls, ctx.settings, dynamo_config=variant.config, sink=compiled_check)
                 compiled.run()
+            release_memory(ctx.settings.where)  # the compiled run's activations, before the eager run makes its own
             with preserved_state(variant.model):
                 eager = eager_pass(fixed, variant.calls, ctx.settings, sink=eager_check)
             errors = [e for e in (eager.error, compiled.error) if e is not None]
@@ -299,6 +304,8 @@ class _Fixer:
         verification, findings = self.checker.check(variant)
         self.slowest = max(self.slowest, verification.duration_s)
         ti.fresh_dynamo_state()
+        del variant
+        release_memory(self.ctx.settings.where)  # the copy and its activations: the next check starts from the model alone
         return verification, findings
 
     def alone(self, candidates: list[rm.Suggestion], total: int) -> list[rm.Suggestion]:
@@ -400,6 +407,7 @@ def run_fix(ctx: PhaseContext, options: FixOptions) -> FixSection:
     assert isinstance(model, torch.nn.Module)
     fixer = _Fixer(ctx, options, section, model)
     kept = False
+    section.reference_run = fixer.checker.reference.run
     try:
         _verify(ctx, options, fixer, candidates)
         kept = options.keep_reference

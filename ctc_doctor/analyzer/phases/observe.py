@@ -33,7 +33,7 @@ from ..capture.live import (
 )
 from ..readers.gb_registry import graph_break_registry
 from ..readers.text import first_line
-from ..running.calls import preserved_state
+from ..running.calls import grad_mode, preserved_state
 from ..running.deadline import DeadlineExceeded, Stopped, deadline, stop_record
 from .context import PhaseContext
 
@@ -163,7 +163,7 @@ def _explain(ctx: PhaseContext, notes: list[str], errors: list[rm.ErrorRecord]) 
             workload.before_call(workload.model, 0)
         if ctx.settings.seed is not None:
             torch.manual_seed(ctx.settings.seed)
-        with ti.quiet_torch_stderr(True):
+        with ti.quiet_torch_stderr(True), grad_mode(ctx.settings):
             result = ti.run_explain(workload.model, first.args, dict(first.kwargs))
         if result is None:
             notes.append(f"torch {ti.torch_version()} has no torch._dynamo.explain; cross-check skipped.")

@@ -55,6 +55,7 @@ class _Phase:
     wall_s: float = 0.0
     peak_rss: int = 0
     peak_cuda: int = 0
+    peak_cuda_reserved: int = 0
     peak_children: int = 0
     """The peak of the processes below this one (the arms' child and its compile workers)."""
 
@@ -101,6 +102,7 @@ class CostMeter:
             phase.wall_s += now - self.since
             if self.cuda:
                 phase.peak_cuda = max(phase.peak_cuda, torch.cuda.max_memory_allocated())
+                phase.peak_cuda_reserved = max(phase.peak_cuda_reserved, torch.cuda.max_memory_reserved())
         self.since = now
 
     def _children_rss(self) -> int:
@@ -142,6 +144,7 @@ class CostMeter:
                 wall_s=round(p.wall_s, 3),
                 peak_rss_mb=round(p.peak_rss / 2**20, 1) if p.peak_rss else None,
                 peak_cuda_mb=round(p.peak_cuda / 2**20, 1) if self.cuda else None,
+                peak_cuda_reserved_mb=round(p.peak_cuda_reserved / 2**20, 1) if self.cuda else None,
             )
             for name, p in self.phases.items()
         ]

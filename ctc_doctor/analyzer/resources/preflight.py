@@ -5,10 +5,12 @@ The footprint is measured on the analysis's eager pass: the model's parameters a
 pass's own peak above them (its activations and outputs): exact on CUDA (the caching allocator's peak),
 estimated on the host from the modules' outputs (the process's resident memory does not move when
 freed memory is reused). A phase then needs a copy of the model plus those activations on the device
-(the fix checks' copies, each benchmark arm's copy), and on the host the pristine copy every copy is
-made from. A phase that does not fit is adapted where it can be (the parent lets go of its model, the
-reference runs elsewhere: `precision.make_reference`), else stopped with one line: the phase, what it
-needs, what is free (`NotEnoughMemory`, exit code 14).
+(the fix checks' copies, each benchmark arm's copy: for inference they share the weights and cost
+none), and on the host the pristine copy every copy is made from. A phase that does not fit is adapted
+where it can be (the parent lets go of its model, the arms run in this process instead of a child that
+would import torch again, the reference runs elsewhere: `precision.make_reference`), else left out and
+said; only when the analysis itself went past `--memory-limit` does the run stop with one line
+(`NotEnoughMemory`, exit code 14).
 """
 
 from __future__ import annotations
@@ -98,44 +100,47 @@ def record_outputs(footprint: rm.Footprint, out: Any) -> None:
 
 @dataclass
 class Need:
-    """What a phase needs on one device, and of what."""
+    """What a phase needs on one device: all it allocates there, and of that what goes beyond the workload's
+    own footprint (its model and its activations), which is what `--memory-limit` bounds."""
 
     phase: str
     device: str
-    bytes: int
+    total: int
+    """Bytes it allocates on the device (free memory must hold them)."""
+    beyond: int
+    """Bytes beyond what the workload itself holds."""
     parts: str
     """`a copy of the model 172 MB + activations 390 MB`"""
 
-    def check(self, releasable: int = 0, limit: int | None = None) -> tuple[bool, int | None]:
-        """Whether it fits in what is free (plus `releasable`: what this process may let go of first; at
-        most `limit`, `--memory-limit`), and what is free."""
+    def problem(self, releasable: int = 0, limit: int | None = None) -> str | None:
+        """None when it fits: `beyond` within `limit` (`--memory-limit`) and `total` within what is free
+        (plus `releasable`: what this process lets go of first); else why not, one line."""
+        if limit is not None and self.beyond > limit:
+            return (
+                f"{self.phase} needs about {_gib(self.beyond)} on {self.device} beyond the workload's own ({self.parts}); "
+                f"--memory-limit allows {_gib(limit)}"
+            )
         free = free_bytes(self.device)
-        if free is not None:
-            free += releasable
-        if limit is not None:
-            free = limit if free is None else min(free, limit)
-        if free is None:
-            return True, None
-        return self.bytes <= free, free
-
-    def refusal(self, free: int, limited: bool = False) -> str:
-        room = f"{_gib(free)} is allowed (--memory-limit)" if limited else f"{_gib(free)} is free"
-        return (
-            f"{self.phase}: not enough memory on {self.device}: it needs about {_gib(self.bytes)} ({self.parts}), {room}; stopped before it"
-        )
+        if free is not None and self.total > free + releasable:
+            return f"{self.phase} needs about {_gib(self.total)} on {self.device} ({self.parts}); {_gib(free + releasable)} is free"
+        return None
 
 
 def _gib(n: float) -> str:
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MB"
 
 
-def phase_need(phase: str, footprint: rm.Footprint, device: str, *, extra: int = 0, extra_parts: str = "") -> Need:
-    """The phase's new need on `device`: one copy of the model and the pass's activations (the phases run
-    one copy at a time; the model and its pristine copy are in use already), plus `extra`."""
+def phase_need(phase: str, footprint: rm.Footprint, device: str, *, models: int = 1, extra: int = 0, extra_parts: str = "") -> Need:
+    """The phase's need on `device`: `models` sets of weights resident while it runs (the workload holds
+    one: a copy that shares its weights costs none), the activations of its calls, plus `extra` (a
+    child's imports)."""
     model = int(footprint.model_mb * 2**20)
     work = int(footprint.activations_mb * 2**20)
-    parts = f"a copy of the model {_gib(model)} + activations {_gib(work)}" + (f" + {extra_parts}" if extra_parts else "")
-    return Need(phase, device, model + work + extra, parts)
+    copies = max(0, models - 1)
+    parts = f"{models} set(s) of weights of {_gib(model)}" if copies else "the activations of its calls (its copies share the weights)"
+    parts += f" + activations {_gib(work)}" if copies else f" {_gib(work)}"
+    parts += f" + {extra_parts}" if extra_parts else ""
+    return Need(phase, device, total=copies * model + work + extra, beyond=copies * model + extra, parts=parts)
 
 
 CHILD_IMPORTS = 512 * 2**20

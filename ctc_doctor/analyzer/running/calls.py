@@ -12,6 +12,7 @@ import torch
 
 from ...workload import Call, Workload
 from .copying import replayable
+from .settings import RunSettings
 from .tensors import detached, iter_tensors, map_tensors
 
 
@@ -161,6 +162,11 @@ def run_pass(
     if target is not None and train and optimizer is None:
         target.take_grads(owner)
     return sample
+
+
+def grad_mode(settings: RunSettings) -> contextlib.AbstractContextManager[Any]:
+    """The grad mode the analysis's and the fix checks' calls run in (`RunSettings.grad`)."""
+    return torch.set_grad_enabled(settings.grad) if settings.grad is not None else contextlib.nullcontext()
 
 
 def to_device(value: Any, device: str | None) -> Any:

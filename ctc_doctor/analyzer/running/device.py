@@ -33,6 +33,13 @@ def peak_memory_mb(device: str) -> float | None:
     return None
 
 
+def peak_reserved_mb(device: str) -> float | None:
+    """CUDA: the caching allocator's peak reserved since the reset (allocated plus cached); None elsewhere."""
+    if device.startswith("cuda"):
+        return round(torch.cuda.max_memory_reserved() / 2**20, 1)
+    return None
+
+
 def synchronize(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()

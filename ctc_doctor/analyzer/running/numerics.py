@@ -173,6 +173,8 @@ class Reference:
     """Where the higher-precision run ran (`precision.PLACEMENT_TEXT`)."""
     store: TensorStore | None = None
     """Where eager's results and the deltas live."""
+    run: rm.ReferenceRun | None = None
+    """Where the higher-precision run went and what it cost (`precision.make_reference`)."""
 
     @property
     def high(self) -> dict[str, Kept] | None:
@@ -214,7 +216,8 @@ class Reference:
                 "grads": {n: describe(k) for n, k in self.eager.grads.items()},
             },
             "deltas": {n: describe(k) for n, k in self.deltas.items()} if self.deltas is not None else None,
-            **{f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("eager", "deltas", "store")},
+            "run": self.run.model_dump(mode="json") if self.run is not None else None,
+            **{f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("eager", "deltas", "store", "run")},
         }
         return store.fileno(), layout
 
@@ -230,8 +233,9 @@ class Reference:
             {n: kept_from(k, store) for n, k in e["grads"].items()},
         )
         deltas = {n: kept_from(k, store) for n, k in layout["deltas"].items()} if layout["deltas"] is not None else None
-        rest = {k: v for k, v in layout.items() if k not in ("eager", "deltas")}
-        return cls(eager, deltas, store=store, **rest)
+        rest = {k: v for k, v in layout.items() if k not in ("eager", "deltas", "run")}
+        run = rm.ReferenceRun.model_validate(layout["run"]) if layout.get("run") else None
+        return cls(eager, deltas, store=store, run=run, **rest)
 
 
 CHUNK = 1 << 21

@@ -2,13 +2,23 @@
 (float32 for a bf16/fp16 model that cannot have one), each result kept only as its difference from
 eager's (`numerics.Reference`).
 
-Where it runs is chosen by what fits (`make_reference`): inference casts the model itself in place and
-puts it back bit for bit (float64 holds every float32, bfloat16 and float16 value), so no copy of the
-model is made (`whole`); on an accelerator short of memory, the cast model runs on the host (`host`);
-else each module is cast only while its forward runs (`blockwise`: one module's parameters at float64 at
-a time, along the module tree). Training runs a cast copy (its optimizer moves the parameters). A run
-that fails (an op without float64, out of memory) falls back to the next way, and to a lower precision
-only when no float64 way fits; the reference's note says which ran and why.
+It fits beside the model. What it may add on the run's device, beyond what the workload itself holds
+(its model and its activations), is its `Room`: the doctor's margin (half the workload's own footprint,
+at least 256 MB), or what `--memory-limit` allows, and never more than is free. Of the ways it can run,
+the first whose addition fits is taken (`_ways`):
+
+- inference: `whole`, the model cast in place (no copy: float64 holds every float32, bfloat16 and float16
+  value, so it comes back bit for bit); `blockwise`, each module cast only while its forward runs (one
+  module's parameters at float64 at a time); either over slices of the batch (the calls' rows a few at a
+  time, each result written at its rows: the activations of one slice at a time), once a run of the first
+  slice at the model's precision showed the rows are independent; on an accelerator, `host`, the cast
+  model on the host;
+- training: `whole`, the model cast in place for the run, its own values kept on the host and put back
+  after (the optimizer's steps and the gradients are the run's own); on an accelerator, `host`.
+
+A way that fails (an op without float64, out of memory) falls back to the next, and to a lower precision
+only when no float64 way fits; the reference's `run` says which ran, in how many slices, why, and what it
+cost (`rm.ReferenceRun`).
 """
 
 from __future__ import annotations
@@ -16,20 +26,31 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import math
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from ...reports import models as rm
 from ...workload import Call, Workload
 from .calls import Sample, preserved_state, run_pass
-from .copying import cast_copy, copy_model
+from .copying import cast_copy
 from .device import free_bytes
 from .memory import out_of_memory
-from .numerics import _LOW, CHUNK, STEP_NOTE, KeptResults, Reference
+from .numerics import _LOW, CHUNK, STEP_NOTE, KeptResults, Reference, tolerance
 from .store import Kept, TensorStore, flat
 from .tensors import iter_tensors
+
+MARGIN = 0.5
+"""What the reference may add beyond the workload's own footprint, as a share of that footprint: the
+doctor's device memory stays within about 1.5x the workload's own."""
+MARGIN_FLOOR = 256 * 2**20
+"""The margin is never less than this: a small model's float64 run is not worth slicing."""
+MAX_SLICES = 64
+"""The most slices a batch is cut into."""
 
 
 def _floating_dtypes(model: torch.nn.Module) -> set[torch.dtype]:
@@ -48,6 +69,19 @@ def _float_tensors(model: torch.nn.Module) -> list[torch.Tensor]:
         if t.is_floating_point():
             seen.setdefault(id(t), t)
     return list(seen.values())
+
+
+def _largest_module(model: torch.nn.Module, itemsize: int | None = None) -> int:
+    """Bytes of the floating-point tensors the largest single module owns (not its children's)."""
+    sizes = [
+        sum(
+            t.numel() * (itemsize or t.element_size())
+            for t in [*m._parameters.values(), *m._buffers.values()]
+            if t is not None and t.is_floating_point()
+        )
+        for m in model.modules()
+    ]
+    return max(sizes, default=0)
 
 
 @contextlib.contextmanager
@@ -78,6 +112,30 @@ def cast_in_place(model: torch.nn.Module, dtype: torch.dtype, device: str | None
         with torch.no_grad():
             for t, (old, where) in zip(tensors, before, strict=True):
                 t.data = t.data.to(device=where, dtype=old)
+
+
+@contextlib.contextmanager
+def cast_for_training(model: torch.nn.Module, dtype: torch.dtype, device: str | None = None) -> Iterator[None]:
+    """The model's floating-point parameters and buffers in `dtype` (and on `device`) for a training run
+    (an optimizer may move them, backward fills their gradients), then back as they were: their own values
+    are kept on the host meanwhile (no copy on an accelerator), and their gradients put back."""
+    tensors = _float_tensors(model)
+    before = [(t.dtype, t.device) for t in tensors]
+    kept = [t.detach().to("cpu", copy=True) for t in tensors]
+    grads = {p: p.grad for p in model.parameters()}
+    try:
+        with torch.no_grad():
+            for t in tensors:
+                t.data = t.data.to(device=device or t.device, dtype=dtype)
+        for p in model.parameters():
+            p.grad = None
+        yield
+    finally:
+        with torch.no_grad():
+            for t, value, (old, where) in zip(tensors, kept, before, strict=True):
+                t.data = value.to(device=where, dtype=old)
+        for p, g in grads.items():
+            p.grad = g
 
 
 @contextlib.contextmanager
@@ -124,14 +182,44 @@ def cast_blockwise(model: torch.nn.Module, dtype: torch.dtype) -> Iterator[None]
 
 Placement = str
 """Where the reference ran: `whole` (the model cast on its device), `host` (cast and moved to the host),
-`blockwise` (each module cast while it runs, on its device), `copy` (a cast copy: training)."""
+`blockwise` (each module cast while it runs, on its device)."""
 
 PLACEMENT_TEXT = {
     "whole": "the model cast on its device",
     "host": "the model cast and moved to the host",
     "blockwise": "block by block along the module tree (each module cast while it runs)",
-    "copy": "a cast copy of the model",
+    "copy": "a cast copy of the model",  # reports written before schema 1.16
 }
+
+
+@dataclass(frozen=True)
+class Room:
+    """What the reference may add on the run's device beyond what the workload itself holds (its model and
+    its activations), and the workload's own figures it is sized from."""
+
+    extra: int | None
+    """Bytes it may add; None: no bound but the device's free memory."""
+    activations: int | None = None
+    """The workload's activations (bytes at the model's precision; `rm.Footprint`); None: twice the model."""
+    basis: str = "the device's free memory"
+    """Where `extra` comes from, for the report."""
+
+    @classmethod
+    def beside(cls, footprint: rm.Footprint | None, limit: int | None = None) -> Room:
+        """The room beside a workload of `footprint`: `limit` (`--memory-limit`), else the doctor's margin
+        (MARGIN of the workload's own, at least MARGIN_FLOOR); without a footprint, free memory only."""
+        if footprint is None:
+            return cls(limit, None, f"--memory-limit {_size(limit)}" if limit is not None else "the device's free memory")
+        own = int((footprint.model_mb + footprint.activations_mb) * 2**20)
+        work = int(footprint.activations_mb * 2**20)
+        if limit is not None:
+            return cls(limit, work, f"--memory-limit {_size(limit)}")
+        margin = max(MARGIN_FLOOR, int(MARGIN * own))
+        return cls(margin, work, f"the doctor's margin beside the workload's own {_size(own)}")
+
+
+def _size(n: float) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MB"
 
 
 def _cast_calls(calls: list[Call], dtype: torch.dtype, device: str | None) -> list[Call]:
@@ -144,9 +232,232 @@ def _cast_calls(calls: list[Call], dtype: torch.dtype, device: str | None) -> li
     return [Call(cast_copy(c.args, cast, memo), cast_copy(dict(c.kwargs), cast, memo)) for c in calls]
 
 
+# ---------------------------------------------------------------------------------------------
+# slices of the batch
+# ---------------------------------------------------------------------------------------------
+
+
+def _batch(call: Call) -> int | None:
+    """A call's batch size: the first dimension of its first tensor of at least one dimension."""
+    for t in iter_tensors((tuple(call.args), dict(call.kwargs))):
+        if t.dim() >= 1:
+            return int(t.shape[0])
+    return None
+
+
+def _largest_slices(calls: list[Call]) -> int:
+    """How many slices the calls' batches can be cut into at most (1: none)."""
+    batches = [_batch(c) for c in calls]
+    if not batches or any(b is None or b < 2 for b in batches):
+        return 1
+    return min(MAX_SLICES, *[b for b in batches if b is not None])
+
+
+def _slice_counts(calls: list[Call]) -> list[int]:
+    """2, 4, 8... up to what the batches allow (their smallest batch, when it is not a power of 2)."""
+    most = _largest_slices(calls)
+    counts = [2**i for i in range(1, int(math.log2(most)) + 1)] if most >= 2 else []
+    if most >= 2 and most not in counts:
+        counts.append(most)
+    return counts
+
+
+def _rows(batch: int, slices: int) -> list[tuple[int, int]]:
+    """[start, end) of each slice of `batch` rows."""
+    bounds = [round(i * batch / slices) for i in range(slices + 1)]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+def _slice_of(calls: list[Call], slices: int, index: int) -> tuple[list[Call], list[tuple[int, int]]]:
+    """Slice `index` of every call: each tensor whose first dimension is the call's batch cut to the
+    slice's rows (inside objects too: a cache's tensors), and the rows of each call it holds."""
+    out, rows = [], []
+    memo: dict[int, Any] = {}  # an object several calls share stays shared within the slice
+    for call in calls:
+        batch = _batch(call)
+        assert batch is not None
+        start, end = _rows(batch, slices)[index]
+
+        def cut(t: torch.Tensor, batch: int = batch, start: int = start, end: int = end) -> torch.Tensor:
+            return t[start:end] if t.dim() >= 1 and t.shape[0] == batch else t
+
+        out.append(Call(cast_copy(tuple(call.args), cut, memo), cast_copy(dict(call.kwargs), cut, memo)))
+        rows.append((start, end))
+    return out, rows
+
+
+# ---------------------------------------------------------------------------------------------
+# the run
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Way:
+    """One way the reference can run, and what it adds."""
+
+    dtype: torch.dtype
+    placement: Placement
+    slices: int = 1
+    device: int = 0
+    """Bytes it allocates on the run's device (its cast parameters and its activations)."""
+    host: int = 0
+    """Bytes it needs on the host (`host`)."""
+
+    def text(self) -> str:
+        sliced = f", in {self.slices} slices of the batch" if self.slices > 1 else ""
+        return f"{PLACEMENT_TEXT[self.placement]}{sliced}"
+
+
+def _ways(dtype: torch.dtype, model: torch.nn.Module, work: int, device: str, train: bool, steps: bool, slices: list[int]) -> list[Way]:
+    """Every way a run in `dtype` may go, in the order they are tried (see the module doc), with what each
+    allocates: on the device, the cast tensors less those they replace, plus the activations at `dtype`."""
+    own, cast = _bytes(model), _bytes(model, dtype.itemsize)
+    scale = dtype.itemsize / max(1, min((d.itemsize for d in _floating_dtypes(model)), default=4))
+    work_d = int(work * scale)
+    accelerator = device != "cpu"
+    if train:
+        state = 2 * cast if steps else 0  # the optimizer's state at `dtype` (Adam's two moments)
+        kept = 0 if accelerator else own  # the model's own values kept while it runs (on the host)
+        ways = [Way(dtype, "whole", 1, cast - own + kept + work_d + state)]
+        if accelerator:
+            ways.append(Way(dtype, "host", 1, 0, cast + own + work_d + state))
+        return ways
+    block = _largest_module(model, dtype.itemsize) - _largest_module(model)
+    ways = [Way(dtype, "whole", 1, cast - own + work_d), Way(dtype, "blockwise", 1, block + work_d)]
+    for n in slices:
+        ways += [Way(dtype, "whole", n, cast - own + work_d // n), Way(dtype, "blockwise", n, block + work_d // n)]
+    if accelerator:
+        ways.append(Way(dtype, "host", 1, 0, cast + work_d))
+    return ways
+
+
+def _fits(way: Way, device: str, room: Room, work: int) -> tuple[bool, str | None]:
+    """Whether `way` fits: what it allocates on the device against what is free and, beyond the workload's
+    own activations, against the room; on the host, against what is free there. Why not, when it does not."""
+    if way.host:
+        free = free_bytes("cpu")
+        if free is not None and way.host > free:
+            return False, f"{_size(way.host)} needed on the host, {_size(free)} free"
+    free = free_bytes(device)
+    if free is not None and way.device > free:
+        return False, f"{_size(way.device)} needed, {_size(free)} free"
+    beyond = way.device - work
+    if room.extra is not None and beyond > room.extra:
+        return False, f"{_size(max(0, beyond))} beyond the workload's own, {_size(room.extra)} allowed ({room.basis})"
+    return True, None
+
+
+class _DeltaRecorder:
+    """The sink of the higher-precision run: each result's difference from eager's, kept (chunk by chunk
+    into the store, at the rows of the batch its slice holds); the run's own results dropped as they come."""
+
+    def __init__(self, eager: KeptResults, store: TensorStore) -> None:
+        self.eager = dict(eager.named())
+        self.store = store
+        self.deltas: dict[str, Kept] = {}
+        self.writers: dict[str, Any] = {}
+        self.calls = 0
+        self.rows: list[tuple[int, int]] | None = None
+        """The rows of each call's batch the running slice holds (None: whole calls)."""
+        self.problem: str | None = None
+        """A result the slices cannot be written into eager's shape (its first dimension is not the batch's)."""
+
+    def _record(self, name: str, high: torch.Tensor, rows: tuple[int, int] | None) -> None:
+        e = self.eager.get(name)
+        if e is None or not e.is_floating_point():
+            return  # judged elementwise against eager
+        start = 0
+        if rows is None:
+            if e.shape != tuple(high.shape):
+                return
+        else:
+            shape = tuple(high.shape)
+            if not e.shape or shape[1:] != e.shape[1:] or shape[0] != rows[1] - rows[0]:
+                self.problem = self.problem or f"{name}: shape {list(shape)} is not rows {rows[0]}-{rows[1]} of {list(e.shape)}"
+                return
+            start = rows[0] * (e.numel // e.shape[0])
+        hf = flat(high)
+        kind = torch.float64 if e.flat_dtype == torch.float64 else torch.float32
+        if name not in self.writers:
+            self.deltas[name], self.writers[name] = self.store.writer(e.shape, kind, e.numel, hf.device)
+        writer = self.writers[name]
+        for s in range(0, hf.numel(), CHUNK):
+            h = hf[s : s + CHUNK].double()
+            writer.write_at(start + s, (h - e.chunk(start + s, h.numel(), h.device).double()).to(kind))
+
+    def add(self, out: Any, loss: torch.Tensor | None) -> None:
+        i = self.calls
+        self.calls += 1
+        rows = self.rows[i] if self.rows is not None else None
+        for j, t in enumerate(iter_tensors(out)):
+            self._record(f"call {i} output {j}", t, rows)
+        if loss is not None:
+            self._record(f"loss call {i}", loss, rows)
+
+    def take_grads(self, model: Any) -> None:
+        if isinstance(model, torch.nn.Module):
+            for name, p in model.named_parameters():
+                if p.grad is not None:
+                    self._record(f"grad {name}", p.grad, None)
+
+
+class _RowsCheck:
+    """A sink that tells whether a slice's results at the model's own precision are eager's rows (the
+    batch's rows are independent: slicing changes nothing but rounding)."""
+
+    def __init__(self, eager: KeptResults, rows: list[tuple[int, int]], loose: bool) -> None:
+        self.eager, self.rows, self.loose = eager, rows, loose
+        self.calls = 0
+        self.problem: str | None = None
+
+    def add(self, out: Any, loss: torch.Tensor | None) -> None:
+        i = self.calls
+        self.calls += 1
+        if self.problem is not None or i >= len(self.eager.outputs):
+            return
+        start, end = self.rows[i]
+        for j, (t, e) in enumerate(zip(iter_tensors(out), self.eager.outputs[i], strict=False)):
+            if not e.shape or tuple(t.shape) != (end - start, *e.shape[1:]):
+                self.problem = f"call {i} output {j} has shape {list(t.shape)}, not rows {start}-{end} of {list(e.shape)}"
+                return
+            if not self._same(flat(t), e, start * (e.numel // e.shape[0])):
+                self.problem = f"call {i} output {j}: rows {start}-{end} run alone differ from the same rows of the whole batch"
+                return
+
+    def _same(self, mine: torch.Tensor, e: Kept, offset: int) -> bool:
+        """Chunk by chunk (no whole output at float64): integers equal, floats within 10x the elementwise
+        check's loose tolerance (a slice may round otherwise than the batch)."""
+        rtol, atol = tolerance(e.dtype, True)
+        for s in range(0, mine.numel(), CHUNK):
+            a = mine[s : s + CHUNK]
+            b = e.chunk(offset + s, a.numel(), a.device)
+            if not e.is_floating_point():
+                if not torch.equal(a, b):
+                    return False
+            elif not torch.allclose(a.double(), b.double(), rtol=10 * rtol, atol=10 * atol, equal_nan=True):
+                return False
+        return True
+
+    def take_grads(self, model: Any) -> None:
+        return
+
+
+def _rows_independent(
+    model: torch.nn.Module, workload: Workload, calls: list[Call], kept: KeptResults, slices: int, seed: int | None
+) -> str | None:
+    """None when the first of `slices` slices, run at the model's own precision, gives eager's rows; else why not."""
+    sliced, rows = _slice_of(calls, slices, 0)
+    check = _RowsCheck(kept, rows, True)
+    try:
+        with preserved_state(model), torch.no_grad():
+            run_pass(model, dataclasses.replace(workload, model=model), sliced, seed=seed, train=False, sink=check)
+    except Exception as exc:  # noqa: BLE001 - the model does not take a slice of its batch
+        return f"a slice of the batch does not run: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
+    return check.problem
+
+
 def _run_in(
-    dtype: torch.dtype,
-    placement: Placement,
+    way: Way,
     model: torch.nn.Module,
     workload: Workload,
     calls: list[Call],
@@ -156,59 +467,33 @@ def _run_in(
     train: bool,
     steps: bool,
 ) -> None:
-    """The calls through the model with its floating-point parameters, buffers and inputs in `dtype`, each
-    result turned into its difference from eager's by `sink`. Inference casts the model itself (it comes
-    back exact, `cast_in_place`/`cast_blockwise`); training runs a cast copy (its optimizer moves it)."""
-    device = "cpu" if placement == "host" else None
-    cast_calls = _cast_calls(calls, dtype, device)
+    """The calls through the model with its floating-point parameters, buffers and inputs in `way.dtype`,
+    each result turned into its difference from eager's by `sink`; the model comes back as it was."""
+    dtype = way.dtype
+    device = "cpu" if way.placement == "host" else None
     default = _default_dtype(torch.float64 if dtype == torch.float64 else torch.get_default_dtype())
-    if train:
-        copy = copy_model(model).to(dtype)
-        high = dataclasses.replace(workload, model=copy)  # before_call and loss_fn act on the copy
-        optimizer = workload.optimizer(copy.parameters()) if steps and workload.optimizer is not None else None
-        with default:
-            run_pass(copy, high, cast_calls, seed=seed, train=True, sink=sink, optimizer=optimizer)
-        return
-    cast = cast_blockwise(model, dtype) if placement == "blockwise" else cast_in_place(model, dtype, device)
     high = dataclasses.replace(workload, model=model)
+    if train:
+        with preserved_state(model), cast_for_training(model, dtype, device), default:
+            optimizer = workload.optimizer(model.parameters()) if steps and workload.optimizer is not None else None
+            run_pass(model, high, _cast_calls(calls, dtype, device), seed=seed, train=True, sink=sink, optimizer=optimizer)
+        return
+    cast = cast_blockwise(model, dtype) if way.placement == "blockwise" else cast_in_place(model, dtype, device)
     with preserved_state(model), cast, default, torch.no_grad():
-        run_pass(model, high, cast_calls, seed=seed, train=False, sink=sink)
+        if way.slices == 1:
+            run_pass(model, high, _cast_calls(calls, dtype, device), seed=seed, train=False, sink=sink)
+            return
+        for index in range(way.slices):
+            sliced, rows = _slice_of(calls, way.slices, index)
+            sink.calls, sink.rows = 0, rows
+            run_pass(model, high, _cast_calls(sliced, dtype, device), seed=seed, train=False, sink=sink)
+            del sliced
+            if sink.problem is not None:
+                raise _NotSliceable(sink.problem)
 
 
-class _DeltaRecorder:
-    """The sink of the higher-precision run: each result's difference from eager's, kept (chunk by chunk
-    into the store); the run's own results dropped as they come."""
-
-    def __init__(self, eager: KeptResults, store: TensorStore) -> None:
-        self.eager = dict(eager.named())
-        self.store = store
-        self.deltas: dict[str, Kept] = {}
-        self.calls = 0
-
-    def _record(self, name: str, high: torch.Tensor) -> None:
-        e = self.eager.get(name)
-        if e is None or not e.is_floating_point() or e.shape != tuple(high.shape):
-            return  # judged elementwise against eager
-        hf = flat(high)
-        kind = torch.float64 if e.flat_dtype == torch.float64 else torch.float32
-        self.deltas[name], writer = self.store.writer(e.shape, kind, e.numel, hf.device)
-        for s in range(0, e.numel, CHUNK):
-            h = hf[s : s + CHUNK].double()
-            writer.write((h - e.chunk(s, CHUNK, h.device).double()).to(kind))
-
-    def add(self, out: Any, loss: torch.Tensor | None) -> None:
-        i = self.calls
-        self.calls += 1
-        for j, t in enumerate(iter_tensors(out)):
-            self._record(f"call {i} output {j}", t)
-        if loss is not None:
-            self._record(f"loss call {i}", loss)
-
-    def take_grads(self, model: Any) -> None:
-        if isinstance(model, torch.nn.Module):
-            for name, p in model.named_parameters():
-                if p.grad is not None:
-                    self._record(f"grad {name}", p.grad)
+class _NotSliceable(Exception):
+    """A slice's results cannot be put back in the batch's shape."""
 
 
 def fits(need: int, device: str) -> tuple[bool, int | None]:
@@ -229,57 +514,117 @@ def make_reference(
     device: str,
     loose: bool,
     steps: bool = False,
-    activations: int | None = None,
+    room: Room | None = None,
     placements: tuple[Placement, ...] | None = None,
+    slices: tuple[int, ...] | None = None,
 ) -> Reference:
     """Run the calls at float64 (float32 for a bf16/fp16 model that cannot have a float64 run) and keep how
     far each result is from eager's (`eager`: its kept results; a `Sample` is emptied into a store);
-    `steps`: as whole training steps, the workload's optimizer built over the copy's parameters.
+    `steps`: as whole training steps, the workload's optimizer built over the model's parameters.
 
-    Inference casts `model` itself for the run and puts it back exact (`cast_in_place`), so the caller
-    lends a model nothing else runs meanwhile; training runs a cast copy. Where it runs is the first of
-    `placements` that fits (default: on the device, then, on an accelerator, the host, then block by
-    block), from the model's float64 size plus `activations` (the eager pass's own peak above the model,
-    bytes at the model's precision; default: twice the model) at float64."""
+    The model itself is cast for the run and comes back as it was, so the caller lends a model nothing
+    else runs meanwhile. Where it runs is the first way that fits `room` (see the module doc; default:
+    free memory only); `placements` and `slices` restrict the ways tried (tests, a phase that knows)."""
     t0 = time.perf_counter()
+    room = room or Room(None)
     kept = eager if isinstance(eager, KeptResults) else KeptResults.of(eager)
     store = kept.store
-    dtypes = _floating_dtypes(model)
-    low = bool(dtypes & set(_LOW))
-    own = _bytes(model)
-    tries: list[tuple[torch.dtype, Placement]] = []
+    low = bool(_floating_dtypes(model) & set(_LOW))
+    work = room.activations if room.activations is not None else 2 * _bytes(model)
+    counts = [] if train else [n for n in _slice_counts(calls) if slices is None or n in slices]
     problems: list[str] = []
+    failed: set[tuple[torch.dtype, str]] = set()
+    sliceable: str | None = None  # why the batch cannot be sliced, once tried
+    checked = False
+    cuda = device.startswith("cuda") and torch.cuda.is_available()
     for dtype in (torch.float64, torch.float32) if low else (torch.float64,):
-        scale = dtype.itemsize / max(1, min((d.itemsize for d in dtypes), default=4))
-        work = int((activations if activations is not None else 2 * own) * scale)
-        tries.extend(_placements(dtype, model, own, work, device, train, placements, problems))
-    failed: set[torch.dtype] = set()
-    for dtype, placement in tries:
-        if dtype in failed:
-            continue
-        recorder = _DeltaRecorder(kept, store)
-        try:
-            _run_in(dtype, placement, model, workload, calls, recorder, seed=seed, train=train, steps=steps)
-        except Exception as exc:  # noqa: BLE001 - an op without this dtype, or out of memory: the next way, said so
-            first = str(exc).splitlines()[0][:160] if str(exc) else ""
-            problems.append(f"the {_name(dtype)} copy failed ({PLACEMENT_TEXT[placement]}): {type(exc).__name__}: {first}")
-            del recorder
-            _release(device)
-            if not out_of_memory(exc):
-                failed.add(dtype)  # an op without this dtype fails wherever it runs
-            continue
-        method = "float64_reference" if dtype == torch.float64 else "float32_reference"
-        notes = [*problems]
-        if placement != "whole":
-            notes.append(f"the {_name(dtype)} run went {PLACEMENT_TEXT[placement]}")
-        if steps:
-            notes.append(STEP_NOTE)
-        duration = round(time.perf_counter() - t0, 3)
-        note = "; ".join(notes) or None
-        return Reference(kept, recorder.deltas, method, note, loose, duration, steps, placement=placement, store=store)
+        for way in _ways(dtype, model, work, device, train, steps, counts):
+            if (placements is not None and way.placement not in placements) or (slices is not None and way.slices not in (*slices, 1)):
+                continue
+            if (dtype, "any") in failed or (dtype, way.placement) in failed or (way.slices > 1 and sliceable is not None):
+                continue
+            ok, why = _fits(way, device, room, work)
+            if not ok:
+                problems.append(f"a {_name(dtype)} run {way.text()} would not fit ({why})")
+                continue
+            if way.slices > 1 and not checked:
+                checked = True
+                sliceable = _rows_independent(model, workload, calls, kept, way.slices, seed)
+                if sliceable is not None:
+                    problems.append(f"the batch cannot be cut into slices ({sliceable})")
+                    continue
+            recorder = _DeltaRecorder(kept, store)
+            base = _cuda_mark(cuda)
+            try:
+                _run_in(way, model, workload, calls, recorder, seed=seed, train=train, steps=steps)
+            except Exception as exc:  # noqa: BLE001 - an op without this dtype, out of memory: the next way, said so
+                first = str(exc).splitlines()[0][:160] if str(exc) else ""
+                problems.append(f"a {_name(dtype)} run {way.text()} failed: {type(exc).__name__}: {first}")
+                del recorder
+                _release(device)
+                if isinstance(exc, _NotSliceable):
+                    sliceable = str(exc)
+                elif not out_of_memory(
+                    exc
+                ):  # an op without this dtype fails wherever it runs; a block that reads another's weight, block by block
+                    failed.add((dtype, "blockwise" if way.placement == "blockwise" else "any"))
+                continue
+            peak = _cuda_peak(cuda, base)
+            method = "float64_reference" if dtype == torch.float64 else "float32_reference"
+            notes = []
+            if way.placement != "whole" or way.slices > 1 or problems:
+                notes.append(f"the {_name(dtype)} run went {way.text()}" + _before(problems))
+            if steps:
+                notes.append(STEP_NOTE)
+            duration = round(time.perf_counter() - t0, 3)
+            run = _run_record(method, way, room, work, duration, peak, problems)
+            note = "; ".join(notes) or None
+            return Reference(kept, recorder.deltas, method, note, loose, duration, steps, placement=way.placement, store=store, run=run)
     note = "; ".join(problems) or "no higher precision than the model's"
     duration = round(time.perf_counter() - t0, 3)
-    return Reference(kept, None, "elementwise", note + ": elementwise check against eager", loose, duration, store=store)
+    run = _run_record("elementwise", None, room, work, duration, None, problems)
+    return Reference(kept, None, "elementwise", note + ": elementwise check against eager", loose, duration, store=store, run=run)
+
+
+def _before(problems: list[str]) -> str:
+    """` (the first way not taken, and how many more)`, or nothing."""
+    if not problems:
+        return ""
+    more = f"; {len(problems) - 1} more way(s) not taken" if len(problems) > 1 else ""
+    return f" ({problems[0]}{more})"
+
+
+def _run_record(
+    method: str, way: Way | None, room: Room, work: int, duration: float, peak: int | None, problems: list[str]
+) -> rm.ReferenceRun:
+    return rm.ReferenceRun(
+        method=method,  # type: ignore[arg-type]
+        placement=way.placement if way is not None else None,
+        slices=way.slices if way is not None else 1,
+        device_mb=round(way.device / 2**20, 1) if way is not None else None,
+        beyond_workload_mb=round(max(0, way.device - work) / 2**20, 1) if way is not None else None,
+        room_mb=round(room.extra / 2**20, 1) if room.extra is not None else None,
+        room_basis=room.basis,
+        device_peak_mb=round(peak / 2**20, 1) if peak is not None else None,
+        duration_s=duration,
+        not_taken=problems,
+    )
+
+
+def _cuda_mark(cuda: bool) -> int:
+    if not cuda:
+        return 0
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    return int(torch.cuda.memory_allocated())
+
+
+def _cuda_peak(cuda: bool, base: int) -> int | None:
+    """The CUDA allocator's peak since `_cuda_mark`, above what was allocated then."""
+    if not cuda:
+        return None
+    torch.cuda.synchronize()
+    return max(0, int(torch.cuda.max_memory_allocated()) - base)
 
 
 def _name(dtype: torch.dtype) -> str:
@@ -290,39 +635,3 @@ def _release(device: str) -> None:
     gc.collect()
     if device.startswith("cuda"):
         torch.cuda.empty_cache()
-
-
-def _placements(
-    dtype: torch.dtype,
-    model: torch.nn.Module,
-    own: int,
-    work: int,
-    device: str,
-    train: bool,
-    chosen: tuple[Placement, ...] | None,
-    problems: list[str],
-) -> list[tuple[torch.dtype, Placement]]:
-    """The ways a run in `dtype` may go, in order, those that fit: on the device (inference: the model cast
-    in place, +its size at `dtype` less its own; training: a cast copy), on the host (an accelerator's
-    model), block by block (inference: one module's parameters at a time, the activations at `dtype`)."""
-    cast = _bytes(model, dtype.itemsize)
-    largest = max((sum(t.numel() for t in m.parameters(recurse=False)) for m in model.modules()), default=0) * dtype.itemsize
-    ways: list[tuple[Placement, int, str]] = []
-    if train:
-        ways.append(("copy", cast + 2 * work, device))
-    else:
-        ways.append(("whole", cast - own + work, device))
-        if device != "cpu":
-            ways.append(("host", cast + work, "cpu"))
-        ways.append(("blockwise", largest + work, device))
-    out = []
-    for placement, need, where in ways:
-        if chosen is not None and placement not in chosen:
-            continue
-        ok, free = fits(need, where)
-        if ok:
-            out.append((dtype, placement))
-        elif free is not None:
-            sizes = f"{need / 2**30:.1f} GiB needed, {free / 2**30:.1f} GiB free"
-            problems.append(f"a {_name(dtype)} run {PLACEMENT_TEXT[placement]} would not fit ({sizes})")
-    return out

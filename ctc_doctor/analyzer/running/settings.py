@@ -27,6 +27,10 @@ class RunSettings:
     """`torch.manual_seed(seed + call index)` before each call; None leaves the generator alone."""
     device: str | None = None
     """Where the model and inputs were moved (None: where the builder put them)."""
+    grad: bool | None = None
+    """Gradients on or off for the calls the analysis and the fix checks make (a `build()` target: on only
+    to train, so an inference model is analyzed as it is benchmarked and served, under `no_grad`, and holds
+    no activations for a backward that never comes); None keeps the caller's mode (a script's replays)."""
 
     @property
     def shares(self) -> bool:

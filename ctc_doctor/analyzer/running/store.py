@@ -113,17 +113,21 @@ class TensorStore:
         if self.in_memory + kept.nbytes <= self.limit or not self.room_on_disk(kept.nbytes):
             kept.tensor = torch.empty(numel, dtype=dtype, device=device)
             self.in_memory += kept.nbytes
-        else:
+        else:  # its place in the file is reserved: several writers may fill theirs at once, in any order
             kept.store, kept.offset = self, self.on_disk
+            self.on_disk += kept.nbytes
         return kept, _Writer(self, kept)
 
     def _write(self, chunk: torch.Tensor) -> None:
+        self._write_at(self.on_disk, chunk)
+        self.on_disk += chunk.numel() * chunk.element_size()
+
+    def _write_at(self, offset: int, chunk: torch.Tensor) -> None:
         data = chunk.detach().to("cpu").contiguous().view(torch.uint8).numpy().tobytes()
         fd = self._fd()
         written = 0
         while written < len(data):
-            written += os.pwrite(fd, data[written:], self.on_disk + written)
-        self.on_disk += len(data)
+            written += os.pwrite(fd, data[written:], offset + written)
 
     def read(self, offset: int, count: int, dtype: torch.dtype) -> torch.Tensor:
         size = count * dtype.itemsize
@@ -189,15 +193,19 @@ def kept_from(data: dict[str, object], store: TensorStore) -> Kept:
 
 
 class _Writer:
-    """Fills one kept tensor in order, chunk by chunk."""
+    """Fills one kept tensor chunk by chunk: in order (`write`), or each chunk at its place (`write_at`: the
+    slices of a batch, each at its rows)."""
 
     def __init__(self, store: TensorStore, kept: Kept) -> None:
         self.store, self.kept, self.done = store, kept, 0
 
     def write(self, chunk: torch.Tensor) -> None:
-        if self.kept.tensor is not None:
-            self.kept.tensor[self.done : self.done + chunk.numel()] = chunk
-        else:
-            assert self.store.on_disk == self.kept.offset + self.done * self.kept.flat_dtype.itemsize, "one writer at a time"
-            self.store._write(chunk)
+        self.write_at(self.done, chunk)
         self.done += chunk.numel()
+
+    def write_at(self, start: int, chunk: torch.Tensor) -> None:
+        """`chunk` as the flat tensor's elements from `start` on."""
+        if self.kept.tensor is not None:
+            self.kept.tensor[start : start + chunk.numel()] = chunk
+        else:
+            self.store._write_at(self.kept.offset + start * self.kept.flat_dtype.itemsize, chunk)

@@ -14,6 +14,7 @@ cannot run alone on its recorded inputs is skipped.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import time
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from ...running.calls import preserved_state, run_call, run_pass
 from ...running.deadline import DeadlineExceeded, deadline
 from ...running.modules import path_key
 from ...running.numerics import loose_backend
-from ...running.precision import make_reference
+from ...running.precision import Room, make_reference
 from ..context import PhaseContext
 from .repro import write_accuracy_repro
 from .search import Search, bisect_children, bisect_parent, build_tree, top_down
@@ -104,6 +105,7 @@ def accuracy_trial(
     device: str,
     loss_fn: Any,
     timeout_s: float | None,
+    room: Room | None = None,
 ) -> _Judged:
     """`module` alone on its recorded inputs: eager, a float64 copy, then compiled with `backend`, judged
     by the numerics rule; its parameters, buffers and grads are put back."""
@@ -114,10 +116,13 @@ def accuracy_trial(
     train = train and captured.grad_enabled
     t0 = time.perf_counter()
     try:
-        with deadline(timeout_s), ti.quiet_torch_stderr(True), preserved_state(module, parameters=True):
+        # no optimizer runs: the parameters come back from every run as they were (the reference puts its cast back)
+        with deadline(timeout_s), ti.quiet_torch_stderr(True), preserved_state(module):
             with torch.set_grad_enabled(captured.grad_enabled):
                 eager = run_pass(module, workload, calls, seed=seed, train=train, collect=True)
-            reference = make_reference(module, workload, calls, eager, seed=seed, train=train, device=device, loose=loose_backend(backend))
+            reference = make_reference(
+                module, workload, calls, eager, seed=seed, train=train, device=device, loose=loose_backend(backend), room=room
+            )
             try:
                 judgement = reference.judgement()
                 with torch.set_grad_enabled(captured.grad_enabled):
@@ -168,6 +173,8 @@ def run_accuracy_bisect(ctx: PhaseContext, options: AccuracyOptions, model: torc
         result.notes.append("The model's forward never ran on its own: nothing to bisect.")
         return result
     stop_at = time.monotonic() + ctx.budget_s if ctx.budget_s is not None else None
+    # each module's reference sized from its own parameters (the workload's activations would overstate a block's)
+    room = dataclasses.replace(ctx.room, activations=None) if isinstance(ctx.room, Room) else None
 
     def run(path: str) -> TrialOutcome:
         timeout = options.trial_timeout_s
@@ -183,6 +190,7 @@ def run_accuracy_bisect(ctx: PhaseContext, options: AccuracyOptions, model: torc
             device=settings.where,
             loss_fn=ctx.workload.loss_fn if path == "" else None,
             timeout_s=timeout,
+            room=room,
         )
 
     def progress(label: str, done: int, total: int) -> None:

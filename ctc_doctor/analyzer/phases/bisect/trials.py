@@ -122,7 +122,8 @@ def saveable(captured: CapturedCall, path: str) -> bool:
 
 
 class TrialWorker:
-    """A child process that runs isolated trials: it rebuilds the workload once, runs its first call
+    """A child process that runs isolated trials: it imports torch and the target's module when started,
+    rebuilds the workload when first asked for a trial (after the parent's preflight), runs its first call
     eagerly (as the in-process trials find the model: after the analysis ran it), then serves one
     trial per request (`python -m ctc_doctor.analyzer.trial_worker`). A child that dies costs one
     `crashed` row (its signal or exit status, and the tail of its stderr), one that hangs past the
@@ -145,9 +146,22 @@ class TrialWorker:
         return self.child.starts
 
     def start(self) -> None:
-        """Start a child now, without waiting for it: it imports torch and rebuilds the workload while
-        the caller works on (the pipeline starts it before the analysis, so the bisection finds it ready)."""
+        """Start a child now, without waiting for it: it imports torch and the target's module while the
+        caller works on (the pipeline starts it before the analysis); it builds no model until a trial."""
         self.child.start()
+
+    def _built(self) -> str | None:
+        """The child's model rebuilt (once per child: a child started after a crash rebuilds it); None, or why not."""
+        if self.child.ready is not None and self.child.ready.get("built"):
+            return None
+        answer = self.child.request({"build": True}, _WORKER_STARTUP_S)
+        if isinstance(answer, dict) and answer.get("built"):
+            self.child.ready = {**(self.child.ready or {}), "built": True}
+            return None
+        if isinstance(answer, dict):
+            self.child.close()
+            return str(answer.get("error") or answer)
+        return answer.text() if answer is not None else f"the child process did not rebuild the workload within {_WORKER_STARTUP_S:g} s"
 
     def run(self, request: dict[str, Any], timeout_s: float | None) -> TrialOutcome:
         t0 = time.perf_counter()
@@ -158,6 +172,10 @@ class TrialWorker:
             if self.child.proc is None:  # it cannot start: every later trial fails alike
                 self.broken = problem
             return TrialOutcome("crashed" if self.broken else "timeout", time.perf_counter() - t0, reason=problem)
+        problem = self._built()
+        if problem is not None:  # a workload that cannot be rebuilt fails every later trial alike
+            self.broken = problem
+            return TrialOutcome("crashed", time.perf_counter() - t0, reason=problem)
         # the child enforces the trial's limit itself; this grace is for a hang it cannot interrupt
         limit = timeout_s + _HANG_GRACE_S if timeout_s else None
         answer = self.child.request({**request, "timeout_s": timeout_s}, limit)
