@@ -53,12 +53,12 @@ class ExitCode(IntEnum):
     """`--write`/`--diff`: a file changed since the analysis, is not the user's, or no longer holds the
     edited lines: nothing was written."""
     NO_MEMORY = 14
-    """A phase would not fit in the memory free (the preflight check): the run stopped before it with one
-    line naming the phase, what it needs and what is free; a partial report was still written."""
+    """The analysis itself held more beyond the workload's own than --memory-limit allows (the preflight
+    check): the run stopped after it with one line; a partial report was still written."""
     INTERNAL_ERROR = 70
     """A bug in ctc-doctor itself. Re-run with --debug and report it."""
     INTERRUPTED = 130
-    """Ctrl-C (or SIGTERM to `run`): the script was stopped; the report of what it did was still written."""
+    """Ctrl-C or SIGTERM: the run stopped where it was; the report of what it found was still written."""
 
 
 class CtcDoctorError(Exception):

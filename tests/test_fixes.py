@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 
@@ -277,7 +278,7 @@ def test_cuda_graph_arms_mark_each_call_a_step_and_record_why_graphs_ran_without
         mark()
 
     monkeypatch.setattr(ti, "cudagraph_mark_step_begin", counted)
-    workload = zoo.repeated_blocks()
+    workload = dataclasses.replace(zoo.repeated_blocks(), grad=None)  # served as inference is: under no_grad
     calls = len(workload.calls())
     report = analyze(workload, AnalyzeOptions(explain=False, bench=BenchOptions(backend="cudagraphs", iters=2, warmup=1, max_iters=2)))
     arms = {a.name: a for a in report.benchmark.arms}
@@ -340,7 +341,7 @@ def test_fix_and_bench_commands_write_the_sections_and_markdown_shows_them(cli, 
     assert "Suggestions" in headings and "Benchmark" in headings
     assert sum(1 for t in tokens if t.type == "table_open") >= 3  # sites, suggestions, benchmark
     assert "```diff" in text and "keep-tensor" not in text  # the diff is shown; rule ids stay in the JSON
-    assert json.loads(out.read_text())["schema_version"] == SCHEMA_VERSION == "1.15"
+    assert json.loads(out.read_text())["schema_version"] == SCHEMA_VERSION == "1.16"
 
 
 @pytest.mark.fast

@@ -72,7 +72,7 @@ class RunCost:
         """Whether `phase` fits beside the workload, and how: as asked, its benchmark arms in this process
         (a child would need its own imports beside them), or not at all (said). See the module doc."""
         footprint = self.footprint
-        if footprint is None or phase not in ("bisect", "fix", "probe", "bench"):
+        if footprint is None or phase not in ("bisect", "fix", "probe", "bench", "accuracy"):
             return Fit()
         held = self._held(pristine, shares)
         if phase == "bisect":  # isolated trials: a child rebuilds the model beside this process's

@@ -504,11 +504,11 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions
     for reference in shared:
         reference.close()
     if not interrupted:  # a signal asked the run to stop: what it found is reported now
-        accuracy_into(report, ctx, options, clock)
+        accuracy_into(report, ctx, options, clock, cost)
     _merge_verdicts(report)
 
 
-def accuracy_into(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions, clock: Clock) -> None:
+def accuracy_into(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions, clock: Clock, cost: RunCost | None = None) -> None:
     """When the compiled model gives wrong results (`wrong_under_compile`): say so in the summary, find
     the module that diverges on a fresh copy (`run_accuracy_bisect`), and mark what would run it compiled."""
     trigger = wrong_under_compile(report)
@@ -520,6 +520,11 @@ def accuracy_into(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions,
         return
     if budget is not None and budget <= 0:
         report.notes.append(f"No time left to find where compiled goes wrong ({limit_text(options.timeout_s)}).")
+        return
+    fit = cost.plan("accuracy", ctx.pristine, isolated=False, shares=ctx.settings.shares) if cost is not None else Fit()
+    if not fit.run and cost is not None:  # its fresh model and the activations of its trials would not fit
+        cost.notes.append(fit.note or "")
+        report.notes.append(f"Memory: {fit.note}; where compiled goes wrong was not looked for.")
         return
     device = ctx.settings.device
     source = ctx.pristine if ctx.pristine is not None else ctx.workload.model
