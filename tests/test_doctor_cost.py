@@ -318,3 +318,56 @@ def test_the_early_bisection_child_builds_no_second_model_while_the_analysis_run
     assert child_mb["analysis"] > 0 and child_mb["bisection"] > 0, child_mb  # both stages were sampled
     # the child's model (256 MB) appears with the bisection, not before
     assert child_mb["bisection"] - child_mb["analysis"] > 0.7 * model_mb, child_mb
+
+
+ALONE = """
+import torch
+from cost_targets import logits_heavy
+w = logits_heavy()
+with torch.no_grad():
+    for fn in (w.model, torch.compile(w.model, backend="eager")):
+        for c in w.calls():
+            fn(*c.args, **c.kwargs)
+"""
+
+
+def _tree_peak_mb(args: list[str], env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str]]:
+    """Run a command; the peak resident memory of its process tree, sampled every 20 ms."""
+    import time
+
+    from ctc_doctor.analyzer.running.memory import tree_rss_bytes
+
+    from .conftest import REPO
+
+    proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, tree_rss_bytes(proc.pid) or 0)
+        time.sleep(0.02)
+    out, err = proc.communicate()
+    return peak / 2**20, subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+
+@pytest.mark.transformers
+def test_with_a_memory_limit_of_a_third_of_the_workloads_peak_the_bench_fits_beside_it_and_judges_in_float64(tmp_path):
+    """The CPU stand-in for "fits beside the model on a GPU": the workload alone (eager, then one compile) is
+    measured, then `bench --memory-limit` at 0.3x its peak. The run completes (exit 0) with a float64 verdict
+    (the reference block by block or in slices of the batch, within the limit), and the process tree's peak
+    stays within 1.5x the workload's own."""
+    from .conftest import TARGETS
+
+    env = {**os.environ, "PYTHONPATH": str(TARGETS)}
+    alone_mb, alone = _tree_peak_mb([sys.executable, "-c", ALONE], env)
+    assert alone.returncode == 0, alone.stderr
+    limit = int(0.3 * alone_mb)
+    out = tmp_path / "r.json"
+    args = ["bench", "cost_targets:logits_heavy", *QUICK, "--memory-limit", str(limit), "--json", str(out), "-q"]
+    doctor_mb, result = _tree_peak_mb([sys.executable, "-m", "ctc_doctor", *args], env)
+    assert result.returncode == 0, result.stderr
+    report = load_report(out)
+    reference = report.cost.reference
+    assert reference.method == "float64_reference" and (reference.placement != "whole" or reference.slices > 1), reference
+    assert reference.beyond_workload_mb <= limit and reference.room_basis == f"--memory-limit {limit} MB", reference
+    arms = {a.name: a for a in report.benchmark.arms}
+    assert arms["compiled"].numerics.method == "float64_reference" and arms["compiled"].numerics_ok
+    assert doctor_mb <= 1.5 * alone_mb, (doctor_mb, alone_mb, report.cost.notes)

@@ -65,3 +65,15 @@ def small() -> Workload:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 256))
     return Workload(model, args=(torch.randn(64, 256),), name="small")
+
+
+def logits_heavy() -> Workload:
+    """A 2-layer GPT-2 with GPT-2's vocabulary: small weights (13 MB), large logits (4 x 128 x 50,257 floats,
+    103 MB a call), so its float64 reference is mostly activations: the fit-beside-the-model check."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=50257, n_positions=256, bos_token_id=0, eos_token_id=0)
+    model = GPT2LMHeadModel(config).eval()
+    calls = [torch.randint(0, 50257, (4, n)) for n in (128, 160)]
+    return Workload(model, kwargs={"input_ids": calls[0]}, variants=[{"input_ids": c} for c in calls[1:]], name="logits-heavy")
