@@ -371,3 +371,30 @@ def test_with_a_memory_limit_of_a_third_of_the_workloads_peak_the_bench_fits_bes
     arms = {a.name: a for a in report.benchmark.arms}
     assert arms["compiled"].numerics.method == "float64_reference" and arms["compiled"].numerics_ok
     assert doctor_mb <= 1.5 * alone_mb, (doctor_mb, alone_mb, report.cost.notes)
+
+
+def test_the_analysing_process_gives_its_memory_back_before_the_arms_child_starts(tmp_path):
+    """While the arms' child runs, the analysing process no longer holds the 256 MB model: its own resident
+    memory (the root process alone, sampled) is at least 0.7x the model below what it held before the
+    child started."""
+    import time
+
+    from ctc_doctor.analyzer.running.memory import descendants, rss_bytes
+
+    from .conftest import REPO, TARGETS
+
+    env = {**os.environ, "PYTHONPATH": str(TARGETS)}
+    out = tmp_path / "r.json"
+    args = [sys.executable, "-m", "ctc_doctor", "bench", "cost_targets:big_blocks", "--no-fix", *QUICK, "-q", "--json", str(out)]
+    parent = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    before, during = 0, 0
+    while parent.poll() is None:
+        own = rss_bytes(parent.pid) or 0
+        if any("bench_worker" in _cmdline(p) for p in descendants(parent.pid)):
+            during = max(during, own)
+        elif not during:
+            before = max(before, own)
+        time.sleep(0.02)
+    assert parent.returncode == 0, parent.stderr.read() if parent.stderr else ""
+    model = load_report(out).cost.footprint.model_mb * 2**20
+    assert before and during and before - during > 0.7 * model, (before / 2**20, during / 2**20)

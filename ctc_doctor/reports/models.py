@@ -547,7 +547,7 @@ class RunInfo(_Model):
     started_at: str
     """ISO-8601 start time (UTC)."""
     duration_s: float
-    """Wall time of the whole run."""
+    """Wall time of the whole run (a `build()` target's from the command's start, the model's build included)."""
     tool_version: str
     """ctc-doctor version."""
     seed: int | None = None
@@ -1558,7 +1558,8 @@ class DoctorCost(_Model):
     phases: list[PhaseCost] = Field(default_factory=list)
     """Each phase, in order."""
     wall_s: float = 0.0
-    """The whole analysis."""
+    """The whole analysis, from its start (the model's build and imports before it are not counted, as the
+    workload's own figure does not count them; `run.duration_s` does)."""
     peak_rss_mb: float | None = None
     """Peak resident memory of the doctor's process tree over the whole analysis."""
     peak_cuda_mb: float | None = None
