@@ -398,3 +398,28 @@ def test_the_analysing_process_gives_its_memory_back_before_the_arms_child_start
     assert parent.returncode == 0, parent.stderr.read() if parent.stderr else ""
     model = load_report(out).cost.footprint.model_mb * 2**20
     assert before and during and before - during > 0.7 * model, (before / 2**20, during / 2**20)
+
+
+@pytest.mark.fast
+def test_a_training_reference_that_fits_no_room_runs_in_float64_past_the_doctors_margin_but_not_past_a_limit():
+    """Training on the CPU has one float64 way (the model cast in place). Past the doctor's own margin it
+    still runs, and says so; past --memory-limit it does not: a float32 model is then judged elementwise."""
+    from ctc_doctor.analyzer.running.precision import Room
+
+    results = {}
+    for soft in (True, False):
+        w = _mlp()
+        w.model.train()
+        before = {k: v.clone() for k, v in w.model.state_dict().items()}
+        kept = KeptResults()
+        run_pass(w.model, w, w.calls(), seed=0, train=True, sink=kept)
+        grads = {n: p.grad.clone() for n, p in w.model.named_parameters()}
+        room = Room(1, activations=0, basis="a room of one byte", soft=soft)
+        results[soft] = make_reference(w.model, w, w.calls(), kept, seed=0, train=True, device="cpu", loose=True, room=room)
+        # put back as it was: values, dtypes and the gradients eager's run left
+        assert all(torch.equal(before[k], v) and v.dtype == torch.float32 for k, v in w.model.state_dict().items())
+        assert all(torch.equal(p.grad, grads[n]) for n, p in w.model.named_parameters())
+    margin, limit = results[True], results[False]
+    assert margin.method == "float64_reference" and margin.placement == "whole", margin.note
+    assert "no way fit a room of one byte (0 MB): it took the first that fits what is free" in margin.note
+    assert limit.method == "elementwise" and "would not fit" in limit.note

@@ -33,12 +33,14 @@ def try_deepcopy(value: Any, memo: dict[int, Any] | None = None) -> tuple[bool, 
         return False, None
 
 
-def copy_model(model: torch.nn.Module) -> torch.nn.Module:
-    """A deep copy; attributes deepcopy refuses (locks, handles) are shared with the original."""
-    ok, out = try_deepcopy(model)
+def copy_model(model: torch.nn.Module, *, share_parameters: bool = False) -> torch.nn.Module:
+    """A deep copy; attributes deepcopy refuses (locks, handles) are shared with the original, and with
+    `share_parameters` the parameters too (`light_copy`)."""
+    shared: dict[int, Any] = {id(p): p for p in model.parameters()} if share_parameters else {}
+    ok, out = try_deepcopy(model, dict(shared))
     if ok:
         return out  # type: ignore[no-any-return]
-    memo: dict[int, Any] = {}
+    memo = dict(shared)
     for module in model.modules():
         for key, value in vars(module).items():
             if key not in ("_parameters", "_buffers", "_modules") and not try_deepcopy(value)[0]:
@@ -54,19 +56,7 @@ def light_copy(model: torch.nn.Module) -> torch.nn.Module:
     module tree, buffers and attributes, so what a run changes there (a first call's set-up, a step counter,
     running statistics) stays in the copy. For inference, whose runs never write into a parameter: any
     number of such copies cost one model's parameters. Raises CopyError as `copy_model` does."""
-    memo: dict[int, Any] = {id(p): p for p in model.parameters()}
-    ok, out = try_deepcopy(model, memo)
-    if ok:
-        return out  # type: ignore[no-any-return]
-    memo = {id(p): p for p in model.parameters()}
-    for module in model.modules():
-        for key, value in vars(module).items():
-            if key not in ("_parameters", "_buffers", "_modules") and not try_deepcopy(value)[0]:
-                memo[id(value)] = value
-    try:
-        return copy.deepcopy(model, memo)
-    except Exception as exc:
-        raise CopyError(f"cannot copy the model: {type(exc).__name__}: {exc}") from exc
+    return copy_model(model, share_parameters=True)
 
 
 def on_device(model: torch.nn.Module, device: str | None) -> bool:

@@ -203,6 +203,10 @@ class Room:
     """The workload's activations (bytes at the model's precision; `rm.Footprint`); None: twice the model."""
     basis: str = "the device's free memory"
     """Where `extra` comes from, for the report."""
+    soft: bool = False
+    """The doctor's own margin (not `--memory-limit`): when no way of a precision fits it, the first way of
+    that precision that fits what is free runs rather than a lower precision (a training run on the CPU,
+    where the host is the device, has no other way)."""
 
     @classmethod
     def beside(cls, footprint: rm.Footprint | None, limit: int | None = None) -> Room:
@@ -215,7 +219,7 @@ class Room:
         if limit is not None:
             return cls(limit, work, f"--memory-limit {_size(limit)}")
         margin = max(MARGIN_FLOOR, int(MARGIN * own))
-        return cls(margin, work, f"the doctor's margin beside the workload's own {_size(own)}")
+        return cls(margin, work, f"the doctor's margin beside the workload's own {_size(own)}", soft=True)
 
 
 def _size(n: float) -> str:
@@ -329,6 +333,18 @@ def _ways(dtype: torch.dtype, model: torch.nn.Module, work: int, device: str, tr
     if accelerator:
         ways.append(Way(dtype, "host", 1, 0, cast + work_d))
     return ways
+
+
+def _tries(
+    model: torch.nn.Module, work: int, device: str, train: bool, steps: bool, slices: list[int], soft: bool, low: bool
+) -> Iterator[tuple[torch.dtype, Way, bool]]:
+    """(dtype, way, bounded by the room) in the order they are tried: float64's ways within the room, then,
+    with a soft room, float64's ways that fit only what is free; then float32's alike (a bf16/fp16 model)."""
+    for dtype in (torch.float64, torch.float32) if low else (torch.float64,):
+        ways = _ways(dtype, model, work, device, train, steps, slices)
+        yield from ((dtype, way, True) for way in ways)
+        if soft:
+            yield from ((dtype, way, False) for way in ways)
 
 
 def _fits(way: Way, device: str, room: Room, work: int) -> tuple[bool, str | None]:
@@ -536,50 +552,54 @@ def make_reference(
     failed: set[tuple[torch.dtype, str]] = set()
     sliceable: str | None = None  # why the batch cannot be sliced, once tried
     checked = False
+    tried: set[tuple[torch.dtype, str, int]] = set()
     cuda = device.startswith("cuda") and torch.cuda.is_available()
-    for dtype in (torch.float64, torch.float32) if low else (torch.float64,):
-        for way in _ways(dtype, model, work, device, train, steps, counts):
-            if (placements is not None and way.placement not in placements) or (slices is not None and way.slices not in (*slices, 1)):
-                continue
-            if (dtype, "any") in failed or (dtype, way.placement) in failed or (way.slices > 1 and sliceable is not None):
-                continue
-            ok, why = _fits(way, device, room, work)
-            if not ok:
+    for dtype, way, bounded in _tries(model, work, device, train, steps, counts, room.soft, low):
+        if (placements is not None and way.placement not in placements) or (slices is not None and way.slices not in (*slices, 1)):
+            continue
+        if (dtype, "any") in failed or (dtype, way.placement) in failed or (way.slices > 1 and sliceable is not None):
+            continue
+        if (dtype, way.placement, way.slices) in tried:
+            continue
+        ok, why = _fits(way, device, room if bounded else Room(None), work)
+        if not ok:
+            if bounded or "beyond the workload" not in (why or ""):
                 problems.append(f"a {_name(dtype)} run {way.text()} would not fit ({why})")
+            continue
+        if way.slices > 1 and not checked:
+            checked = True
+            sliceable = _rows_independent(model, workload, calls, kept, way.slices, seed)
+            if sliceable is not None:
+                problems.append(f"the batch cannot be cut into slices ({sliceable})")
                 continue
-            if way.slices > 1 and not checked:
-                checked = True
-                sliceable = _rows_independent(model, workload, calls, kept, way.slices, seed)
-                if sliceable is not None:
-                    problems.append(f"the batch cannot be cut into slices ({sliceable})")
-                    continue
-            recorder = _DeltaRecorder(kept, store)
-            base = _cuda_mark(cuda)
-            try:
-                _run_in(way, model, workload, calls, recorder, seed=seed, train=train, steps=steps)
-            except Exception as exc:  # noqa: BLE001 - an op without this dtype, out of memory: the next way, said so
-                first = str(exc).splitlines()[0][:160] if str(exc) else ""
-                problems.append(f"a {_name(dtype)} run {way.text()} failed: {type(exc).__name__}: {first}")
-                del recorder
-                _release(device)
-                if isinstance(exc, _NotSliceable):
-                    sliceable = str(exc)
-                elif not out_of_memory(
-                    exc
-                ):  # an op without this dtype fails wherever it runs; a block that reads another's weight, block by block
-                    failed.add((dtype, "blockwise" if way.placement == "blockwise" else "any"))
-                continue
-            peak = _cuda_peak(cuda, base)
-            method = "float64_reference" if dtype == torch.float64 else "float32_reference"
-            notes = []
-            if way.placement != "whole" or way.slices > 1 or problems:
-                notes.append(f"the {_name(dtype)} run went {way.text()}" + _before(problems))
-            if steps:
-                notes.append(STEP_NOTE)
-            duration = round(time.perf_counter() - t0, 3)
-            run = _run_record(method, way, room, work, duration, peak, problems)
-            note = "; ".join(notes) or None
-            return Reference(kept, recorder.deltas, method, note, loose, duration, steps, placement=way.placement, store=store, run=run)
+        tried.add((dtype, way.placement, way.slices))
+        recorder = _DeltaRecorder(kept, store)
+        base = _cuda_mark(cuda)
+        try:
+            _run_in(way, model, workload, calls, recorder, seed=seed, train=train, steps=steps)
+        except Exception as exc:  # noqa: BLE001 - an op without this dtype, out of memory: the next way, said so
+            first = str(exc).splitlines()[0][:160] if str(exc) else ""
+            problems.append(f"a {_name(dtype)} run {way.text()} failed: {type(exc).__name__}: {first}")
+            del recorder
+            _release(device)
+            if isinstance(exc, _NotSliceable):
+                sliceable = str(exc)
+            elif not out_of_memory(exc):  # an op without this dtype fails anywhere; reading another's weight, blockwise
+                failed.add((dtype, "blockwise" if way.placement == "blockwise" else "any"))
+            continue
+        peak = _cuda_peak(cuda, base)
+        method = "float64_reference" if dtype == torch.float64 else "float32_reference"
+        notes = []
+        if way.placement != "whole" or way.slices > 1 or problems:
+            notes.append(f"the {_name(dtype)} run went {way.text()}" + _before(problems))
+        if not bounded:
+            notes.append(f"no way fit {room.basis} ({_size(room.extra or 0)}): it took the first that fits what is free")
+        if steps:
+            notes.append(STEP_NOTE)
+        duration = round(time.perf_counter() - t0, 3)
+        run = _run_record(method, way, room, work, duration, peak, problems)
+        note = "; ".join(notes) or None
+        return Reference(kept, recorder.deltas, method, note, loose, duration, steps, placement=way.placement, store=store, run=run)
     note = "; ".join(problems) or "no higher precision than the model's"
     duration = round(time.perf_counter() - t0, 3)
     run = _run_record("elementwise", None, room, work, duration, None, problems)
