@@ -6,6 +6,8 @@ moves them to the device (`--device cuda`).
   length recompiles).
 - `llama_1b_bf16`: a Llama of TinyLlama's shape (22 layers, width 2048, GQA 32/4 heads, 1.1B
   parameters), eval; batch 4 x 512, then 4 x 640.
+- `llama_7b_bf16`: a Llama of Llama-2-7B's shape (6.7B parameters), built on the meta device and
+  materialised in bf16 on the GPU; batch 1 x 512, then 1 x 640.
 """
 
 from __future__ import annotations
@@ -46,3 +48,28 @@ def llama_1b_bf16() -> Workload:
     model = model.to_empty(device="cpu").to(torch.bfloat16)
     model.apply(model._init_weights)  # real random weights (to_empty leaves garbage)
     return _lengths(model.eval(), 32000, 4, (512, 640), "llama-1.1b-bf16")
+
+
+def llama_7b_bf16() -> Workload:
+    """A Llama of Llama-2-7B's shape (32 layers, width 4096, 32 heads, MLP 11008, 6.7B parameters), random
+    weights, built on the meta device and materialised in bf16 where it will run (the GPU when there is
+    one: 13.5 GB, seconds; the host otherwise), eval; batch 1 x 512, then 1 x 640. The 7B check of the
+    fit-beside-the-model issue: its float64 copy alone would be 54 GB."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        hidden_size=4096,
+        intermediate_size=11008,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=32,
+        vocab_size=32000,
+        max_position_embeddings=4096,
+    )
+    with torch.device("meta"):
+        model = LlamaForCausalLM(config)
+    where = "cuda" if torch.cuda.is_available() else "cpu"
+    model = model.to_empty(device=where).to(torch.bfloat16)
+    model.apply(model._init_weights)  # real random weights (to_empty leaves garbage)
+    return _lengths(model.eval(), 32000, 1, (512, 640), "llama-7b-bf16")

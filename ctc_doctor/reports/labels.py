@@ -22,6 +22,7 @@ from .models import (
     NumericsCheck,
     RecompileCause,
     RecompileCliff,
+    ReferenceRun,
     Report,
     Suggestion,
     Summary,
@@ -460,7 +461,26 @@ def doctor_cost_text(cost: DoctorCost | None, phases: int = 3) -> str | None:
     longest = sorted(cost.phases, key=lambda p: -p.wall_s)[:phases]
     if longest:
         text += " · longest: " + ", ".join(f"{p.phase} {_s(p.wall_s)}" for p in longest)
+    reference = reference_text(cost.reference)
+    if reference is not None:
+        text += f" · {reference}"
     return text
+
+
+_WAYS = {"whole": "the model cast whole", "blockwise": "block by block", "host": "on the host"}
+
+
+def reference_text(run: ReferenceRun | None) -> str | None:
+    """`float64 reference block by block, in 4 slices of the batch (120 MB beyond the workload's own, 331 MB
+    allowed: the doctor's margin, ...)`, when it did not simply run whole; None otherwise."""
+    if run is None or run.placement is None or (run.placement == "whole" and run.slices == 1):
+        return None
+    what = run.method.removesuffix("_reference")
+    sliced = f", in {run.slices} slices of the batch" if run.slices > 1 else ""
+    room = ""
+    if run.beyond_workload_mb is not None and run.room_mb is not None:
+        room = f" ({_mb(run.beyond_workload_mb)} beyond the workload's own, {_mb(run.room_mb)} allowed: {run.room_basis})"
+    return f"{what} reference {_WAYS.get(run.placement, run.placement)}{sliced}{room}"
 
 
 def _s(seconds: float) -> str:

@@ -33,6 +33,7 @@ from .labels import (
     numerics_cell,
     numerics_text,
     recompiles_text,
+    reference_text,
     script_outcome,
     short_path,
     site_marks,
@@ -232,7 +233,9 @@ def _doctor_cost(report: Report, md: _Markdown) -> None:
         peak = p.peak_cuda_mb if p.peak_cuda_mb is not None else p.peak_rss_mb
         md.add(f"| {p.phase} | {p.wall_s:.1f} | {'—' if peak is None else f'{peak:.0f}'} |")
     md.add("")
-    for extra in [cost.workload_basis and f"The workload: {cost.workload_basis}.", cost.released, cost.kept, *cost.notes]:
+    reference = reference_text(cost.reference)
+    extras = [cost.workload_basis and f"The workload: {cost.workload_basis}.", reference and f"The numerics {reference}."]
+    for extra in [*extras, cost.released, cost.kept, *cost.notes]:
         if extra:
             md.para(f"> {html.escape(extra, quote=False)}")
     md.para("</details>")

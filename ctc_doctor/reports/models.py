@@ -1543,7 +1543,7 @@ class ReferenceRun(_Model):
     room_mb: float | None = None
     """What it was allowed to add (`room_basis`); None: free memory only."""
     room_basis: str | None = None
-    """`the doctor's margin beside the workload's own 1.2 GiB` (half of it, at least 256 MB), `--memory-limit 375 MB`."""
+    """`the doctor's margin, half the workload's own 1.2 GiB` (at least 256 MB), or `--memory-limit`."""
     device_peak_mb: float | None = None
     """CUDA: the allocator's peak during the run above what was allocated before it (measured)."""
     duration_s: float = 0.0

@@ -213,13 +213,13 @@ class Room:
         """The room beside a workload of `footprint`: `limit` (`--memory-limit`), else the doctor's margin
         (MARGIN of the workload's own, at least MARGIN_FLOOR); without a footprint, free memory only."""
         if footprint is None:
-            return cls(limit, None, f"--memory-limit {_size(limit)}" if limit is not None else "the device's free memory")
+            return cls(limit, None, "--memory-limit" if limit is not None else "the device's free memory")
         own = int((footprint.model_mb + footprint.activations_mb) * 2**20)
         work = int(footprint.activations_mb * 2**20)
         if limit is not None:
-            return cls(limit, work, f"--memory-limit {_size(limit)}")
+            return cls(limit, work, "--memory-limit")
         margin = max(MARGIN_FLOOR, int(MARGIN * own))
-        return cls(margin, work, f"the doctor's margin beside the workload's own {_size(own)}", soft=True)
+        return cls(margin, work, f"the doctor's margin, half the workload's own {_size(own)}", soft=True)
 
 
 def _size(n: float) -> str:
@@ -359,7 +359,7 @@ def _fits(way: Way, device: str, room: Room, work: int) -> tuple[bool, str | Non
         return False, f"{_size(way.device)} needed, {_size(free)} free"
     beyond = way.device - work
     if room.extra is not None and beyond > room.extra:
-        return False, f"{_size(max(0, beyond))} beyond the workload's own, {_size(room.extra)} allowed ({room.basis})"
+        return False, f"{_size(max(0, beyond))} beyond the workload's own, {_size(room.extra)} allowed: {room.basis}"
     return True, None
 
 
@@ -593,7 +593,7 @@ def make_reference(
         if way.placement != "whole" or way.slices > 1 or problems:
             notes.append(f"the {_name(dtype)} run went {way.text()}" + _before(problems))
         if not bounded:
-            notes.append(f"no way fit {room.basis} ({_size(room.extra or 0)}): it took the first that fits what is free")
+            notes.append(f"no way fit the {_size(room.extra or 0)} of {room.basis}: it took the first that fits what is free")
         if steps:
             notes.append(STEP_NOTE)
         duration = round(time.perf_counter() - t0, 3)
