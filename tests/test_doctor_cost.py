@@ -370,6 +370,9 @@ def test_with_a_memory_limit_of_a_third_of_the_workloads_peak_the_bench_fits_bes
     assert reference.beyond_workload_mb <= limit and reference.room_basis == "--memory-limit" and reference.room_mb == limit, reference
     arms = {a.name: a for a in report.benchmark.arms}
     assert arms["compiled"].numerics.method == "float64_reference" and arms["compiled"].numerics_ok
+    # a child process's own torch would not fit in the limit: the arms ran in this process, and it says so
+    isolation = report.benchmark.isolation
+    assert not isolation.isolated and "a child would not fit beside the workload" in isolation.reason, isolation
     assert doctor_mb <= 1.5 * alone_mb, (doctor_mb, alone_mb, report.cost.notes)
 
 

@@ -45,7 +45,11 @@ class Fit:
 class RunCost:
     """One run's meter, preflight and cost section."""
 
-    def __init__(self, device: str | None, progress: ProgressFn, owns_workload: bool, memory_limit_mb: int | None = None) -> None:
+    def __init__(
+        self, device: str | None, progress: ProgressFn, owns_workload: bool, memory_limit_mb: int | None = None, *, train: bool = False
+    ) -> None:
+        self.train = train
+        """Training: the arms' child keeps a whole pristine copy beside each arm's (inference shares the weights)."""
         self.device = measured_on(device)
         self.limit = memory_limit_mb * 2**20 if memory_limit_mb else None
         """`--memory-limit`: what a phase may add on the device at most."""
@@ -156,7 +160,10 @@ class RunCost:
         cost.kept = bench.kept if bench is not None else None
         cost.reference = self.reference or (bench.reference if bench is not None else None)
         isolated = bench is not None and bench.isolation is not None and bench.isolation.isolated
-        pristine_mb = self.footprint.model_mb if self.footprint is not None and isolated and not self.device.startswith("cuda") else 0.0
+        # the arms' child keeps its pristine model beside each arm's copy: a whole one when training, on the host
+        # (on an accelerator it is not on the device); for inference the arms share its weights (nothing beside)
+        kept_beside = self.footprint is not None and isolated and self.train and not self.device.startswith("cuda")
+        pristine_mb = self.footprint.model_mb if kept_beside and self.footprint is not None else 0.0
         children = [self.meter.children_peak_mb(p) for p in ("arm eager", "arm compiled")] if isolated else []
         figures = workload_figures(report, pristine_mb, [c for c in children if c is not None])
         cost.workload_wall_s, cost.workload_peak_mb, cost.workload_basis = figures

@@ -145,7 +145,7 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
 def _analyze(workload: Workload, options: AnalyzeOptions) -> rm.Report:
     started_at = rm.started_now()
     clock = Clock(options.timeout_s, options.budget_s, options.started_s)
-    cost = RunCost(options.device, options.progress or no_progress, options.owns_workload, options.memory_limit_mb)
+    cost = RunCost(options.device, options.progress or no_progress, options.owns_workload, options.memory_limit_mb, train=options.train)
     settings = RunSettings(
         backend=options.resolved_backend(),
         train=options.train,
@@ -462,7 +462,13 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions
         bench_options = options.bench
 
         def bench(c: PhaseContext, fit: Fit) -> BenchSection:
-            return run_bench(c, dataclasses.replace(bench_options, isolate=False) if fit.in_process else bench_options)
+            if not fit.in_process:
+                return run_bench(c, bench_options)
+            section = run_bench(c, dataclasses.replace(bench_options, isolate=False))
+            why = f"in this process: a child would not fit beside the workload ({fit.note})"
+            section.benchmark.isolation = rm.BenchIsolation(isolated=False, reason=why)
+            section.benchmark.settings["isolation"] = "in-process"
+            return section
 
         steps.append(("bench", bench, lambda section: _merge_bench(report, section), True))
     interrupted = False
