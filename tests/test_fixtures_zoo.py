@@ -141,6 +141,22 @@ def test_two_independent_causes_stay_apart_with_their_own_values():
     assert size.compile_time_s > 0 and limit.compile_time_s > 0 and not limit.expected
 
 
+def test_a_switch_to_eval_in_a_frame_another_cause_takes_to_the_limit_stays_a_one_off():
+    """One frame, two causes: an integer step attribute recompiles it to the limit, and the model is switched
+    to eval once (the only change at that call). The step is what recurs; the switch is a one-off, expected."""
+    from ctc_doctor.analyzer.target import load_workload
+
+    from .conftest import TARGETS
+
+    workload = load_workload(f"{TARGETS / 'user_targets.py'}:step_counter_and_one_eval_switch")
+    report = analyze(workload, AnalyzeOptions(explain=False))
+    causes = {c.source: c for c in report.recompile_causes}
+    step, switch = causes["self.step"], causes["drop.training"]
+    assert len(step.recompiles) == 7 and step.recurrence == "recurring" and not step.expected
+    assert len(switch.recompiles) == 1 and switch.recurrence == "one_off" and switch.expected, switch
+    assert set(step.functions) == set(switch.functions) == {"StepAndDropout.forward"}  # the same frame
+
+
 @pytest.mark.parametrize("name", [n for n in ALL if not FIXTURES[n].expected.recompile_kinds])
 def test_fixtures_without_variants_trouble_do_not_recompile(name):
     report = analyzed(name)

@@ -184,13 +184,33 @@ def _total(m: rm.CompileMetric) -> float:
     return (m.duration_s or 0.0) + (m.backward_s or 0.0)
 
 
+def drove_to_the_limit(cause: rm.RecompileCause, report: rm.Report) -> bool:
+    """Whether this cause's recompiles took a frame to its recompile limit: the recompile recorded at the
+    compile that hit the limit is one of its own. Another cause that recompiled the same frame once (a
+    switch to eval) did not. Where no recompile is recorded at that compile (a log without recompile
+    reasons), the cause that made most of that frame's recompiles did."""
+    mine = set(cause.recompiles)
+    at = {rc.compile_id: rc for rc in report.recompiles}
+    for m in report.compile_metrics:
+        if not hit_the_limit(m):
+            continue
+        recorded = at.get(m.compile_id)
+        if recorded is not None:
+            if recorded.id in mine:
+                return True
+            continue
+        frame = m.compile_id.rpartition("/")[0]
+        in_frame = [rc for rc in report.recompiles if rc.compile_id.rpartition("/")[0] == frame]
+        if in_frame and 2 * sum(rc.id in mine for rc in in_frame) > len(in_frame):
+            return True
+        if not in_frame and m.function is not None and m.function in {f.rpartition(".")[2] for f in cause.functions}:
+            return True
+    return False
+
+
 def recurrence(cause: rm.RecompileCause, report: rm.Report) -> tuple[rm.Recurrence, str | None]:
     """(how the cause recurs, why it is expected when it is a one-off)."""
-    functions = set(cause.functions)
-    mine = set(cause.recompiles)
-    frames = {rc.compile_id.rpartition("/")[0] for rc in report.recompiles if rc.id in mine}
-    limit = any(hit_the_limit(m) and (m.function in functions or m.compile_id.rpartition("/")[0] in frames) for m in report.compile_metrics)
-    if limit:
+    if drove_to_the_limit(cause, report):
         return "recurring", None
     if cause.expected:
         return "one_off", cause.expected

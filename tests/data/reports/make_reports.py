@@ -7,6 +7,11 @@ changed findings; the tests in `tests/test_saved_data.py` say when):
     .venv/bin/python tests/data/reports/make_reports.py full_showcase analyzed-clean   # some reports only
     .venv/bin/python tests/data/reports/make_reports.py sweep      # the sweep only
 
+Before it overwrites a report, it prints which findings changed (the verdict and counts, break sites with
+their lines, recompile causes with their recurrence, suggestions and what their checks measured, the fix,
+the benchmark's arms and best arm, the bisection's answer; timings are left out): a change to them needs
+a line in the commit saying why.
+
 Each report is what a helper of `tests/conftest.py` returns, called here with the same options:
 `full_showcase()`, `analyzed(name)` or `bisected(name)`, each in a fresh child process of its own. The
 file is named as the test session's cache names it (`analyzed-clean.json`) and written with the package's
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -76,7 +82,60 @@ def write_one(name: str) -> None:
     text = dump_report(report)
     for path, mark in machine_paths():
         text = text.replace(path, mark)
-    (OUT / f"{name}.json").write_text(text)
+    target = OUT / f"{name}.json"
+    if target.exists():  # the behaviour lock: what a change does to the findings is said, not buried in the diff
+        changes = changed_findings(json.loads(target.read_text()), json.loads(text))
+        print(f"{name}: findings changed (say why in the commit):" if changes else f"{name}: same findings", *changes, sep="\n")
+    target.write_text(text)
+
+
+def findings(report: dict) -> dict[str, object]:
+    """What a saved report finds, apart from timings: the verdict and counts, each break site (type, ids,
+    line, module paths), each recompile cause (kind, source, how many recompiles, recurrence, expected or
+    not), each suggestion (rule, applied or not, what its check measured, its verdict), the fix applied, the
+    benchmark's arms and best arm, the bisection's answer, the errors."""
+    summary = report.get("summary", {})
+    counts = ("verdict", "graphs_compiled", "unique_break_sites", "recompile_count")
+    sites = [
+        (s["id"], s["gb_type"], tuple(s.get("registry_ids", [])), s["user_frame"]["line"], tuple(s.get("module_paths", [])))
+        for s in report.get("graph_breaks", [])
+    ]
+    causes = [
+        (c["id"], c["kind"], c.get("source"), len(c.get("recompiles", [])), c.get("recurrence"), bool(c.get("expected")))
+        for c in report.get("recompile_causes", [])
+    ]
+    suggestions = [
+        (s["id"], s["rule"], (s.get("verified") or {}).get("applied"), _untimed((s.get("verified") or {}).get("summary")), s.get("verdict"))
+        for s in report.get("suggestions", [])
+    ]
+    bench = report.get("benchmark") or {}
+    bisect = report.get("bisect") or {}
+    return {
+        "verdict": tuple(summary.get(k) for k in counts),
+        "break sites": sites,
+        "recompile causes": causes,
+        "suggestions": suggestions,
+        "fix applied": (report.get("fix") or {}).get("applied"),
+        "arms": ([a["name"] for a in bench.get("arms", [])], bench.get("best_arm")) if bench else None,
+        "bisection": (bisect.get("smallest_failing"), bisect.get("trial_count")) if bisect else None,
+        "errors": [(e["phase"], e["type"]) for e in report.get("errors", [])],
+    }
+
+
+def _untimed(text: str | None) -> str | None:
+    """A measured summary with its timings left out (`cold compile <t> -> <t>`): every decimal number (the
+    counts a fix check measures are whole numbers)."""
+    return re.sub(r"\d+\.\d+( m?s\b)?", "<t>", text) if text else text
+
+
+def changed_findings(before: dict, after: dict) -> list[str]:
+    """Lines saying which findings differ between two versions of a saved report; empty when none."""
+    old, new = findings(before), findings(after)
+    lines = []
+    for key, value in new.items():
+        if old.get(key) != value:
+            lines.append(f"  {key}:\n    was {old.get(key)}\n    now {value}")
+    return lines
 
 
 def write_sweep() -> None:
