@@ -207,7 +207,14 @@ def test_a_training_step_with_an_optimizer_is_timed_in_steps_per_second_with_the
     )
     assert [a.name for a in plain.benchmark.arms] == ["eager", "compiled"]
     [note] = [n for n in plain.benchmark.notes if n.startswith("training steps: ")]
-    assert note.startswith("training steps: compiled_optimizer not measured (about ") and note.endswith("--arms compiled_optimizer)"), note
+    assert note.startswith("training steps: compiled_optimizer not measured (about ") and note.endswith("--arms +compiled_optimizer)"), note
+    # `--arms +compiled_optimizer`: added to the default arms (not "only these")
+    added = analyze(
+        load_workload(f"{FIX_TARGETS}:mlp_train_adamw", seed=0),
+        AnalyzeOptions(explain=False, train=True, bench=replace(bench, arms=(), add_arms=("compiled_optimizer",))),
+    )
+    assert [a.name for a in added.benchmark.arms] == ["eager", "compiled", "compiled_optimizer"]
+    assert not any(n.startswith("training steps: ") for n in added.benchmark.notes)
     bad = cli("analyze", f"{FIX_TARGETS}:bad_optimizer", "--train")
     assert bad.returncode == 5 and "optimizer factory raised ValueError" in bad.stderr
     assert len([line for line in bad.stderr.splitlines() if line.strip()]) == 1
@@ -262,6 +269,10 @@ def test_modes_add_one_arm_each_beside_compiled_and_an_unknown_mode_is_a_usage_e
     assert bad.returncode == 2 and "unknown mode fastest" in bad.stderr
     wrong = in_process("bench", f"{FIX_TARGETS}:mlp_train_adamw", "--arms", "regional,fastest")
     assert wrong.returncode == 2 and "unknown arm fastest (arms: compiled_optimizer," in wrong.stderr
+    mixed = in_process("bench", f"{FIX_TARGETS}:mlp_train_adamw", "--arms", "+compiled_optimizer,regional")
+    assert mixed.returncode == 2 and "or add arms to the default ones (+compiled_optimizer), not both" in mixed.stderr
+    unknown = in_process("bench", f"{FIX_TARGETS}:mlp_train_adamw", "--arms", "+fastest")
+    assert unknown.returncode == 2 and "unknown arm +fastest" in unknown.stderr
 
 
 def test_runs_of_a_model_that_draws_random_numbers_are_seeded_alike_and_leave_the_users_stream_alone():

@@ -57,7 +57,13 @@ class _Arms:
             report = rm.Report.model_validate_json(fh.read())
         bench = setup["bench"]
         options = BenchOptions(
-            **{**bench, "modes": tuple(bench.get("modes") or ()), "arms": tuple(bench.get("arms") or ()), "isolate": False}
+            **{
+                **bench,
+                "modes": tuple(bench.get("modes") or ()),
+                "arms": tuple(bench.get("arms") or ()),
+                "add_arms": tuple(bench.get("add_arms") or ()),
+                "isolate": False,
+            }
         )
         self.ctx = PhaseContext(
             workload=workload,

@@ -226,7 +226,8 @@ def bench_options(full_run: bool) -> Callable[[F], F]:
             _list_option(
                 "--arms",
                 _checked_arms,
-                f"Measure only these optional arms beside eager and compiled (comma-separated: {listed(ARMS)}) "
+                f"Measure only these optional arms beside eager and compiled (comma-separated: {listed(ARMS)}), "
+                "or add to the default arms with a `+` (`+compiled_optimizer`: training steps leave it out by default) "
                 "[default: every arm that applies]; each compiled arm costs a cold compile.",
             ),
             click.option(
@@ -260,8 +261,21 @@ def _list_option(name: str, check: Callable[[str | None], str | None], help: str
 
 
 def _checked_arms(value: str | None) -> str | None:
-    """`--arms`: known optional arms, comma-separated; an unknown one is a usage error (exit 2)."""
-    return _checked_list(value, tuple(ARMS), "arm", f" (arms: {', '.join(ARMS)}; eager and compiled always run)")
+    """`--arms`: known optional arms, comma-separated, each either alone (measure only these) or after a `+`
+    (add it to the default arms), not both; an unknown one is a usage error (exit 2)."""
+    names = [n.strip() for n in (value or "").split(",") if n.strip()]
+    added = [n.startswith("+") for n in names]
+    if any(added) and not all(added):
+        raise click.BadParameter(
+            "either name the arms to measure (compiled_fixed,regional) or add arms to the default ones (+compiled_optimizer), not both"
+        )
+    known = tuple(f"+{a}" for a in ARMS) if any(added) else tuple(ARMS)
+    return _checked_list(value, known, "arm", f" (arms: {', '.join(ARMS)}; eager and compiled always run)")
+
+
+def _adds(value: str | None) -> bool:
+    """`--arms +name,...`: the arms named are added to the default ones."""
+    return bool(value) and all(n.strip().startswith("+") for n in (value or "").split(",") if n.strip())
 
 
 def _checked_modes(value: str | None) -> str | None:
@@ -405,7 +419,8 @@ class AnalysisArgs:
             job_steps=self.job_steps,
             shape_arms=self.shape_arms,
             modes=_names(self.modes),
-            arms=_names(self.arms),
+            arms=() if _adds(self.arms) else _names(self.arms),
+            add_arms=tuple(n.removeprefix("+") for n in _names(self.arms)) if _adds(self.arms) else (),
             isolate=self.isolate_arms,
             target=self.rebuild_spec or spec,
             arm_memory_mb=self.arm_memory_mb,

@@ -483,9 +483,9 @@ def plan_arms(ctx: PhaseContext, runner: ArmRunner, notes: list[str]) -> list[Ar
             notes.append(f"--arms {','.join(bench.arms)}: {', '.join(left)} not measured.")
         arms = kept
     elif runner.steps:
-        left = [a.name for a in arms if arm_kind(a.name) in TRAINING_OPT_IN]
+        left = [a.name for a in arms if arm_kind(a.name) in TRAINING_OPT_IN and arm_kind(a.name) not in bench.add_arms]
         if left:
-            kinds = ",".join(k for k in TRAINING_OPT_IN if any(arm_kind(n) == k for n in left))
+            kinds = ",".join(f"+{k}" for k in TRAINING_OPT_IN if any(arm_kind(n) == k for n in left))
             notes.append(f"{OPT_IN_MARK}{', '.join(left)} not measured (opt-in for training steps: --arms {kinds})")
             arms = [a for a in arms if a.name not in left]
     return arms

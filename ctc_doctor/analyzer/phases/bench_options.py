@@ -44,6 +44,9 @@ class BenchOptions:
     arms: tuple[str, ...] = ()
     """Measure only these optional arms (`vocabulary.ARMS`; `fixed`: every per-fix arm) beside eager, compiled
     and the `modes` arms; empty: every arm that applies. Each compiled arm costs a cold compile."""
+    add_arms: tuple[str, ...] = ()
+    """Optional arms measured beside the default ones (`--arms +compiled_optimizer`): the opt-in arms of
+    training steps, which the default leaves out."""
     isolate: bool = False
     """Run the arms in a child process that rebuilds the workload from `target` (`bench_isolated`), so a
     crash (segfault, abort) costs that arm; the CLI's default. Off, or with a target a child cannot
