@@ -1,10 +1,17 @@
-"""One step of a long run's progress, and the JSON-lines protocol that carries it between processes.
+"""One step of a long run's progress, typed, and the JSON-lines protocol that carries it between processes.
 
-Writers: the CLI (`--progress-fd`, for the TUI's live mode watching `analyze` or `run`) and a script's
-first rank (`analyzer.script_report`, a file its parent follows). Readers: the TUI's live mode
-(`tui.live_run`) and `ctc-doctor run`'s parent (`analyzer.launch`). A line is one JSON object:
-`{"phase": "bisect layers.0", "done": 3, "total": 0, "elapsed_s": 1.234}` (`elapsed_s` optional).
-Torch-free, a leaf: every layer may import it.
+Every phase reports a `ProgressEvent`: which step of the run it is (`Step`), how far it is (`done` of
+`total`), what within the step it is on (`subject`: an arm, a suggestion id, a module path) and, for
+people, what it is doing (`activity`). Whoever listens reads the fields, never a label: the doctor's
+own cost meter (`analyzer.resources.cost`: a step is a cost phase, an arm's own when it is one), the
+CLI's progress bar, `run`'s one line per phase, the TUI's live mode. `label` is the one place a step
+becomes text.
+
+Writers across processes: the CLI (`--progress-fd`, for the TUI's live mode watching `analyze` or
+`run`), a script's first rank (`analyzer.script_report`, a file its parent follows) and the benchmark's
+child. A line is one JSON object: `{"step": "arm", "subject": "compiled", "activity": "timing",
+"timing": true, "done": 3, "total": 8, "elapsed_s": 1.234}` (`elapsed_s` optional). Torch-free, a leaf:
+every layer may import it.
 """
 
 from __future__ import annotations
@@ -13,30 +20,84 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import IO
-
-ProgressFn = Callable[[str, int, int], None]
-"""`progress(phase, done, total)`: a phase reports a step (total 0: unknown)."""
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import IO, Any, Protocol
 
 
-def no_progress(phase: str, done: int, total: int) -> None:
-    """The progress callback that reports nowhere."""
+class Step(StrEnum):
+    """A step of the doctor's run, in the order a full run takes them."""
+
+    LOAD = "load"
+    """Importing torch and the target, building the model."""
+    SCRIPT = "script"
+    """`run`: the user's script runs."""
+    COMPILE = "compile"
+    """The analysis: the workload's calls through torch.compile under capture."""
+    EAGER = "eager run"
+    """The analysis: the same calls without compile."""
+    EXPLAIN = "explain"
+    """explain's view of the first call, when it needs a call of its own."""
+    REPORT = "report"
+    """The analysis's findings assembled into the report."""
+    SUGGEST = "suggest"
+    BISECT = "bisect"
+    """A fullgraph trial of one module (`subject`: its path)."""
+    ACCURACY = "accuracy"
+    """The accuracy bisection (`subject`: the module judged)."""
+    FIX_REFERENCE = "fix reference"
+    """The fix checks' numerics reference: eager, then float64."""
+    FIX = "fix"
+    """A fix check (`subject`: the suggestion id, `S1+S3` together, or `combined`)."""
+    PROBE = "probe"
+    """The shape probe."""
+    BENCH = "bench"
+    """The benchmark's own set-up: its child process, the compiler's warm-up."""
+    BENCH_REFERENCE = "bench reference"
+    """The benchmark's own numerics reference (float64)."""
+    ARM = "arm"
+    """A benchmark arm (`subject`: its name; `activity`: compiling, timing...)."""
 
 
 @dataclass(frozen=True)
 class ProgressEvent:
-    """One progress step as it crosses a process boundary."""
+    """One progress step, typed (see the module doc)."""
 
-    phase: str
+    step: Step
     done: int = 0
     total: int = 0
+    """0: unknown."""
+    subject: str | None = None
+    """What within the step: an arm's name, a suggestion id, a module path."""
+    activity: str | None = None
+    """What it does now, for people (`compiling (cold)`, `timing`); nothing reads it but a screen."""
+    timing: bool = False
+    """An arm is being timed: whoever samples the machine keeps quiet."""
     elapsed_s: float | None = None
     """Seconds since the writer started, when it says."""
 
+    @property
+    def label(self) -> str:
+        """The step as people read it: `bench compiled: timing`, `fix S3`, `bisect layers.0`."""
+        what = self.subject
+        if self.step is Step.ARM:
+            return f"bench {what}: {self.activity}" if self.activity else f"bench {what}"
+        if self.step is Step.BENCH:
+            return f"bench: {self.activity}" if self.activity else "bench"
+        if self.step is Step.BENCH_REFERENCE:
+            return "bench: numerics reference (float64)"
+        if self.step is Step.FIX_REFERENCE:
+            return "fix: numerics reference (eager, then float64)"
+        if self.step is Step.ACCURACY:
+            return f"accuracy: {what or self.activity or ''}".rstrip()
+        if self.step is Step.PROBE:
+            return "probe shapes"
+        return f"{self.step.value} {what}" if what is not None else self.step.value
+
     def line(self) -> str:
-        fields: dict[str, object] = {"phase": self.phase, "done": self.done, "total": self.total}
+        fields: dict[str, Any] = {k: v for k, v in asdict(self).items() if v not in (None, False)}
+        fields["step"] = self.step.value
+        fields["done"], fields["total"] = self.done, self.total
         if self.elapsed_s is not None:
             fields["elapsed_s"] = round(self.elapsed_s, 3)
         return json.dumps(fields) + "\n"
@@ -48,18 +109,39 @@ class ProgressEvent:
             data = json.loads(line)
         except ValueError:
             return None
-        if not isinstance(data, dict) or not isinstance(data.get("phase"), str):
-            return None
+        return cls.of(data) if isinstance(data, dict) else None
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> ProgressEvent | None:
+        """The event a JSON object holds (`line`'s fields), or None when it holds none."""
         try:
             elapsed = data.get("elapsed_s")
             return cls(
-                phase=data["phase"],
+                step=Step(data["step"]),
                 done=int(data.get("done") or 0),
                 total=int(data.get("total") or 0),
+                subject=None if data.get("subject") is None else str(data["subject"]),
+                activity=None if data.get("activity") is None else str(data["activity"]),
+                timing=bool(data.get("timing")),
                 elapsed_s=None if elapsed is None else float(elapsed),
             )
-        except (TypeError, ValueError):
+        except (KeyError, TypeError, ValueError):
             return None
+
+    def fields(self) -> dict[str, Any]:
+        """The event as a JSON object (`of` reads it back)."""
+        out: dict[str, Any] = json.loads(self.line())
+        return out
+
+
+class ProgressFn(Protocol):
+    """`progress(event)`: a phase reports a step."""
+
+    def __call__(self, event: ProgressEvent, /) -> None: ...
+
+
+def no_progress(event: ProgressEvent, /) -> None:
+    """The progress callback that reports nowhere."""
 
 
 def stream_writer(fd: int) -> ProgressFn:
@@ -68,9 +150,10 @@ def stream_writer(fd: int) -> ProgressFn:
     stream: IO[str] = os.fdopen(fd, "w", encoding="utf-8", buffering=1)
     started = time.perf_counter()
 
-    def write(phase: str, done: int, total: int) -> None:
+    def write(event: ProgressEvent, /) -> None:
         with contextlib.suppress(OSError, ValueError):  # the watcher went away: keep going
-            stream.write(ProgressEvent(phase, done, total, time.perf_counter() - started).line())
+            stamped = ProgressEvent(**{**asdict(event), "elapsed_s": time.perf_counter() - started})
+            stream.write(stamped.line())
             stream.flush()
 
     return write
@@ -79,9 +162,9 @@ def stream_writer(fd: int) -> ProgressFn:
 def file_writer(path: str) -> ProgressFn:
     """Events appended as lines to the file at `path` (unstamped; its reader keeps time)."""
 
-    def write(phase: str, done: int, total: int) -> None:
+    def write(event: ProgressEvent, /) -> None:
         with contextlib.suppress(OSError):  # progress is a courtesy; the report is what matters
             with open(path, "a", encoding="utf-8") as fh:
-                fh.write(ProgressEvent(phase, done, total).line())
+                fh.write(event.line())
 
     return write

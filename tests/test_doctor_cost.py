@@ -234,7 +234,7 @@ def test_a_run_stopped_by_a_signal_writes_its_report_with_the_arms_measured_befo
     import signal
     import time
 
-    from ctc_doctor.progress import ProgressEvent
+    from ctc_doctor.progress import ProgressEvent, Step
 
     from .conftest import REPO, TARGETS, ctrl_c_reaches_the_child
 
@@ -253,8 +253,8 @@ def test_a_run_stopped_by_a_signal_writes_its_report_with_the_arms_measured_befo
         for line in events:
             event = ProgressEvent.parse(line)
             if event is not None:
-                seen.append(event.phase)
-                if event.phase.startswith("bench compiled"):  # the eager arm is measured: stop the run now
+                seen.append(event.label)
+                if event.step is Step.ARM and event.subject == "compiled":  # the eager arm is measured: stop the run now
                     parent.send_signal(getattr(signal, sig))
                     break
     t0 = time.monotonic()
@@ -281,7 +281,7 @@ def test_the_early_bisection_child_builds_no_second_model_while_the_analysis_run
     import time
 
     from ctc_doctor.analyzer.running.memory import descendants, rss_bytes
-    from ctc_doctor.progress import ProgressEvent
+    from ctc_doctor.progress import ProgressEvent, Step
 
     from .conftest import REPO, TARGETS
 
@@ -293,7 +293,7 @@ def test_the_early_bisection_child_builds_no_second_model_while_the_analysis_run
     args += ["--json", str(out), "--progress-fd", str(write)]
     parent = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, pass_fds=(write,))
     os.close(write)
-    phase, buffer = "load", b""
+    phase, buffer = Step.LOAD, b""
     child_mb: dict[str, float] = {"analysis": 0.0, "bisection": 0.0}
     while parent.poll() is None:
         try:
@@ -304,8 +304,9 @@ def test_the_early_bisection_child_builds_no_second_model_while_the_analysis_run
         for line in lines:
             event = ProgressEvent.parse(line.decode())
             if event is not None:
-                phase = event.phase
-        stage = "bisection" if phase.startswith("bisect") else "analysis" if phase in ("load", "compile", "eager run", "explain") else None
+                phase = event.step
+        analysis = (Step.LOAD, Step.COMPILE, Step.EAGER, Step.EXPLAIN)
+        stage = "bisection" if phase is Step.BISECT else "analysis" if phase in analysis else None
         trials = [p for p in descendants(parent.pid) if "trial_worker" in _cmdline(p)]
         if stage is not None and trials:
             child_mb[stage] = max(child_mb[stage], sum((rss_bytes(p) or 0) for p in trials) / 2**20)
@@ -373,7 +374,8 @@ def test_with_a_memory_limit_of_a_third_of_the_workloads_peak_the_bench_fits_bes
     # a child process's own torch would not fit in the limit: the arms ran in this process, and it says so
     isolation = report.benchmark.isolation
     assert not isolation.isolated and "a child would not fit beside the workload" in isolation.reason, isolation
-    assert doctor_mb <= 1.5 * alone_mb, (doctor_mb, alone_mb, report.cost.notes)
+    phases = [(p.phase, p.peak_rss_mb) for p in report.cost.phases]
+    assert doctor_mb <= 1.5 * alone_mb, (doctor_mb, alone_mb, phases, report.cost.notes)
 
 
 def test_the_analysing_process_gives_its_memory_back_before_the_arms_child_starts(tmp_path):
@@ -426,3 +428,20 @@ def test_a_training_reference_that_fits_no_room_runs_in_float64_past_the_doctors
     assert margin.method == "float64_reference" and margin.placement == "whole", margin.note
     assert "no way fit the 0 MB of a room of one byte: it took the first that fits what is free" in margin.note
     assert limit.method == "elementwise" and "would not fit" in limit.note
+
+
+@pytest.mark.fast
+def test_progress_is_typed_and_every_step_has_a_cost_phase_read_from_its_fields_not_its_label():
+    """Each step of the run is a cost phase (the load and a script are not the doctor's own work), an arm's
+    its own; the cost meter and the screens read the event's fields, and a renamed label changes nothing;
+    an event crosses a process as one JSON line and comes back equal."""
+    from ctc_doctor.analyzer.resources.cost import COST_PHASES, phase_of
+    from ctc_doctor.progress import ProgressEvent, Step
+
+    assert set(COST_PHASES) | {Step.ARM, Step.LOAD, Step.SCRIPT} == set(Step)
+    arm = ProgressEvent(Step.ARM, 3, 8, subject="compiled_fixed", activity="timing", timing=True)
+    assert phase_of(arm) == "arm compiled_fixed" and arm.label == "bench compiled_fixed: timing"
+    assert phase_of(ProgressEvent(Step.FIX, subject="S3")) == "fix checks" and ProgressEvent(Step.FIX, subject="S3").label == "fix S3"
+    assert phase_of(ProgressEvent(Step.FIX_REFERENCE)) == "fix reference" and phase_of(ProgressEvent(Step.LOAD)) is None
+    assert ProgressEvent.parse(arm.line()) == arm and ProgressEvent.of(arm.fields()) == arm
+    assert ProgressEvent.parse("not json") is None and ProgressEvent.parse('{"phase": "bisect x"}') is None

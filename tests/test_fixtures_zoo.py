@@ -148,7 +148,7 @@ def test_a_switch_to_eval_in_a_frame_another_cause_takes_to_the_limit_stays_a_on
 
     from .conftest import TARGETS
 
-    workload = load_workload(f"{TARGETS / 'user_targets.py'}:step_counter_and_one_eval_switch")
+    workload = load_workload(f"{TARGETS / 'recompile_targets.py'}:step_counter_and_one_eval_switch")
     report = analyze(workload, AnalyzeOptions(explain=False))
     causes = {c.source: c for c in report.recompile_causes}
     step, switch = causes["self.step"], causes["drop.training"]

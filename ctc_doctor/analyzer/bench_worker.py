@@ -9,7 +9,7 @@ answers `{"ready": true, "arms": [...], "notes": [...]}`. Then it reads one requ
 (`{"arm": NAME}`) and answers each with one line: the arm's row (`BenchmarkArm`, JSON), the settings the
 eager arm adds (the numerics reference), and `replay_s`, the seconds it spent first re-running eager and
 the reference when it was started after a crash and asked for a later arm (none with a shared
-reference). `{"progress": [phase, done, total]}` lines may come before an answer. With
+reference). `{"progress": {...}}` lines (a `progress.ProgressEvent`'s fields) may come before an answer. With
 `bench.arm_memory_mb` it caps its own memory first (`--arm-memory-limit`), and it dies with its parent.
 
 The protocol stream is the original stdout; the model's prints go to stderr, which the parent keeps in
@@ -109,8 +109,8 @@ def main(argv: list[str]) -> int:
         setup = json.load(fh)
     sys.path[:0] = [p for p in setup.get("sys_path", []) if p not in sys.path]
 
-    def progress(phase: str, done: int, total: int) -> None:
-        answer(protocol, {"progress": [phase, done, total]})
+    def progress(event: Any, /) -> None:
+        answer(protocol, {"progress": event.fields()})
 
     limit = (setup.get("bench") or {}).get("arm_memory_mb")
     if limit:

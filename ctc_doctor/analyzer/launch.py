@@ -31,7 +31,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 
 from ..errors import LogsInvalid, TargetInvalid, TargetNotFound
 from ..processes import signal_group
-from ..progress import ProgressEvent, ProgressFn
+from ..progress import ProgressEvent, ProgressFn, Step, no_progress
 
 if TYPE_CHECKING:
     from ..reports import models as rm
@@ -133,7 +133,7 @@ def run_script(
     """
     out = tempfile.mkdtemp(prefix="ctc-run-")
     try:
-        return _run(command, options, out, say, progress or (lambda phase, done, total: None), stdout)
+        return _run(command, options, out, say, progress or no_progress, stdout)
     finally:
         shutil.rmtree(out, ignore_errors=True)
 
@@ -180,7 +180,7 @@ def _run(
     shown = shlex.join(command)
     say(f"running {shown} under capture" + (f" on {options.nproc} ranks" if options.nproc > 1 else "") + "; its output follows")
     t0 = time.perf_counter()
-    progress("script", 0, 0)
+    progress(ProgressEvent(Step.SCRIPT))
     proc = subprocess.Popen(runner, env=env, stdout=stdout, start_new_session=True)
     status, code = _wait(proc, options, say, _Progress(str(config["progress_path"]), progress))
     if status in ("timeout", "interrupted"):
@@ -267,7 +267,7 @@ class _Progress:
             self.offset += len(line.encode("utf-8"))
             event = ProgressEvent.parse(line)
             if event is not None:
-                self.progress(event.phase, event.done, event.total)
+                self.progress(event)
 
 
 class _Terminated(Exception):

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..progress import ProgressEvent
 from ..reports import models as rm
 from .resources.cost import CostMeter, summary_line, workload_figures
 from .resources.preflight import CHILD_IMPORTS, Need, NotEnoughMemory, phase_need
@@ -68,10 +69,10 @@ class RunCost:
             said = f"{what} ({freed / 2**20:.0f} MB)"
             self.released = f"{self.released}, then {said}" if self.released else f"the analysing process let go of {said}"
 
-    def progress(self, phase: str, done: int, total: int) -> None:
+    def progress(self, event: ProgressEvent, /) -> None:
         """The run's progress callback: the meter sees every event, then the caller's callback."""
-        self.meter.progress(phase)
-        self.user_progress(phase, done, total)
+        self.meter.progress(event)
+        self.user_progress(event)
 
     def plan(self, phase: rm.Phase, pristine: Any, *, isolated: bool, shares: bool) -> Fit:
         """Whether `phase` fits beside the workload, and how: as asked, its benchmark arms in this process

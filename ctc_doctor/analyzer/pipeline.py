@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from ..progress import ProgressEvent, Step
 from ..reports import models as rm
 from ..reports.verdicts import judge_one, site_costs
 from ..workload import Call, Workload
@@ -93,7 +94,7 @@ class AnalyzeOptions:
     """When a compiled run fails the numerics check (a benchmark arm, every fix check), find the module
     that diverges (None: say it fails, do not look for where)."""
     progress: ProgressFn | None = dataclasses.field(default=None, compare=False)
-    """Called as progress(phase, done, total); total 0 means unknown."""
+    """Called with each step's `ProgressEvent`."""
     memory_limit_mb: int | None = None
     """What a phase (a fix check, a benchmark arm) may add on the device at most; a phase that would need
     more is not started (`NotEnoughMemory`). None: what is free."""
@@ -485,7 +486,7 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions
             reference=shared[0] if shared and phase == "bench" else None,
         )
         if phase == "suggest":
-            ctx.progress("suggest", 0, 0)  # its own line in the cost section (the others report their steps)
+            ctx.progress(ProgressEvent(Step.SUGGEST))  # its own line in the cost section (the others report their steps)
         fit = cost.plan(phase, ctx.pristine, isolated=isolated_bench(options), shares=ctx.settings.shares) if cost else Fit()
         if fit.note is not None and cost is not None:
             cost.notes.append(fit.note)

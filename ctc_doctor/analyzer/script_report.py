@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from ..progress import file_writer, no_progress
+from ..progress import ProgressEvent, Step, file_writer, no_progress
 from ..reports import models as rm
 from ..workload import Call, Workload
 from . import torch_internals as ti
@@ -99,7 +99,7 @@ def _rank_report(
     progress = file_writer(progress_path) if progress_path else no_progress
     primary = recorder.primary
     if primary is not None:
-        progress("report", 0, 0)
+        progress(ProgressEvent(Step.REPORT))
     relations = recorder.relate()  # before the notes: it sets each object's relation
     notes = list(recorder.notes) + relations + list(run.capture.notes) + [n for o in recorder.objects for n in o.notes]
     model = _analyzed_module(primary)

@@ -13,6 +13,7 @@ import click
 
 from ..errors import ExitCode
 from ..processes import freeze_heap
+from ..progress import ProgressEvent, Step
 from .options import (
     GATE_OPTIONS,
     AnalysisArgs,
@@ -235,7 +236,7 @@ def _check_device_and_backends(args: AnalysisArgs, spec: str) -> None:
             fail(f"no torch.compile backend named {name!r} (e.g. {', '.join(common)}; all: torch.compiler.list_backends())", ExitCode.USAGE)
 
 
-_PHASE_LABELS = {
+_STEP_LABELS = {
     "eager run": "eager run",
     "explain": "explain cross-check",
     "compile": "compiling call",
@@ -244,19 +245,20 @@ _PHASE_LABELS = {
 }
 
 
-def _describe(phase: str, done: int, total: int) -> tuple[str, str]:
-    """The progress bar's label and count for a phase's step."""
-    if phase.startswith("bisect "):  # "bisect PATH": a trial of that module is starting
-        return f"bisecting: trying {phase[7:] or '(root)'} with fullgraph=True", f"{done} trial(s) run"
-    if phase.startswith("accuracy: "):  # "accuracy: PATH": that module compiled alone and judged against float64
-        return f"accuracy bisection: {phase[10:] or '(root)'}", f"{done} trial(s) run"
-    if phase.startswith("fix "):  # "fix S3" / "fix combined"
-        what = "all safe suggestions together" if phase == "fix combined" else f"suggestion {phase[4:]} alone"
-        return f"verifying fix: {what}", f"{done}/{total}"
+def _describe(event: ProgressEvent) -> tuple[str, str]:
+    """The progress bar's label and count for a step."""
+    step, done, total, what = event.step, event.done, event.total, event.subject
+    if step is Step.BISECT:  # a trial of that module is starting
+        return f"bisecting: trying {what or '(root)'} with fullgraph=True", f"{done} trial(s) run"
+    if step is Step.ACCURACY:  # that module compiled alone and judged against float64
+        return f"accuracy bisection: {what or event.activity or '(root)'}", f"{done} trial(s) run" if what is not None else ""
+    if step is Step.FIX:
+        which = "all safe suggestions together" if what == "combined" else f"suggestion {what} alone"
+        return f"verifying fix: {which}", f"{done}/{total}"
     count = f"{done}/{total}" if total else ""
-    if phase.startswith("bench"):
-        return f"benchmark{phase[5:]}", count
-    return _PHASE_LABELS.get(phase, phase), count
+    if step in (Step.ARM, Step.BENCH, Step.BENCH_REFERENCE):
+        return f"benchmark{event.label[5:]}", count
+    return _STEP_LABELS.get(step.value, event.label), count
 
 
 def _analyze_with_progress(spec: str, load: Callable[[], Workload], args: AnalysisArgs, console: Console) -> Report:
@@ -278,15 +280,15 @@ def _analyze_with_progress(spec: str, load: Callable[[], Workload], args: Analys
     with progress:
         task = progress.add_task("loading target (importing torch)", total=None, count="")
         if emit is not None:
-            emit("load", 0, 0)
+            emit(ProgressEvent(Step.LOAD))
         workload = load()
         freeze_heap()
 
-        def on_progress(phase: str, done: int, total: int) -> None:
+        def on_progress(event: ProgressEvent, /) -> None:
             if emit is not None:
-                emit(phase, done, total)
-            label, count = _describe(phase, done, total)
-            progress.update(task, description=label, completed=done, total=total or None, count=count)
+                emit(event)
+            label, count = _describe(event)
+            progress.update(task, description=label, completed=event.done, total=event.total or None, count=count)
 
         from ..analyzer import pipeline
 

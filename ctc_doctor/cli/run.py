@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import ExitCode
+from ..progress import ProgressEvent, Step
 from ..vocabulary import STRATEGIES, listed
 from .options import (
     DEBUG,
@@ -41,12 +42,12 @@ from .output import (
 if TYPE_CHECKING:
     from ..reports.models import Report, StrategyRow
 
-_RUN_PHASES = {
-    "report": "building the report (one eager call of the compiled module for module paths)",
-    "bisect": "bisecting the compiled module on its recorded inputs",
-    "fix": "verifying the suggestions on copies of the compiled module",
+_RUN_STEPS = {
+    Step.REPORT: "building the report (one eager call of the compiled module for module paths)",
+    Step.BISECT: "bisecting the compiled module on its recorded inputs",
+    Step.FIX: "verifying the suggestions on copies of the compiled module",
 }
-"""The line `run` prints when one of these phases starts (the script's own output is around it)."""
+"""The line `run` prints when one of these steps starts (the script's own output is around it)."""
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -123,15 +124,15 @@ def run(command: tuple[str, ...], **kw: Any) -> None:
 
     console = report_console(args.json_out == "-" or args.print_diff)
     emit = progress_writer(args.progress_fd)
-    shown: list[str] = []
+    shown: list[Step] = []
 
-    def progress(phase: str, done: int, total: int) -> None:
+    def progress(event: ProgressEvent, /) -> None:
         if emit is not None:
-            emit(phase, done, total)
-        head = phase.split(" ")[0]
-        if not args.quiet and head in _RUN_PHASES and (not shown or shown[-1] != head):
-            shown.append(head)
-            click.echo(f"ctc-doctor: {_RUN_PHASES[head]}", err=True)
+            emit(event)
+        step = event.step
+        if not args.quiet and step in _RUN_STEPS and (not shown or shown[-1] != step):
+            shown.append(step)
+            click.echo(f"ctc-doctor: {_RUN_STEPS[step]}", err=True)
 
     def say(text: str) -> None:
         if not args.quiet:

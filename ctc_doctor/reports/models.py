@@ -836,6 +836,9 @@ class Delta(_Model):
     """True better, False worse, None the same within noise."""
     source: str
     """Where it was measured: `fix check` or `benchmark compiled -> compiled_fixed (S1+S3 together)`."""
+    together: list[str] = Field(default_factory=list)
+    """The suggestions measured together in the arm this comes from (`S1`, `S3`: the fixed arm carries every
+    applied fix); empty when this suggestion was measured on its own (schema 1.16)."""
 
 
 class Suggestion(_Model):

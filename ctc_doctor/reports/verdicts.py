@@ -64,7 +64,7 @@ def delta_text(d: rm.Delta) -> str:
     return text + (" (within noise)" if d.better is None and unit else "")
 
 
-def _arm_deltas(before: rm.BenchmarkArm, after: rm.BenchmarkArm, source: str) -> list[rm.Delta]:
+def _arm_deltas(before: rm.BenchmarkArm, after: rm.BenchmarkArm, source: str, together: list[str] | None = None) -> list[rm.Delta]:
     out = []
     pairs = [
         ("cold_compile_s", before.compile_time_s, after.compile_time_s, 0.0),
@@ -77,7 +77,8 @@ def _arm_deltas(before: rm.BenchmarkArm, after: rm.BenchmarkArm, source: str) ->
     for metric, b, a, spread in pairs:
         if b is None or a is None:
             continue
-        out.append(rm.Delta(metric=metric, before=round(b, 4), after=round(a, 4), better=_better(metric, b, a, spread), source=source))  # type: ignore[arg-type]
+        better = _better(metric, b, a, spread)
+        out.append(rm.Delta(metric=metric, before=round(b, 4), after=round(a, 4), better=better, source=source, together=together or []))  # type: ignore[arg-type]
     return out
 
 
@@ -116,8 +117,9 @@ def suggestion_deltas(report: rm.Report, s: rm.Suggestion) -> list[rm.Delta]:
         source = f"benchmark {without} -> compiled_fixed ({s.id}'s share: the others, then all)"
         out += _arm_deltas(arms[without], arms["compiled_fixed"], source)
     elif s.id in applied and _usable(arms.get("compiled")) and _usable(arms.get("compiled_fixed")):
-        together = "" if len(applied) == 1 else f" ({'+'.join(applied)} together)"
-        out += _arm_deltas(arms["compiled"], arms["compiled_fixed"], f"benchmark compiled -> compiled_fixed{together}")
+        together = list(applied) if len(applied) > 1 else []
+        shown = f" ({'+'.join(together)} together)" if together else ""
+        out += _arm_deltas(arms["compiled"], arms["compiled_fixed"], f"benchmark compiled -> compiled_fixed{shown}", together)
     return out
 
 
@@ -138,9 +140,9 @@ def _verdict(s: rm.Suggestion, deltas: list[rm.Delta]) -> tuple[rm.MeasuredVerdi
         gains = [d for d in gains if d.metric != "break_sites"]
     shown = [d for d in decisive if d.better is not None] or decisive[:1]
     reason = ", ".join(delta_text(d) for d in shown[:4])
-    together = next((d.source for d in shown if d.source and "together" in d.source), None)
+    together = next((d.together for d in shown if d.together), None)
     if together:  # the combination's numbers, said so where they are read
-        reason += f" ({together[together.index('(') + 1 : -1]}, not measured alone)"
+        reason += f" ({'+'.join(together)} together, not measured alone)"
     if moved and v is not None:
         reason = f"moved the break to {'; '.join(v.new_sites[:2])}" + (f" ({reason})" if reason else "")
     first = next((d for d in deltas if d.metric == "first_call_s"), None)
@@ -493,7 +495,7 @@ def site_costs(report: rm.Report) -> None:
             cost.share = round(cost.latency_ms / d.before, 4)
             if d.better is None:
                 cost.note = "within noise of the arm without it"
-            elif "together" in d.source:
+            elif d.together:
                 cost.note = "measured with the other applied fixes together, not alone"
             break
         else:

@@ -11,9 +11,11 @@ from .live_run import LiveRun
 
 @dataclass
 class ProgressReported(Message):
-    """The analysis child process reached `phase` (`done` of `total`; total 0 means unknown)."""
+    """The analysis child process reached `phase` (as people read it), of stage `stage` (`done` of `total`;
+    total 0 means unknown)."""
 
     phase: str
+    stage: str
     done: int
     total: int
     elapsed_s: float

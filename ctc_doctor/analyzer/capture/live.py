@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from ...progress import ProgressEvent, Step
 from ...reports import models as rm
 from ...workload import Call, Workload
 from .. import torch_internals as ti
@@ -164,7 +165,7 @@ class CompiledRun:
             if self.sink is not None and self.settings.train:
                 clear_grads(self.workload.model)
             for i, call in enumerate(replayable(self.calls)):
-                progress("compile", i, len(self.calls))
+                progress(ProgressEvent(Step.COMPILE, i, len(self.calls)))
                 self.call_marks.append(len(cap.events))
                 try:
                     run_call(
@@ -178,7 +179,7 @@ class CompiledRun:
                     break
             if self.sink is not None and self.settings.train:
                 self.sink.take_grads(self.workload.model)
-            progress("compile", len(self.calls), len(self.calls))
+            progress(ProgressEvent(Step.COMPILE, len(self.calls), len(self.calls)))
         return self
 
     @property
@@ -306,7 +307,7 @@ def eager_pass(
     `watch` lines (file -> lines) run; with `measure`, the pass's footprint (`resources.preflight`)."""
     run = EagerRun()
     target: Sink | None = sink if sink is not None else (run.sample if collect else None)
-    progress("eager run", 0, len(calls))
+    progress(ProgressEvent(Step.EAGER, 0, len(calls)))
     if target is not None and settings.train:
         clear_grads(workload.model)
     with contextlib.ExitStack() as scope:
@@ -346,7 +347,7 @@ def _eager_calls(
             message = f"call {i} fails in eager mode: {type(exc).__name__}: {describe_error(exc)}"
             run.error = rm.ErrorRecord(phase="eager", type=type(exc).__name__, message=message[:500])
             return
-        progress("eager run", i + 1, len(calls))
+        progress(ProgressEvent(Step.EAGER, i + 1, len(calls)))
 
 
 # ---------------------------------------------------------------------------------------------

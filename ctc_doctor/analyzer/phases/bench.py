@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from ...progress import ProgressEvent, Step
 from ...reports import models as rm
 from ...reports.verdicts import best_arm, cold_start, regional_recompile_reason, unmeasured
 from ...vocabulary import CUDA_GRAPH_MODES, TRAINING_OPT_IN
@@ -136,7 +137,7 @@ class ArmRunner:
 
     def prime(self) -> None:
         """Pay the backend's one-time costs (imports, compiler checks) before the first measured arm."""
-        self.progress("bench: warming up the compiler", 0, 0)
+        self.progress(ProgressEvent(Step.BENCH, activity="warming up the compiler"))
         with contextlib.suppress(Exception), torch.no_grad(), ti.fresh_inductor_cache(has_compile_cache(self.bench.backend)):
             x = torch.ones(4, device=self.device)
             torch.compile(lambda t: torch.relu(t) + 1, **self.compile_kwargs())(x)
@@ -161,14 +162,13 @@ class ArmRunner:
         pass longer than WARM_ENOUGH_S stops early: after one pass when the arm ran `ran` >= 2 whole passes
         already (its first and its warm-cache pass; not under CUDA graphs, which record on later passes),
         else once two passes agree within 10 %. Other processes' CPU during the timed passes goes to `out.busy`."""
-        label = f"bench {arm.name}: timing"
         fixed = self.bench.iters is not None
         least = self.bench.iters if self.bench.iters is not None else AUTO_MIN
         limit = self.bench.max_iters or (3 * least if fixed else AUTO_MAX)
         total = self.bench.warmup + least
         warm: list[float] = []
         for i in range(self.bench.warmup):
-            self.progress(label, i, total)
+            self.progress(ProgressEvent(Step.ARM, i, total, subject=arm.name, activity="timing", timing=True))
             t0 = time.perf_counter()
             self.run_pass(fn, arm, step=self.step(arm))
             dev.synchronize(self.device)
@@ -190,7 +190,8 @@ class ArmRunner:
 
         window = CpuWindow.start()
         while more():
-            self.progress(label, self.bench.warmup + min(len(times), least), total)
+            done = self.bench.warmup + min(len(times), least)
+            self.progress(ProgressEvent(Step.ARM, done, total, subject=arm.name, activity="timing", timing=True))
             t0 = time.perf_counter()
             self.run_pass(fn, arm, step=self.step(arm))
             dev.synchronize(self.device)
@@ -198,7 +199,7 @@ class ArmRunner:
         others = window.others()
         if out is not None:
             out.busy = others
-        self.progress(label, total, total)
+        self.progress(ProgressEvent(Step.ARM, total, total, subject=arm.name, activity="timing", timing=True))
         stats = latency_stats(times)
         mark_unstable(stats, others=others, busy=busy(others, torch.get_num_threads()))
         if stats.n and (out is None or (out.error is None and out.numerics_ok is not False)):
@@ -211,7 +212,7 @@ class ArmRunner:
         blob = ti.save_cache_artifacts()
         if blob is None:
             return None
-        self.progress(f"bench {arm.name}: compiling (caches loaded from artifacts)", 0, 0)
+        self.progress(ProgressEvent(Step.ARM, subject=arm.name, activity="compiling (caches loaded from artifacts)"))
         with ti.fresh_inductor_cache(True):
             ti.fresh_dynamo_state()
             if not ti.load_cache_artifacts(blob):
@@ -240,7 +241,7 @@ class ArmRunner:
         than eager's), from the state the arm started in, one seeded pass judged as it runs; the timings
         stay those of the arm's own compile."""
         assert self.reference is not None
-        self.progress(f"bench {arm.name}: numerics (random numbers drawn as eager draws them)", 0, 0)
+        self.progress(ProgressEvent(Step.ARM, subject=arm.name, activity="numerics (random numbers drawn as eager draws them)"))
         judgement = self.reference.judgement(arm.compare_outputs)
         with preserved_state(arm.model, parameters=True):
             arm.model.load_state_dict(start)
@@ -256,7 +257,7 @@ class ArmRunner:
         results are kept in the reference's store (memory, or a temporary file when large)."""
         if self.eager is None:
             return None
-        self.progress("bench: numerics reference (float64)", 0, 0)
+        self.progress(ProgressEvent(Step.BENCH_REFERENCE))
         self.reference = make_reference(
             model, self.workload, calls, self.eager, seed=self.seed, train=self.train,
             device=self.device, loose=loose_backend(self.bench.backend), steps=self.steps, room=self.room,
@@ -325,7 +326,7 @@ class ArmRunner:
         self.new_optimizer(arm)  # fresh state: the first pass starts where eager's and the reference's did
         start = {k: v.detach().clone() for k, v in arm.model.state_dict().items()} if self.like_eager(arm) else {}
         with self._compiled(arm) as fn:
-            self.progress(f"bench {arm.name}: {'compiling (cold)' if arm.compiled else 'first pass'}", 0, 0)
+            self.progress(ProgressEvent(Step.ARM, subject=arm.name, activity="compiling (cold)" if arm.compiled else "first pass"))
             # eager's results are kept (every arm is judged against them); an arm's are judged as they come
             judging = arm.compiled and self.reference is not None and not self.like_eager(arm)
             judgement = self.reference.judgement(arm.compare_outputs) if judging and self.reference is not None else None
@@ -341,7 +342,7 @@ class ArmRunner:
                 out.backward_compile_s = round(cold.backward_s, 4) if cold.backward_s else None
                 out.graph_count, out.graph_break_count, out.recompile_count = cold.graphs, cold.graph_breaks, cold.recompiles
                 if has_compile_cache(self.bench.backend) and (arm.name in WARM_ARMS or self.bench.aot):
-                    self.progress(f"bench {arm.name}: compiling (warm cache)", 0, 0)
+                    self.progress(ProgressEvent(Step.ARM, subject=arm.name, activity="compiling (warm cache)"))
                     ti.fresh_dynamo_state()
                     with ti.count_compiles() as warm:
                         self.run_pass(fn, arm, step=step)

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from ...progress import ProgressEvent, ProgressFn, Step
 from ...reports import models as rm
 from ...workload import Call, Workload
 from .. import torch_internals as ti
@@ -123,7 +124,7 @@ def run_aot_arm(
     *,
     device: str,
     strict: bool,
-    progress: Callable[[str, int, int], None],
+    progress: ProgressFn,
 ) -> rm.BenchmarkArm:
     """Measure one AOT arm (`arm.aot` is `whole` or `regional`)."""
     out = rm.BenchmarkArm(name=arm.name, description=arm.description)
@@ -169,13 +170,11 @@ def run_aot_arm(
     return out
 
 
-def _whole(
-    arm: Any, out: rm.BenchmarkArm, tmp: str, strict: bool, progress: Callable[[str, int, int], None], report: rm.Report | None
-) -> Any:
+def _whole(arm: Any, out: rm.BenchmarkArm, tmp: str, strict: bool, progress: ProgressFn, report: rm.Report | None) -> Any:
     varying = varying_dims(arm.calls)
     first = export_call(arm.calls, varying)
     out.settings["dynamic_dims"] = {k: sorted(v) for k, v in varying.items()}
-    progress(f"bench {arm.name}: torch.export", 0, 0)
+    progress(ProgressEvent(Step.ARM, subject=arm.name, activity="torch.export"))
     t0 = time.perf_counter()
     try:
         program = ti.export_program(arm.model, tuple(first.args), dict(first.kwargs), varying, strict)
@@ -183,7 +182,7 @@ def _whole(
         out.error = export_failure(exc, report)
         return None
     out.settings["export_s"] = round(time.perf_counter() - t0, 4)
-    progress(f"bench {arm.name}: AOTInductor compile", 0, 0)
+    progress(ProgressEvent(Step.ARM, subject=arm.name, activity="AOTInductor compile"))
     path = ti.aoti_package(program, os.path.join(tmp, "model.pt2"))
     out.compile_time_s = round(time.perf_counter() - t0, 4)
     out.settings["package_mb"] = round(os.path.getsize(path) / 2**20, 3)
@@ -200,7 +199,7 @@ def _regional(
     out: rm.BenchmarkArm,
     tmp: str,
     strict: bool,
-    progress: Callable[[str, int, int], None],
+    progress: ProgressFn,
     patched: list[torch.nn.Module],
 ) -> Any:
     model = arm.model
@@ -213,7 +212,7 @@ def _regional(
             out.error = f"{paths[0]} is never called: nothing to export"
             return None
         varying = varying_dims(inputs)
-        progress(f"bench {arm.name}: torch.export of {paths[0]}", n, len(arm.aot_groups))
+        progress(ProgressEvent(Step.ARM, n, len(arm.aot_groups), subject=arm.name, activity=f"torch.export of {paths[0]}"))
         t0 = time.perf_counter()
         try:
             chosen = export_call(inputs, varying)

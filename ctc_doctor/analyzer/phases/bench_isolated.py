@@ -24,6 +24,7 @@ import tempfile
 import time
 from typing import Any, Literal
 
+from ...progress import ProgressEvent, Step
 from ...reports import models as rm
 from ..running.worker import ChildWorker, Death, rebuild_setup
 from .bench_numbers import ArmBudget
@@ -75,7 +76,7 @@ def run_isolated(ctx: PhaseContext, bench: BenchOptions, result: rm.Benchmark) -
         try:
             # this process lets go of its model first: the child rebuilds it, and the two never hold it at once
             released = ctx.release() if ctx.release is not None else 0
-            ctx.progress("bench: starting the child process that runs the arms", 0, 0)
+            ctx.progress(ProgressEvent(Step.BENCH, activity="starting the child process that runs the arms"))
             ready, problem = child.wait_ready(None)
             if ready is None:
                 why = f"the child process could not start ({problem})"
@@ -100,9 +101,10 @@ def run_isolated(ctx: PhaseContext, bench: BenchOptions, result: rm.Benchmark) -
 def _measure(ctx: PhaseContext, child: ChildWorker, plan: list[dict[str, Any]], result: rm.Benchmark, isolation: rm.BenchIsolation) -> None:
     """Ask the child for each planned arm in order; a death is that arm's `crash` row and a new child."""
 
-    def progress(event: Any) -> None:
-        phase, done, total = event
-        ctx.progress(str(phase), int(done), int(total))
+    def progress(fields: Any) -> None:
+        event = ProgressEvent.of(fields) if isinstance(fields, dict) else None
+        if event is not None:
+            ctx.progress(event)
 
     budget = ArmBudget(ctx.budget_s)
     for i, arm in enumerate(plan):

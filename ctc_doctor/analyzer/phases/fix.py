@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from ...progress import ProgressEvent, Step
 from ...reports import models as rm
 from .. import torch_internals as ti
 from ..capture.live import CompiledRun, Findings, eager_pass, findings_of
@@ -105,7 +106,7 @@ def make_fix_reference(ctx: PhaseContext) -> Reference:
     like the analysis (forward, and backward when training), and the same calls through a float64 copy.
     Both from copies of the snapshot the fixed copies come from, when there is one (a script may have
     trained the model it left behind), else of the model itself."""
-    ctx.progress("fix: numerics reference (eager, then float64)", 0, 0)
+    ctx.progress(ProgressEvent(Step.FIX_REFERENCE))
     source = ctx.pristine if ctx.pristine is not None else ctx.workload.model
     # the pristine model may live on the host; for inference the copy shares its parameters
     model = working_copy(source, ctx.settings.device, share=ctx.settings.shares) if ctx.pristine is not None else source
@@ -313,7 +314,7 @@ class _Fixer:
         section, result = self.section, self.section.result
         chosen: list[rm.Suggestion] = []
         for i, suggestion in enumerate(candidates):
-            self.ctx.progress(f"fix {suggestion.id}", i, total)
+            self.ctx.progress(ProgressEvent(Step.FIX, i, total, subject=suggestion.id))
             if not self.time_left():
                 left = ", ".join(c.id for c in candidates[i:])
                 result.notes.append(f"--budget/--timeout: no time left to verify {left}; not applied.")
@@ -371,7 +372,7 @@ class _Fixer:
             if not self.time_left():
                 result.dropped[suggestion.id] = "--budget/--timeout: no time left to verify it with the others"
                 continue
-            self.ctx.progress(f"fix {'+'.join(s.id for s in [*kept, suggestion])}", 0, 0)
+            self.ctx.progress(ProgressEvent(Step.FIX, subject="+".join(s.id for s in [*kept, suggestion])))
             verification, findings = self.check([*kept, suggestion])
             if verification.safe:
                 kept.append(suggestion)
@@ -443,7 +444,7 @@ def _verify(ctx: PhaseContext, options: FixOptions, fixer: _Fixer, candidates: l
 
     total = len(candidates) + 1
     chosen = fixer.alone(candidates, total)
-    ctx.progress("fix combined", len(candidates), total)
+    ctx.progress(ProgressEvent(Step.FIX, len(candidates), total, subject="combined"))
     if chosen and not fixer.time_left():
         result.notes.append(f"--budget/--timeout: no time left to verify {', '.join(s.id for s in chosen)} together; nothing applied.")
         chosen = []
@@ -451,4 +452,4 @@ def _verify(ctx: PhaseContext, options: FixOptions, fixer: _Fixer, candidates: l
         fixer.together(chosen)
     else:
         result.remaining = _remaining_labels(fixer.checker.base.graph_breaks, fixer.checker.base.recompiles)
-    ctx.progress("fix combined", total, total)
+    ctx.progress(ProgressEvent(Step.FIX, total, total, subject="combined"))

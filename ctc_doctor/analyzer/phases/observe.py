@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ...progress import ProgressEvent, Step
 from ...reports import models as rm
 from .. import torch_internals as ti
 from ..capture.attribution import ModuleIndex
@@ -133,13 +134,13 @@ def run_observe(ctx: PhaseContext, options: ObserveOptions) -> Observation:
             errors.append(compiled.error)  # after the eager failure, if any: that is the problem to fix first
         ti.reset_dynamo_quietly()  # leave no compiled code of ours behind
 
-    progress("report", 0, 1)
+    progress(ProgressEvent(Step.REPORT, 0, 1))
     findings = findings_of(compiled, index, lines_run)
     failed = any(e.phase in ("eager", "compile", "timeout", "interrupted") for e in errors)
     explain = _cross_check(explained, method, findings, notes)
     if graph_break_registry() is None:
         notes.append(f"torch {ti.torch_version()} ships no graph-break registry: GB ids are unavailable.")
-    progress("report", 1, 1)
+    progress(ProgressEvent(Step.REPORT, 1, 1))
     return Observation(
         summary=findings.summary(failed=failed, analysis_run=options.compile),
         findings=findings,
@@ -156,7 +157,7 @@ def _explain(ctx: PhaseContext, notes: list[str], errors: list[rm.ErrorRecord]) 
     """explain on the first call, traced a second time (it resets Dynamo itself); a failure is an
     `explain` error row. By now the model has run: its first-call set-up is behind it."""
     workload, first = ctx.workload, ctx.calls[0]
-    ctx.progress("explain", 0, 1)
+    ctx.progress(ProgressEvent(Step.EXPLAIN, 0, 1))
     result = None
     try:
         if workload.before_call is not None:
@@ -171,7 +172,7 @@ def _explain(ctx: PhaseContext, notes: list[str], errors: list[rm.ErrorRecord]) 
             notes.append("explain's graphs carry no compile reason in this torch: it ran as a separate call, on the warmed-up model.")
     except Exception as exc:  # noqa: BLE001 - the cross-check failing leaves the analysis standing
         errors.append(rm.ErrorRecord(phase="explain", type=type(exc).__name__, message=first_line(exc)[:500]))
-    ctx.progress("explain", 1, 1)
+    ctx.progress(ProgressEvent(Step.EXPLAIN, 1, 1))
     return result
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from ...progress import ProgressEvent, Step
 from ...reports import models as rm
 from ...workload import Call
 from .. import torch_internals as ti
@@ -100,7 +101,7 @@ def run_probe(ctx: PhaseContext) -> rm.ShapeProbe:
     done = 0
     for name, slot, tensor in tensors:
         for dim, size in enumerate(tensor.shape):
-            progress("probe shapes", done, total)
+            progress(ProgressEvent(Step.PROBE, done, total))
             done += 1
             new = _grown(int(size))
             row = rm.ProbedDim(argument=name, dim=dim, size=int(size), probed_size=new, outcome="error")
@@ -129,7 +130,7 @@ def run_probe(ctx: PhaseContext) -> rm.ShapeProbe:
                 except Exception as exc:  # noqa: BLE001 - one probe failing is a row
                     row.reason = _why(exc)
             result.dims.append(row)
-    progress("probe shapes", total, total)
+    progress(ProgressEvent(Step.PROBE, total, total))
 
     marks: list[tuple[_Slot, int]] = []
     slots = {name: slot for name, slot, _ in tensors}

@@ -1,7 +1,7 @@
 """The doctor's own cost: wall time and peak memory per phase, and the same against the workload's own.
 
 `CostMeter` follows the run's progress events (every phase reports them, the benchmark's child too, so
-no phase knows it is measured): each event names the phase it belongs to (`phase_of`), and a sampler
+no phase knows it is measured): each event's step is the phase it belongs to (`phase_of`), and a sampler
 thread reads the resident memory of this process and every process below it (the benchmark's child,
 compile workers) into the current phase's peak. On a GPU each phase's peak of this process's CUDA
 allocator is read too; the child's arms report their own. The sampler reads /proc a few times a second
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ...progress import ProgressEvent, Step
 from ...reports import models as rm
 from ..running.memory import descendants, rss_bytes
 
@@ -25,29 +26,29 @@ _TIMING_SAMPLE_S = 1.0
 """Seconds between samples while an arm is timed (its memory is steady; its timing is not to be disturbed)."""
 
 
-PHASES = (
-    ("compile", "capture"),
-    ("explain", "capture"),
-    ("eager run", "eager pass"),
-    ("report", "report"),
-    ("suggest", "suggest"),
-    ("bisect", "bisection"),
-    ("accuracy", "accuracy bisection"),
-    ("fix:", "fix reference"),
-    ("fix", "fix checks"),
-    ("probe", "shape probe"),
-    ("bench: numerics reference", "reference"),
-    ("bench:", "bench set-up"),
-)
-"""(progress label prefix, cost phase), the first that matches; `bench NAME: ...` is `arm NAME`."""
+COST_PHASES: dict[Step, str] = {
+    Step.COMPILE: "capture",
+    Step.EXPLAIN: "capture",
+    Step.EAGER: "eager pass",
+    Step.REPORT: "report",
+    Step.SUGGEST: "suggest",
+    Step.BISECT: "bisection",
+    Step.ACCURACY: "accuracy bisection",
+    Step.FIX_REFERENCE: "fix reference",
+    Step.FIX: "fix checks",
+    Step.PROBE: "shape probe",
+    Step.BENCH_REFERENCE: "reference",
+    Step.BENCH: "bench set-up",
+}
+"""The cost phase of each step of the run; a benchmark arm's is its own (`arm NAME`); the rest (the load,
+a script) are not the doctor's own work."""
 
 
-def phase_of(label: str) -> str | None:
-    """The cost phase a progress label belongs to (None: not a phase of the doctor's own)."""
-    phase = next((name for prefix, name in PHASES if label.startswith(prefix)), None)
-    if phase is None and label.startswith("bench "):
-        return f"arm {label[6:].split(':', 1)[0]}"
-    return phase
+def phase_of(event: ProgressEvent) -> str | None:
+    """The cost phase a progress event belongs to (None: not a phase of the doctor's own)."""
+    if event.step is Step.ARM:
+        return f"arm {event.subject}"
+    return COST_PHASES.get(event.step)
 
 
 @dataclass
@@ -78,11 +79,11 @@ class CostMeter:
         self._thread = threading.Thread(target=self._sample_loop, name="ctc-doctor-cost", daemon=True)
         self._thread.start()
 
-    def progress(self, label: str) -> None:
+    def progress(self, event: ProgressEvent) -> None:
         """A progress event: the phase it belongs to starts (or goes on). A phase's first and last moments
         are sampled here, so a short phase has its figures too."""
-        phase = phase_of(label)
-        self.timing = label.endswith(": timing")
+        phase = phase_of(event)
+        self.timing = event.timing
         if phase is None or phase == self.current:
             return
         self._pids_at = 0.0  # a phase may have started a process (the arms' child) or ended one

@@ -13,6 +13,7 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Log, ProgressBar, Static
 
+from ...progress import Step
 from ..live_run import LiveRun
 from ..messages import LiveRunEnded, OutputReceived, ProgressReported, RunFinished, ShowMessage
 
@@ -38,9 +39,12 @@ SCRIPT_STAGES = [
 """`ctc-doctor run -- script`: the script, then the first rank's phases."""
 
 
-def stage_of(phase: str) -> str:
-    """`bisect encoder.0`, `fix S3`, `bench: warming up` -> bisect, fix, bench."""
-    return phase.split(" ", 1)[0].rstrip(":")
+_STAGE_OF = {Step.EAGER: "eager", Step.FIX_REFERENCE: "fix", Step.BENCH_REFERENCE: "bench", Step.ARM: "bench"}
+
+
+def stage_of(step: Step) -> str:
+    """The stage a step belongs to on this screen: the fix checks' reference is `fix`, an arm is `bench`."""
+    return _STAGE_OF.get(step, step.value)
 
 
 class LiveScreen(Screen[None]):
@@ -82,7 +86,8 @@ class LiveScreen(Screen[None]):
     @work(thread=True, exclusive=False, group="live-progress", exit_on_error=False)
     def read_progress(self) -> None:
         for event in self.run.progress():
-            self.post_message(ProgressReported(phase=event.phase, done=event.done, total=event.total, elapsed_s=event.elapsed_s or 0.0))
+            stage, elapsed = stage_of(event.step), event.elapsed_s or 0.0
+            self.post_message(ProgressReported(phase=event.label, stage=stage, done=event.done, total=event.total, elapsed_s=elapsed))
 
     @work(thread=True, exclusive=False, group="live-output", exit_on_error=False)
     def read_output(self) -> None:
@@ -98,7 +103,7 @@ class LiveScreen(Screen[None]):
     # --- handlers ------------------------------------------------------------------------------
 
     def on_progress_reported(self, message: ProgressReported) -> None:
-        stage = stage_of(message.phase)
+        stage = message.stage
         now = time.perf_counter()
         if stage != self.current:
             if self.current:

@@ -23,6 +23,7 @@ from typing import Any
 import networkx as nx
 import torch
 
+from ....progress import ProgressEvent, Step
 from ....reports import models as rm
 from ....workload import Workload
 from ... import torch_internals as ti
@@ -166,7 +167,7 @@ def run_accuracy_bisect(ctx: PhaseContext, options: AccuracyOptions, model: torc
     t0 = time.perf_counter()
     settings = ctx.settings
     result = rm.AccuracyBisect(trigger=trigger.text, backend=trigger.backend)
-    ctx.progress("accuracy: recording module inputs", 0, 0)
+    ctx.progress(ProgressEvent(Step.ACCURACY, activity="recording module inputs"))
     inputs = record_inputs(model, ctx)
     tree = build_tree(inputs)
     if "" not in tree or not tree.nodes[""]["exercised"]:
@@ -193,10 +194,9 @@ def run_accuracy_bisect(ctx: PhaseContext, options: AccuracyOptions, model: torc
             room=room,
         )
 
-    def progress(label: str, done: int, total: int) -> None:
-        ctx.progress(label.replace("bisect ", "accuracy: "), done, total)
-
-    search = Search(tree, run, memoize=options.memoize, max_trials=options.max_trials, progress=progress, stop_at=stop_at)
+    search = Search(
+        tree, run, memoize=options.memoize, max_trials=options.max_trials, progress=ctx.progress, stop_at=stop_at, step=Step.ACCURACY
+    )
     found, complete = top_down(search, "", None)
     result.trials = _rows(tree, search)
     result.trial_count = search.trials_run

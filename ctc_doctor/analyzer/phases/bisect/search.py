@@ -17,6 +17,7 @@ from typing import Any
 import networkx as nx
 import torch
 
+from ....progress import ProgressEvent, Step
 from ...capture.attribution import ModuleIndex
 from ...capture.inputs import ModuleInputs
 from ...running.modules import forward_arg_names
@@ -109,8 +110,11 @@ class Search:
         max_trials: int | None,
         progress: ProgressFn,
         stop_at: float | None,
+        step: Step = Step.BISECT,
     ) -> None:
         self.tree = tree
+        self.step = step
+        """What a trial reports itself as: a fullgraph trial (`bisect`), or the accuracy bisection's."""
         self.run = run
         self.memoize = memoize
         self.max_trials = max_trials
@@ -140,7 +144,7 @@ class Search:
             if path not in self.untried:
                 self.untried.append(path)
             return None
-        self.progress(f"bisect {path}", self.trials_run, 0)
+        self.progress(ProgressEvent(self.step, self.trials_run, subject=path))
         result = self.run(path)
         self.trials_run += 1
         self.outcomes[path] = result
