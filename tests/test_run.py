@@ -69,7 +69,8 @@ def alive(pid: int) -> bool:
 
 def test_run_diagnoses_an_unmodified_training_script(cli, tmp_path):
     out = tmp_path / "r.json"
-    result = cli("run", "--json", str(out), "--", str(TRAIN), "--backend", "eager", "--steps", "4")
+    limits = ("--memory-limit", "200", "--budget", "300")
+    result = cli("run", *limits, "--json", str(out), "--", str(TRAIN), "--backend", "eager", "--steps", "4")
     assert result.returncode == ExitCode.OK, result.stderr
     # the script's own output passes through, on stdout, in order
     steps = [line.split()[:4] for line in result.stdout.splitlines() if line.startswith("step")]
@@ -105,6 +106,14 @@ def test_run_diagnoses_an_unmodified_training_script(cli, tmp_path):
     v = report.fix.verification
     assert v.numerics_ok and v.after.unique_break_sites == 0 < v.before.unique_break_sites
     assert "script: " in result.stdout and "blocks.1.norm" in result.stdout
+    # the doctor's own cost, as for a build() target: the script's own run under capture is the workload,
+    # the phases after it are the doctor's, sized with --memory-limit
+    cost = report.cost
+    phases = [p.phase for p in cost.phases]
+    assert phases[0] == "script" and {"bisection", "fix reference", "fix checks"} <= set(phases), phases
+    assert cost.workload_basis.startswith("the script's own run under capture") and cost.workload_wall_s > 0
+    assert cost.summary.startswith("the doctor used ") and cost.reference.room_basis == "--memory-limit"
+    assert "doctor's cost: the doctor used" in result.stdout
 
 
 def test_run_json_dash_keeps_stdout_for_the_report_and_accepts_python_and_m(cli):
@@ -451,6 +460,28 @@ def test_compare_runs_the_script_once_per_strategy_and_times_each_by_its_own_cal
     assert all("too few to measure a pace" in (r.error or "") for r in load_report(out).comparison)
     bad = cli("run", "--compare", "fastest", "--", str(script), "2")
     assert bad.returncode == 2 and "unknown strategy fastest" in bad.stderr
+    # nothing else on the cores here: each row says how much CPU others took while it ran, and none is busy
+    assert all(r.busy is not None and "other processes used" not in (r.unstable or "") for r in rows.values()), rows
+
+
+def test_compare_rows_timed_while_other_processes_held_the_cores_say_so(cli, tmp_path):
+    """Two busy loops beside `run --compare eager`: each run of the script had others on the cores, so its
+    row is unstable and says why (pyperf's rule, as for the benchmark's arms)."""
+    script = tmp_path / "loop.py"
+    script.write_text(
+        "import torch\nmodel = torch.compile(torch.nn.Linear(8, 8), backend='eager')\nfor _ in range(40):\n    model(torch.randn(4, 8))\n"
+    )
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        out = tmp_path / "r.json"
+        result = cli("run", "--compare", "eager", "--no-bisect", "--no-fix", "--json", str(out), "-q", "--", str(script))
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait()
+    assert result.returncode == 0, result.stderr
+    rows = load_report(out).comparison
+    assert all(r.busy is not None and r.busy >= 1.0 and "other processes used" in (r.unstable or "") for r in rows), rows
 
 
 def test_compare_optimizer_compiles_the_step_of_every_optimizer_the_script_creates(cli, tmp_path):
@@ -710,3 +741,43 @@ def test_ddp_optimizers_bucket_splits_are_named_apart_from_breaks_and_compiling_
     for site in report.graph_breaks:
         assert site.cost.latency_ms == saved and site.cost.measured_by.startswith("run --compare: default -> inner"), site.cost
         assert site.cost.graphs_added >= 1
+
+
+WRONG_UNDER_COMPILE = """
+import sys
+sys.path.insert(0, {targets!r})
+import torch
+from accuracy_targets import SixBlocks
+
+
+class Printing(SixBlocks):
+    def forward(self, x):
+        print("batch", tuple(x.shape))  # a graph break: the print-guard fix gets checked on a copy
+        return super().forward(x)
+
+
+torch.manual_seed(0)
+model = torch.compile(Printing(), backend="eager")
+for _ in range(3):
+    model(torch.randn(4, 16))
+"""
+
+
+def test_when_every_fix_check_of_a_script_departs_from_float64_the_accuracy_bisection_names_the_module(cli, tmp_path):
+    """Block 3 of the script's model computes otherwise under compile: the unchanged copy the fix checks are
+    compared with departs from float64, and every fix check alike, so the compile is wrong, not the fixes; as
+    for a build() target, the accuracy bisection runs on the script's compiled module and its recorded
+    inputs, and names blocks.3."""
+    script = tmp_path / "wrong.py"
+    script.write_text(WRONG_UNDER_COMPILE.format(targets=str(TARGETS)))
+    out = tmp_path / "r.json"
+    result = cli("run", "--json", str(out), "--", str(script))
+    assert result.returncode == ExitCode.OK, result.stderr
+    report = load_report(out)
+    # the unchanged copy, compiled on the script's kept calls, already departs: that is the compile, not a fix
+    assert report.fix.baseline is not None and report.fix.baseline.numerics_ok is False
+    checks = [s.verified for s in report.suggestions if s.verified is not None and s.verified.applied]
+    assert checks and all(v.numerics_ok is False for v in checks) and not report.fix.applied, checks
+    assert report.summary.wrong_results and report.summary.wrong_results.startswith("the compiled module, unchanged: error ")
+    assert report.accuracy is not None and report.accuracy.module_path == "blocks.3", report.accuracy
+    assert "`blocks.3` (Block) diverges compiled alone" in report.summary.wrong_results

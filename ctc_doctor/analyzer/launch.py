@@ -66,6 +66,10 @@ class RunOptions:
     target_rank: int | None = None
     """`hotswap`: the LoRA rank to prepare for (the largest the script's own run loaded)."""
     trial_timeout_s: float | None = 60.0
+    budget_s: float | None = None
+    """`--budget`: plan the run (the script's own run counted) to fit in about this long."""
+    memory_limit_mb: int | None = None
+    """`--memory-limit`: what the doctor may hold beyond what the script's model and activations hold."""
     grace_s: float = 30.0
     """After a stop signal, how long the ranks have to write their reports before they are killed."""
 
@@ -158,6 +162,8 @@ def _run(
         "marks": options.marks,
         "target_rank": options.target_rank,
         "trial_timeout_s": options.trial_timeout_s,
+        "budget_end": time.time() + options.budget_s if options.budget_s else None,
+        "memory_limit_mb": options.memory_limit_mb,
         "progress_path": os.path.join(out, "progress.jsonl"),
         "deadline": time.time() + options.timeout_s if options.timeout_s else None,
         "grace_s": options.grace_s,

@@ -23,9 +23,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from ..progress import ProgressEvent
 from ..reports import models as rm
-from .resources.cost import CostMeter, summary_line, workload_figures
+from .resources.cost import CostMeter, script_figures, summary_line, workload_figures
 from .resources.preflight import CHILD_IMPORTS, Need, NotEnoughMemory, phase_need
 from .running.settings import ProgressFn, measured_on
 from .running.worker import importable
@@ -62,6 +64,12 @@ class RunCost:
         self.released: str | None = None
         self.reference: rm.ReferenceRun | None = None
         """Where the fix phase's numerics reference ran and what it cost (the benchmark's own is its section's)."""
+
+    def on_device(self, device: str | None) -> None:
+        """The run's device, once known (a script's model): the preflight sizes phases there, and on a GPU
+        each phase's CUDA allocator peaks are read from now on (the script's own phase, its run, included)."""
+        self.device = measured_on(device)
+        self.meter.cuda = self.device.startswith("cuda") and torch.cuda.is_available()
 
     def let_go(self, freed: int, what: str) -> None:
         """This process freed `freed` bytes of `what` (the caller handed the workload over)."""
@@ -166,7 +174,11 @@ class RunCost:
         kept_beside = self.footprint is not None and isolated and self.train and not self.device.startswith("cuda")
         pristine_mb = self.footprint.model_mb if kept_beside and self.footprint is not None else 0.0
         children = [self.meter.children_peak_mb(p) for p in ("arm eager", "arm compiled")] if isolated else []
-        figures = workload_figures(report, pristine_mb, [c for c in children if c is not None])
+        script = next((p for p in phases if p.phase == "script"), None)
+        if script is not None:  # `run`: the script's own run under capture is the workload
+            figures = script_figures(script, self.device)
+        else:
+            figures = workload_figures(report, pristine_mb, [c for c in children if c is not None])
         cost.workload_wall_s, cost.workload_peak_mb, cost.workload_basis = figures
         if cost.workload_wall_s:
             cost.time_ratio = round(cost.wall_s / cost.workload_wall_s, 2)

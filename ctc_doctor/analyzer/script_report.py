@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from ..progress import ProgressEvent, Step, file_writer, no_progress
+from ..progress import ProgressEvent, Step, no_progress
 from ..reports import models as rm
 from ..workload import Call, Workload
 from . import torch_internals as ti
@@ -28,6 +28,7 @@ from .capture.compiles import CompileRecorder, RecordedCall, StopScript, Watched
 from .capture.hotswap import lora_rank
 from .capture.inputs import ModuleInputs
 from .capture.live import ScriptRun, eager_pass, findings_of, first_call_break_lines
+from .own_cost import RunCost
 from .phases.bisect import BisectInputs, BisectOptions
 from .phases.context import PhaseContext
 from .phases.fix import FixOptions
@@ -90,19 +91,22 @@ def _rank_report(
     started_at: str,
     t0: float,
     budget_s: float | None = None,
+    plan_s: float | None = None,
+    cost: RunCost | None = None,
 ) -> rm.Report:
-    """This rank's report. `budget_s`: the seconds left for the analysis (None: no limit); a stop
+    """This rank's report. `budget_s`: the seconds left for the analysis (None: no limit); `plan_s`: what
+    `--budget` leaves it; `cost`: the meter that has followed the run since the script started. A stop
     signal during it (StopScript, KeyboardInterrupt) leaves the sections done so far."""
-    clock = Clock(budget_s)
-    # the first rank's phases, as lines the parent follows (`launch._Progress`)
-    progress_path = config.get("progress_path") if rank == 0 else None
-    progress = file_writer(progress_path) if progress_path else no_progress
+    clock = Clock(budget_s, plan_s)
+    cost = cost if cost is not None else RunCost(None, no_progress, True)
     primary = recorder.primary
+    model = _analyzed_module(primary)
+    cost.on_device(_device_of(model))  # before the script's phase closes: its CUDA peak is the workload's
+    progress = cost.progress
     if primary is not None:
         progress(ProgressEvent(Step.REPORT))
     relations = recorder.relate()  # before the notes: it sets each object's relation
     notes = list(recorder.notes) + relations + list(run.capture.notes) + [n for o in recorder.objects for n in o.notes]
-    model = _analyzed_module(primary)
     calls = [c for c in (_replayable(r) for r in (primary.recorded if primary else [])) if c is not None]
     if primary is not None and primary.recorded and not calls:
         notes.append(f"{primary.name}'s inputs were too big to keep: no module paths, bisection or fixes.")
@@ -122,7 +126,8 @@ def _rank_report(
                 preserved_state(model),
                 torch.set_grad_enabled(bool(first and first.grad_enabled)),
             ):
-                eager = eager_pass(Workload(model), calls[:1], settings, index=index, inputs=inputs, watch=watch)
+                eager = eager_pass(Workload(model), calls[:1], settings, index=index, inputs=inputs, watch=watch, measure=True)
+            cost.footprint = eager.footprint
             if eager.error is not None:
                 notes.append(
                     f"one eager call of {primary.name if primary else 'the model'} on its first inputs failed "
@@ -189,7 +194,7 @@ def _rank_report(
         )
     if rank == 0 and primary is not None and outcome.stopped not in ("terminated", "interrupted"):
         try:
-            _later_phases(report, model, calls, primary, settings, inputs, index, config, progress, clock)
+            _later_phases(report, model, calls, primary, settings, inputs, index, config, cost, clock)
         except (StopScript, KeyboardInterrupt):
             report.errors.append(
                 rm.ErrorRecord(
@@ -202,6 +207,7 @@ def _rank_report(
         report.notes.append("The script was stopped: no bisection or fixes (run again without --timeout, or with a larger one, for them).")
     derive(report)
     report.run.duration_s = rm.elapsed_s(t0)
+    report.cost = cost.finish(report)
     return report
 
 
@@ -239,10 +245,11 @@ def _later_phases(
     inputs: ModuleInputs | None,
     index: ModuleIndex,
     config: dict[str, Any],
-    progress: Any,
+    cost: RunCost,
     clock: Clock,
 ) -> None:
-    """Suggestions, bisection and verified fixes, as for a `build()` target (with a module and its calls)."""
+    """Suggestions, bisection and verified fixes, as for a `build()` target (with a module and its calls),
+    each phase sized beside the script's model and counted in the run's cost."""
     if model is None or not calls:
         report.suggestions = suggest(report, None)  # rules on gb_types and guards: no model needed
         return
@@ -258,11 +265,14 @@ def _later_phases(
         calls=calls,
         settings=settings,
         spec="<script>",  # not importable: isolated trials and repro scripts need a build() target
-        progress=progress,
+        progress=cost.progress,
         pristine=primary.pristine,
     )
     if config.get("bisect") and inputs is not None and report.graph_breaks:
         options = BisectOptions(strategy="top-down", trial_timeout_s=config.get("trial_timeout_s") or 60.0)
         bisect_into(report, ctx, options, BisectInputs(inputs, index), clock, bisect_only=False)
     fix = FixOptions(measure_baseline=True) if config.get("fix") else None
-    after_analysis(report, ctx, AnalyzeOptions(backend=settings.backend, fix=fix, timeout_s=clock.timeout_s), clock)
+    later = AnalyzeOptions(
+        backend=settings.backend, fix=fix, timeout_s=clock.timeout_s, budget_s=clock.budget_s, memory_limit_mb=config.get("memory_limit_mb")
+    )
+    after_analysis(report, ctx, later, clock, cost)

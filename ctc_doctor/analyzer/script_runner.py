@@ -124,9 +124,17 @@ def main(argv: list[str]) -> int:
     started_at = started_now()
     t0 = time.perf_counter()
 
+    from ..progress import ProgressEvent, Step, file_writer, no_progress
     from . import torch_internals as ti
     from .capture.compiles import CompileRecorder, StopScript
     from .capture.live import ScriptRun
+    from .own_cost import RunCost
+
+    # the first rank's phases, as lines the parent follows (`launch._Progress`); the cost meter follows them
+    # from the script's start: the script's own run is the workload's figure
+    progress_path = config.get("progress_path") if rank == 0 else None
+    cost = RunCost(None, file_writer(progress_path) if progress_path else no_progress, True, config.get("memory_limit_mb"))
+    cost.meter.progress(ProgressEvent(Step.SCRIPT))
 
     def terminate(signum: int, frame: Any) -> None:
         raise StopScript("terminated")
@@ -172,6 +180,8 @@ def main(argv: list[str]) -> int:
             started_at=started_at,
             t0=t0,
             budget_s=_budget(config, outcome),
+            plan_s=_plan(config),
+            cost=cost,
         )
         _write(os.path.join(config["out_dir"], f"rank{rank}.json"), report)
     except Exception as exc:  # noqa: BLE001 - the script's exit code stands; the parent falls back to the trace
@@ -192,6 +202,12 @@ def _budget(config: dict[str, Any], outcome: Outcome) -> float | None:
     if deadline is None:
         return None
     return max(0.0, float(deadline) - time.time() - 2.0)
+
+
+def _plan(config: dict[str, Any]) -> float | None:
+    """`--budget`: the seconds it leaves the analysis after the script (None: no budget)."""
+    end = config.get("budget_end")
+    return max(0.0, float(end) - time.time()) if end is not None else None
 
 
 def _write(path: str, report: Any) -> None:

@@ -75,6 +75,21 @@ def amount_option(name: str, dest: str, help: str) -> Any:
     return click.option(name, dest, default=None, type=click.IntRange(min=1), metavar="MB", help=help)
 
 
+BUDGET = amount_option(
+    "--budget",
+    "budget_s",
+    "Plan the run to fit in about this long: the analysis (a script's own run) and the eager and compiled arms always "
+    "run; the fix checks, bisection trials and optional arms that would not fit are left out and named in the report.",
+)
+MEMORY_LIMIT = amount_option(
+    "--memory-limit",
+    "memory_limit_mb",
+    "What the doctor may hold on the device beyond what the workload itself holds (its model and activations) "
+    "[default: what is free]: phases adapt (copies share the weights, the float64 reference goes block by block or in "
+    "slices) or are left out, and said; exit 14 only when the analysis itself holds more.",
+)
+
+
 def analysis_options(f: F) -> F:
     options = [
         click.option(
@@ -89,18 +104,8 @@ def analysis_options(f: F) -> F:
         click.option("--device", default=None, help="Move the model and inputs to this device first (e.g. cuda)."),
         click.option("--seed", default=0, show_default=True, type=int, help="torch.manual_seed before building and before each phase."),
         amount_option("--timeout", "timeout_s", "Give up after this long; the partial report is still written."),
-        amount_option(
-            "--budget",
-            "budget_s",
-            "Plan the run to fit in about this long: the analysis and the eager and compiled arms always run; "
-            "the fix checks, bisection trials and optional arms that would not fit are left out and named in the report.",
-        ),
-        amount_option(
-            "--memory-limit",
-            "memory_limit_mb",
-            "What a phase may add on the device at most (a copy of the model and its activations) [default: what is "
-            "free]: a phase that would need more is not started (exit 14).",
-        ),
+        BUDGET,
+        MEMORY_LIMIT,
         click.option("--no-explain", is_flag=True, help="Skip the torch._dynamo.explain cross-check."),
         *report_output(
             quiet="No summary or progress.",
@@ -522,6 +527,8 @@ class RunArgs:
     compare: str | None = None
     print_diff: bool = False
     write: bool = False
+    budget_s: float | None = None
+    memory_limit_mb: int | None = None
 
     def strategies(self) -> list[str]:
         """`--compare`'s strategies, in the order given (eager first when it is among them); a name
@@ -548,4 +555,6 @@ class RunArgs:
             fix=not self.no_fix and not gated,
             keep_guard_text=self.keep_guards,
             compare=self.compare is not None,
+            budget_s=self.budget_s,
+            memory_limit_mb=self.memory_limit_mb,
         )

@@ -13,12 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..analyzer.resources.cpu import CpuWindow, busy, cores
 from ..errors import ExitCode
 from ..progress import ProgressEvent, Step
 from ..vocabulary import STRATEGIES, listed
 from .options import (
+    BUDGET,
     DEBUG,
     GATE_OPTIONS,
+    MEMORY_LIMIT,
     PROGRESS_FD,
     GateArgs,
     RunArgs,
@@ -66,6 +69,8 @@ _RUN_STEPS = {
 )
 @count_option("--max-steps", help="Stop the script after N calls of the compiled model.")
 @amount_option("--timeout", "timeout_s", "Stop the script (every rank) after this long; the partial report is still written.")
+@BUDGET
+@MEMORY_LIMIT
 @click.option(
     "--json", "json_out", metavar="PATH", help="Write the JSON report to PATH ('-' for stdout; the script's stdout then goes to stderr)."
 )
@@ -147,13 +152,14 @@ def run(command: tuple[str, ...], **kw: Any) -> None:
         argv = script_command(list(command))
         options = args.run_options(gated=policy is not None)
         stdout = sys.stderr if args.json_out == "-" or args.print_diff else None
+        window = CpuWindow.start(children=True)  # the script's run: other processes' CPU beside it (--compare)
         with _fresh_inductor_cache(bool(strategies)):
             result = run_script(argv, options, say=say, progress=progress, stdout=stdout)
         report = result.report
         if strategies:
             from ..reports.verdicts import compared_suggestions, site_costs
 
-            report.comparison = _compare(argv, options, strategies, report, say, stdout)
+            report.comparison = _compare(argv, options, strategies, report, say, stdout, window.others())
             compared_suggestions(report)
             site_costs(report)  # a wrapper's breaks are priced by the `inner` row
         report.run.command = command_line()
@@ -205,9 +211,12 @@ def _fresh_inductor_cache(on: bool) -> Iterator[None]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _compare(argv: list[str], options: Any, strategies: list[str], default: Report, say: Any, stdout: Any) -> list[StrategyRow]:
+def _compare(
+    argv: list[str], options: Any, strategies: list[str], default: Report, say: Any, stdout: Any, default_busy: float | None = None
+) -> list[StrategyRow]:
     """The script once more per strategy (no bisection, no fixes: the pace is what is compared); the
-    run just made is the `default` row."""
+    run just made is the `default` row (`default_busy`: other processes' CPU while it ran). A row whose run
+    had other processes on the cores is marked unstable, and said (pyperf's rule)."""
     import dataclasses
 
     from ..analyzer.launch import run_script
@@ -225,14 +234,22 @@ def _compare(argv: list[str], options: Any, strategies: list[str], default: Repo
         if strategy == "hotswap" and default.lora_rank is None:
             rows.append(StrategyRow(strategy=strategy, error="the script's own run loaded no LoRA adapter"))
             continue
+        others = default_busy
         if strategy != "default":
             say(f"--compare: the script again, {strategy}")
             again = dataclasses.replace(
                 options, strategy=strategy, bisect=False, fix=False, marks=marks or None, target_rank=default.lora_rank
             )
+            window = CpuWindow.start(children=True)
             with _fresh_inductor_cache(True):
                 report = run_script(argv, again, say=say, stdout=stdout).report
-        rows.append(strategy_row(strategy, report))
+            others = window.others()
+        row = strategy_row(strategy, report)
+        row.busy = others
+        if busy(others, cores()):  # the script's threads: every core, as torch's default
+            why = f"other processes used {others:.1f} cores while it ran"
+            row.unstable = f"{row.unstable}; {why}" if row.unstable else why
+        rows.append(row)
         runs[strategy] = report.analyzed_compile
     compare_strategies(rows, runs)
     return rows

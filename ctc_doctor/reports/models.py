@@ -916,6 +916,9 @@ class FixResult(_Model):
     """Wall time of the fix phase."""
     notes: list[str] = Field(default_factory=list)
     """Caveats."""
+    baseline: Verification | None = None
+    """`run`: the unchanged copy measured on the script's kept calls, what each fix is compared with; its
+    `numerics` say whether the compile itself departs from float64 (schema 1.16)."""
 
 
 class ProbedDim(_Model):
@@ -1299,8 +1302,10 @@ class StrategyRow(_Model):
     period_n: int = 0
     """The periods it rests on (schema 1.13)."""
     unstable: str | None = None
-    """Why the pace cannot be trusted as a steady figure (a spread over 25 % of the median); the speedup
-    and the verdict say so (schema 1.13)."""
+    """Why the pace cannot be trusted as a steady figure (a spread over 25 % of the median, other processes on
+    the cores while it ran); the speedup and the verdict say so (schema 1.13)."""
+    busy: float | None = None
+    """Other processes' CPU, in cores, while this row's run of the script ran (None: not measured; schema 1.16)."""
     steps_per_s: float | None = None
     """1000 / period_ms."""
     speedup: float | None = None

@@ -170,15 +170,18 @@ class _Checker:
         self.base = _Base(ctx.report.graph_breaks, ctx.report.recompiles, ctx.report.summary)
         self.reference = reference
 
-    def measure_baseline(self, model: torch.nn.Module) -> str | None:
-        """Measure the unchanged copy and compare later checks with it; None, or why it could not."""
+    def measure_baseline(self, model: torch.nn.Module) -> tuple[rm.Verification, str | None]:
+        """Measure the unchanged copy and compare later checks with it: its check, and None or why it could
+        not. A copy whose compile departs from float64 still gives its counts (the compile is wrong, not a
+        fix: the checks after it depart alike, and the report leads with it)."""
         settings = self.ctx.settings
         verification, findings = self.check(make_variant(model, self.ctx.calls, [], settings.device, share=settings.shares))
-        if findings is None or verification.error:
-            return verification.error or "the unchanged copy could not be measured"
+        wrong = verification.numerics_ok is False and (verification.error or "").startswith("changes compiled results")
+        if findings is None or (verification.error and not wrong):
+            return verification, verification.error or "the unchanged copy could not be measured"
         assert self.ctx.report is not None
         self.base = _with_report_ids(findings, self.ctx.report)
-        return None
+        return verification, None
 
     def check(self, variant: Variant) -> tuple[rm.Verification, Findings | None]:
         """Run the variant like the original and compare counts and outputs."""
@@ -436,7 +439,7 @@ def _verify(ctx: PhaseContext, options: FixOptions, fixer: _Fixer, candidates: l
     if reference.method != "float64_reference":
         result.notes.append(f"Numerics: {reference.method.replace('_', ' ')} ({reference.note}).")
     if options.measure_baseline:
-        problem = fixer.checker.measure_baseline(model)
+        result.baseline, problem = fixer.checker.measure_baseline(model)
         if problem is not None:
             result.notes.append(f"The unchanged copy could not be measured ({problem}): nothing was verified.")
             return

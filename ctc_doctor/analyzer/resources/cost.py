@@ -27,6 +27,7 @@ _TIMING_SAMPLE_S = 1.0
 
 
 COST_PHASES: dict[Step, str] = {
+    Step.SCRIPT: "script",
     Step.COMPILE: "capture",
     Step.EXPLAIN: "capture",
     Step.EAGER: "eager pass",
@@ -40,8 +41,8 @@ COST_PHASES: dict[Step, str] = {
     Step.BENCH_REFERENCE: "reference",
     Step.BENCH: "bench set-up",
 }
-"""The cost phase of each step of the run; a benchmark arm's is its own (`arm NAME`); the rest (the load,
-a script) are not the doctor's own work."""
+"""The cost phase of each step of the run; a benchmark arm's is its own (`arm NAME`); the load is not the
+doctor's own work. `script` is `run`'s workload itself: the script's run under capture."""
 
 
 def phase_of(event: ProgressEvent) -> str | None:
@@ -177,6 +178,16 @@ def workload_figures(
         f"compiled arms' first passes; its peak: the {where} {what}{less}"
     )
     return round(wall, 3), (round(peak, 1) if peak is not None and peak > 0 else None), basis
+
+
+def script_figures(script: rm.PhaseCost, device: str) -> tuple[float | None, float | None, str | None]:
+    """`run`'s workload: the script's own run under capture (its calls, compiles and all its other work),
+    and its process's peak during it (its CUDA allocator's on a GPU; the capture's own cost is in it, about
+    1.0x a plain run's: docs/benchmarks.md)."""
+    gpu = device.startswith("cuda") and script.peak_cuda_mb is not None
+    peak = script.peak_cuda_mb if gpu else script.peak_rss_mb
+    where = "the CUDA allocator's peak" if gpu else "the peak resident memory of its process and its children"
+    return round(script.wall_s, 3), peak, f"the script's own run under capture, and {where} during it"
 
 
 def summary_line(cost: rm.DoctorCost) -> str | None:

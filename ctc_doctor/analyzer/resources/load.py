@@ -12,66 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
-from dataclasses import dataclass
 
 import torch
 
 from ...reports import models as rm
+from .cpu import BUSY_CORES, CpuWindow, busy, cores
 
-BUSY_CORES = 0.25
-"""Other processes' CPU, in cores, from which a window counts as busy (when the cores are short)."""
-
-
-def cores() -> int:
-    """The CPU cores this process may run on."""
-    with contextlib.suppress(AttributeError, OSError):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
-def _machine_busy_s() -> float | None:
-    """Seconds of CPU the whole machine spent busy since boot (`/proc/stat`), None where unreadable."""
-    try:
-        with open("/proc/stat") as fh:
-            fields = fh.readline().split()[1:]
-    except OSError:
-        return None
-    ticks = [int(x) for x in fields[:8]]
-    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
-    return (sum(ticks) - idle) / os.sysconf("SC_CLK_TCK")
-
-
-def _own_cpu_s() -> float:
-    t = os.times()
-    return t.user + t.system
-
-
-@dataclass
-class CpuWindow:
-    """One timed window: what the machine and this process spent in it."""
-
-    machine: float | None
-    own: float
-    wall: float
-
-    @classmethod
-    def start(cls) -> CpuWindow:
-        return cls(_machine_busy_s(), _own_cpu_s(), time.perf_counter())
-
-    def others(self) -> float | None:
-        """Other processes' CPU during the window, in cores (None: /proc/stat unreadable, or too short)."""
-        machine = _machine_busy_s()
-        wall = time.perf_counter() - self.wall
-        if machine is None or self.machine is None or wall < 0.05:
-            return None
-        other = (machine - self.machine) - (_own_cpu_s() - self.own)
-        return round(max(0.0, other / wall), 2)
-
-
-def busy(other: float | None, threads: int) -> bool:
-    """Whether other processes' CPU (cores) competed with torch's `threads` for the cores."""
-    return other is not None and other >= BUSY_CORES and threads + other > cores()
+__all__ = ["BUSY_CORES", "CpuWindow", "busy", "conclude", "cores", "gpu_processes", "machine_at_start"]
 
 
 def gpu_processes(device: str) -> list[str]:

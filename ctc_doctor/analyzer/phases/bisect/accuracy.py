@@ -74,6 +74,11 @@ def wrong_under_compile(report: rm.Report) -> Trigger | None:
             if arm.name.startswith("compiled") and arm.name != "compiled_fixed" and arm.numerics_ok is False and arm.numerics is not None:
                 backend = arm.settings.get("backend") or b.settings.get("backend") or "inductor"
                 return Trigger(f"the {arm.name} arm: {_figures(arm.numerics)}", str(backend))
+    if report.fix is not None and report.fix.baseline is not None:  # `run`: the script's module, unchanged, compiled
+        base = report.fix.baseline
+        if base.numerics_ok is False and base.numerics is not None:
+            backend = report.environment.backend if report.environment else None
+            return Trigger(f"the compiled module, unchanged: {_figures(base.numerics)}", backend or "eager")
     if report.fix is not None:
         checks = [s.verified for s in report.suggestions if s.verified is not None and s.verified.applied]
         failing = [v for v in checks if v.numerics_ok is False and v.numerics is not None]
