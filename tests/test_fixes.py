@@ -190,6 +190,28 @@ def test_a_rewrite_that_changes_results_is_reported_unsafe_and_not_applied():
     assert where.id in report.fix.unsafe and where.id not in report.fix.applied
 
 
+def test_a_fix_that_holds_under_dynamo_but_crashes_aot_autograd_is_not_recommended_and_its_alternative_is():
+    """The step counter under `%`: the config option removes the recompiles under the check's `eager`
+    backend, but the compile through AOTAutograd crashes (a PyTorch bug on 2.13); the fix is marked
+    `breaks the compile`, and the counter kept in a buffer (the next fix for the same cause) is applied."""
+    workload = load_workload(f"{TARGETS / 'fix_targets.py'}:modulo_step", seed=0)
+    report = analyze(workload, AnalyzeOptions(explain=False, fix=FixOptions()))
+    option = next(s for s in report.suggestions if s.rule == "unspec-int-attribute")
+    buffer = next(s for s in report.suggestions if s.rule == "tensor-counter")
+    if option.verified.breaks_compile is None:  # a torch where the option compiles: it is verified through both
+        assert option.verified.compiled_on == ["eager", "aot_eager"] and option.verdict == "recommended"
+        pytest.skip(f"torch {torch.__version__}: allow_unspec_int_on_nn_module compiles under `%` here")
+    assert (
+        option.verified.breaks_compile.startswith("aot_eager (AOTAutograd): ") and "BackendCompilerFailed" in option.verified.breaks_compile
+    )
+    assert option.verdict == "failed" and option.id not in report.fix.applied and "breaks the compile" in option.verdict_reason
+    assert buffer.verified.compiled_on == ["eager", "aot_eager"] and buffer.verified.safe and buffer.verdict == "recommended"
+    assert report.fix.applied == [buffer.id] and buffer.verified.after.recompile_count == 0
+    assert not buffer.title.startswith("Or")  # it reads alone: the option before it failed
+    steps = next_steps(report)
+    assert any(buffer.id in step for step in steps) and not any(f"[{option.id}," in step for step in steps), steps
+
+
 def test_fixing_never_modifies_the_users_model_or_inputs():
     workload = zoo.showcase()
     model = workload.model
@@ -341,7 +363,7 @@ def test_fix_and_bench_commands_write_the_sections_and_markdown_shows_them(cli, 
     assert "Suggestions" in headings and "Benchmark" in headings
     assert sum(1 for t in tokens if t.type == "table_open") >= 3  # sites, suggestions, benchmark
     assert "```diff" in text and "keep-tensor" not in text  # the diff is shown; rule ids stay in the JSON
-    assert json.loads(out.read_text())["schema_version"] == SCHEMA_VERSION == "1.16"
+    assert json.loads(out.read_text())["schema_version"] == SCHEMA_VERSION == "1.17"
 
 
 @pytest.mark.fast

@@ -296,3 +296,21 @@ def test_user_stacks_start_at_the_model_not_at_the_harness_that_called_it():
         files = [f.file for f in site.user_stack]
         assert all("_pytest" not in f and "pluggy" not in f for f in files), files
         assert site.user_stack[0].function == "forward"
+
+
+def test_each_compiled_frame_says_which_calls_a_compiled_version_served_and_which_ran_eagerly():
+    """Counted by entering the frame, not inferred: the step counter's forward is served compiled for its
+    first 8 calls, then, past the recompile limit, runs its own code for the 4 calls left; a frame Dynamo
+    skips (a graph break in a loop) runs eagerly every call; the showcase's frames are all served compiled."""
+    report = analyzed("step_counter")
+    [frame] = [f for f in report.frame_calls if f.frame == "0"]
+    assert (frame.function, frame.compiled, frame.eager, frame.first_eager_call) == ("forward", 8, 4, 8), frame
+    assert frame.by_call == [[i, 1, 0] for i in range(8)] + [[i, 0, 1] for i in range(8, 12)]
+    assert frame.why_eager == "the recompile limit (compile 0/8)" and frame.module_paths == [""]
+    [cliff] = report.recompile_cliffs
+    assert (cliff.from_call, cliff.eager_calls, cliff.ran_eagerly) == (8, 4, 4)
+    skipped = analyzed("repeated_blocks")
+    root = next(f for f in skipped.frame_calls if f.module_paths == [""] and f.eager)
+    assert root.compiled == 0 and root.why_eager.startswith("skipped (") and root.first_eager_call == 0
+    showcase = analyzed("showcase")
+    assert showcase.frame_calls and all(f.compiled and not f.eager for f in showcase.frame_calls)

@@ -246,6 +246,37 @@ def test_model_compile_is_analyzed_like_torch_compile_without_extra_calls(cli, t
     assert report.bisect is not None and report.bisect.smallest_failing == ["gate"]
 
 
+def test_each_frame_of_a_scripts_compiled_model_says_which_calls_it_served_compiled_and_which_ran_eagerly(cli, tmp_path):
+    """Per-frame counts under `run`, counted during the script's own calls: the step counter's forward is
+    served compiled until the recompile limit (8 versions), then runs its own code for the calls left;
+    the frames of another compiled function the script calls are not the analyzed object's."""
+    script = tmp_path / "steps.py"
+    script.write_text(
+        "import torch\n"
+        "class Net(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc, self.step = torch.nn.Linear(8, 8), 0\n"
+        "    def forward(self, x):\n"
+        "        return self.fc(x) / (1 + self.step)\n"
+        "model = torch.compile(Net(), backend='eager')\n"
+        "other = torch.compile(lambda t: t * 2, backend='eager')\n"
+        "for step in range(11):\n"
+        "    model.step = step\n"
+        "    other(model(torch.randn(4, 8)))\n"
+    )
+    out = tmp_path / "r.json"
+    result = cli("run", "--no-bisect", "--no-fix", "--json", str(out), "--", str(script))
+    assert result.returncode == 0, result.stderr
+    report = load_report(out)
+    [frame] = report.frame_calls
+    assert (frame.function, frame.compiled, frame.eager, frame.first_eager_call) == ("forward", 8, 3, 8), frame
+    assert frame.by_call == [[i, 1, 0] for i in range(8)] + [[i, 0, 1] for i in range(8, 11)]
+    assert frame.why_eager.startswith("the recompile limit (compile 0/8)")
+    [cliff] = report.recompile_cliffs
+    assert (cliff.from_call, cliff.ran_eagerly) == (8, 3) and "(counted)" in result.stdout, result.stdout
+
+
 def test_timeout_stops_a_script_that_handles_sigterm_itself(cli, tmp_path):
     script = tmp_path / "stubborn.py"
     script.write_text(

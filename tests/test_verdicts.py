@@ -103,3 +103,83 @@ def test_adaptive_timing_stops_once_the_median_is_known_within_two_percent():
     # a 6 % IQR needs more passes: 1.57 * 0.06 / sqrt(n) <= 0.02 from n = 23
     wide = [1.0 + 0.03 * (-1) ** i for i in range(40)]
     assert not settled(wide[:10]) and settled(wide[:24])
+
+
+def test_a_fix_whose_benchmark_arm_fails_on_the_real_backend_fails_whatever_its_check_measured():
+    """The saved showcase (a real run): its fixes' own arms ran. With one arm failed while `compiled` ran,
+    the fix it carries is `failed` and says which arm broke; a fix whose arm ran keeps its verdict, and an
+    arm out of memory is not the fix's failure."""
+    from ctc_doctor.reports.verdicts import judge_one
+
+    from .conftest import saved
+
+    report = saved("full_showcase")
+    own = [s for s in report.suggestions if s.id in report.fix.applied and f"fixed[{s.id}]" in {a.name for a in report.benchmark.arms}]
+    assert len(own) >= 2, [a.name for a in report.benchmark.arms]
+    broken, kept = own[0], own[1]
+    before = judge_one(report, kept)
+    arm = next(a for a in report.benchmark.arms if a.name == f"fixed[{broken.id}]")
+    arm.error, arm.latency_ms = "BackendCompilerFailed: backend='inductor' raised: LoweringException", None
+    _, verdict, reason = judge_one(report, broken)
+    assert verdict == "failed" and reason.startswith(
+        f"breaks the compile: the benchmark's fixed[{broken.id}] arm (eager) failed: BackendCompilerFailed"
+    )
+    assert judge_one(report, kept)[1:] == before[1:]
+    arm.out_of_memory = True
+    assert judge_one(report, broken)[1] != "failed"
+
+
+def test_next_steps_follow_the_measured_gain_and_a_near_total_cut_is_not_rounded_to_all_of_it():
+    """The saved showcase (a real run): the steps' suggestions are in rank order; with the timings taken
+    away, the counts alone still put `graphs 17 -> 5, recompiles 11 -> 3` before `17 -> 16, 11 -> 10`."""
+    import re
+
+    from ctc_doctor.reports.verdicts import percent_change
+
+    from .conftest import saved
+
+    report = saved("full_showcase")
+    objective = report.benchmark.objective
+    by_id = {s.id: s for s in report.suggestions}
+    listed = [by_id[m.group(1)] for step in next_steps(report) if (m := re.search(r"\[(S\d+),", step))]
+    assert len(listed) >= 3 and [rank_key(s, objective) for s in listed] == sorted(rank_key(s, objective) for s in listed)
+    counted = [s for s in listed if s.verdict == "recommended" and s.category == "fix"]
+    for s in counted:
+        s.deltas = [d for d in s.deltas if d.metric in ("graphs", "break_sites", "recompiles")]
+    gains = [sum((d.before - d.after) / d.before for d in s.deltas if d.before) for s in counted]
+    ranked = sorted(reversed(counted), key=lambda s: rank_key(s, objective))  # not the report's order: the gain
+    assert [gains[counted.index(s)] for s in ranked] == sorted(gains, reverse=True), [(s.id, s.deltas) for s in ranked]
+    assert percent_change(100.0, 0.4) == "-99.6 %" and percent_change(0.56, 0.368) == "-34 %" and percent_change(1.0, 0.0) == "-100 %"
+
+
+def test_a_gain_read_off_an_unstable_arm_decides_nothing_and_an_unstable_arm_is_never_best_over_a_stable_faster_one():
+    """The saved showcase (a real run). Its fix's own arm made unstable: the latency it measured is shown
+    as unstable and counts neither for nor against the fix. A slower arm whose spread covers the fastest:
+    a stable fastest arm stays best instead of losing to the slower one on compile time."""
+    from ctc_doctor.reports.verdicts import best_arm, delta_text, judge_one
+
+    from .conftest import saved
+
+    report = saved("full_showcase")
+    s = next(s for s in report.suggestions if f"fixed[{s.id}]" in {a.name for a in report.benchmark.arms} and s.id in report.fix.applied)
+    arm = next(a for a in report.benchmark.arms if a.name == f"fixed[{s.id}]")
+    arm.latency_ms.unstable = "its spread is 96 % of the median"
+    deltas, verdict, reason = judge_one(report, s)
+    [latency] = [d for d in deltas if d.metric == "latency_ms"]
+    assert latency.better is None and latency.unstable.startswith(f"fixed[{s.id}]: its spread")
+    assert delta_text(latency).endswith(f"(unstable: fixed[{s.id}])") and verdict != "worse"
+
+    bench = saved("full_showcase").benchmark
+    usable = [a for a in bench.arms if a.latency_ms is not None and a.error is None and a.numerics_ok is not False]
+    fastest = min(usable, key=lambda a: a.latency_ms.median)
+    slow = max((a for a in usable if a.compile_time_s is not None and a is not fastest), key=lambda a: a.latency_ms.median)
+    for a in usable:
+        a.latency_ms.unstable = None
+    slow.compile_time_s = 0.0  # it would win any tie on compile time
+    slow.latency_ms.iqr = 10 * slow.latency_ms.median  # a spread that covers every other arm
+    slow.latency_ms.unstable = "its spread is 1000 % of the median"
+    name, _, within = best_arm(bench, "balanced")
+    assert name != slow.name and slow.name not in within
+    slow.latency_ms.unstable = None  # the same spread, stable: a tie with the fastest (as before)
+    name, _, within = best_arm(bench, "balanced")
+    assert slow.name in [name, *within]

@@ -12,6 +12,7 @@ fixes verified on copies of the module as it was when compiled. Then it exits as
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import runpy
@@ -163,8 +164,15 @@ def main(argv: list[str]) -> int:
         if config.get("compare"):
             _seeded(0)  # every strategy's run starts from the same random state (the script's own seed wins)
         freeze_heap()
-        with recorder.installed():
-            outcome = _run_script(command)
+        # the primary object's calls count the frames they enter; not under --compare, whose rows are timed
+        with ti.counting_frames() if not config.get("compare") else contextlib.nullcontext() as frames:
+            recorder.frames = frames
+            with recorder.installed():
+                outcome = _run_script(command)
+            if frames is not None:
+                frames.end()
+                run.served = ti.served_entries(frames)
+            recorder.frames = None
         if deadline and hasattr(signal, "setitimer"):
             signal.setitimer(signal.ITIMER_REAL, 0)  # the report has its own budget
     try:

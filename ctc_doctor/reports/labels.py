@@ -502,7 +502,26 @@ def cliff_line(cliff: RecompileCliff, calls: int | None = None) -> str:
     versions = f"its {cliff.limit} compiled versions" if cliff.limit is not None else "its compiled versions"
     left = f" ({cliff.eager_calls} call(s) left)" if cliff.eager_calls else ""
     head = f"{cliff.function} hit the recompile limit{limit}{where}{cause}"
+    if cliff.ran_eagerly is not None and cliff.eager_calls:  # counted, not inferred
+        return f"{head}: from there it ran eagerly in {cliff.ran_eagerly} of the {cliff.eager_calls} call(s) left (counted)"
     return f"{head}: from there it runs eagerly for every call that matches none of {versions}{left}"
+
+
+def eager_frames_line(report: Report, limit: int = 3) -> str | None:
+    """`frames run eagerly: forward (block0.attn) in 2 of 4 calls, skipped (...)`: the compiled frames that ran
+    their own code for another reason than the recompile limit (a cliff says its own); None when none did."""
+    frames = [f for f in report.frame_calls if f.eager and f.why_eager and not f.why_eager.startswith("the recompile limit")]
+    if not frames:
+        return None
+    shown = []
+    for f in frames[:limit]:
+        where = f" in {', '.join(p or '(root)' for p in f.module_paths[:2])}" if f.module_paths else ""
+        calls = sum(1 for _, _, eager in f.by_call if eager)
+        total = len(f.by_call)
+        first = f", from call {f.first_eager_call + 1}" if f.first_eager_call is not None else ""
+        shown.append(f"{f.function}{where}, {calls} of {total} call(s){first}: {f.why_eager}")
+    more = f"; and {len(frames) - limit} more" if len(frames) > limit else ""
+    return "frames run eagerly: " + "; ".join(shown) + more
 
 
 def accuracy_line(report: Report) -> str | None:

@@ -27,6 +27,7 @@ from .labels import (
     cudagraph_text,
     ddp_split_text,
     doctor_cost_text,
+    eager_frames_line,
     graphs_text,
     module_label,
     module_path_of,
@@ -99,6 +100,8 @@ def _summary_line(report: Report) -> str:
     wrong = f"**❌ wrong results under compile: {s.wrong_results}**\n\n" if s.wrong_results else ""
     calls = report.target.calls if report.target.kind in ("build", "script") else None
     cliffs = "".join(f"\n\n⚠️ {cliff_line(c, calls)}" + (f" · {c.cost}" if c.cost else "") for c in report.recompile_cliffs)
+    eager = eager_frames_line(report)
+    cliffs += f"\n\n⚠️ {eager}" if eager else ""
     return (
         f"{wrong}**{verdict}** — {graphs_text(report)}, {s.graph_break_count} break "
         f"event(s) at {s.unique_break_sites} site(s), {recompiles_text(s)}, "

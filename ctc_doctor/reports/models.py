@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..version import __version__
 
-SCHEMA_VERSION = "1.16"
+SCHEMA_VERSION = "1.17"
 """major.minor: a minor bump adds optional fields; a major bump renames or removes fields."""
 
 Verdict = Literal["clean", "graph_breaks", "recompiles", "graph_breaks_and_recompiles", "failed"]
@@ -83,7 +83,17 @@ DeltaMetric = Literal[
     "first_call_s",
 ]
 SuggestionKind = Literal["config", "wrap", "dynamic_shapes", "regional", "source_edit", "upgrade", "mode"]
-ActionType = Literal["dynamo_config", "disable", "source_patch", "mark_dynamic", "scalar_to_tensor", "set_attribute", "regional", "warm_up"]
+ActionType = Literal[
+    "dynamo_config",
+    "disable",
+    "source_patch",
+    "mark_dynamic",
+    "scalar_to_tensor",
+    "set_attribute",
+    "regional",
+    "warm_up",
+    "counter_to_tensor",
+]
 ExplainMethod = Literal["same_trace", "separate_call"]
 
 
@@ -699,13 +709,16 @@ class FixAction(_Model):
     on submodules), source_patch (a rewritten method bound to the copy's instances), mark_dynamic (on input
     tensors), scalar_to_tensor (a Python float argument passed as a 0-d tensor), set_attribute (on
     submodules), regional (compile each repeated block instead of the whole model), warm_up (one eager call
-    of the first call's inputs before compiling: first-call set-up runs outside the compiled code)."""
+    of the first call's inputs before compiling: first-call set-up runs outside the compiled code),
+    counter_to_tensor (schema 1.17: an integer attribute of the modules that hold it, `attribute`, kept as a
+    0-d int64 buffer instead, so a new value changes no guard)."""
     config: dict[str, Any] = Field(default_factory=dict)
     """dynamo_config: option name -> value; functions are named by dotted path (`print`, `logging.Logger.debug`)."""
     module_paths: list[str] = Field(default_factory=list)
     """disable / set_attribute / regional: the modules it applies to."""
     attribute: str | None = None
-    """set_attribute: the attribute name."""
+    """set_attribute: the attribute name; counter_to_tensor: its path from the frame's module (`step`,
+    `inner.step`), converted in every module that holds it as an int."""
     value: Any = None
     """set_attribute: the value (JSON)."""
     argument: str | None = None
@@ -819,6 +832,13 @@ class Verification(_Model):
     """The measured effect in one line, e.g. `graphs 7 -> 1, recompiles 3 -> 0`."""
     duration_s: float = 0.0
     """Wall time of the check."""
+    compiled_on: list[str] = Field(default_factory=list)
+    """Backends the copy with the fix compiled and ran on: the check's own, then `aot_eager` (AOTAutograd)
+    when the check's backend (`eager`) stops at Dynamo (schema 1.17)."""
+    breaks_compile: str | None = None
+    """The fix works under Dynamo but the compile crashes further down: `aot_eager (AOTAutograd):
+    BackendCompilerFailed: ...`. Such a fix is not applied, and the next one for the same cause is
+    (schema 1.17)."""
 
 
 class Delta(_Model):
@@ -839,6 +859,9 @@ class Delta(_Model):
     together: list[str] = Field(default_factory=list)
     """The suggestions measured together in the arm this comes from (`S1`, `S3`: the fixed arm carries every
     applied fix); empty when this suggestion was measured on its own (schema 1.16)."""
+    unstable: str | None = None
+    """A latency from an arm whose figure is unstable (`fixed[S1]: its spread is 45 % of the median`, or the
+    machine was busy): `better` is then None, whatever the medians say (schema 1.17)."""
 
 
 class Suggestion(_Model):
@@ -969,6 +992,9 @@ class LatencyStats(_Model):
     """Why this figure cannot be trusted as a steady figure, when it cannot: a spread over 25 % of the
     median, too few steady samples, compiles during the timed passes, a busy machine (schema 1.13). A
     verdict or a speedup that rests on it says so."""
+    retimed: str | None = None
+    """Its first timing had other processes on the cores: once they left, it was timed again and this is
+    that figure (schema 1.17)."""
 
 
 class BenchmarkArm(_Model):
@@ -1397,6 +1423,33 @@ class AccuracyBisect(_Model):
     """Caveats: a root that agrees alone, other modules that diverge too, a budget that stopped it."""
 
 
+class FrameCalls(_Model):
+    """How one compiled frame was served during the workload's calls: by a version Dynamo compiled, or by
+    its own code run eagerly (after the recompile limit, a skipped frame, a compile that fell back), counted
+    by entering the frame (schema 1.17)."""
+
+    function: str
+    """The frame's function."""
+    file: str | None = None
+    """Its file."""
+    line: int | None = None
+    """Its first line."""
+    frame: str | None = None
+    """Dynamo's frame index (the `F` of compile ids `F/A`)."""
+    module_paths: list[str] = Field(default_factory=list)
+    """Where it runs in the model."""
+    compiled: int = 0
+    """Entries served by a compiled version."""
+    eager: int = 0
+    """Entries that ran the function's own code."""
+    first_eager_call: int | None = None
+    """The workload call (0 = first) of its first eager entry."""
+    by_call: list[list[int]] = Field(default_factory=list)
+    """Per workload call with entries: `[call, compiled, eager]`."""
+    why_eager: str | None = None
+    """`the recompile limit (compile 0/8)`, `skipped (...)`, `a compile that fell back`; None when none ran eagerly."""
+
+
 class RecompileCliff(_Model):
     """A frame that hit the recompile limit: from then on the calls that match none of its compiled
     versions run it eagerly, with no error (schema 1.14)."""
@@ -1419,6 +1472,9 @@ class RecompileCliff(_Model):
     """The recompile cause that drove it (`C1`)."""
     cost: str | None = None
     """What those calls cost against compiled ones, measured from the benchmark's arms, or why not."""
+    ran_eagerly: int | None = None
+    """Of the calls from `from_call` on, those in which the frame did run its own code, counted
+    (`FrameCalls`); None: not counted (schema 1.17)."""
 
 
 class Report(_Model):
@@ -1486,6 +1542,9 @@ class Report(_Model):
     """Where compiled goes wrong (None: no compiled run failed the numerics check, or not run; schema 1.14)."""
     recompile_cliffs: list[RecompileCliff] = Field(default_factory=list)
     """Frames that hit the recompile limit and ran eagerly from then on (schema 1.14)."""
+    frame_calls: list[FrameCalls] = Field(default_factory=list)
+    """Each compiled frame: the entries a compiled version served and those that ran eagerly, by call
+    (a live analysis; schema 1.16)."""
     cost: DoctorCost | None = None
     """What the doctor itself cost: wall time and peak memory per phase, against the workload's own (schema 1.13)."""
 

@@ -33,6 +33,7 @@ from .labels import (
     cudagraph_text,
     ddp_split_text,
     doctor_cost_text,
+    eager_frames_line,
     fix_lists,
     folded_counts,
     graphs_text,
@@ -118,6 +119,9 @@ def verdict_panel(report: Report) -> Panel:
         lines.append("\n" + cliff_line(cliff, report.target.calls if report.target.kind in ("build", "script") else None), style="yellow")
         if cliff.cost:
             lines.append(f" · {cliff.cost}", style="yellow")
+    eager = eager_frames_line(report)
+    if eager:
+        lines.append("\n" + eager, style="yellow")
     split = ddp_split_text(report.ddp_splits)
     if split:
         lines.append("\n" + split, style="green")
@@ -279,6 +283,8 @@ def _bench_rows(b: Benchmark) -> Group:
             head.append(f"  latency {a.latency_ms.median:.3f} ± {a.latency_ms.iqr:.3f} ms (n={a.latency_ms.n})")
             if a.latency_ms.unstable:
                 head.append(" unstable", style="yellow")
+            elif a.latency_ms.retimed:
+                head.append(" (timed again once the load passed)", style="dim")
         if a.crash:
             head.append(f"  {crash_cell(a)}", style="red")
         if a.speedup_vs_eager is not None and a.name != "eager":

@@ -53,14 +53,28 @@ def _better(metric: str, before: float, after: float, spread: float = 0.0) -> bo
     return after < before
 
 
+def percent_change(before: float, after: float) -> str:
+    """`-30 %`, `-99.6 %` (never `-100 %` for what is not all of it), `+4.2x` beyond doubling."""
+    if after > 2 * before > 0:
+        return f"{after / before:.3g}x"
+    change = 100.0 * (after - before) / before
+    for digits in (0, 1, 2):
+        text = f"{change:+.{digits}f}"
+        if abs(float(text)) != 100.0 or change in (-100.0, 100.0):
+            return f"{text} %"
+    return f"{change:+.2f} %"
+
+
 def delta_text(d: rm.Delta) -> str:
     """`latency 5.79 -> 7.09 ms (+22 %)`."""
     unit = _UNITS.get(d.metric, "")
     if unit:
-        change = f" ({(d.after - d.before) / d.before:+.0%})".replace("%", " %") if d.before else ""
+        change = f" ({percent_change(d.before, d.after)})" if d.before else ""
         text = f"{_LABELS[d.metric]} {d.before:.3g} -> {d.after:.3g}{unit}{change}"
     else:
         text = f"{_LABELS[d.metric]} {d.before:g} -> {d.after:g}"
+    if d.unstable:
+        return f"{text} (unstable: {d.unstable.split(': ', 1)[0]})"
     return text + (" (within noise)" if d.better is None and unit else "")
 
 
@@ -71,14 +85,29 @@ def _arm_deltas(before: rm.BenchmarkArm, after: rm.BenchmarkArm, source: str, to
         ("warm_compile_s", before.warm_compile_time_s, after.warm_compile_time_s, 0.0),
         ("peak_memory_mb", before.peak_memory_mb, after.peak_memory_mb, 0.0),
     ]
+    shaky = None
     if before.latency_ms and after.latency_ms:
         spread = max(before.latency_ms.iqr, after.latency_ms.iqr)
         pairs.insert(0, ("latency_ms", before.latency_ms.median, after.latency_ms.median, spread))
+        shaky = "; ".join(f"{a.name}: {a.latency_ms.unstable}" for a in (before, after) if a.latency_ms and a.latency_ms.unstable) or None
     for metric, b, a, spread in pairs:
         if b is None or a is None:
             continue
         better = _better(metric, b, a, spread)
-        out.append(rm.Delta(metric=metric, before=round(b, 4), after=round(a, 4), better=better, source=source, together=together or []))  # type: ignore[arg-type]
+        unstable = shaky if metric == "latency_ms" else None
+        if unstable:
+            better = None  # a gain (or a loss) read off a figure that cannot be trusted decides nothing
+        out.append(
+            rm.Delta(
+                metric=metric,  # type: ignore[arg-type]
+                before=round(b, 4),
+                after=round(a, 4),
+                better=better,
+                source=source,
+                together=together or [],
+                unstable=unstable,
+            )
+        )  # type: ignore[arg-type]
     return out
 
 
@@ -166,8 +195,9 @@ def _rel(deltas: Iterable[rm.Delta], metric: str) -> float:
 
 
 def score(s: rm.Suggestion, objective: rm.Objective) -> float:
-    """Measured benefit on the objective (higher first)."""
-    counts = sum(1 for d in s.deltas if d.metric in ("graphs", "break_sites", "recompiles") and d.better)
+    """Measured benefit on the objective (higher first): the timing gains, then, a hundredth as heavy, how much
+    of the graphs, break sites and recompiles it removed (17 -> 5 graphs before 17 -> 16)."""
+    counts = sum(_rel(s.deltas, metric) for metric in ("graphs", "break_sites", "recompiles"))
     latency, compile_ = _rel(s.deltas, "latency_ms"), _rel(s.deltas, "cold_compile_s")
     if objective == "latency":
         return latency + 0.01 * counts
@@ -185,11 +215,33 @@ def rank_key(s: rm.Suggestion, objective: rm.Objective) -> tuple[int, int, float
     return (verdict, _CATEGORY_ORDER.get(s.category, 1), -score(s, objective))
 
 
+def broken_in_benchmark(report: rm.Report, s: rm.Suggestion) -> str | None:
+    """Why the benchmark's arm that carries an applied fix failed on the real backend while the compiled
+    arm without it ran (the fix breaks that compile), or None: its own arm `fixed[S]`, else `compiled_fixed`
+    when it carries this fix alone. Running out of memory is not the fix's failure."""
+    bench, fix = report.benchmark, report.fix
+    if bench is None or fix is None or s.id not in fix.applied:
+        return None
+    arms = {a.name: a for a in bench.arms}
+    compiled = arms.get("compiled")
+    if compiled is None or compiled.error is not None:
+        return None
+    arm = arms.get(f"fixed[{s.id}]") or (arms.get("compiled_fixed") if fix.applied == [s.id] else None)
+    if arm is None or arm.error is None or arm.out_of_memory:
+        return None
+    backend = bench.settings.get("backend") or "the benchmark's backend"
+    return f"breaks the compile: the benchmark's {arm.name} arm ({backend}) failed: {arm.error}"[:400]
+
+
 def judge_one(report: rm.Report, s: rm.Suggestion) -> tuple[list[rm.Delta], rm.MeasuredVerdict, str | None] | None:
-    """(deltas, verdict, reason) of a suggestion that a check or the benchmark measured; None otherwise."""
+    """(deltas, verdict, reason) of a suggestion that a check or the benchmark measured; None otherwise.
+    A fix whose benchmark arm fails on the real backend fails, whatever its check measured."""
     if s.verified is None and not (s.rule == "regional-compile" and report.benchmark is not None):
         return None
     deltas = suggestion_deltas(report, s)
+    broken = broken_in_benchmark(report, s)
+    if broken is not None:
+        return deltas, "failed", broken
     verdict, reason = _verdict(s, deltas)
     if s.rule == "regional-compile" and report.benchmark is not None:
         arms = {a.name: a for a in report.benchmark.arms}
@@ -271,11 +323,14 @@ def best_arm(bench: rm.Benchmark, objective: rm.Objective) -> tuple[str | None, 
     eager = next((a for a in ok if a.name == "eager"), None)
     fastest = min(ok, key=lambda a: a.latency_ms.median if a.latency_ms else float("inf"))
     assert fastest.latency_ms is not None
+    # an unstable arm is not "within noise" of a stable fastest one: its wide spread is no evidence that it
+    # is as fast, and the tie-break (compile time) would otherwise crown the slowest
     tied = [
         a.name
         for a in ok
         if a is not fastest
         and a.latency_ms is not None
+        and not (a.latency_ms.unstable and not fastest.latency_ms.unstable)
         and _better("latency_ms", a.latency_ms.median, fastest.latency_ms.median, max(a.latency_ms.iqr, fastest.latency_ms.iqr)) is None
     ]
     compiled = [a for a in ok if a.compile_time_s is not None]

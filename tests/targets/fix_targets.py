@@ -142,3 +142,23 @@ class _Noisy(torch.nn.Module):
 def noisy_train():
     """A model that draws random numbers (dropout, rand_like) in training mode, with a logger break."""
     return Workload(_Noisy(), args=(torch.randn(8, 16),), variants=[(torch.randn(8, 16),)], name="noisy_train")
+
+
+class ModuloStep(torch.nn.Module):
+    """A step counter on the module, read under `%`: `allow_unspec_int_on_nn_module` holds under Dynamo
+    but, on torch 2.13, crashes AOTAutograd (a symbolic int under `%` in its scalar tensorify pass)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+        self.step = 0
+
+    def forward(self, x):
+        self.step += 1
+        return self.fc(x) * (1.0 / (1 + self.step % 1000))
+
+
+def modulo_step():
+    torch.manual_seed(0)
+    x = torch.randn(4, 8)
+    return Workload(ModuloStep(), (x,), variants=[(x,)] * 11)

@@ -203,6 +203,8 @@ class CompileRecorder:
         """True once the script ended: later calls (the doctor's) are not counted."""
         self.stopped_after: int | None = None
         """The primary object's call count when --max-steps stopped the script."""
+        self.frames: ti.FrameEntries | None = None
+        """Where the primary object's calls count the frames they enter (`ti.counting_frames`), if anywhere."""
 
     @property
     def primary(self) -> WatchedObject | None:
@@ -331,7 +333,7 @@ class CompileRecorder:
             obj.dropout = any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in obj.module.modules())
         if ti.is_optimized_module(compiled) or (compiled is model and isinstance(model, torch.nn.Module)):
             compiled.register_forward_pre_hook(lambda mod, a, k: record(obj, a, k), with_kwargs=True)
-            if self.losses:
+            if self.losses or self.frames is not None:
                 compiled.register_forward_hook(lambda mod, a, out: keep(obj, out))
             return compiled
 
@@ -341,7 +343,7 @@ class CompileRecorder:
                 return compiled(*args, **kw)
             record(obj, args, kw)
             out = compiled(*args, **kw)
-            if self.losses:
+            if self.losses or self.frames is not None:
                 keep(obj, out)
             return out
 
@@ -365,6 +367,8 @@ class CompileRecorder:
             self.on_primary_call(index)
             if self.marks:
                 self._mark(obj, args, kwargs)
+            if self.frames is not None:
+                self.frames.begin(index)  # until it returns (`_returned`), or the next call
         if index == 0:
             obj.driver = _driver(sys._getframe(1))
         self._adapters(obj)
@@ -412,7 +416,12 @@ class CompileRecorder:
                         ti.mark_dynamic(value, d)
 
     def _returned(self, obj: WatchedObject, out: Any) -> None:
-        """Keep the loss of calls 0, 1, 2, 4, 8... (a power of two, so that runs of any length share some)."""
+        """The primary's call ends its frame count; keep the loss of calls 0, 1, 2, 4, 8... (a power of two,
+        so that runs of any length share some)."""
+        if self.frames is not None and obj is self.primary:
+            self.frames.end()
+        if not self.losses:
+            return
         index = obj.calls - 1
         if self.closed or index < 0 or index & (index - 1) or index in obj.losses:
             return

@@ -29,7 +29,7 @@ from ...progress import ProgressEvent, Step
 from ...reports import models as rm
 from ...workload import Call, Workload
 from .. import torch_internals as ti
-from ..readers.costs import stack_path
+from ..readers.costs import hit_the_limit, stack_path
 from ..readers.findings import break_record, compile_metric, group_break_sites, guard_set, is_skipped_frame
 from ..readers.parsing import classify_guard, split_recompile_reasons
 from ..readers.sources import RawFrame, function_name, is_dynamo_file
@@ -132,6 +132,7 @@ class CompiledRun:
         keep_guard_text: bool = False,
         collect: bool = False,
         sink: Sink | None = None,
+        count_frames: bool = False,
     ) -> None:
         self.workload = workload
         self.calls = calls
@@ -147,6 +148,10 @@ class CompiledRun:
         self.call_marks: list[int] = []
         """Events captured when each call started."""
         self.error: rm.ErrorRecord | None = None
+        self.count_frames = count_frames
+        self.served: list[ti.ServedEntry] = []
+        """With `count_frames`: each function's frames entered during each call, served by a compiled
+        version or run eagerly."""
 
     def run(self, progress: ProgressFn = no_progress) -> CompiledRun:
         """Fresh Dynamo state, then every call through `torch.compile(model, backend=recording)`.
@@ -160,6 +165,7 @@ class CompiledRun:
             ti.capture(backend=self.settings.backend, keep_guard_text=self.keep_guard_text) as cap,
             ti.dynamo_config(self.dynamo_config),
             grad_mode(self.settings),
+            ti.counting_frames() if self.count_frames else contextlib.nullcontext() as frames,
         ):
             self.capture = cap
             if self.sink is not None and self.settings.train:
@@ -168,10 +174,11 @@ class CompiledRun:
                 progress(ProgressEvent(Step.COMPILE, i, len(self.calls)))
                 self.call_marks.append(len(cap.events))
                 try:
-                    run_call(
-                        compiled, self.workload, call, i, seed=self.settings.seed, train=self.settings.train,
-                        sample=self.sink,
-                    )  # fmt: skip
+                    with frames.call(i) if frames is not None else contextlib.nullcontext():
+                        run_call(
+                            compiled, self.workload, call, i, seed=self.settings.seed, train=self.settings.train,
+                            sample=self.sink,
+                        )  # fmt: skip
                 except Exception as exc:  # noqa: BLE001 - a compile failure is a finding: the calls before it stand
                     kind = "graph break escaped" if ti.is_unsupported(exc) else "torch.compile failed"
                     message = f"call {i}: {kind}: {type(exc).__name__}: {describe_error(exc)}"
@@ -180,6 +187,7 @@ class CompiledRun:
             if self.sink is not None and self.settings.train:
                 self.sink.take_grads(self.workload.model)
             progress(ProgressEvent(Step.COMPILE, len(self.calls), len(self.calls)))
+            self.served = ti.served_entries(frames)  # before a reset clears which code is a compiled version
         return self
 
     @property
@@ -195,6 +203,8 @@ class ScriptRun:
     capture: ti.CaptureResult
     call_marks: list[int] = field(default_factory=list)
     """Events captured when each call of the analyzed compiled object started."""
+    served: list[ti.ServedEntry] = field(default_factory=list)
+    """Each function's frames entered during each call of the analyzed object: compiled or eagerly."""
 
     @property
     def graphs(self) -> list[RecordedGraph]:
@@ -369,10 +379,12 @@ class Findings:
     call_of_compile: dict[str, int | None]
     """Compile id -> the call during which it compiled."""
     frames_skipped: int
+    frame_calls: list[rm.FrameCalls] = field(default_factory=list)
 
     def sections(self) -> dict[str, Any]:
         """The report's sections of findings, as `rm.Report` keyword arguments."""
         return {
+            "frame_calls": self.frame_calls,
             "graph_breaks": self.graph_breaks,
             "recompiles": self.recompiles,
             "graphs": self.graphs,
@@ -487,7 +499,64 @@ def findings_of(
         ),
         call_of_compile=call_of_compile,
         frames_skipped=sum(1 for m in metrics.values() if is_skipped_frame(m)),
+        frame_calls=frame_calls(run.served if run is not None else [], metrics, starts, index),
     )
+
+
+def frame_calls(
+    served: list[ti.ServedEntry], metrics: dict[str, dict[str, Any]], starts: dict[str, list[RawFrame]], index: ModuleIndex | None
+) -> list[rm.FrameCalls]:
+    """Each frame Dynamo compiled (its function, from its compiles' metrics), with the entries a compiled
+    version served and those that ran its own code, per call; why it ran eagerly: the recompile limit, a
+    skipped frame (a compile that gave up: fully eager), or a compile that fell back."""
+    frames: dict[str, dict[str, Any]] = {}
+    for cid, m in metrics.items():
+        frame = cid.rpartition("/")[0]
+        known = frames.setdefault(frame, {"compile_ids": []})
+        known["compile_ids"].append(cid)
+        if m.get("co_name") and "code" not in known:
+            known["code"] = (str(m.get("co_filename")), int(m.get("co_firstlineno") or 0), str(m.get("co_name")))
+    by_code: dict[tuple[str, int, str], dict[int, list[int]]] = {}
+    for entry in served:
+        calls = by_code.setdefault((entry.file, entry.line, entry.function), {})
+        counts = calls.setdefault(entry.call, [0, 0])
+        counts[0 if entry.compiled else 1] += entry.count
+    out = []
+    for frame, known in frames.items():
+        code = known.get("code")
+        if code is None or code not in by_code:
+            continue
+        calls = by_code.pop(code)  # a function shared by two frames (resumed twice) counts once
+        rows = [[call, c, e] for call, (c, e) in sorted(calls.items())]
+        eager = [row for row in rows if row[2]]
+        why = None
+        if eager:
+            limit = next((cid for cid in known["compile_ids"] if hit_the_limit(compile_metric(cid, metrics[cid]))), None)
+            skipped = next((cid for cid in known["compile_ids"] if is_skipped_frame(metrics[cid]) and cid != limit), None)
+            if limit is not None:
+                why = f"the recompile limit (compile {limit})"
+            elif skipped is not None:
+                gave_up = metrics[skipped].get("fail_reason") or metrics[skipped].get("fail_type") or "its compile gave up"
+                why = f"skipped ({str(gave_up).strip().splitlines()[0][:120]})"
+            else:
+                why = "a compile that fell back"
+        stack = starts.get(known["compile_ids"][0], [])
+        paths = index.attribute([(f[0], f[1]) for f in stack[:-1]] + [(code[0], code[1])]) if index is not None else []
+        out.append(
+            rm.FrameCalls(
+                function=function_name(code[2]),
+                file=code[0],
+                line=code[1],
+                frame=frame,
+                module_paths=paths,
+                compiled=sum(row[1] for row in rows),
+                eager=sum(row[2] for row in rows),
+                first_eager_call=eager[0][0] if eager else None,
+                by_call=rows,
+                why_eager=why,
+            )
+        )
+    return out
 
 
 def _with_paths(metric: rm.CompileMetric, stack: list[RawFrame], index: ModuleIndex | None, call: int | None) -> rm.CompileMetric:

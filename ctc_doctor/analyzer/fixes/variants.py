@@ -5,6 +5,7 @@ What an action does to the copy: `dynamo_config` patches `torch._dynamo.config` 
 run only; `disable` wraps submodule forwards with `torch.compiler.disable`; `source_patch` gives the
 copy's instances a subclass whose method is the rewritten one (see `rewrite`); `mark_dynamic` and
 `scalar_to_tensor` act on copies of the inputs; `set_attribute` sets an attribute on a submodule;
+`counter_to_tensor` keeps an integer attribute as a 0-d int64 buffer in every module that holds it;
 `warm_up` has whoever compiles the copy call it once eagerly first; `regional` is the benchmark's
 business and is ignored here. The user's model, inputs and modules'
 globals are never modified.
@@ -174,6 +175,27 @@ def make_variant(
                 raise VariantError("set_attribute needs an attribute")
             for path in action.module_paths or [""]:
                 setattr(variant.model.get_submodule(path), action.attribute, action.value)
+        elif action.type == "counter_to_tensor":
+            if not _counters_to_tensors(variant.model, action.attribute or ""):
+                raise VariantError(f"no module holds an integer attribute {action.attribute!r}")
     if sources:
         _patch_sources(variant.model, sources)
     return variant
+
+
+def _counters_to_tensors(model: torch.nn.Module, path: str) -> int:
+    """Every integer attribute at `path` (`step`, `inner.step`) from any module of the copy, now a 0-d int64
+    buffer (not saved with the state dict) on the module's device; how many were converted."""
+    *walk, name = path.split(".")
+    converted = 0
+    for module in model.modules():
+        holder: Any = module
+        for part in walk:
+            holder = getattr(holder, part, None)
+        value = vars(holder).get(name) if isinstance(holder, torch.nn.Module) else None
+        if isinstance(value, int) and not isinstance(value, bool):
+            device = next((t.device for t in holder.parameters()), None)
+            delattr(holder, name)
+            holder.register_buffer(name, torch.tensor(value, dtype=torch.long, device=device), persistent=False)
+            converted += 1
+    return converted

@@ -33,7 +33,8 @@ from .. import torch_internals as ti
 from ..fixes.variants import VariantError
 from ..readers.causes import arm_recompiles, recompile_causes
 from ..readers.text import describe_error
-from ..resources.load import CpuWindow, busy, machine_at_start
+from ..resources.cpu import QUIET_WAIT_S
+from ..resources.load import CpuWindow, busy, machine_at_start, wait_for_quiet
 from ..resources.load import conclude as conclude_load
 from ..running import device as dev
 from ..running.calls import Sample, calls_on, preserved_state, run_pass
@@ -86,6 +87,9 @@ class ArmRunner:
         self.fastest_s = float("inf")
         """The fastest median pass of the arms measured so far (eager's and the compiled arms' that ran
         without error): adaptive timing stops an arm once it is clearly behind it."""
+        self.quiet_wait_s = QUIET_WAIT_S
+        """What is left of the time the arms may wait, together, for a load to pass before timing again: a
+        machine that stays busy costs it once, not once per arm."""
         self.reference: Reference | None = None
         self.room = ctx.room
         self.random = False
@@ -188,23 +192,41 @@ class ArmRunner:
                 return spread(times) > 0.05
             return not settled(times) and sum(times) < AUTO_BUDGET_S and not behind(times, self.fastest_s)
 
-        window = CpuWindow.start()
-        while more():
-            done = self.bench.warmup + min(len(times), least)
-            self.progress(ProgressEvent(Step.ARM, done, total, subject=arm.name, activity="timing", timing=True))
-            t0 = time.perf_counter()
-            self.run_pass(fn, arm, step=self.step(arm))
-            dev.synchronize(self.device)
-            times.append(time.perf_counter() - t0)
-        others = window.others()
+        def passes() -> float | None:
+            window = CpuWindow.start()
+            while more():
+                done = self.bench.warmup + min(len(times), least)
+                self.progress(ProgressEvent(Step.ARM, done, total, subject=arm.name, activity="timing", timing=True))
+                t0 = time.perf_counter()
+                self.run_pass(fn, arm, step=self.step(arm))
+                dev.synchronize(self.device)
+                times.append(time.perf_counter() - t0)
+            return window.others()
+
+        threads = torch.get_num_threads()
+        others = passes()
+        retimed = None
+        if busy(others, threads) and self.quiet_wait_s > 0 and self.waited_for_quiet(threads):
+            # timed under load: once the others have left the cores, timed again, and that figure kept
+            retimed = f"timed again once the load passed (other processes had used {others:.1f} cores)"
+            times.clear()
+            others = passes()
         if out is not None:
             out.busy = others
         self.progress(ProgressEvent(Step.ARM, total, total, subject=arm.name, activity="timing", timing=True))
         stats = latency_stats(times)
-        mark_unstable(stats, others=others, busy=busy(others, torch.get_num_threads()))
+        stats.retimed = retimed
+        mark_unstable(stats, others=others, busy=busy(others, threads))
         if stats.n and (out is None or (out.error is None and out.numerics_ok is not False)):
             self.fastest_s = min(self.fastest_s, stats.median / 1e3)
         return stats
+
+    def waited_for_quiet(self, threads: int) -> bool:
+        """Wait for other processes to leave the cores, out of what is left of `quiet_wait_s`."""
+        t0 = time.perf_counter()
+        quiet = wait_for_quiet(threads, limit_s=self.quiet_wait_s)
+        self.quiet_wait_s = max(0.0, self.quiet_wait_s - (time.perf_counter() - t0)) if quiet else 0.0
+        return quiet
 
     def warm_start(self, fn: Callable[..., Any], arm: Arm) -> float | None:
         """What a new process pays with the caches shipped: this process' compile artifacts saved

@@ -183,6 +183,36 @@ class _Checker:
         self.base = _with_report_ids(findings, self.ctx.report)
         return verification, None
 
+    def compiles(self, suggestions: list[rm.Suggestion], backend: str) -> str | None:
+        """Whether a copy with the suggestions applied compiles and runs every call on `backend`: None, or
+        the error (one line). Nothing is judged but that it runs."""
+        ctx = self.ctx
+        try:
+            actions = [s.action for s in suggestions if s.action is not None]
+            variant = make_variant(
+                ctx.pristine if ctx.pristine is not None else ctx.workload.model,
+                ctx.calls,
+                actions,
+                ctx.settings.device,
+                share=ctx.settings.shares,
+            )
+        except VariantError as exc:
+            return str(exc)
+        fixed = dataclasses.replace(ctx.workload, model=variant.model)
+        settings = dataclasses.replace(ctx.settings, backend=backend)
+        try:
+            with preserved_state(variant.model):
+                variant.run_warm_up(fixed, settings.seed)
+            with preserved_state(variant.model):
+                compiled = CompiledRun(fixed, variant.calls, settings, dynamo_config=variant.config).run()
+            return compiled.error.message if compiled.error is not None else None
+        except Exception as exc:  # noqa: BLE001 - a crash outside the calls: the fix does not compile here
+            return f"{type(exc).__name__}: {describe_error(exc)}"
+        finally:
+            ti.reset_dynamo_quietly()
+            del variant, fixed
+            release_memory(ctx.settings.where)
+
     def check(self, variant: Variant) -> tuple[rm.Verification, Findings | None]:
         """Run the variant like the original and compare counts and outputs."""
         t0 = time.perf_counter()
@@ -312,6 +342,25 @@ class _Fixer:
         release_memory(self.ctx.settings.where)  # the copy and its activations: the next check starts from the model alone
         return verification, findings
 
+    def through_aot_autograd(self, suggestion: rm.Suggestion, verification: rm.Verification) -> None:
+        """A fix that held under Dynamo alone (the `eager` backend) compiled once more through AOTAutograd
+        (`aot_eager`: cheap, no kernels), as any real backend compiles it: a fix that crashes there (a
+        PyTorch bug its change walks into, e.g. a symbolic int under `%`) is not safe to recommend."""
+        if self.ctx.settings.backend != "eager":
+            verification.compiled_on = [self.ctx.settings.backend]
+            return
+        t0 = time.perf_counter()
+        error = self.checker.compiles([suggestion], "aot_eager")
+        verification.duration_s = round(verification.duration_s + time.perf_counter() - t0, 3)
+        if error is None:
+            verification.compiled_on = ["eager", "aot_eager"]
+            return
+        verification.compiled_on = ["eager"]
+        verification.breaks_compile = f"aot_eager (AOTAutograd): {error}"[:500]
+        verification.error = f"breaks the compile: {verification.breaks_compile}"[:500]
+        verification.summary = f"failed: {verification.error}"[:300]
+        verification.safe = verification.effective = False
+
     def alone(self, candidates: list[rm.Suggestion], total: int) -> list[rm.Suggestion]:
         """Each suggestion on its own copy; the safe, effective, not redundant ones, in order."""
         section, result = self.section, self.section.result
@@ -326,6 +375,8 @@ class _Fixer:
                 chosen.append(suggestion)
                 continue
             verification, self.findings[suggestion.id] = self.check([suggestion])
+            if verification.safe and verification.effective and self.time_left():
+                self.through_aot_autograd(suggestion, verification)
             addressed = [a for a in suggestion.applies_to if a.startswith("B")]
             # the addressed break is gone and another appeared: moved, not removed
             verification.moved_break = bool(addressed and set(addressed) & set(verification.fixed) and verification.new_sites)

@@ -97,7 +97,7 @@ def run_observe(ctx: PhaseContext, options: ObserveOptions) -> Observation:
         with deadline(options.timeout_s):
             watch: dict[str, set[int]] = {}
             if options.compile:
-                compiled = CompiledRun(workload, calls, settings, keep_guard_text=options.keep_guard_text)
+                compiled = CompiledRun(workload, calls, settings, keep_guard_text=options.keep_guard_text, count_frames=True)
                 with kept():
                     compiled.run(progress)
                 assert compiled.capture is not None

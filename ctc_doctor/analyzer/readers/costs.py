@@ -362,6 +362,8 @@ def recompile_cliffs(report: rm.Report) -> list[rm.RecompileCliff]:
         limit = _attempt(m.compile_id)
         function = m.function or (rc.function if rc is not None and rc.function != "?" else None)
         previous = next((p for p in report.compile_metrics if p.compile_id.rpartition("/")[0] == m.compile_id.rpartition("/")[0]), None)
+        frame = next((f for f in report.frame_calls if f.frame == m.compile_id.rpartition("/")[0]), None)
+        ran = sum(1 for c, _, eager in frame.by_call if eager and (call is None or c >= call)) if frame is not None else None
         out.append(
             rm.RecompileCliff(
                 function=function or (previous.function if previous is not None and previous.function else "?"),
@@ -373,6 +375,7 @@ def recompile_cliffs(report: rm.Report) -> list[rm.RecompileCliff]:
                 eager_calls=later,
                 cause=cause_of.get(rc.id) if rc is not None else None,
                 cost=_cost(report, later, limit),
+                ran_eagerly=ran,
             )
         )
     return out

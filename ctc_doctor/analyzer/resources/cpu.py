@@ -67,3 +67,19 @@ class CpuWindow:
 def busy(other: float | None, threads: int) -> bool:
     """Whether other processes' CPU (cores) competed with torch's `threads` for the cores."""
     return other is not None and other >= BUSY_CORES and threads + other > cores()
+
+
+QUIET_WAIT_S = 10.0
+"""How long the benchmark waits for other processes to leave the cores before it re-times a busy arm."""
+
+
+def wait_for_quiet(threads: int, limit_s: float = QUIET_WAIT_S, window_s: float = 0.5) -> bool:
+    """Wait, in windows of `window_s`, until other processes leave torch's `threads` their cores: True once a
+    window is quiet, False when `limit_s` passed first (pyperf re-runs rather than trusting a noisy sample)."""
+    end = time.perf_counter() + limit_s
+    while time.perf_counter() < end:
+        window = CpuWindow.start()
+        time.sleep(window_s)
+        if not busy(window.others(), threads):
+            return True
+    return False

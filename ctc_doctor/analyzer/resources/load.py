@@ -16,9 +16,9 @@ import os
 import torch
 
 from ...reports import models as rm
-from .cpu import BUSY_CORES, CpuWindow, busy, cores
+from .cpu import BUSY_CORES, CpuWindow, busy, cores, wait_for_quiet
 
-__all__ = ["BUSY_CORES", "CpuWindow", "busy", "conclude", "cores", "gpu_processes", "machine_at_start"]
+__all__ = ["BUSY_CORES", "CpuWindow", "busy", "conclude", "cores", "gpu_processes", "machine_at_start", "wait_for_quiet"]
 
 
 def gpu_processes(device: str) -> list[str]:

@@ -11,7 +11,8 @@ The pieces, each the only owner of the state it keeps:
   string intern table of the trace, the live compile id, and `count_compiles` read from the trace;
 - logs: torch's log records kept off stderr and counted (`quiet_torch_stderr`, one shared filter),
   the notes they fold into, and handlers on torch's artifact loggers;
-- dynamo: Dynamo reset/counters, preserved config, backend lookup, Dynamo exception types, explain;
+- dynamo: Dynamo reset/counters, preserved config, backend lookup, Dynamo exception types, explain, and
+  which frames a compiled version served (`counting_frames`);
 - knobs: config patches, mark_dynamic, disable, inductor caches, backends, regional compile;
 - script: a script's own `torch.compile` replaced for `ctc-doctor run`;
 - cudagraphs: step marks, and the recordings and skips torch logs (the blocks in force);
@@ -38,7 +39,10 @@ from .aot import (
 from .cudagraphs import CudaGraphLog, cudagraph_log, cudagraph_mark_step_begin
 from .dynamo import (
     ExplainResult,
+    FrameEntries,
+    ServedEntry,
     break_details,
+    counting_frames,
     fresh_dynamo_state,
     graph_compile_reason,
     is_unsupported,
@@ -46,6 +50,7 @@ from .dynamo import (
     preserved_dynamo_state,
     reset_dynamo_quietly,
     run_explain,
+    served_entries,
 )
 from .knobs import (
     ConfigOptionMissing,
@@ -80,6 +85,8 @@ __all__ = [
     "CudaGraphLog",
     "ExplainResult",
     "ExportUnsupported",
+    "FrameEntries",
+    "ServedEntry",
     "PerfHintRecord",
     "TraceEvent",
     "aoti_load",
@@ -90,6 +97,7 @@ __all__ = [
     "capture",
     "config_has",
     "count_compiles",
+    "counting_frames",
     "cudagraph_log",
     "cudagraph_mark_step_begin",
     "current_compile_id",
@@ -112,6 +120,7 @@ __all__ = [
     "reset_dynamo_quietly",
     "run_explain",
     "save_cache_artifacts",
+    "served_entries",
     "torch_compile_replaced",
     "torch_log_notes",
     "torch_version",
@@ -151,6 +160,11 @@ _FEATURES: list[tuple[str, Callable[[], bool], str]] = [
     ("torch._dynamo.explain", lambda: _has("torch._dynamo", "explain"), "no explain cross-check"),
     ("compile cache artifacts", lambda: _has("torch.compiler", "save_cache_artifacts"), "no warm-start measurement"),
     ("cudagraph step marks", lambda: _has("torch.compiler", "cudagraph_mark_step_begin"), "reduce-overhead arms cannot mark passes"),
+    (
+        "per-frame calls",
+        lambda: _has("torch._dynamo.utils", "orig_code_map") and _has("torch._dynamo", "callback_handler"),
+        "no count of the calls each compiled frame served compiled or ran eagerly",
+    ),
 ]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -120,3 +120,131 @@ def run_explain(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
         break_reasons=reasons,
         op_count=int(getattr(out, "op_count", 0) or 0),
     )
+
+
+@dataclass
+class FrameEntries:
+    """Every Python frame entered during each workload call, by code object, Dynamo's own compiles left out:
+    what `served_entries` sorts into frames served by a compiled version and frames that ran their own code.
+    The caller brackets each call with `call(i)`."""
+
+    profiler: Any
+    counts: dict[tuple[int, int], int] = field(default_factory=dict)
+    """(call, id of the code object) -> entries."""
+    codes: dict[int, Any] = field(default_factory=dict)
+    within: bool = False
+    """A workload call is being counted (Dynamo's compile callbacks pause and resume only then)."""
+    index: int = 0
+    """The call being counted."""
+    failed: bool = False
+    """A tally failed: the counts are incomplete, and none are reported."""
+    _seen: dict[int, int] = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def call(self, index: int) -> Iterator[None]:
+        """Count the frames entered in the block as call `index`'s."""
+        self.begin(index)
+        try:
+            yield
+        finally:
+            self.end()
+
+    def begin(self, index: int) -> None:
+        """Count from here as call `index`'s (a call left open, one that raised, ends here first)."""
+        if self.within:
+            self.end()
+        self.index = index
+        self.within = True
+        self.profiler.enable()
+
+    def end(self) -> None:
+        """The call counted since `begin` ends."""
+        if not self.within:
+            return
+        self.profiler.disable()
+        self.within = False
+        try:
+            self._tally(self.index)
+        except Exception:  # noqa: BLE001 - counting never breaks the workload's call; no counts, not wrong ones
+            self.failed = True
+
+    def _tally(self, index: int) -> None:
+        """What each code object's count grew by during call `index`."""
+        for entry in self.profiler.getstats():  # cumulative: this call's are what grew since the last
+            code = entry.code
+            if isinstance(code, str):
+                continue
+            key = id(code)  # not the code itself: Dynamo's generated code may hold a dict constant (unhashable)
+            grew = entry.callcount - self._seen.get(key, 0)
+            if grew:
+                self._seen[key] = entry.callcount
+                self.codes[key] = code  # kept alive, so its id stays its own
+                self.counts[(index, key)] = self.counts.get((index, key), 0) + grew
+
+
+@contextlib.contextmanager
+def counting_frames() -> Iterator[FrameEntries | None]:
+    """Count the Python frames entered in each workload call (`FrameEntries.call`) with CPython's C profiler
+    (`cProfile`, built-ins left out: far cheaper than a Python profile function), paused while Dynamo
+    compiles (its start and end callbacks), so the compile is neither counted nor slowed. None (nothing
+    counted) when this torch lacks `torch._dynamo.utils.orig_code_map` (which code is a compiled version of
+    which) or the compile callbacks (`torch._dynamo.callback_handler`, 2.4+), or another profiler runs."""
+    import cProfile
+    import sys
+
+    code_map = getattr(getattr(torch._dynamo, "utils", None), "orig_code_map", None)
+    handler: Any = getattr(torch._dynamo, "callback_handler", None)
+    missing = not hasattr(handler, "register_start_callback") or not hasattr(handler, "remove_start_callback")
+    if code_map is None or missing or sys.getprofile() is not None:
+        yield None
+        return
+    entries = FrameEntries(cProfile.Profile(builtins=False, subcalls=False))
+
+    def paused(args: Any) -> None:
+        if entries.within:
+            entries.profiler.disable()
+
+    def resumed(args: Any) -> None:
+        if entries.within:
+            entries.profiler.enable()
+
+    handler.register_start_callback(paused)
+    handler.register_end_callback(resumed)
+    try:
+        yield entries
+    finally:
+        entries.profiler.disable()
+        with contextlib.suppress(ValueError):
+            handler.remove_start_callback(paused)
+        with contextlib.suppress(ValueError):
+            handler.remove_end_callback(resumed)
+
+
+@dataclass(frozen=True)
+class ServedEntry:
+    """Entries of one function's frame during one workload call: by a compiled version, or by its own code."""
+
+    call: int
+    file: str
+    line: int
+    """The function's first line."""
+    function: str
+    compiled: bool
+    """Served by a version Dynamo compiled; False: the function's own code ran (eagerly)."""
+    count: int
+
+
+def served_entries(entries: FrameEntries | None) -> list[ServedEntry]:
+    """The counted frames, each as the function it belongs to (a compiled version's own function, read from
+    `orig_code_map` before a Dynamo reset clears it) and whether a compiled version served it."""
+    if entries is None or entries.failed:
+        return []
+    code_map = torch._dynamo.utils.orig_code_map
+    merged: dict[tuple[int, str, int, str, bool], int] = {}
+    for (call, code_id), count in entries.counts.items():
+        code = entries.codes[code_id]
+        original = code_map.get(code)  # keyed by identity (`ExactWeakKeyDictionary`)
+        own = original if original is not None else code
+        where = (call, own.co_filename, own.co_firstlineno, own.co_name, original is not None)
+        merged[where] = merged.get(where, 0) + count
+    return [ServedEntry(call, file, line, name, compiled, n) for (call, file, line, name, compiled), n in merged.items()]

@@ -145,6 +145,7 @@ def _suggestion_steps(report: Report, limit: int = 5) -> list[str]:
             report.suggestions, key=lambda s: {"applied": 0, "works": 1, "measured": 1}.get(suggestion_status(s, report.fix), 2)
         )
     expected = {rc.id for rc in report.recompiles if rc.expected}
+    listed: set[str] = set()
     for s in ranked:
         if s.applies_to and set(s.applies_to) <= expected:
             continue  # a one-off the report calls expected: said in the causes, not a step
@@ -163,7 +164,11 @@ def _suggestion_steps(report: Report, limit: int = 5) -> list[str]:
             measured = f" — not recommended: {s.not_recommended}"
         kind = f", {s.category}" if s.category == "workaround" else ""
         target = ",".join(s.applies_to[:3]) + (f" +{len(s.applies_to) - 3}" if len(s.applies_to) > 3 else "") if s.applies_to else "model"
-        steps.append(f"{target}: {s.title} [{s.id}, {status}{kind}]{measured}")
+        title = s.title
+        if title.startswith("Or ") and not set(s.applies_to) & listed:  # what it is an alternative to is not listed
+            title = title[3].upper() + title[4:]
+        listed.update(s.applies_to)
+        steps.append(f"{target}: {title} [{s.id}, {status}{kind}]{measured}")
         if len(steps) >= limit:
             break
     return steps

@@ -179,6 +179,7 @@ def _size_rule(ctx: RuleContext, failures: Failures) -> None:
     if library is not None:
         _library_sizes(ctx, failures, library)
         return
+    marked = False
     for group in _mark_groups(ctx, failures):
         marks = group.by_argument(ctx.facts.arg_names if ctx.facts else [])
         (arg, ordered), *others = marks.items()
@@ -213,9 +214,11 @@ def _size_rule(ctx: RuleContext, failures: Failures) -> None:
             references=[DOCS["mark_dynamic"]],
             action=rm.FixAction(type="mark_dynamic", argument=arg, dims=ordered, marks=marks if others else {}),
         )
+        marked = True
+    how = "compile with `dynamic=True`, or pad inputs to a few bucket sizes"
     ctx.add(
         "dynamic-or-buckets",
-        "Or compile with `dynamic=True`, or pad inputs to a few bucket sizes",
+        f"Or {how}" if marked else how[0].upper() + how[1:],  # an alternative only after what it is one to
         "`dynamic=True` makes every dimension symbolic from the start (slower kernels in some cases); padding "
         "sequence lengths to e.g. multiples of 64 bounds the number of distinct shapes, and so of compiles.",
         "dynamic_shapes",
@@ -334,15 +337,21 @@ def _int_attribute_rule(ctx: RuleContext, attributes: dict[str, list[str]]) -> N
         )
     first = list(attributes)[0]
     name = first.rsplit(".", 1)[-1]
+    relative = module_path_of(first).removeprefix("self.")
+    keep = f"keep {names} in a tensor buffer"
     ctx.add(
         "tensor-counter",
-        f"Or keep {names} in a tensor buffer",
-        f"A tensor is an input like any other: a new value of `{name}` then changes no guard. Update it in place.",
+        keep[0].upper() + keep[1:],  # an alternative that reads alone: "what to do next" may list it without S1
+        f"A tensor is an input like any other: a new value of `{name}` then changes no guard. Update it in place "
+        "(`+=` on the buffer, or `.fill_(value)`), never by assigning a Python int. Verified on a copy whose "
+        "modules hold it as a 0-d int64 buffer.",
         "source_edit",
         applies,
+        auto_applicable=True,
         snippet=f"self.register_buffer('{name}', torch.zeros((), dtype=torch.long), persistent=False)\n"
         f"# each step, instead of assigning an int:\nmodel.{name}.fill_(step)",
         references=[DOCS["troubleshooting"]],
+        action=rm.FixAction(type="counter_to_tensor", attribute=relative),
     )
 
 
