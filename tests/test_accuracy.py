@@ -97,9 +97,24 @@ def test_the_step_counter_cliff_names_its_call_and_torchs_own_fix_is_verified_on
     s = next(s for s in report.suggestions if s.rule == "unspec-int-attribute")
     assert s.action.config == {"allow_unspec_int_on_nn_module": True}
     v = s.verified
-    assert v is not None and v.applied and v.effective and v.numerics_ok
-    assert (v.before.recompile_count, v.after.recompile_count) == (8, 1)
     assert any(step.startswith("forward hit the recompile limit (8) at call 9 of 12") for step in next_steps(report))
+    # the counter kept in a buffer: the caller assigns a Python int to it, which a buffer refuses (the
+    # snippet says `.fill_(step)`): the check says so rather than pretending
+    buffer = next(s for s in report.suggestions if s.rule == "tensor-counter")
+    assert buffer.verdict == "failed" and "cannot assign 'int' as buffer 'step'" in buffer.verified.error
+    if v.breaks_compile is not None:
+        # torch 2.13: the option holds under Dynamo (8 -> 1 recompiles) but `step % 4` as a symbolic int
+        # crashes AOTAutograd: not applied, and the bug comes out ready to file
+        assert v.compiled_on == ["eager"] and v.breaks_compile.startswith("aot_eager (AOTAutograd): ") and s.verdict == "failed"
+        [bug] = report.torch_bugs
+        assert bug.stage == "AOTAutograd" and bug.repro_verified is True
+        # the first operation whose cut fails: the multiply that takes the symbolic scale (the `%` before it
+        # alone compiles), on the forward's return line
+        assert bug.operation == "relu * add" and bug.user_code == "return torch.relu(self.fc(x)) * scale"
+        assert report.fix.applied == []
+    else:
+        assert v is not None and v.applied and v.effective and v.numerics_ok and v.compiled_on == ["eager", "aot_eager"]
+        assert (v.before.recompile_count, v.after.recompile_count) == (8, 1)
 
 
 @pytest.mark.fast

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -190,25 +191,38 @@ def test_a_rewrite_that_changes_results_is_reported_unsafe_and_not_applied():
     assert where.id in report.fix.unsafe and where.id not in report.fix.applied
 
 
-def test_a_fix_that_holds_under_dynamo_but_crashes_aot_autograd_is_not_recommended_and_its_alternative_is():
+def test_a_fix_that_holds_under_dynamo_but_crashes_aot_autograd_is_not_recommended_and_its_alternative_is(tmp_path):
     """The step counter under `%`: the config option removes the recompiles under the check's `eager`
     backend, but the compile through AOTAutograd crashes (a PyTorch bug on 2.13); the fix is marked
-    `breaks the compile`, and the counter kept in a buffer (the next fix for the same cause) is applied."""
+    `breaks the compile`, and the counter kept in a buffer (the next fix for the same cause) is applied.
+    The crash comes out ready to file: its stage, the user's line, a repro that fails the same way under
+    plain `python`, the issue's text, and the verified fix as the workaround."""
     workload = load_workload(f"{TARGETS / 'fix_targets.py'}:modulo_step", seed=0)
-    report = analyze(workload, AnalyzeOptions(explain=False, fix=FixOptions()))
+    report = analyze(workload, AnalyzeOptions(explain=False, fix=FixOptions(repro_dir=str(tmp_path))))
     option = next(s for s in report.suggestions if s.rule == "unspec-int-attribute")
     buffer = next(s for s in report.suggestions if s.rule == "tensor-counter")
     if option.verified.breaks_compile is None:  # a torch where the option compiles: it is verified through both
         assert option.verified.compiled_on == ["eager", "aot_eager"] and option.verdict == "recommended"
         pytest.skip(f"torch {torch.__version__}: allow_unspec_int_on_nn_module compiles under `%` here")
-    assert (
-        option.verified.breaks_compile.startswith("aot_eager (AOTAutograd): ") and "BackendCompilerFailed" in option.verified.breaks_compile
-    )
+    assert option.verified.breaks_compile.startswith("aot_eager (AOTAutograd): ")
+    assert "BackendCompilerFailed" in option.verified.breaks_compile
     assert option.verdict == "failed" and option.id not in report.fix.applied and "breaks the compile" in option.verdict_reason
     assert buffer.verified.compiled_on == ["eager", "aot_eager"] and buffer.verified.safe and buffer.verdict == "recommended"
     assert report.fix.applied == [buffer.id] and buffer.verified.after.recompile_count == 0
     assert not buffer.title.startswith("Or")  # it reads alone: the option before it failed
+
+    [bug] = report.torch_bugs
+    assert (bug.stage, bug.error_type) == ("AOTAutograd", "AttributeError") and "python_mod" in bug.error
+    assert bug.tried[0] == "eager (Dynamo only): compiles and runs" and bug.tried[1].startswith("aot_eager (AOTAutograd): AttributeError")
+    assert bug.user_line.endswith("fix_targets.py:" + str(marker_line(str(TARGETS / "fix_targets.py"), "modulo")))
+    assert bug.repro_verified is True and bug.repro_path == str(tmp_path / "ctc_torch_bug_s1.py")
+    again = subprocess.run([sys.executable, bug.repro_path], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert again.returncode != 0 and "python_mod" in again.stderr  # plain python, no ctc-doctor: the same failure
+    issue = (tmp_path / "ctc_torch_bug_s1.md").read_text()
+    assert issue.startswith(f"# {bug.issue_title}") and "### Versions" in issue and torch.__version__ in issue and "```python" in issue
+    assert bug.workaround_verified and bug.workaround.startswith(f"{buffer.id} instead: ")
     steps = next_steps(report)
+    assert steps[0].startswith("PyTorch bug: the compile with fix S1 crashes in AOTAutograd") and steps[1].startswith("File it upstream: ")
     assert any(buffer.id in step for step in steps) and not any(f"[{option.id}," in step for step in steps), steps
 
 

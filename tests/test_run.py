@@ -277,6 +277,44 @@ def test_each_frame_of_a_scripts_compiled_model_says_which_calls_it_served_compi
     assert (cliff.from_call, cliff.ran_eagerly) == (8, 3) and "(counted)" in result.stdout, result.stdout
 
 
+def test_a_script_whose_compile_crashes_inside_torch_gets_the_bug_ready_to_file_and_a_verified_way_around(cli, tmp_path):
+    """The script's own compile crashes in AOTAutograd (a symbolic int under `%`, torch 2.13): the report
+    says it is PyTorch's, which stage (the cheaper backend compiles), the user's line; the repro it writes
+    fails the same way under plain `python`; the issue text is written beside it; and a workaround is
+    checked on the script's recorded calls (`dynamic=False` keeps the int static)."""
+    script = tmp_path / "crash.py"
+    script.write_text(
+        "import torch\n"
+        "torch._dynamo.config.allow_unspec_int_on_nn_module = True\n"
+        "class Net(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc, self.step = torch.nn.Linear(8, 8), 0\n"
+        "    def forward(self, x):\n"
+        "        self.step += 1\n"
+        "        return self.fc(x) * (1.0 / (1 + self.step % 1000))\n"
+        "model = torch.compile(Net(), backend='aot_eager')\n"
+        "for _ in range(4):\n"
+        "    model(torch.randn(4, 8))\n"
+    )
+    out = tmp_path / "r.json"
+    result = cli("run", "--no-bisect", "--no-fix", "--json", str(out), "--", str(script))
+    assert result.returncode == ExitCode.SCRIPT_FAILED, result.stderr
+    report = load_report(out)
+    if not report.torch_bugs and "python_mod" not in (report.errors[0].message if report.errors else ""):
+        pytest.skip(f"torch {torch.__version__}: this compile does not crash here")
+    [bug] = report.torch_bugs
+    assert (bug.stage, bug.error_type) == ("AOTAutograd", "AttributeError") and bug.tried[0].endswith("compiles and runs")
+    assert bug.user_line == f"{script}:9" and "self.step % 1000" in bug.user_code
+    assert bug.repro_verified is True and bug.repro_path == str(tmp_path / "ctc_torch_bug_script.py")
+    again = subprocess.run([sys.executable, bug.repro_path], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert again.returncode != 0 and "python_mod" in again.stderr
+    assert (tmp_path / "ctc_torch_bug_script.md").read_text().startswith("# torch.compile: AOTAutograd crashes")
+    assert bug.workaround_verified and "dynamic=False" in bug.workaround
+    assert report.errors[0].hint.startswith("a bug inside PyTorch (AOTAutograd), not in your code")
+    assert "a PyTorch bug, ready to file" in result.stdout and "upstream" not in (report.errors[0].hint or "")
+
+
 def test_timeout_stops_a_script_that_handles_sigterm_itself(cli, tmp_path):
     script = tmp_path / "stubborn.py"
     script.write_text(

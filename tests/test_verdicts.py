@@ -163,11 +163,16 @@ def test_a_gain_read_off_an_unstable_arm_decides_nothing_and_an_unstable_arm_is_
     report = saved("full_showcase")
     s = next(s for s in report.suggestions if f"fixed[{s.id}]" in {a.name for a in report.benchmark.arms} and s.id in report.fix.applied)
     arm = next(a for a in report.benchmark.arms if a.name == f"fixed[{s.id}]")
+    compiled = next(a for a in report.benchmark.arms if a.name == "compiled")
+    arm.latency_ms.median = compiled.latency_ms.median / 2  # a gain, far beyond the spread
     arm.latency_ms.unstable = "its spread is 96 % of the median"
     deltas, verdict, reason = judge_one(report, s)
     [latency] = [d for d in deltas if d.metric == "latency_ms"]
     assert latency.better is None and latency.unstable.startswith(f"fixed[{s.id}]: its spread")
     assert delta_text(latency).endswith(f"(unstable: fixed[{s.id}])") and verdict != "worse"
+    arm.latency_ms.median = compiled.latency_ms.median * 3  # a loss on the same unstable figure still warns
+    [latency] = [d for d in judge_one(report, s)[0] if d.metric == "latency_ms"]
+    assert latency.better is False and latency.unstable
 
     bench = saved("full_showcase").benchmark
     usable = [a for a in bench.arms if a.latency_ms is not None and a.error is None and a.numerics_ok is not False]

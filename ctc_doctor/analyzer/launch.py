@@ -72,6 +72,8 @@ class RunOptions:
     """`--memory-limit`: what the doctor may hold beyond what the script's model and activations hold."""
     grace_s: float = 30.0
     """After a stop signal, how long the ranks have to write their reports before they are killed."""
+    repro_dir: str | None = None
+    """Where the repro and issue text of a crash inside PyTorch go (None: in the report only)."""
 
 
 @dataclass
@@ -167,6 +169,7 @@ def _run(
         "progress_path": os.path.join(out, "progress.jsonl"),
         "deadline": time.time() + options.timeout_s if options.timeout_s else None,
         "grace_s": options.grace_s,
+        "repro_dir": options.repro_dir,
     }
     config_path = os.path.join(out, "config.json")
     with open(config_path, "w", encoding="utf-8") as fh:

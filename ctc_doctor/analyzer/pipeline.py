@@ -384,6 +384,7 @@ def bisect_into(
 
 def _merge_fix(report: rm.Report, section: FixSection) -> None:
     report.fix = section.result
+    report.torch_bugs.extend(section.torch_bugs.values())
     for suggestion in report.suggestions:
         if suggestion.id in section.verified:
             suggestion.verified = section.verified[suggestion.id]

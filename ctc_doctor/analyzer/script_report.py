@@ -40,6 +40,7 @@ from .readers.failures import failure_hint
 from .running.calls import preserved_state
 from .running.deadline import DeadlineExceeded, deadline
 from .running.settings import RunSettings
+from .triage import is_torch_failure, triage, workaround, write_bug
 
 ATTRIBUTION_TIMEOUT_S = 120.0
 """The eager call that records module call sites: a model that needs its peers (collectives) would hang."""
@@ -192,6 +193,8 @@ def _rank_report(
             f"{report.summary.expected_recompiles} recompile(s) are one-offs every decoding loop pays (the causes "
             "marked expected): not in the verdict, and no suggestion for them."
         )
+    if rank == 0 and model is not None and calls and outcome.stopped is None and is_torch_failure(outcome.error):
+        _torch_bug(report, model, calls, primary, config, clock)
     if rank == 0 and primary is not None and outcome.stopped not in ("terminated", "interrupted"):
         try:
             _later_phases(report, model, calls, primary, settings, inputs, index, config, cost, clock)
@@ -209,6 +212,57 @@ def _rank_report(
     report.run.duration_s = rm.elapsed_s(t0)
     report.cost = cost.finish(report)
     return report
+
+
+TRIAGE_MIN_S = 120.0
+"""Seconds the triage of a crash inside torch needs at least (a few compiles, a repro run)."""
+
+
+def _torch_bug(
+    report: rm.Report, model: torch.nn.Module, calls: list[Call], primary: WatchedObject | None, config: dict[str, Any], clock: Clock
+) -> None:
+    """The script's compile crashed inside torch: which stage, the user's line, a verified repro, the issue
+    text, and a way around it checked on the script's recorded calls, into `report.torch_bugs`. The calls
+    are replayed, then the last one twice more: a recompile the module's own state drives (a counter it
+    bumps) needs calls beyond the recorded ones, whose inputs repeat."""
+    options = primary.options if primary is not None else {}
+    backend = config.get("backend") or options.get("backend") or "inductor"
+    left = clock.remaining()
+    if left is not None and left < TRIAGE_MIN_S:
+        report.notes.append(f"The compile crashed inside torch; no time left to triage it (--timeout/--budget: {left:.0f} s).")
+        return
+    try:
+        ti.lookup_backend(backend)
+    except Exception:  # noqa: BLE001 - a backend torch does not know by name (the script's own callable)
+        report.notes.append(
+            f"The compile crashed inside torch with the script's own backend {backend!r}: not triaged (not a named backend)."
+        )
+        return
+    grad = bool(primary.recorded[0].grad_enabled) if primary is not None and primary.recorded else False
+
+    def call_once(compiled: Any) -> None:
+        with torch.set_grad_enabled(grad), preserved_state(model):
+            for call in [*calls, calls[-1], calls[-1]]:
+                compiled(*call.args, **call.kwargs)
+
+    def run(compile_: Any) -> None:
+        call_once(compile_(model))
+
+    found = triage(run, backend, {}, where=f"the script's compile of {primary.name if primary else 'its model'}")
+    if found.bug is None:
+        report.notes.append("The script's compile crashed inside torch, but its recorded calls compile here: not triaged.")
+        return
+    found.bug.workaround, found.bug.workaround_verified = workaround(call_once, found, backend, model, {})
+    if options.get("mode") or options.get("options"):
+        found.bug.tried.append(
+            f"(the script's mode/options, {options.get('mode') or options.get('options')}, were not passed to the backend here)"
+        )
+    if config.get("repro_dir"):
+        write_bug(found.bug, config["repro_dir"], "script")
+    report.torch_bugs.append(found.bug)
+    for err in report.errors:
+        if err.phase == "script":  # torch's generic advice gives way to what the triage did
+            err.hint = f"a bug inside PyTorch ({found.bug.stage}), not in your code: triaged below, with a repro and the issue text"
 
 
 def _compiled_row(obj: WatchedObject, rank: int, analyzed: bool) -> rm.CompiledObject:

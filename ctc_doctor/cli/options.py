@@ -482,7 +482,7 @@ class AnalysisArgs:
 
         bench = self.for_bench(spec)
         return AnalyzeOptions(
-            fix=None if self.no_fix or self.bisect_only else FixOptions(),
+            fix=None if self.no_fix or self.bisect_only else FixOptions(repro_dir=self.repro_folder()),
             probe_shapes=self.probe_shapes,
             bench=bench,
             backend=self.backend,
@@ -529,6 +529,7 @@ class RunArgs:
     write: bool = False
     budget_s: float | None = None
     memory_limit_mb: int | None = None
+    repro_dir: str | None = None
 
     def strategies(self) -> list[str]:
         """`--compare`'s strategies, in the order given (eager first when it is among them); a name
@@ -557,4 +558,6 @@ class RunArgs:
             compare=self.compare is not None,
             budget_s=self.budget_s,
             memory_limit_mb=self.memory_limit_mb,
+            repro_dir=self.repro_dir
+            or (os.path.dirname(os.path.abspath(self.json_out)) if self.json_out and self.json_out != "-" else None),
         )

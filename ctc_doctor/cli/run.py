@@ -84,6 +84,12 @@ _RUN_STEPS = {
 @click.option("--no-bisect", is_flag=True, help="Skip the bisection of the compiled module.")
 @click.option("--no-fix", is_flag=True, help="Skip verifying the suggestions on copies of the compiled module.")
 @click.option(
+    "--repro-dir",
+    default=None,
+    metavar="DIR",
+    help="Write the repro and issue text of a PyTorch crash here [default: beside the --json report].",
+)
+@click.option(
     "--diff",
     "print_diff",
     is_flag=True,

@@ -26,6 +26,7 @@ from .models import (
     Report,
     Suggestion,
     Summary,
+    TorchBug,
     Verification,
 )
 
@@ -536,3 +537,28 @@ def accuracy_line(report: Report) -> str | None:
     what = "its own code" if a.own_code else "it"
     repro = f"; repro: python {a.repro_path}" if a.repro_path else ""
     return f"`{a.module_path or '(root)'}` ({a.module_class}{where}) diverges compiled alone, in {what}{ratio}{repro}"
+
+
+def torch_bug_lines(bug: TorchBug) -> list[str]:
+    """A PyTorch bug as lines people read: whose fault, where, the repro and the issue, the way around it."""
+    lines = [f"not your code: torch.compile crashes in {bug.stage} ({bug.where}): {bug.error}"]
+    if bug.user_line:
+        op = f" (`{bug.operation}`)" if bug.operation else ""
+        lines.append(f"triggered by {short_path(bug.user_line)}{op}" + (f": {bug.user_code}" if bug.user_code else ""))
+    lines.append("tried: " + "; ".join(bug.tried))
+    if bug.repro_path or bug.repro:
+        where = f"python {bug.repro_path}" if bug.repro_path else "the report's torch_bugs[].repro"
+        state = {
+            True: "fails the same way under plain python",
+            False: bug.repro_note or "did not fail the same way",
+            None: bug.repro_note or "not run",
+        }
+        cut = f", {bug.repro_nodes} of {bug.graph_nodes} operations" if bug.repro_nodes and bug.graph_nodes else ""
+        lines.append(f"repro: {where} ({state[bug.repro_verified]}{cut})")
+    elif bug.repro_note:
+        lines.append(f"no repro: {bug.repro_note}")
+    if bug.issue_path:
+        lines.append(f"issue text, ready to file: {bug.issue_path}")
+    if bug.workaround:
+        lines.append(f"workaround{' (verified)' if bug.workaround_verified else ''}: {bug.workaround}")
+    return lines

@@ -41,6 +41,7 @@ from .labels import (
     speedup_cell,
     stderr_tail_text,
     suggestion_status,
+    torch_bug_lines,
     unstable_lines,
     verdict_label,
 )
@@ -452,6 +453,9 @@ def render_markdown(report: Report) -> str:
         md.block([f"> {note}" for note in b.notes])
 
     _suggestions(report, md)
+    for bug in report.torch_bugs:
+        md.para("### A PyTorch bug, ready to file")
+        md.block([f"- {html.escape(' '.join(line.split()), quote=False)}" for line in torch_bug_lines(bug)])
     _benchmark(report, md)
     _doctor_cost(report, md)
 

@@ -861,7 +861,7 @@ class Delta(_Model):
     applied fix); empty when this suggestion was measured on its own (schema 1.16)."""
     unstable: str | None = None
     """A latency from an arm whose figure is unstable (`fixed[S1]: its spread is 45 % of the median`, or the
-    machine was busy): `better` is then None, whatever the medians say (schema 1.17)."""
+    machine was busy): a gain then counts for nothing (`better` None); a loss still warns (schema 1.17)."""
 
 
 class Suggestion(_Model):
@@ -1450,6 +1450,52 @@ class FrameCalls(_Model):
     """`the recompile limit (compile 0/8)`, `skipped (...)`, `a compile that fell back`; None when none ran eagerly."""
 
 
+class TorchBug(_Model):
+    """A compile that crashed inside PyTorch itself, not in the user's code, ready to file (schema 1.17):
+    the stage that fails (found by compiling with the cheaper backends), the user's line that triggers
+    it, a standalone repro of the smallest failing graph (verified to fail the same way under plain
+    `python`), the text of an issue, and a workaround verified on the user's code where one was found."""
+
+    where: str
+    """What crashed: `fix S1 compiled through aot_eager`, `the script's compile of Net`."""
+    error: str
+    """The innermost error, one line: `AttributeError: type object 'TensorReferenceAnalysis' has no ...`."""
+    error_type: str
+    """Its type name, what the repro must fail with."""
+    stage: str
+    """Where in torch.compile it fails: `Dynamo`, `AOTAutograd`, or `the backend (inductor)`."""
+    tried: list[str] = Field(default_factory=list)
+    """Each backend tried, cheapest first, and what it did: `eager (Dynamo only): compiles and runs`."""
+    user_line: str | None = None
+    """The user's line whose operation triggers it (`model.py:14`), from the failing graph's stack traces."""
+    user_code: str | None = None
+    """That line's code."""
+    operation: str | None = None
+    """The graph operation that triggers it (`add % 1000`): the first one whose graph, cut after it, fails."""
+    graph_nodes: int | None = None
+    """Operations in the graph that failed."""
+    repro_nodes: int | None = None
+    """Operations in the repro's graph (the failing graph cut after the triggering operation)."""
+    repro: str | None = None
+    """The repro script: torch only, no user code (its graph is the failing one, its inputs random, same shapes)."""
+    repro_path: str | None = None
+    """Where it was written (`--repro-dir`, else beside the `--json` report); None: in the report only."""
+    repro_verified: bool | None = None
+    """It ran under plain `python` in a fresh process and failed with `error_type` (None: not run)."""
+    repro_note: str | None = None
+    """What running it gave, when it did not fail the same way (or why it was not run)."""
+    issue_title: str
+    """A title for a PyTorch issue."""
+    issue_text: str | None = None
+    """The issue's text: what fails, the repro, the error, what was tried, the versions."""
+    issue_path: str | None = None
+    """Where the issue's text was written (beside the repro)."""
+    workaround: str | None = None
+    """A way around it on the user's code: the fix verified in its place, or a change checked on a replay."""
+    workaround_verified: bool = False
+    """The workaround was compiled and run on the user's code (a copy, or the script's recorded call)."""
+
+
 class RecompileCliff(_Model):
     """A frame that hit the recompile limit: from then on the calls that match none of its compiled
     versions run it eagerly, with no error (schema 1.14)."""
@@ -1544,7 +1590,9 @@ class Report(_Model):
     """Frames that hit the recompile limit and ran eagerly from then on (schema 1.14)."""
     frame_calls: list[FrameCalls] = Field(default_factory=list)
     """Each compiled frame: the entries a compiled version served and those that ran eagerly, by call
-    (a live analysis; schema 1.16)."""
+    (a live analysis; schema 1.17)."""
+    torch_bugs: list[TorchBug] = Field(default_factory=list)
+    """Compiles that crashed inside PyTorch, each ready to file (schema 1.17)."""
     cost: DoctorCost | None = None
     """What the doctor itself cost: wall time and peak memory per phase, against the workload's own (schema 1.13)."""
 

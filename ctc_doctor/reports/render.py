@@ -48,6 +48,7 @@ from .labels import (
     speedup_cell,
     stderr_tail_text,
     suggestion_status,
+    torch_bug_lines,
     unstable_lines,
     verdict_label,
     verification_numerics,
@@ -595,6 +596,11 @@ def render_summary(report: Report, console: Console, *, top: int = 10) -> None:
     if fix_panel is not None:
         parts.append(fix_panel)
         parts.extend(_fix_diffs(report, console.width))
+    for bug in report.torch_bugs:
+        body = Text()
+        for i, line in enumerate(torch_bug_lines(bug)):
+            body.append(("\n" if i else "") + line, style="bold" if i == 0 else "")
+        parts.append(Panel(body, title="a PyTorch bug, ready to file", expand=True))
     if report.shape_probe is not None:
         parts.append(probe_text(report))
     if report.benchmark is not None:

@@ -74,7 +74,7 @@ def delta_text(d: rm.Delta) -> str:
     else:
         text = f"{_LABELS[d.metric]} {d.before:g} -> {d.after:g}"
     if d.unstable:
-        return f"{text} (unstable: {d.unstable.split(': ', 1)[0]})"
+        return f"{text} (unstable: {d.unstable.split(': ', 1)[0]})"  # the arm it rests on
     return text + (" (within noise)" if d.better is None and unit else "")
 
 
@@ -95,8 +95,8 @@ def _arm_deltas(before: rm.BenchmarkArm, after: rm.BenchmarkArm, source: str, to
             continue
         better = _better(metric, b, a, spread)
         unstable = shaky if metric == "latency_ms" else None
-        if unstable:
-            better = None  # a gain (or a loss) read off a figure that cannot be trusted decides nothing
+        if unstable and better:
+            better = None  # a gain read off a figure that cannot be trusted is no gain; a loss still warns
         out.append(
             rm.Delta(
                 metric=metric,  # type: ignore[arg-type]

@@ -155,7 +155,7 @@ class ModuloStep(torch.nn.Module):
 
     def forward(self, x):
         self.step += 1
-        return self.fc(x) * (1.0 / (1 + self.step % 1000))
+        return self.fc(x) * (1.0 / (1 + self.step % 1000))  # BREAK:modulo
 
 
 def modulo_step():

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,12 +27,13 @@ from .. import torch_internals as ti
 from ..capture.live import CompiledRun, Findings, eager_pass, findings_of
 from ..fixes.variants import Variant, VariantError, make_variant
 from ..readers.text import describe_error
-from ..running.calls import preserved_state, run_pass
+from ..running.calls import grad_mode, preserved_state, run_call, run_pass
 from ..running.copying import working_copy
 from ..running.deadline import Stopped
 from ..running.memory import release_memory
 from ..running.numerics import KeptResults, Reference, SameAs, loose_backend, tolerance
 from ..running.precision import make_reference
+from ..triage import is_torch_failure, triage, write_bug
 from .context import PhaseContext
 
 
@@ -47,6 +48,8 @@ class FixOptions:
     the report's counts (a script's report counts all its calls; the workload holds the ones kept)."""
     keep_reference: bool = False
     """Hand the numerics reference over in the section (`FixSection.reference`) instead of closing it."""
+    repro_dir: str | None = None
+    """Where the repro and issue text of a PyTorch bug a fix walks into go (None: in the report only)."""
 
 
 @dataclass
@@ -61,6 +64,8 @@ class FixSection:
     (the benchmark judges its arms by it; whoever takes it closes it)."""
     reference_run: rm.ReferenceRun | None = None
     """Where the checks' numerics reference ran and what it cost."""
+    torch_bugs: dict[str, rm.TorchBug] = field(default_factory=dict)
+    """Suggestion id -> the PyTorch bug its compile walked into (`breaks_compile`), ready to file."""
 
 
 def iter_auto(suggestions: list[rm.Suggestion]) -> Iterator[rm.Suggestion]:
@@ -183,6 +188,33 @@ class _Checker:
         self.base = _with_report_ids(findings, self.ctx.report)
         return verification, None
 
+    def config_of(self, suggestions: list[rm.Suggestion]) -> dict[str, Any]:
+        """The Dynamo config a copy with the suggestions compiles under."""
+        actions = [s.action for s in suggestions if s.action is not None]
+        return make_variant(self.model_of(), self.ctx.calls[:1], actions, self.ctx.settings.device, share=self.ctx.settings.shares).config
+
+    def model_of(self) -> torch.nn.Module:
+        ctx = self.ctx
+        return ctx.pristine if ctx.pristine is not None else ctx.workload.model  # type: ignore[no-any-return]
+
+    def replay(self, suggestions: list[rm.Suggestion]) -> Callable[[Callable[..., Any]], None]:
+        """`run(compile)`: a fresh copy with the suggestions applied, warmed up as the check does, then every
+        call through `compile(copy)` (what triage compiles with each backend in turn)."""
+        ctx = self.ctx
+        actions = [s.action for s in suggestions if s.action is not None]
+
+        def run(compile_: Callable[..., Any]) -> None:
+            variant = make_variant(self.model_of(), ctx.calls, actions, ctx.settings.device, share=ctx.settings.shares)
+            fixed = dataclasses.replace(ctx.workload, model=variant.model)
+            with preserved_state(variant.model):
+                variant.run_warm_up(fixed, ctx.settings.seed)
+            compiled = compile_(variant.model)
+            with preserved_state(variant.model), grad_mode(ctx.settings):
+                for i, call in enumerate(variant.calls):
+                    run_call(compiled, fixed, call, i, seed=ctx.settings.seed, train=ctx.settings.train)
+
+        return run
+
     def compiles(self, suggestions: list[rm.Suggestion], backend: str) -> str | None:
         """Whether a copy with the suggestions applied compiles and runs every call on `backend`: None, or
         the error (one line). Nothing is judged but that it runs."""
@@ -190,7 +222,7 @@ class _Checker:
         try:
             actions = [s.action for s in suggestions if s.action is not None]
             variant = make_variant(
-                ctx.pristine if ctx.pristine is not None else ctx.workload.model,
+                self.model_of(),
                 ctx.calls,
                 actions,
                 ctx.settings.device,
@@ -360,6 +392,18 @@ class _Fixer:
         verification.error = f"breaks the compile: {verification.breaks_compile}"[:500]
         verification.summary = f"failed: {verification.error}"[:300]
         verification.safe = verification.effective = False
+        if is_torch_failure(error) and self.time_left():  # a bug of torch's the fix walks into: ready to file
+            self.ctx.progress(ProgressEvent(Step.FIX, subject=f"{suggestion.id}: PyTorch bug"))
+            found = triage(
+                self.checker.replay([suggestion]),
+                "aot_eager",
+                self.checker.config_of([suggestion]),
+                where=f"the compile with fix {suggestion.id}",
+            )
+            if found.bug is not None:
+                self.section.torch_bugs[suggestion.id] = found.bug
+                if self.options.repro_dir:
+                    write_bug(found.bug, self.options.repro_dir, suggestion.id.lower())
 
     def alone(self, candidates: list[rm.Suggestion], total: int) -> list[rm.Suggestion]:
         """Each suggestion on its own copy; the safe, effective, not redundant ones, in order."""
@@ -482,6 +526,28 @@ def run_fix(ctx: PhaseContext, options: FixOptions) -> FixSection:
     return section
 
 
+def _workarounds(section: FixSection, suggestions: list[rm.Suggestion]) -> None:
+    """Each PyTorch bug a fix walked into gets, as its workaround, the applied fix for the same cause."""
+    by_id = {s.id: s for s in suggestions}
+    for sid, bug in section.torch_bugs.items():
+        crashed = by_id.get(sid)
+        other = next(
+            (
+                by_id[a]
+                for a in section.result.applied
+                if a in by_id and crashed is not None and set(by_id[a].applies_to) & set(crashed.applies_to)
+            ),
+            None,
+        )
+        if other is not None and other.id in section.verified:
+            check = section.verified[other.id]
+            through = ", ".join(check.compiled_on) or "the check's backend"
+            bug.workaround = f"{other.id} instead: {other.title} (verified on a copy through {through}: {check.summary or 'verified'})"
+            bug.workaround_verified = True
+        elif crashed is not None:
+            bug.workaround = f"leave {sid} out: the model compiles without it (the recompiles it addresses stay)"
+
+
 def _verify(ctx: PhaseContext, options: FixOptions, fixer: _Fixer, candidates: list[rm.Suggestion]) -> None:
     """Each candidate alone, then the chosen ones together, into the fixer's section."""
     result = fixer.section.result
@@ -506,4 +572,5 @@ def _verify(ctx: PhaseContext, options: FixOptions, fixer: _Fixer, candidates: l
         fixer.together(chosen)
     else:
         result.remaining = _remaining_labels(fixer.checker.base.graph_breaks, fixer.checker.base.recompiles)
+    _workarounds(fixer.section, candidates)
     ctx.progress(ProgressEvent(Step.FIX, total, total, subject="combined"))

@@ -7,6 +7,7 @@ skip counter before the counter is cleared.
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,7 +50,10 @@ def preserved_dynamo_state() -> Iterator[None]:
         yield
     finally:
         if saved_config is not None:
-            with contextlib.suppress(Exception):  # a key torch rejects on reload must not mask the test result
+            # a key torch rejects on reload must not mask the test result; a deprecated one set back to what
+            # it was is not news (torch warns on every set of one)
+            with contextlib.suppress(Exception), warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)
                 config.load_config(saved_config)
         if counters is not None and saved_counters is not None:
             counters.clear()
@@ -248,3 +252,25 @@ def served_entries(entries: FrameEntries | None) -> list[ServedEntry]:
         where = (call, own.co_filename, own.co_firstlineno, own.co_name, original is not None)
         merged[where] = merged.get(where, 0) + count
     return [ServedEntry(call, file, line, name, compiled, n) for (call, file, line, name, compiled), n in merged.items()]
+
+
+def graph_module_source(gm: torch.fx.GraphModule) -> str | None:
+    """Standalone source of an FX graph as a `Repro(torch.nn.Module)` class (what torch's own minifier writes,
+    `torch._dynamo.debug_utils.NNModuleToString`), or None where this torch lacks it or cannot print it."""
+    try:
+        from torch._dynamo.debug_utils import NNModuleToString
+    except ImportError:
+        return None
+    try:
+        return str(NNModuleToString.convert(gm))
+    except Exception:  # noqa: BLE001 - a graph it cannot print: no repro of that kind
+        return None
+
+
+def symint_hint(value: Any) -> int | None:
+    """The concrete value a `torch.SymInt` graph input stood for, None for anything else."""
+    if not isinstance(value, torch.SymInt):
+        return None
+    node = getattr(value, "node", None)
+    hint = getattr(node, "hint", None)
+    return int(hint) if hint is not None else None

@@ -27,6 +27,7 @@ def next_steps(report: Report) -> list[str]:
         else:
             steps.append(f"torch.compile crashed ({err.type}): {err.message}")
     steps.extend(_wrong_result_steps(report))
+    steps.extend(_torch_bug_steps(report))
     steps.extend(_strategy_steps(report))
     calls = report.target.calls if report.target.kind in ("build", "script") else None
     for cliff in report.recompile_cliffs:
@@ -101,6 +102,21 @@ def _wrong_result_steps(report: Report) -> list[str]:
     else:
         step += ": run the full analysis for the module that diverges"
     return [step + ". The speed-ups below are not recommended until then."]
+
+
+def _torch_bug_steps(report: Report) -> list[str]:
+    """A crash inside PyTorch: the way around it, then the issue to file (its repro and text written)."""
+    steps = []
+    for bug in report.torch_bugs:
+        if bug.workaround:
+            around = f"{bug.workaround}" + ("" if bug.workaround_verified else " (not verified)")
+        else:
+            around = "no workaround found"
+        steps.append(f"PyTorch bug: {bug.where} crashes in {bug.stage} ({bug.error_type}); {around}")
+        if bug.issue_path or bug.repro_path:
+            repro = f"; repro: python {bug.repro_path}" + (" (fails the same way)" if bug.repro_verified else "") if bug.repro_path else ""
+            steps.append(f"File it upstream: {bug.issue_path or 'the issue text is in the report'}{repro}")
+    return steps
 
 
 def _strategy_steps(report: Report) -> list[str]:

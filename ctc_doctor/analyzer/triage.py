@@ -1,0 +1,504 @@
+"""PyTorch's own failures, ready to file.
+
+When a compile crashes inside torch (`BackendCompilerFailed`, `InternalTorchDynamoError`, an inductor
+lowering error), the user's code is not what is wrong, and the user should not have to do torch's
+triage. Given the module and one call that crash, this:
+
+1. compiles it with the cheaper backends first (`eager`: Dynamo only; `aot_eager`: Dynamo and
+   AOTAutograd; then the backend that crashed), so the report says which stage fails;
+2. keeps the FX graph the failing backend was handed (a wrapper around it), cuts it after each
+   operation in turn (a binary search over the prefixes, each compiled alone) and finds the first
+   operation whose graph fails: its stack trace names the user's line that triggers the bug;
+3. writes a standalone repro of that cut graph (torch only: the graph as a `Repro` module, torch's own
+   minifier printer, random inputs of the same shapes, the same config and backend), runs it under
+   plain `python` in a fresh process and keeps whether it failed the same way;
+4. writes the text of an issue: title, what fails, the repro, the error, what was tried, versions.
+
+A workaround is the caller's: the fix phase names the fix verified in place of the one that crashed;
+`run` checks, on the script's recorded call, the changes that step around the failing stage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..reports import models as rm
+from . import torch_internals as ti
+from .readers.sources import is_dynamo_file
+
+TORCH_FAILURES = (
+    "BackendCompilerFailed",
+    "InternalTorchDynamoError",
+    "LoweringException",
+    "InductorError",
+    "torch._inductor.exc",
+)
+"""Error texts that say the compile crashed inside torch (not an `Unsupported` break, not the user's error)."""
+
+STAGES = {"eager": "Dynamo", "aot_eager": "AOTAutograd"}
+"""The stage a backend adds over the one before it."""
+
+REPRO_TIMEOUT_S = 180.0
+"""A repro that neither fails nor passes in this long is not verified."""
+REDUCE_BUDGET_S = 60.0
+"""The search for the triggering operation stops after this long (the whole graph is the repro then)."""
+
+
+def is_torch_failure(message: str | None) -> bool:
+    """Whether an error's text says the compile crashed inside torch."""
+    return bool(message) and any(needle in message for needle in TORCH_FAILURES)  # type: ignore[operator]
+
+
+def stage_of(backend: str) -> str:
+    """`Dynamo`, `AOTAutograd`, or `the backend (inductor)`."""
+    return STAGES.get(backend, f"the backend ({backend})")
+
+
+def innermost(exc: BaseException) -> BaseException:
+    """The error under torch's wrappers (`BackendCompilerFailed.inner_exception`, the cause chain)."""
+    seen = {id(exc)}
+    while True:
+        inner = getattr(exc, "inner_exception", None) or exc.__cause__
+        if inner is None or id(inner) in seen:
+            return exc
+        seen.add(id(inner))
+        exc = inner
+
+
+def error_line(exc: BaseException) -> str:
+    """`AttributeError: type object ... 'python_mod'`: the innermost error, first line."""
+    inner = innermost(exc)
+    text = str(inner).strip().splitlines()
+    return f"{type(inner).__name__}: {text[0] if text else ''}".strip()[:400]
+
+
+class CatchingBackend:
+    """A backend that keeps the graph (and its inputs) its inner backend raised on."""
+
+    def __init__(self, backend: str) -> None:
+        self.name = backend
+        self.inner = ti.lookup_backend(backend)
+        self.failed: tuple[torch.fx.GraphModule, list[Any], BaseException] | None = None
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Any:
+        try:
+            return self.inner(gm, example_inputs, **kwargs)
+        except Exception as exc:
+            if self.failed is None:
+                self.failed = (gm, list(example_inputs), exc)
+            raise
+
+
+@dataclass
+class Attempt:
+    """One backend tried on the module and its call."""
+
+    backend: str
+    error: BaseException | None = None
+    graph: tuple[torch.fx.GraphModule, list[Any], BaseException] | None = None
+
+    def line(self) -> str:
+        what = "Dynamo only" if self.backend == "eager" else stage_of(self.backend)
+        return f"{self.backend} ({what}): " + ("compiles and runs" if self.error is None else error_line(self.error))
+
+
+@contextlib.contextmanager
+def _quiet_compile(config: dict[str, Any]) -> Iterator[None]:
+    with ti.preserved_dynamo_state(), ti.dynamo_config(config), ti.quiet_torch_stderr(True):
+        ti.fresh_dynamo_state()
+        try:
+            yield
+        finally:
+            ti.reset_dynamo_quietly()
+
+
+def attempt(run: Callable[[Callable[..., Any]], Any], backend: str, config: dict[str, Any]) -> Attempt:
+    """`run(compile)` with `compile` = `torch.compile` on `backend` behind a catching wrapper."""
+    catcher = CatchingBackend(backend)
+    out = Attempt(backend)
+    try:
+        with _quiet_compile(config):
+            run(lambda fn, **kw: torch.compile(fn, backend=catcher, **kw))
+    except Exception as exc:  # noqa: BLE001 - the failure is what is being looked at
+        out.error = exc
+        out.graph = catcher.failed
+    return out
+
+
+def stages(run: Callable[[Callable[..., Any]], Any], backend: str, config: dict[str, Any]) -> list[Attempt]:
+    """The cheaper backends, then `backend`, up to the first that fails."""
+    attempts = []
+    for name in dict.fromkeys(("eager", "aot_eager", backend)):
+        tried = attempt(run, name, config)
+        attempts.append(tried)
+        if tried.error is not None:
+            break
+    return attempts
+
+
+# --- the failing graph, cut down -------------------------------------------------------------------
+
+
+def _concrete(value: Any) -> Any:
+    """A graph input as a plain value for an eager-compiled repro: a SymInt's hint, a detached tensor."""
+    hint = ti.symint_hint(value)
+    if hint is not None:
+        return hint
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    return value
+
+
+def _compute(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    return [n for n in gm.graph.nodes if n.op not in ("placeholder", "output", "get_attr")]
+
+
+def cut_after(gm: torch.fx.GraphModule, node: torch.fx.Node) -> torch.fx.GraphModule:
+    """The graph up to `node`, returning its value (every input kept, so the same inputs fit it)."""
+    graph = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    for n in gm.graph.nodes:
+        if n.op == "output":
+            break
+        env[n] = graph.node_copy(n, lambda x: env[x])
+        if n is node:
+            break
+    graph.output((env[node],))
+    cut = torch.fx.GraphModule(gm, graph)
+    cut.graph.eliminate_dead_code()
+    cut.recompile()
+    return cut
+
+
+@dataclass
+class Reduced:
+    """The failing graph cut after the first operation that makes it fail."""
+
+    graph: torch.fx.GraphModule
+    node: torch.fx.Node | None
+    """The triggering operation (None: the search did not narrow it down)."""
+    tries: int = 0
+
+
+def reduce_graph(gm: torch.fx.GraphModule, args: list[Any], fails: Callable[[torch.fx.GraphModule], bool], budget_s: float) -> Reduced:
+    """The shortest prefix of the graph that still fails (`fails(prefix)`), by binary search over the
+    operations: the last operation of that prefix is the one that triggers the failure (a failure that
+    needs two operations apart is pinned at the later one)."""
+    nodes = _compute(gm)
+    if not nodes:
+        return Reduced(gm, None)
+    lo, hi, tries = 0, len(nodes) - 1, 0  # nodes[hi] cuts a failing graph (the whole one: assumed)
+    end = time.perf_counter() + budget_s
+    found = False
+    while lo < hi and time.perf_counter() < end:
+        mid = (lo + hi) // 2
+        tries += 1
+        try:
+            failing = fails(cut_after(gm, nodes[mid]))
+        except Exception:  # noqa: BLE001 - a cut that cannot even be built: not a failure of torch's
+            failing = False
+        if failing:
+            hi, found = mid, True
+        else:
+            lo = mid + 1
+    if not found:  # the whole graph cut after its last operation: check it fails alone
+        tries += 1
+        with contextlib.suppress(Exception):
+            found = fails(cut_after(gm, nodes[hi]))
+    if not found:
+        return Reduced(gm, None, tries)
+    return Reduced(cut_after(gm, nodes[hi]), nodes[hi], tries)
+
+
+def compile_graph(gm: torch.fx.GraphModule, args: list[Any], backend: str, config: dict[str, Any], dynamic: bool | None) -> None:
+    """What the repro does: the graph module compiled with `backend` and called once."""
+    with _quiet_compile(config), torch.no_grad():
+        torch.compile(gm, backend=backend, dynamic=dynamic)(*args)
+
+
+# --- the repro and the issue ---------------------------------------------------------------------
+
+
+def _arg_code(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        dtype, shape, device = value.dtype, tuple(value.shape), str(value.device)
+        if value.is_floating_point() or value.is_complex():
+            return f"torch.randn({shape!r}, dtype={dtype}, device={device!r})"
+        if dtype == torch.bool:
+            return f"torch.zeros({shape!r}, dtype=torch.bool, device={device!r})"
+        return f"torch.zeros({shape!r}, dtype={dtype}, device={device!r})"
+    return repr(value)
+
+
+_REPRO = '''\
+"""A crash inside torch.compile, reduced by ctc-doctor {version} from {where}.
+
+{stage} fails on this graph: {error}
+Run with plain `python`: it exits with that error while the bug is there, and prints "ran" once fixed.
+Its inputs are random tensors of the shapes the failing call had.
+"""
+
+import torch
+from torch import device, tensor  # noqa: F401 - names the graph's code may use
+
+{config}
+{source}
+
+args = [{args}]
+compiled = torch.compile(Repro(), backend={backend!r}, dynamic={dynamic!r})
+with torch.no_grad():
+    compiled(*args)
+print("ran: no failure on this torch")
+'''
+
+
+def repro_text(
+    gm: torch.fx.GraphModule,
+    args: list[Any],
+    backend: str,
+    config: dict[str, Any],
+    dynamic: bool | None,
+    *,
+    where: str,
+    stage: str,
+    error: str,
+) -> str | None:
+    """The standalone repro script of a graph (None where this torch cannot print the graph)."""
+    from ..version import __version__
+
+    source = ti.graph_module_source(gm)
+    if source is None:
+        return None
+    settings = "\n".join(f"torch._dynamo.config.{k} = {v!r}" for k, v in config.items() if isinstance(v, (bool, int, float, str)))
+    return _REPRO.format(
+        version=__version__,
+        where=where,
+        stage=stage,
+        error=error.replace('"""', "'''"),
+        config=settings,
+        source=source.strip(),
+        args=", ".join(_arg_code(a) for a in args),
+        backend=backend,
+        dynamic=dynamic,
+    )
+
+
+def run_repro(text: str, error_type: str, timeout_s: float = REPRO_TIMEOUT_S) -> tuple[bool | None, str | None]:
+    """Run the repro under plain `python` in a fresh process: (True, None) when it fails with
+    `error_type`, else (False, what it did) or (None, why it was not run)."""
+    with tempfile.TemporaryDirectory(prefix="ctc-repro-") as tmp:
+        path = os.path.join(tmp, "repro.py")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_LOGS", "TORCHDYNAMO", "PYTHONPATH"))}
+        try:
+            proc = subprocess.run([sys.executable, path], cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None, f"the repro ran past {timeout_s:.0f} s"
+    output = proc.stdout + proc.stderr
+    if proc.returncode != 0 and error_type in output:
+        return True, None
+    last = next((line for line in reversed(output.strip().splitlines()) if line.strip()), "")
+    return False, f"the repro exited {proc.returncode}: {last[:200]}" if proc.returncode else "the repro ran without the failure"
+
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)\n\s*(?P<code>[^\n]*)')
+
+
+def user_line(node: torch.fx.Node | None, gm: torch.fx.GraphModule) -> tuple[str | None, str | None]:
+    """(`file:line`, code) of the innermost frame outside torch in the operation's stack trace (the last
+    operation of the graph when none is named)."""
+    candidates = [node] if node is not None else list(reversed(_compute(gm)))
+    for n in candidates:
+        trace = n.meta.get("stack_trace") or ""
+        frames = [
+            m for m in _FRAME.finditer(trace) if not is_dynamo_file(m.group("file")) and f"{os.sep}torch{os.sep}" not in m.group("file")
+        ]
+        if frames:
+            last = frames[-1]
+            return f"{last.group('file')}:{last.group('line')}", last.group("code").strip()
+    return None, None
+
+
+def operation_text(node: torch.fx.Node | None) -> str | None:
+    """`add % 1000`: the operation as the graph's code reads it (its Python form)."""
+    if node is None:
+        return None
+    name = getattr(node.target, "__name__", None) or str(node.target)
+    symbols = {"mod": "%", "add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "pow": "**"}
+    args = [a.name if isinstance(a, torch.fx.Node) else repr(a) for a in node.args]
+    if node.op == "call_function" and name in symbols and len(args) == 2:
+        return f"{args[0]} {symbols[name]} {args[1]}"
+    if node.op == "call_method":
+        return f"{args[0]}.{name}({', '.join(args[1:])})" if args else f".{name}()"
+    return f"{name}({', '.join(args)})"
+
+
+def versions() -> str:
+    device = f", CUDA {torch.version.cuda}, {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ", CPU only"
+    return f"torch {torch.__version__}, Python {platform.python_version()}, {platform.platform()}{device}"
+
+
+def issue_title(stage: str, error: str, operation: str | None) -> str:
+    on = f" on `{operation}`" if operation else ""
+    return f"torch.compile: {stage} crashes{on}: {error}"[:200]
+
+
+def issue_text(bug: rm.TorchBug) -> str:
+    """A PyTorch issue's text, as its bug template asks: what fails, the repro, the error, versions."""
+    trigger = f"\n\nThe operation that triggers it: `{bug.operation}`" if bug.operation else ""
+    if bug.user_line:
+        trigger += f" (from `{bug.user_code}` at {os.path.basename(bug.user_line)})" if bug.user_code else f" ({bug.user_line})"
+    cut = (
+        f" The graph is the failing one ({bug.graph_nodes} operations) cut after that operation ({bug.repro_nodes})."
+        if bug.graph_nodes and bug.repro_nodes and bug.repro_nodes < bug.graph_nodes
+        else ""
+    )
+    verified = {True: "It fails the same way under plain `python`.", False: f"Note: {bug.repro_note}.", None: ""}[bug.repro_verified]
+    tried = "\n".join(f"- {t}" for t in bug.tried)
+    repro = f"```python\n{bug.repro}```" if bug.repro else "(no standalone repro: the failure is in Dynamo's tracing of the user's code)"
+    return (
+        f"### 🐛 Describe the bug\n\n`torch.compile` crashes in {bug.stage}: {bug.error}{trigger}.{cut}\n\n"
+        f"Standalone repro (torch only){'' if not verified else ' — ' + verified}\n\n{repro}\n\n"
+        f"### Error logs\n\n```\n{bug.error}\n```\n\nWhat was tried (cheapest backend first):\n{tried}\n\n"
+        f"### Versions\n\n{versions()}\n\n(Found and reduced by ctc-doctor.)\n"
+    )
+
+
+@dataclass
+class Triage:
+    """What was found about one crash inside torch."""
+
+    attempts: list[Attempt] = field(default_factory=list)
+    bug: rm.TorchBug | None = None
+    module_path: str | None = None
+    """The module the triggering operation ran in (None: the root, or not found)."""
+
+
+def triage(
+    run: Callable[[Callable[..., Any]], Any],
+    backend: str,
+    config: dict[str, Any],
+    *,
+    where: str,
+    known: list[Attempt] | None = None,
+    verify: bool = True,
+) -> Triage:
+    """Which stage fails (`known`: attempts already made, cheapest first), the triggering operation and
+    user line, a verified repro and the issue text. `run(compile)` runs the user's module and call
+    through `compile` (a `torch.compile` stand-in)."""
+    attempts = known if known is not None else stages(run, backend, config)
+    out = Triage(attempts)
+    failed = next((a for a in attempts if a.error is not None), None)
+    if failed is None or failed.error is None:
+        return out
+    error, stage = error_line(failed.error), stage_of(failed.backend)
+    error_type = error.split(":", 1)[0]
+    bug = rm.TorchBug(where=where, error=error, error_type=error_type, stage=stage, tried=[a.line() for a in attempts], issue_title="")
+    if failed.graph is not None:
+        gm, inputs, _ = failed.graph
+        args = [_concrete(v) for v in inputs]
+        dynamic = True if any(ti.symint_hint(v) is not None for v in inputs) else None
+
+        def fails(graph: torch.fx.GraphModule) -> bool:
+            try:
+                compile_graph(graph, args, failed.backend, config, dynamic)
+            except Exception as exc:  # noqa: BLE001 - the failure looked for
+                return error_line(exc).split(":", 1)[0] == error_type
+            return False
+
+        reduced = reduce_graph(gm, args, fails, REDUCE_BUDGET_S)
+        bug.graph_nodes, bug.repro_nodes = len(_compute(gm)), len(_compute(reduced.graph))
+        bug.operation = operation_text(reduced.node)
+        out.module_path = module_of(reduced.node)
+        bug.user_line, bug.user_code = user_line(reduced.node, gm)
+        bug.repro = repro_text(reduced.graph, args, failed.backend, config, dynamic, where=where, stage=stage, error=error)
+        if bug.repro is not None and verify:
+            bug.repro_verified, bug.repro_note = run_repro(bug.repro, error_type)
+        elif bug.repro is None:
+            bug.repro_note = "this torch cannot print the graph as a module (torch._dynamo.debug_utils.NNModuleToString)"
+    else:
+        bug.repro_note = f"the failure is in {stage}'s tracing, before any graph: no graph to reduce"
+    bug.issue_title = issue_title(stage, error, bug.operation)
+    bug.issue_text = issue_text(bug)
+    out.bug = bug
+    return out
+
+
+def write_bug(bug: rm.TorchBug, folder: str, slug: str) -> None:
+    """The repro and the issue's text into `folder` (`ctc_torch_bug_<slug>.py` / `.md`)."""
+    os.makedirs(folder, exist_ok=True)
+    if bug.repro:
+        bug.repro_path = os.path.join(folder, f"ctc_torch_bug_{slug}.py")
+        with open(bug.repro_path, "w", encoding="utf-8") as fh:
+            fh.write(bug.repro)
+    if bug.issue_text:
+        bug.issue_path = os.path.join(folder, f"ctc_torch_bug_{slug}.md")
+        with open(bug.issue_path, "w", encoding="utf-8") as fh:
+            fh.write(f"# {bug.issue_title}\n\n{bug.issue_text}")
+
+
+# --- a way around it, checked on the user's code ----------------------------------------------------
+
+
+def module_of(node: torch.fx.Node | None) -> str | None:
+    """The innermost module path (`blocks.3.attn`) the operation ran in, from its `nn_module_stack`."""
+    stack = node.meta.get("nn_module_stack") if node is not None else None
+    if not isinstance(stack, dict) or not stack:
+        return None
+    entry = list(stack.values())[-1]
+    raw = entry[0] if isinstance(entry, tuple) and entry else None
+    if not isinstance(raw, str):
+        return None
+    from .readers.costs import stack_path
+
+    return stack_path(raw) or None
+
+
+def workaround(
+    call: Callable[[Any], Any], found: Triage, backend: str, model: torch.nn.Module, config: dict[str, Any]
+) -> tuple[str | None, bool]:
+    """The first change that lets the user's call (`call(compiled)`) compile and run on `backend`: sizes and
+    integers kept static when the failing graph had symbolic ones, else the module that holds the
+    triggering operation left eager (never the root: that is no compile at all). (text, verified), or
+    (None, False) when none holds."""
+    failed = next((a for a in found.attempts if a.error is not None), None)
+    symbolic = failed is not None and failed.graph is not None and any(ti.symint_hint(v) is not None for v in failed.graph[1])
+    if symbolic and attempt(lambda compile_: call(compile_(model, dynamic=False)), backend, config).error is None:
+        return (
+            "compile with `dynamic=False`: sizes and integers stay static, so no symbolic one reaches the failing "
+            "pass (it recompiles once per new value instead)"
+        ), True
+    path = found.module_path
+    sub = None
+    if path:
+        with contextlib.suppress(AttributeError):
+            sub = model.get_submodule(path)
+    if sub is not None:
+
+        def leave_eager(compile_: Callable[..., Any]) -> None:
+            sub.forward = ti.disable(sub.forward)  # an instance attribute, removed after
+            try:
+                call(compile_(model))
+            finally:
+                del sub.forward
+
+        if attempt(leave_eager, backend, config).error is None:
+            code = f"model.get_submodule({path!r}).forward = torch.compiler.disable(model.get_submodule({path!r}).forward)"
+            return f"leave `{path}` eager until torch is fixed: `{code}`", True
+    return None, False
