@@ -315,6 +315,37 @@ def test_a_script_whose_compile_crashes_inside_torch_gets_the_bug_ready_to_file_
     assert "a PyTorch bug, ready to file" in result.stdout and "upstream" not in (report.errors[0].hint or "")
 
 
+@pytest.mark.parametrize("name", ["showcase", "step_counter"])
+def test_a_model_gets_the_same_diagnosis_as_a_build_target_and_from_a_script_under_run(cli, tmp_path, name):
+    """One doctor: the same zoo model analyzed as a build() target and called from a small script under
+    `run` gives the same break sites, recompile causes, suggestions, verdicts and verified counts. Where a
+    script's replay cannot see what its calls did (the step counter's recompiles come from state the
+    script sets between calls, not from inputs), `run` says so rather than measure nothing."""
+    from .conftest import fixed
+
+    built = fixed(name)
+    out = tmp_path / "r.json"
+    result = cli("run", "--no-bisect", "-q", "--json", str(out), "--", str(TARGETS / "zoo_script.py"), name)
+    assert result.returncode == 0, result.stderr
+    ran = load_report(out)
+
+    def sites(r):
+        return sorted((s.user_frame.file, s.user_frame.line, s.gb_type, tuple(s.module_paths)) for s in r.graph_breaks)
+
+    assert sites(ran) == sites(built)
+    assert sorted((c.kind, c.summary) for c in ran.recompile_causes) == sorted((c.kind, c.summary) for c in built.recompile_causes)
+    assert (ran.summary.graphs_compiled, ran.summary.recompile_count) == (built.summary.graphs_compiled, built.summary.recompile_count)
+    assert [(s.rule, s.title) for s in ran.suggestions] == [(s.rule, s.title) for s in built.suggestions]
+    if name == "showcase":  # input-driven: every check replays what it needs
+        assert [(s.rule, s.verdict, s.verified.summary if s.verified else None) for s in ran.suggestions] == [
+            (s.rule, s.verdict, s.verified.summary if s.verified else None) for s in built.suggestions
+        ]
+        assert ran.fix.applied == built.fix.applied
+    else:
+        assert all(s.verified is None for s in ran.suggestions) and ran.fix.applied == []
+        assert any("not verified: the replayed calls do not reproduce R1" in n for n in ran.fix.notes), ran.fix.notes
+
+
 def test_timeout_stops_a_script_that_handles_sigterm_itself(cli, tmp_path):
     script = tmp_path / "stubborn.py"
     script.write_text(

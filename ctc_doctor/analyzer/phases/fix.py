@@ -405,6 +405,14 @@ class _Fixer:
                 if self.options.repro_dir:
                     write_bug(found.bug, self.options.repro_dir, suggestion.id.lower())
 
+    def reproduced(self, suggestion: rm.Suggestion) -> bool:
+        """Whether the measured baseline holds any of the sites and recompiles the suggestion addresses (a
+        script's replayed calls miss the recompiles its own state changes drove: a check would say "no
+        effect" of what it never saw)."""
+        base = self.checker.base
+        present = {s.id for s in base.graph_breaks} | {rc.id for rc in base.recompiles}
+        return not suggestion.applies_to or bool(set(suggestion.applies_to) & present)
+
     def alone(self, candidates: list[rm.Suggestion], total: int) -> list[rm.Suggestion]:
         """Each suggestion on its own copy; the safe, effective, not redundant ones, in order."""
         section, result = self.section, self.section.result
@@ -415,6 +423,12 @@ class _Fixer:
                 left = ", ".join(c.id for c in candidates[i:])
                 result.notes.append(f"--budget/--timeout: no time left to verify {left}; not applied.")
                 break
+            if self.options.measure_baseline and not self.reproduced(suggestion):
+                result.notes.append(
+                    f"{suggestion.id} not verified: the replayed calls do not reproduce {', '.join(suggestion.applies_to[:4])} "
+                    "(the script changed the module's state between its calls, which a replay of its inputs does not)."
+                )
+                continue
             if not self.options.verify_each:
                 chosen.append(suggestion)
                 continue
