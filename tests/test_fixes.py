@@ -226,6 +226,18 @@ def test_a_fix_that_holds_under_dynamo_but_crashes_aot_autograd_is_not_recommend
     assert any(buffer.id in step for step in steps) and not any(f"[{option.id}," in step for step in steps), steps
 
 
+def test_a_module_that_is_nearly_the_whole_model_is_never_left_eager_as_a_workaround():
+    """The break (a `copy.deepcopy` of a layer) sits in `body`, which holds every layer (as YOLO's `model`
+    Sequential): leaving it eager is turning compilation off, so no `torch.compiler.disable` suggestion
+    names it (the zoo's deepcopy, in a module that is half its model, keeps one); the deepcopy's own
+    advice stays."""
+    workload = load_workload(f"{TARGETS / 'fix_targets.py'}:whole_body", seed=0)
+    report = analyze(workload, AnalyzeOptions(explain=False))
+    assert report.graph_breaks and all(site.module_paths == ["body"] for site in report.graph_breaks)
+    rules = {s.rule for s in report.suggestions}
+    assert "disable-module" not in rules and "deepcopy-outside" in rules, rules
+
+
 def test_fixing_never_modifies_the_users_model_or_inputs():
     workload = zoo.showcase()
     model = workload.model

@@ -1,5 +1,6 @@
 """Builders for the fix tests, loaded in-process as file targets (no backend registration here)."""
 
+import copy
 import logging
 
 import torch
@@ -162,3 +163,31 @@ def modulo_step():
     torch.manual_seed(0)
     x = torch.randn(4, 8)
     return Workload(ModuloStep(), (x,), variants=[(x,)] * 11)
+
+
+class _Body(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(8, 8) for _ in range(3))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        shadow = copy.deepcopy(self.layers[0])  # BREAK:body_deepcopy
+        return x + shadow(x)
+
+
+class WholeBody(torch.nn.Module):
+    """Every layer under one child module (as a YOLO model's `model` Sequential): the break is in it."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = _Body()
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def whole_body():
+    torch.manual_seed(0)
+    return Workload(WholeBody(), (torch.randn(4, 8),))

@@ -53,6 +53,9 @@ class ModelFacts:
     """Each tensor argument's shape in each call, in order (None: not a tensor, or absent, in that call)."""
     compile_repeated_blocks: bool = False
     """The model has diffusers' `compile_repeated_blocks()`, which compiles its declared blocks."""
+    shares: dict[str, float] = field(default_factory=dict)
+    """Module path -> its share of the model: of the parameters, or of the modules when it has none.
+    Leaving a module that is nearly all of the model eager is turning compilation off, not a workaround."""
 
     def tied_dims(self, argument: str, dim: int) -> dict[str, list[int]]:
         """Tensor arguments whose dimension takes the same sizes as `argument`'s `dim`, call after call,

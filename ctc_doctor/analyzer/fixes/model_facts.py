@@ -137,4 +137,20 @@ def model_facts(model: torch.nn.Module, calls: list[Call]) -> ModelFacts:
         config_options=options,
         arg_shapes=shapes,
         compile_repeated_blocks=callable(getattr(model, "compile_repeated_blocks", None)),
+        shares=_shares(model),
     )
+
+
+def _shares(model: torch.nn.Module) -> dict[str, float]:
+    """Each submodule's share of the model's parameters (of its modules, for a model with none)."""
+    total = sum(p.numel() for p in model.parameters())
+    modules = sum(1 for _ in model.modules())
+    out = {}
+    for path, module in model.named_modules():
+        if not path:
+            continue
+        if total:
+            out[path] = sum(p.numel() for p in module.parameters()) / total
+        else:
+            out[path] = sum(1 for _ in module.modules()) / modules
+    return out

@@ -120,8 +120,17 @@ def config(
     )
 
 
+MOST_OF_THE_MODEL = 0.9
+"""A module holding this share of the model or more is never left eager as a workaround: that is turning
+compilation off (a YOLO model's `model` Sequential holds every layer; a causal LM's `model` all but its
+head)."""
+
+
 def suggest_disable(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str], why: str) -> None:
-    targets = [p for p in site.module_paths if p]
+    """`torch.compiler.disable` on the smallest modules that hold the break, as a workaround: never the
+    root, never a module that is most of the model."""
+    shares = ctx.facts.shares if ctx.facts is not None else {}
+    targets = [p for p in site.module_paths if p and shares.get(p, 0.0) < MOST_OF_THE_MODEL]
     if not targets:
         return
     bisect = ctx.report.bisect
