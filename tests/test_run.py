@@ -346,6 +346,46 @@ def test_a_model_gets_the_same_diagnosis_as_a_build_target_and_from_a_script_und
         assert any("not verified: the replayed calls do not reproduce R1" in n for n in ran.fix.notes), ran.fix.notes
 
 
+def test_a_compile_the_user_wrote_stays_the_users_when_lightning_wraps_torch_compile(cli, tmp_path):
+    """Lightning replaces `torch.compile` with a wrapper that records its arguments
+    (`lightning/fabric/wrappers.py`). The compile on the user's line inside a LightningModule is still the
+    user's: its site is that line, no library compiled it, and the advice is the user's to take (mark the
+    changing batch dim dynamic), not "pass dynamic=True to lightning's compile call"."""
+    pytest.importorskip("lightning")
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\n"
+        "import lightning as L\n"
+        "class Net(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(8, 1)\n"
+        "    def forward(self, x):\n"
+        "        return self.fc(x)\n"
+        "class Lit(L.LightningModule):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.net = torch.compile(Net())\n"
+        "    def training_step(self, batch, i):\n"
+        "        x, y = batch\n"
+        "        return torch.nn.functional.mse_loss(self.net(x), y)\n"
+        "    def configure_optimizers(self):\n"
+        "        return torch.optim.SGD(self.parameters(), lr=0.1)\n"
+        "data = [(torch.randn(n, 8), torch.randn(n, 1)) for n in (4, 5, 6, 7)]\n"
+        "trainer = L.Trainer(max_steps=4, accelerator='cpu', logger=False, enable_checkpointing=False,\n"
+        "                    enable_progress_bar=False, enable_model_summary=False)\n"
+        "trainer.fit(Lit(), torch.utils.data.DataLoader(data, batch_size=None))\n"
+    )
+    out = tmp_path / "r.json"
+    result = cli("run", "--no-bisect", "--no-fix", "--backend", "eager", "--json", str(out), "--", str(script), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    report = load_report(out)
+    (obj,) = report.compiled
+    assert obj.site == "train.py:12" and obj.library is None, (obj.site, obj.library)
+    rules = [s.rule for s in report.suggestions]
+    assert rules and rules[0] == "mark-dynamic" and "lightning" not in report.suggestions[0].title, [s.title for s in report.suggestions]
+
+
 def test_timeout_stops_a_script_that_handles_sigterm_itself(cli, tmp_path):
     script = tmp_path / "stubborn.py"
     script.write_text(

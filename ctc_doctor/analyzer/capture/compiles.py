@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import linecache
 import os
 import statistics
 import sys
@@ -472,10 +473,40 @@ def _caller_frame(frame: Any) -> tuple[Any, str | None]:
     return None, None
 
 
+WRAPPER_DEPTH = 3
+"""How many frames of a library may stand between the user's `torch.compile(...)` line and torch's compile
+for the compile to stay the user's (Lightning wraps `torch.compile` to capture its arguments)."""
+
+
+def _through_wrapper(found: Any, library: str | None) -> Any:
+    """The user's frame whose line calls compile, when `found` (a library's frame) is only a wrapper that a
+    framework put around `torch.compile` (`lightning/fabric/wrappers.py`): the compile is the user's. None
+    when the library compiles on its own account (its own code calls it, as `generate` does)."""
+    frame = found.f_back
+    for _ in range(WRAPPER_DEPTH):
+        if frame is None:
+            return None
+        own, lib = classify_file(frame.f_code.co_filename)
+        if own:
+            line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+            return frame if "compile(" in line else None
+        if lib != library:
+            return None
+        frame = frame.f_back
+    return None
+
+
 def _caller(frame: Any) -> tuple[str | None, str | None]:
-    """`_caller_frame` as `train.py:12`, and its package."""
+    """`_caller_frame` as `train.py:12`, and its package (None when the user's own line made the compile,
+    through a framework's wrapper of `torch.compile` or not)."""
     found, library = _caller_frame(frame)
-    return (f"{short_path(found.f_code.co_filename, width=10_000)}:{found.f_lineno}", library) if found is not None else (None, None)
+    if found is None:
+        return None, None
+    if library is not None:
+        user = _through_wrapper(found, library)
+        if user is not None:
+            found, library = user, None
+    return f"{short_path(found.f_code.co_filename, width=10_000)}:{found.f_lineno}", library
 
 
 def _trigger(frame: Any, context: tuple[Any, ...]) -> str:
