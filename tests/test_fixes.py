@@ -238,6 +238,19 @@ def test_a_module_that_is_nearly_the_whole_model_is_never_left_eager_as_a_workar
     assert "disable-module" not in rules and "deepcopy-outside" in rules, rules
 
 
+def test_state_a_module_sets_on_its_first_call_gets_one_eager_call_not_stop_changing_it():
+    """`self.scales` is None until the first call sets it (torchvision's RoIAlign scales): the second call
+    recompiles once. The user never changes it, so the advice is one eager call before compiling
+    (verified: 1 recompile -> 0), not "stop changing `self.scales`"."""
+    workload = load_workload(f"{TARGETS / 'fix_targets.py'}:lazy_scales", seed=0)
+    report = analyze(workload, AnalyzeOptions(explain=False, fix=FixOptions()))
+    assert report.summary.recompile_count == 1
+    assert [s.rule for s in report.suggestions] == ["warm-up-before-compile"], [s.title for s in report.suggestions]
+    [s] = report.suggestions
+    assert s.verdict == "recommended" and (s.verified.before.recompile_count, s.verified.after.recompile_count) == (1, 0)
+    assert "stop changing" not in " ".join(next_steps(report)).lower()
+
+
 def test_fixing_never_modifies_the_users_model_or_inputs():
     workload = zoo.showcase()
     model = workload.model

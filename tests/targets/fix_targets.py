@@ -191,3 +191,23 @@ class WholeBody(torch.nn.Module):
 def whole_body():
     torch.manual_seed(0)
     return Workload(WholeBody(), (torch.randn(4, 8),))
+
+
+class LazyScales(torch.nn.Module):
+    """Sets `self.scales` on its first call, as torchvision's RoIAlign pooler sets its scales lazily."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+        self.scales = None
+
+    def forward(self, x):
+        if self.scales is None:
+            self.scales = [x.shape[-1] / 8.0]
+        return self.fc(x) * self.scales[0]
+
+
+def lazy_scales():
+    torch.manual_seed(0)
+    x = torch.randn(4, 8)
+    return Workload(LazyScales(), (x,), variants=[(x,)] * 3)

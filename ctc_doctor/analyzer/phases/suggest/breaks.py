@@ -182,8 +182,8 @@ _UNTRACEABLE = (
         "# in __init__:\nself.shadow = copy.deepcopy(self.fc).requires_grad_(False)\n# in forward:\nreturn self.fc(x) + self.shadow(x)",
     ),
     (
-        ("GB0007",),
-        r"marked as skipped",
+        ("GB0007", "GB9193"),  # torch 2.15 names `time.perf_counter()` in compiled code "Call to a time function"
+        r"marked as skipped|time function",
         "move-untraceable-call",
         "Move the untraceable call out of the compiled region",
         "The function is on Dynamo's skip list (a C extension, or code torch chose not to trace): call it "

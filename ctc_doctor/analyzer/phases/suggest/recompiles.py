@@ -355,12 +355,46 @@ def _int_attribute_rule(ctx: RuleContext, attributes: dict[str, list[str]]) -> N
     )
 
 
+def _lazy_state_rule(ctx: RuleContext, failures: Failures) -> None:
+    """State a module (or its library: torchvision's RoIAlign scales, a cache made on first use) sets on its
+    first call: the first compile guarded on `None`, the second call recompiles once for the value it now
+    holds. Nothing changes it after that, so "stop changing it" is wrong; one eager call before compiling
+    sets it up outside the compiled code (verified by `fix`, as for first-call breaks)."""
+    sources = sorted({module_path_of(g.source) for _, g in failures.items if g.source})
+    shown = ", ".join(f"`{s}`" for s in sources[:3]) or "module state"
+    applies = failures.ids()
+    existing = next((s for s in ctx.out if s.rule == "warm-up-before-compile"), None)
+    if existing is not None:  # a first-call break asked for the same eager call: one suggestion for both
+        existing.applies_to = list(dict.fromkeys([*existing.applies_to, *applies]))
+        return
+    ctx.add(
+        "warm-up-before-compile",
+        "Call the model once eagerly before compiling it",
+        f"{shown} is set on the model's first call (the first compile saw it as None), so the second call "
+        "recompiles once for the value it now holds; nothing changes it after that. One eager call before "
+        "`torch.compile` sets it up outside the compiled code, and the compile sees it as it stays.",
+        "source_edit",
+        applies,
+        auto_applicable=True,
+        snippet="with torch.no_grad():\n    model(*example_args, **example_kwargs)  # first-call set-up runs eagerly\n"
+        "compiled = torch.compile(model)",
+        references=[DOCS["troubleshooting"]],
+        action=rm.FixAction(type="warm_up"),
+    )
+
+
 def _state_rule(ctx: RuleContext, failures: Failures) -> None:
     attributes = int_attributes(failures)
     if attributes:
         _int_attribute_rule(ctx, attributes)
         counted = {r for ids in attributes.values() for r in ids}
         failures = Failures(failures.kinds, [(rc, g) for rc, g in failures.items if rc.id not in counted])
+        if not failures.items:
+            return
+    lazy = [(rc, g) for rc, g in failures.items if g.expected == "None" and rc.call_index == 1]
+    if lazy:
+        _lazy_state_rule(ctx, Failures(failures.kinds, lazy))
+        failures = Failures(failures.kinds, [(rc, g) for rc, g in failures.items if (rc, g) not in lazy])
         if not failures.items:
             return
     sources = sorted({module_path_of(g.source) for _, g in failures.items if g.source})
