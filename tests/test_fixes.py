@@ -251,6 +251,23 @@ def test_state_a_module_sets_on_its_first_call_gets_one_eager_call_not_stop_chan
     assert "stop changing" not in " ".join(next_steps(report)).lower()
 
 
+def test_a_model_pruned_after_compile_is_one_cause_with_advice_to_prune_first():
+    """`torch.nn.utils.prune` after the first compile (before call 2) turns `fc.weight` from a parameter into
+    an attribute: the recompile is one cause of kind `changed`, said in plain words with the parameter,
+    in the verdict (not an expected one-off), and the advice is to make the change before compiling."""
+    import torch.nn.utils.prune  # noqa: F401 - the target's before_call prunes
+
+    workload = load_workload(f"{TARGETS / 'fix_targets.py'}:pruned_after_compile", seed=0)
+    report = analyze(workload, AnalyzeOptions(explain=False))
+    [cause] = report.recompile_causes
+    assert cause.kind == "changed" and not cause.expected, cause
+    assert cause.summary.startswith("the model changed after compile (`fc.weight`): a parameter was removed or reparametrized")
+    assert report.summary.verdict == "recompiles"
+    [s] = [s for s in report.suggestions if s.rule == "change-before-compile"]
+    assert s.title == "Make the change to `fc.weight` before compiling" and "before call 2" in s.rationale
+    assert next_steps(report)[0].startswith("R1: Make the change to `fc.weight` before compiling")
+
+
 def test_fixing_never_modifies_the_users_model_or_inputs():
     workload = zoo.showcase()
     model = workload.model

@@ -46,7 +46,7 @@ def test_an_entry_reads_in_a_cause_and_a_step(entry):
 def test_every_rule_answers_some_kind_and_rules_come_in_the_registrys_order():
     named = [rule for rule, _ in rules()]
     assert set(named) == set(RULES)
-    assert named[:2] == ["adapter", "size"] and dict(rules())["state"] == ("attribute", "object_id", "type")
+    assert named[:3] == ["adapter", "changed", "size"] and dict(rules())["state"] == ("attribute", "object_id", "type")
 
 
 def test_an_unknown_kind_from_a_newer_report_reads_as_other():

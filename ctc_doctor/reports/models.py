@@ -44,6 +44,7 @@ GuardKind = Literal[
     "attribute",
     "global_state",
     "adapter",
+    "changed",
     "other",
 ]
 Phase = Literal[

@@ -102,7 +102,9 @@ def verdict_panel(report: Report) -> Panel:
         return Panel(lines, title="verdict", expand=False)
     if s.wrong_results:
         lines.append(f"WRONG RESULTS UNDER COMPILE: {s.wrong_results}\n", style="bold red")
-    if s.verdict == "clean" and s.expected_break_sites:
+    if s.verdict == "clean" and s.expected_break_sites and not s.graphs_compiled:
+        label = "NOTHING OF YOUR MODEL WAS COMPILED: the framework wrapper's frames break before any op, and your model ran eagerly"
+    elif s.verdict == "clean" and s.expected_break_sites:
         label = "CLEAN: your model's code compiles without breaks; the framework wrapper's own breaks are by design"
     elif s.verdict == "clean" and s.expected_recompiles:
         label = "CLEAN: one graph per call; its only recompiles are expected one-offs"

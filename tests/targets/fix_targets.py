@@ -211,3 +211,25 @@ def lazy_scales():
     torch.manual_seed(0)
     x = torch.randn(4, 8)
     return Workload(LazyScales(), (x,), variants=[(x,)] * 3)
+
+
+class TwoLayers(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+        self.out = torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.out(torch.relu(self.fc(x)))
+
+
+def _prune_before_call_2(model, index):
+    if index == 2:
+        torch.nn.utils.prune.l1_unstructured(model.fc, "weight", amount=0.5)
+
+
+def pruned_after_compile():
+    """Pruned between calls 1 and 2, after the first compile: `fc.weight` stops being a parameter."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 8)
+    return Workload(TwoLayers(), (x,), variants=[(x,)] * 3, before_call=_prune_before_call_2)

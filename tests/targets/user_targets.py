@@ -38,6 +38,18 @@ def raises():
     return nn.Linear(config["hiddn"], 8), ()  # a typo in the user's builder
 
 
+def _backend(name):
+    """`torch._dynamo.register_backend`, once per process: this file may be imported twice in one (by module
+    name, `user_targets:...`, and by path, `.../user_targets.py:...`), and torch refuses a name twice."""
+
+    def register(fn):
+        if name not in torch._dynamo.list_backends(exclude_tags=()):
+            torch._dynamo.register_backend(fn, name=name)
+        return fn
+
+    return register
+
+
 class BrokenInEager(nn.Module):
     def __init__(self):
         super().__init__()
@@ -51,12 +63,12 @@ def fails_in_eager():
     return BrokenInEager(), (torch.randn(2, 5),)  # wrong feature size
 
 
-@torch._dynamo.register_backend(name="ctc_test_crashing")
+@_backend("ctc_test_crashing")
 def crashing_backend(gm, example_inputs):
     raise RuntimeError("backend exploded on purpose")
 
 
-@torch._dynamo.register_backend(name="ctc_test_hanging")
+@_backend("ctc_test_hanging")
 def hanging_backend(gm, example_inputs):
     time.sleep(600)
     return gm
@@ -91,7 +103,7 @@ def hangs_while_tracing():
     return HangsWhileTracing(), (torch.randn(2, 4),)
 
 
-@torch._dynamo.register_backend(name="ctc_test_segfault")
+@_backend("ctc_test_segfault")
 def segfault_backend(gm, example_inputs):
     import ctypes
 
@@ -104,7 +116,7 @@ def _placeholders(gm):
     return [n.name for n in gm.graph.nodes if n.op == "placeholder"]
 
 
-@torch._dynamo.register_backend(name="ctc_test_regional_segfault")
+@_backend("ctc_test_regional_segfault")
 def regional_segfault_backend(gm, example_inputs):
     """SIGSEGV on the graph of one `CrashBlock` compiled on its own (regional compilation, where the
     block is `self`); every other graph runs eagerly."""
@@ -116,7 +128,7 @@ def regional_segfault_backend(gm, example_inputs):
     return gm
 
 
-@torch._dynamo.register_backend(name="ctc_test_arm_crashes")
+@_backend("ctc_test_arm_crashes")
 def arm_crashes_backend(gm, example_inputs):
     """SIGABRT on the whole `CrashesByArm` model's graph (the compiled arm), SIGSEGV on one block's (regional)."""
     import os

@@ -211,9 +211,14 @@ class ScriptRun:
         out = []
         for ev in self.capture.events:
             m = ev.data
-            # a frame whose compile handed no graph to the backend (it broke before any op: no backend time)
-            # compiled no graph, as the build() path's recording backend never sees one
-            no_graph = m.get("graph_op_count") == 0 and "backend_compile_time_s" in m and m["backend_compile_time_s"] is None
+            # a frame whose compile broke before any op and restarted, handing no graph to the backend (no
+            # backend time), compiled no graph: the build() path's recording backend never sees one
+            no_graph = (
+                m.get("graph_op_count") == 0
+                and "backend_compile_time_s" in m
+                and m["backend_compile_time_s"] is None
+                and bool(m.get("restart_reasons"))
+            )
             if ev.kind == "compilation_metrics" and isinstance(m.get("graph_op_count"), int) and not m.get("fail_type") and not no_graph:
                 ops = int(m["graph_op_count"])
                 nodes, inputs = int(m.get("graph_node_count") or 0), int(m.get("graph_input_count") or 0)

@@ -75,11 +75,20 @@ def next_steps(report: Report) -> list[str]:
         alternative = "" if report.comparison else " An alternative to measure: compile the inner module before wrapping it"
         if alternative and "DistributedDataParallel" in wrappers:
             alternative += ", `DDP(torch.compile(model))` (`ctc-doctor run --compare default,inner -- SCRIPT` measures it)"
-        steps.append(
-            f"Nothing of yours to fix: the {report.summary.expected_break_sites} break site(s) are {', '.join(wrappers)}'s own "
-            f"code, eager by design (they split each call into {report.summary.graph_count} graphs{largest})."
-            + (alternative + "." if alternative else "")
-        )
+        if not report.summary.graphs_compiled:  # the wrapper's frames broke before any op: nothing compiled
+            how = "`DDP(torch.compile(model))`" if "DistributedDataParallel" in wrappers else "the inner module compiled before wrapping it"
+            measure = "" if report.comparison else " (`ctc-doctor run --compare default,inner -- SCRIPT` measures it)"
+            steps.append(
+                f"Your model ran eagerly: compiling the {', '.join(wrappers)} wrapper compiled no graph (its "
+                f"{report.summary.expected_break_sites} break site(s) come before any op, and the forward it calls is "
+                f"skipped). Compile {how}{measure}."
+            )
+        else:
+            steps.append(
+                f"Nothing of yours to fix: the {report.summary.expected_break_sites} break site(s) are {', '.join(wrappers)}'s own "
+                f"code, eager by design (they split each call into {report.summary.graph_count} graphs{largest})."
+                + (alternative + "." if alternative else "")
+            )
     elif report.summary.verdict == "clean":
         steps.append("Nothing to fix: this workload compiles to one graph per call without recompiles.")
     return steps

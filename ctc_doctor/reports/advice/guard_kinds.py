@@ -96,6 +96,36 @@ def _adapter(kind: GuardKindEntry, c: Change) -> str:
     return f"a LoRA adapter was {' / '.join(changes)} after compile{where}"
 
 
+_MODEL_CHANGES = (
+    (re.compile(r"KeyError on .*_parameters\["), "a parameter was removed or reparametrized (pruning, weight norm)"),
+    (re.compile(r"expected type of .*_parameters\[.*but found"), "a parameter was replaced by a tensor subclass (quantization)"),
+)
+"""How the model changed after compile, by what its guard checks (torch 2.13's texts)."""
+
+
+def model_change(text: str) -> str:
+    """What changed in the model after compile, in plain words (`a parameter was removed ...`)."""
+    return next((what for pattern, what in _MODEL_CHANGES if pattern.search(text)), "the model changed")
+
+
+_PARAMETER_NAME = re.compile(r"_modules\['([^']+)'\]|_parameters\['([^']+)'\]")
+
+
+def changed_path(text: str) -> str | None:
+    """`fc.weight` from `self._modules['fc']._parameters['weight']` in a guard's text."""
+    src = re.search(r"(?:self|L\['self'\])((?:\._modules\['[^']+'\])*(?:\._parameters\['[^']+'\])?)", text)
+    if src is None or not src.group(1):
+        return None
+    return ".".join(a or b for a, b in _PARAMETER_NAME.findall(src.group(1))) or None
+
+
+def _changed(kind: GuardKindEntry, c: Change) -> str:
+    changes = list(dict.fromkeys(model_change(text) for text in (c.reasons or [c.reason])))
+    path = changed_path(c.reason)
+    where = f" (`{path}`)" if path else ""
+    return f"the model changed after compile{where}: {' / '.join(changes)}"
+
+
 def _raw(kind: GuardKindEntry, c: Change) -> str:
     return c.reason if len(c.reason) <= 100 else c.reason[:97] + "..."
 
@@ -164,6 +194,21 @@ KINDS: tuple[GuardKindEntry, ...] = (
         claims=re.compile(
             r"lora_(?:[AB]|embedding_[AB]|magnitude_vector)\b|\bactive_adapters?\b|_active_adapter\b|\.scaling\[|_disable_adapters\b"
         ),
+    ),
+    GuardKindEntry(
+        name="changed",
+        family="python",
+        advice="make the change (pruning, quantization, weight norm) before compiling: compile the model as it will run",
+        rule="changed",
+        examples=(
+            "0/0: KeyError on self._modules['fc']._parameters['weight']",
+            "0/0: expected type of 'self._modules['fc']._parameters['weight']' to be a tensor type, "
+            "' but found <class 'torchao.quantization.Int8Tensor'>",
+        ),
+        summary=_changed,  # bounded, not one_off: a one-off is "expected" and left out of the verdict
+        # a submodule whose type changes (`___check_type_id(self._modules['act'], ...)`) stays a `type` cause:
+        # by its text alone, a module swapped once is not told from one a setting flips between calls
+        claims=re.compile(r"KeyError on .*_parameters\[|expected type of .*_parameters\[.*but found"),
     ),
     GuardKindEntry(
         name="size",

@@ -524,6 +524,31 @@ def _advice_rule(ctx: RuleContext, failures: Failures) -> None:
         )
 
 
+def _changed_rule(ctx: RuleContext, failures: Failures) -> None:
+    """The model was changed after compile (pruned, quantized in place, reparametrized, a submodule swapped):
+    one cause per frame, and the advice is to make the change before compiling."""
+    from ....reports.advice.guard_kinds import changed_path, model_change
+
+    texts = [g.reason for _, g in failures.items]
+    changes = list(dict.fromkeys(model_change(t) for t in texts))
+    paths = list(dict.fromkeys(p for p in (changed_path(t) for t in texts) if p))
+    shown = ", ".join(f"`{p}`" for p in paths[:3]) or "the model"
+    calls = sorted({rc.call_index for rc, _ in failures.items if rc.call_index is not None})
+    at = f" before call {calls[0]}" if calls else ""
+    ctx.add(
+        "change-before-compile",
+        f"Make the change to {shown} before compiling",
+        f"The model changed after it was compiled{at}: {'; '.join(changes)}. The compiled code guarded on the "
+        "model as it was, so it recompiles for the changed one, and the first compile was for a model you no "
+        "longer run. Prune, quantize or reparametrize first, then `torch.compile` the model as it will run.",
+        "source_edit",
+        failures.ids(),
+        snippet="# first the change, e.g.:\n# torch.nn.utils.prune.l1_unstructured(model.fc, 'weight', amount=0.5)\n"
+        "# torchao.quantization.quantize_(model, Int8WeightOnlyConfig())\ncompiled = torch.compile(model)",
+        references=[DOCS["troubleshooting"]],
+    )
+
+
 RULES: dict[str, Callable[[RuleContext, Failures], None]] = {
     "size": _size_rule,
     "dtype": _dtype_rule,
@@ -534,6 +559,7 @@ RULES: dict[str, Callable[[RuleContext, Failures], None]] = {
     "advice": _advice_rule,
     "adapter": adapter_rule,
     "stride": _stride_rule,
+    "changed": _changed_rule,
 }
 """The rules by name; which kinds each answers, and in what order they are listed, is the guard kinds'
 registry's (`reports/advice/guard_kinds.KINDS`)."""
