@@ -384,6 +384,26 @@ def test_a_compile_the_user_wrote_stays_the_users_when_lightning_wraps_torch_com
     assert obj.site == "train.py:12" and obj.library is None, (obj.site, obj.library)
     rules = [s.rule for s in report.suggestions]
     assert rules and rules[0] == "mark-dynamic" and "lightning" not in report.suggestions[0].title, [s.title for s in report.suggestions]
+    # the LightningModule itself compiled, with `self.log` in its step: torch 2.13's Dynamo crashes tracing
+    # it; the report names the user's line it was tracing and the way around it, not `trainer.fit`
+    whole = tmp_path / "whole.py"
+    whole.write_text(
+        script.read_text()
+        .replace("        self.net = torch.compile(Net())\n", "        self.net = Net()\n")
+        .replace("        return torch.nn.functional.mse_loss(self.net(x), y)\n",
+                 "        loss = torch.nn.functional.mse_loss(self.net(x), y)\n        self.log('loss', loss)\n        return loss\n")
+        .replace("trainer.fit(Lit(),", "trainer.fit(torch.compile(Lit()),")
+    )  # fmt: skip
+    crashed = cli("run", "--no-bisect", "--json", str(out), "--", str(whole), cwd=tmp_path)
+    report = load_report(out)
+    if crashed.returncode == 0:
+        assert not report.torch_bugs  # a torch that traces it: nothing to triage
+        return
+    [bug] = report.torch_bugs
+    assert bug.stage == "Dynamo" and bug.user_line.endswith("whole.py:16") and bug.user_code == "self.log('loss', loss)", bug
+    assert "self.net = torch.compile(Net())" in bug.workaround and bug.operation == "lightning's log"
+    assert report.errors[0].hint.startswith("a bug inside PyTorch (Dynamo), while tracing your line whole.py:16")
+    assert next_steps(report)[0].startswith("PyTorch bug: the script's compile of Lit crashes in Dynamo")
 
 
 def test_timeout_stops_a_script_that_handles_sigterm_itself(cli, tmp_path):

@@ -41,6 +41,8 @@ from .running.calls import preserved_state
 from .running.deadline import DeadlineExceeded, deadline
 from .running.settings import RunSettings
 from .triage import is_torch_failure, triage, workaround, write_bug
+from .triage import issue_text as triage_issue_text
+from .triage import issue_title as triage_issue_title
 
 ATTRIBUTION_TIMEOUT_S = 120.0
 """The eager call that records module call sites: a model that needs its peers (collectives) would hang."""
@@ -195,6 +197,8 @@ def _rank_report(
         )
     if rank == 0 and model is not None and calls and outcome.stopped is None and is_torch_failure(outcome.error):
         _torch_bug(report, model, calls, primary, config, clock)
+    if rank == 0 and not report.torch_bugs and is_torch_failure(outcome.error) and getattr(outcome, "traced", None):
+        _traced_bug(report, outcome, primary, config)
     if rank == 0 and primary is not None and outcome.stopped not in ("terminated", "interrupted"):
         try:
             _later_phases(report, model, calls, primary, settings, inputs, index, config, cost, clock)
@@ -263,6 +267,54 @@ def _torch_bug(
     for err in report.errors:
         if err.phase == "script":  # torch's generic advice gives way to what the triage did
             err.hint = f"a bug inside PyTorch ({found.bug.stage}), not in your code: triaged below, with a repro and the issue text"
+
+
+def _traced_bug(report: rm.Report, outcome: Any, primary: WatchedObject | None, config: dict[str, Any]) -> None:
+    """A compile that crashed in Dynamo's tracing before any call was recorded (no replay to triage): the
+    user's line it was tracing, read from the tracers on the traceback, the library call it went into, and
+    the way around it, into `report.torch_bugs` and the error row's hint. Lightning's `self.log` in a
+    compiled LightningModule (torch 2.13: `'method' object has no attribute '__dict__'`) gets its own."""
+    import linecache
+
+    from .readers.sources import classify_file
+
+    frames = list(outcome.traced)
+    mine = [i for i, (file, _, _) in enumerate(frames) if classify_file(file)[0]]
+    if not mine:
+        return
+    file, line, function = frames[mine[-1]]
+    code = linecache.getline(file, line).strip()
+    into = frames[mine[-1] + 1] if mine[-1] + 1 < len(frames) else None
+    library = classify_file(into[0])[1] if into is not None else None
+    if library in ("lightning", "pytorch_lightning") and into is not None and into[2] == "log":
+        around = (
+            "Lightning's `self.log` cannot be traced here: compile the network inside the LightningModule "
+            "(`self.net = torch.compile(Net())`) rather than the LightningModule, or log outside the compiled code"
+        )
+    else:
+        around = f"keep that call out of the compiled code (`torch.compiler.disable` on `{function}`'s callee), or compile less"
+    error = outcome.error or ""
+    bug = rm.TorchBug(
+        where=f"the script's compile of {primary.name if primary else 'its model'}",
+        error=error.split(" (at ")[0],
+        error_type=error.split(":", 1)[0],
+        stage="Dynamo",
+        tried=[f"the compile crashed while Dynamo traced {function} (before any graph reached a backend)"],
+        user_line=f"{file}:{line}",
+        user_code=code or None,
+        operation=f"{library}'s {into[2]}" if into is not None and library else None,
+        repro_note="the failure is in Dynamo's tracing, before any graph, and before any call was recorded: no repro",
+        issue_title="",
+        workaround=around,
+    )
+    bug.issue_title = triage_issue_title(bug.stage, bug.error, bug.operation)
+    bug.issue_text = triage_issue_text(bug)
+    if config.get("repro_dir"):
+        write_bug(bug, config["repro_dir"], "script")
+    report.torch_bugs.append(bug)
+    for err in report.errors:
+        if err.phase == "script":
+            err.hint = f"a bug inside PyTorch (Dynamo), while tracing your line {os.path.basename(file)}:{line} `{code}`: {around}"
 
 
 def _compiled_row(obj: WatchedObject, rank: int, analyzed: bool) -> rm.CompiledObject:

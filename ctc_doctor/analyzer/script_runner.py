@@ -35,6 +35,8 @@ class Outcome:
     error: str | None = None
     stopped: str | None = None
     """max_steps, interrupted, terminated (None: it ran to its end)."""
+    traced: list[tuple[str, int, str]] | None = None
+    """When the error escaped a compile: the frames Dynamo was tracing, outermost first."""
 
 
 _KEPT: list[object] = []
@@ -79,7 +81,9 @@ def _run_script(command: list[str]) -> Outcome:
     except BaseException as exc:  # noqa: BLE001 - the script's own failure: reported as Python would
         _KEPT.append(exc)
         _print_script_traceback(exc, command)
-        return Outcome(1, f"{type(exc).__name__}: {describe_error(exc)}"[:500])
+        from . import torch_internals as ti
+
+        return Outcome(1, f"{type(exc).__name__}: {describe_error(exc)}"[:500], traced=ti.traced_frames(exc))
     return Outcome(0)
 
 

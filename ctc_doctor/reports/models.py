@@ -401,6 +401,10 @@ class CompileMetric(_Model):
     """Exception type when the compile failed or the frame was skipped."""
     fail_reason: str | None = None
     """Its message (first line)."""
+    fail_file: str | None = None
+    """A compile that failed: the user's file Dynamo was tracing when it did (schema 1.17)."""
+    fail_line: int | None = None
+    """Its line."""
     restart_reasons: list[str] = Field(default_factory=list)
     """First lines of the reasons Dynamo restarted analysis."""
     recompile_reason: str | None = None

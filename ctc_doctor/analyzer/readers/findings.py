@@ -213,5 +213,7 @@ def compile_metric(compile_id: str, m: dict[str, Any], backward: dict[str, Any] 
         fail_reason=first_line(m.get("fail_reason")),
         restart_reasons=[r for r in (first_line(x) for x in (reasons if isinstance(reasons, list) else [])) if r],
         recompile_reason=first_line(m.get("recompile_reason")),
+        fail_file=m.get("fail_user_frame_filename") if isinstance(m.get("fail_user_frame_filename"), str) else None,
+        fail_line=number("fail_user_frame_lineno"),
     )
     return add_costs(metric, m, backward)

@@ -53,6 +53,7 @@ from .dynamo import (
     run_explain,
     served_entries,
     symint_hint,
+    traced_frames,
 )
 from .knobs import (
     ConfigOptionMissing,
@@ -125,6 +126,7 @@ __all__ = [
     "save_cache_artifacts",
     "served_entries",
     "symint_hint",
+    "traced_frames",
     "torch_compile_replaced",
     "torch_log_notes",
     "torch_version",

@@ -274,3 +274,21 @@ def symint_hint(value: Any) -> int | None:
     node = getattr(value, "node", None)
     hint = getattr(node, "hint", None)
     return int(hint) if hint is not None else None
+
+
+def traced_frames(exc: BaseException) -> list[tuple[str, int, str]]:
+    """The user frames Dynamo was tracing when `exc` escaped a compile, outermost first, as (file, line,
+    function): read from the tracers on the traceback (`InstructionTranslator` and its inlining children,
+    each at the line it was tracing). Empty when the error did not come from tracing, or this torch's
+    tracers lack those attributes."""
+    out: list[tuple[str, int, str]] = []
+    tb = exc.__traceback__
+    while tb is not None:
+        tracer = tb.tb_frame.f_locals.get("self")
+        code, line = getattr(tracer, "f_code", None), getattr(tracer, "lineno", None)
+        if hasattr(tracer, "instruction_pointer") and code is not None and isinstance(line, int):
+            frame = (str(code.co_filename), line, str(code.co_name))
+            if frame not in out:
+                out.append(frame)
+        tb = tb.tb_next
+    return out
