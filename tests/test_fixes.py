@@ -268,6 +268,27 @@ def test_a_model_pruned_after_compile_is_one_cause_with_advice_to_prune_first():
     assert next_steps(report)[0].startswith("R1: Make the change to `fc.weight` before compiling")
 
 
+def test_a_build_target_whose_compiled_arm_crashes_inside_torch_gets_the_bug_triaged(cli, tmp_path):
+    """The user's own `allow_unspec_int_on_nn_module` and a counter under `%`: the benchmark's compiled arm
+    crashes in AOTAutograd. The report says it is PyTorch's, at which stage, on which line, writes a repro
+    verified under plain python and the issue text beside the report, and checks a workaround on the
+    workload's calls (`dynamic=False`)."""
+    out = tmp_path / "r.json"
+    result = cli("bench", f"{TARGETS / 'fix_targets.py'}:modulo_step_unspec", "--bench-backend", "aot_eager", "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    report = load_report(out)
+    compiled = next(a for a in report.benchmark.arms if a.name == "compiled")
+    if compiled.error is None:
+        pytest.skip(f"torch {torch.__version__}: this compile does not crash here")
+    [bug] = report.torch_bugs
+    assert bug.where == "the benchmark's compiled arm (aot_eager)" and bug.stage == "AOTAutograd"
+    assert bug.user_line.endswith("fix_targets.py:" + str(marker_line(str(TARGETS / "fix_targets.py"), "modulo")))
+    assert bug.repro_verified is True and bug.repro_path == str(tmp_path / "ctc_torch_bug_compiled.py")
+    assert (tmp_path / "ctc_torch_bug_compiled.md").exists()
+    assert bug.workaround_verified and "dynamic=False" in bug.workaround
+    assert "a PyTorch bug, ready to file" in result.stdout
+
+
 def test_fixing_never_modifies_the_users_model_or_inputs():
     workload = zoo.showcase()
     model = workload.model

@@ -409,6 +409,7 @@ def _merge_fix(report: rm.Report, section: FixSection) -> None:
 
 def _merge_bench(report: rm.Report, section: BenchSection) -> None:
     report.benchmark = section.benchmark
+    report.torch_bugs.extend(section.torch_bugs)
     for suggestion in report.suggestions:
         if suggestion.id in section.verified:
             suggestion.verified = section.verified[suggestion.id]

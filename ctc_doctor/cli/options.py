@@ -429,6 +429,7 @@ class AnalysisArgs:
             isolate=self.isolate_arms,
             target=self.rebuild_spec or spec,
             arm_memory_mb=self.arm_memory_mb,
+            repro_dir=self.repro_folder(),
         )
 
     def isolate_trials(self, with_bench: bool) -> bool:

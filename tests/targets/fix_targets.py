@@ -233,3 +233,11 @@ def pruned_after_compile():
     torch.manual_seed(0)
     x = torch.randn(4, 8)
     return Workload(TwoLayers(), (x,), variants=[(x,)] * 3, before_call=_prune_before_call_2)
+
+
+def modulo_step_unspec():
+    """The step counter under `%` with the user's own `allow_unspec_int_on_nn_module = True` (set here, as
+    a script would before compiling): every compile through AOTAutograd crashes on torch 2.13. Run in a
+    process of its own (the option is global)."""
+    torch._dynamo.config.allow_unspec_int_on_nn_module = True
+    return modulo_step()

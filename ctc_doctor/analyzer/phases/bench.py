@@ -37,11 +37,12 @@ from ..resources.cpu import QUIET_WAIT_S
 from ..resources.load import CpuWindow, busy, machine_at_start, wait_for_quiet
 from ..resources.load import conclude as conclude_load
 from ..running import device as dev
-from ..running.calls import Sample, calls_on, preserved_state, run_pass
+from ..running.calls import Sample, calls_on, grad_mode, preserved_state, run_call, run_pass
 from ..running.deadline import Stopped
 from ..running.memory import out_of_memory, release_memory
 from ..running.numerics import KeptResults, Reference, SameAs, loose_backend
 from ..running.precision import make_reference
+from ..triage import is_torch_failure, triage, workaround, write_bug
 from .bench_aot import run_aot_arm
 from .bench_arms import OPT_IN_MARK, Arm, arm_kind, arms_for, fix_arms, materialized, price_opt_in
 from .bench_isolated import run_isolated
@@ -70,6 +71,8 @@ class BenchSection:
     benchmark: rm.Benchmark
     verified: dict[str, rm.Verification] = field(default_factory=dict)
     """Suggestion id -> the measured effect (the regional-compilation suggestion, from its arm)."""
+    torch_bugs: list[rm.TorchBug] = field(default_factory=list)
+    """The compiled arm crashed inside PyTorch: triaged, ready to file."""
 
 
 class ArmRunner:
@@ -423,8 +426,46 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
         stop.partial = BenchSection(result, _regional_verifications(report, result))
         raise
     _conclude(result, bench, len(ctx.calls))
+    section = BenchSection(result, _regional_verifications(report, result))
+    compiled = next((a for a in result.arms if a.name == "compiled"), None)
+    if compiled is not None and not compiled.out_of_memory and is_torch_failure(compiled.error):
+        ctx.progress(ProgressEvent(Step.BENCH, subject="compiled: PyTorch bug"))
+        bug = _triage_compiled_arm(ctx, bench)
+        release_memory(ctx.settings.where)  # the model built again for it, and its compiles
+        if bug is not None:
+            section.torch_bugs.append(bug)
     result.duration_s = round(time.perf_counter() - t0, 3)
-    return BenchSection(result, _regional_verifications(report, result))
+    return section
+
+
+def _triage_compiled_arm(ctx: PhaseContext, bench: BenchOptions) -> rm.TorchBug | None:
+    """The compiled arm crashed inside torch: the stage, the user's line, a verified repro and the issue
+    text, with a workaround checked on the workload's calls (`triage`). The model is built again when this
+    process let it go for the arms' child."""
+    try:
+        here = _rebuilt(ctx) if ctx.rebuild is not None else ctx
+    except Exception:  # noqa: BLE001 - the model cannot be built again here: nothing to triage
+        return None
+    model = here.pristine if here.pristine is not None else here.workload.model
+    settings = here.settings
+
+    def call_all(compiled: Any) -> None:
+        with preserved_state(model), grad_mode(settings):
+            for i, call in enumerate(here.calls):
+                run_call(compiled, here.workload, call, i, seed=settings.seed, train=settings.train)
+
+    def run(compile_: Any) -> None:
+        call_all(compile_(model))
+
+    found = triage(run, bench.backend, {}, where=f"the benchmark's compiled arm ({bench.backend})")
+    if found.bug is None:
+        return None
+    found.bug.workaround, found.bug.workaround_verified = workaround(call_all, found, bench.backend, model, {})
+    if bench.mode:
+        found.bug.tried.append(f"(mode={bench.mode} was not passed to the backend here)")
+    if bench.repro_dir:
+        write_bug(found.bug, bench.repro_dir, "compiled")
+    return found.bug
 
 
 def _rebuilt(ctx: PhaseContext) -> PhaseContext:

@@ -53,6 +53,8 @@ class BenchOptions:
     rebuild (the Python API's workload objects), they run in this process."""
     target: str | None = None
     """Importable TARGET the child rebuilds the workload from; default: the run's spec."""
+    repro_dir: str | None = None
+    """Where the repro and issue text of a crash inside PyTorch in the compiled arm go (None: the report only)."""
     arm_memory_mb: int | None = None
     """Cap each arm's memory: the arms' child process's heap (RLIMIT_DATA) on the host, its share of the GPU
     (`torch.cuda.set_per_process_memory_fraction`) on CUDA; an arm that needs more fails as out of memory."""
