@@ -37,14 +37,15 @@ from ..resources.cpu import QUIET_WAIT_S
 from ..resources.load import CpuWindow, busy, machine_at_start, wait_for_quiet
 from ..resources.load import conclude as conclude_load
 from ..running import device as dev
-from ..running.calls import Sample, calls_on, grad_mode, preserved_state, run_call, run_pass
+from ..running.calls import Sample, calls_on, preserved_state, run_pass
 from ..running.deadline import Stopped
 from ..running.memory import out_of_memory, release_memory
 from ..running.numerics import KeptResults, Reference, SameAs, loose_backend
 from ..running.precision import make_reference
-from ..triage import is_torch_failure, triage, workaround, write_bug
+from ..triage import is_torch_failure
 from .bench_aot import run_aot_arm
 from .bench_arms import OPT_IN_MARK, Arm, arm_kind, arms_for, fix_arms, materialized, price_opt_in
+from .bench_crash import triage_compiled_arm
 from .bench_isolated import run_isolated
 from .bench_numbers import (
     AUTO_BUDGET_S,
@@ -430,42 +431,16 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
     compiled = next((a for a in result.arms if a.name == "compiled"), None)
     if compiled is not None and not compiled.out_of_memory and is_torch_failure(compiled.error):
         ctx.progress(ProgressEvent(Step.BENCH, subject="compiled: PyTorch bug"))
-        bug = _triage_compiled_arm(ctx, bench)
+        try:  # the model, built again when this process let it go for the arms' child
+            here: PhaseContext | None = _rebuilt(ctx) if ctx.rebuild is not None else ctx
+        except Exception:  # noqa: BLE001 - it cannot be built again here: nothing to triage
+            here = None
+        bug = triage_compiled_arm(here, bench) if here is not None else None
         release_memory(ctx.settings.where)  # the model built again for it, and its compiles
         if bug is not None:
             section.torch_bugs.append(bug)
     result.duration_s = round(time.perf_counter() - t0, 3)
     return section
-
-
-def _triage_compiled_arm(ctx: PhaseContext, bench: BenchOptions) -> rm.TorchBug | None:
-    """The compiled arm crashed inside torch: the stage, the user's line, a verified repro and the issue
-    text, with a workaround checked on the workload's calls (`triage`). The model is built again when this
-    process let it go for the arms' child."""
-    try:
-        here = _rebuilt(ctx) if ctx.rebuild is not None else ctx
-    except Exception:  # noqa: BLE001 - the model cannot be built again here: nothing to triage
-        return None
-    model = here.pristine if here.pristine is not None else here.workload.model
-    settings = here.settings
-
-    def call_all(compiled: Any) -> None:
-        with preserved_state(model), grad_mode(settings):
-            for i, call in enumerate(here.calls):
-                run_call(compiled, here.workload, call, i, seed=settings.seed, train=settings.train)
-
-    def run(compile_: Any) -> None:
-        call_all(compile_(model))
-
-    found = triage(run, bench.backend, {}, where=f"the benchmark's compiled arm ({bench.backend})")
-    if found.bug is None:
-        return None
-    found.bug.workaround, found.bug.workaround_verified = workaround(call_all, found, bench.backend, model, {})
-    if bench.mode:
-        found.bug.tried.append(f"(mode={bench.mode} was not passed to the backend here)")
-    if bench.repro_dir:
-        write_bug(found.bug, bench.repro_dir, "compiled")
-    return found.bug
 
 
 def _rebuilt(ctx: PhaseContext) -> PhaseContext:

@@ -258,7 +258,10 @@ def _by_shape(reason: str) -> dict[str, Any]:
         out["kind"] = TENSOR_WORDS[tm.group("what")]
         out["source"] = tm.group("src")
         out["dim"] = int(tm.group("dim")) if tm.group("dim") else None
-        em = _EXPECTED.search(tm.group("rest") or "")
+        # torch 2.13 appends its own hint to a parameter's guard ("... actual 32. Guard failed on a parameter,
+        # consider using ..."): the values stop before it (the reason keeps it whole)
+        rest = (tm.group("rest") or "").split(". Guard failed on a parameter", 1)[0]
+        em = _EXPECTED.search(rest)
         if em:
             out["expected"] = em.group("exp").strip()
             out["actual"] = em.group("act").strip() if em.group("act") else None

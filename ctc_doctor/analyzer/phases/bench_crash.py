@@ -1,0 +1,38 @@
+"""The benchmark's compiled arm crashed inside torch: the crash triaged (`analyzer/triage`) on the
+workload's calls, in this process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...reports import models as rm
+from ..running.calls import grad_mode, preserved_state, run_call
+from ..triage import triage, workaround, write_bug
+from .bench_options import BenchOptions
+from .context import PhaseContext
+
+
+def triage_compiled_arm(here: PhaseContext, bench: BenchOptions) -> rm.TorchBug | None:
+    """The compiled arm crashed inside torch: the stage, the user's line, a verified repro and the issue
+    text, with a workaround checked on the workload's calls (`triage`). The model is built again when this
+    process let it go for the arms' child: `here` is the context with the model (the caller builds it)."""
+    model = here.pristine if here.pristine is not None else here.workload.model
+    settings = here.settings
+
+    def call_all(compiled: Any) -> None:
+        with preserved_state(model), grad_mode(settings):
+            for i, call in enumerate(here.calls):
+                run_call(compiled, here.workload, call, i, seed=settings.seed, train=settings.train)
+
+    def run(compile_: Any) -> None:
+        call_all(compile_(model))
+
+    found = triage(run, bench.backend, {}, where=f"the benchmark's compiled arm ({bench.backend})")
+    if found.bug is None:
+        return None
+    found.bug.workaround, found.bug.workaround_verified = workaround(call_all, found, bench.backend, model, {})
+    if bench.mode:
+        found.bug.tried.append(f"(mode={bench.mode} was not passed to the backend here)")
+    if bench.repro_dir:
+        write_bug(found.bug, bench.repro_dir, "compiled")
+    return found.bug
