@@ -289,6 +289,21 @@ def test_a_build_target_whose_compiled_arm_crashes_inside_torch_gets_the_bug_tri
     assert "a PyTorch bug, ready to file" in result.stdout
 
 
+def test_blocks_compiled_once_per_width_after_a_break_splits_their_loop_are_one_storm_with_one_advice():
+    """A YOLO-like loop with a print: the loop breaks, each `_ConvBlock` is a frame of its own, compiled
+    once per width until the recompile limit. That is one cause (a storm), not one per tensor that changed,
+    and its advice is to remove the break that splits the loop (not `dynamic=True`: the weights differ)."""
+    workload = load_workload(f"{TARGETS / 'fix_targets.py'}:layer_loop", seed=0)
+    report = analyze(workload, AnalyzeOptions(explain=False))
+    [cause] = report.recompile_causes
+    assert cause.storm and cause.summary.startswith("_ConvBlock.forward compiles once per instance: 11 instances"), cause
+    [site] = report.graph_breaks
+    [storm] = [s for s in report.suggestions if s.rule == "per-instance-storm"]
+    assert storm.title == f"Remove the break that splits the loop over the `_ConvBlock` blocks ({site.id})"
+    assert set(cause.recompiles) | {site.id} == set(storm.applies_to)
+    assert "dynamic-or-buckets" not in {s.rule for s in report.suggestions}
+
+
 def test_fixing_never_modifies_the_users_model_or_inputs():
     workload = zoo.showcase()
     model = workload.model

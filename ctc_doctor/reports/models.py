@@ -309,6 +309,9 @@ class RecompileCause(_Model):
     per_instance: bool = False
     """The guard names a different instance each time (a per-layer cache, a module index): regional
     compilation recompiles once per instance."""
+    storm: bool = False
+    """One module class's code compiled once per instance, each of its own shapes (a YOLO model's `Conv`
+    blocks after a break split the layer loop): the events of several guards, one cause (schema 1.17)."""
     user_stack: list[Frame] = Field(default_factory=list)
     """Where the triggering guard came from, when torch says."""
     summary: str

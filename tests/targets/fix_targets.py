@@ -241,3 +241,34 @@ def modulo_step_unspec():
     process of its own (the option is global)."""
     torch._dynamo.config.allow_unspec_int_on_nn_module = True
     return modulo_step()
+
+
+class _ConvBlock(torch.nn.Module):
+    def __init__(self, c1, c2):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(c1, c2, 3, padding=1)
+        self.act = torch.nn.SiLU()
+
+    def forward(self, x):
+        return self.act(self.conv(x))
+
+
+class LayerLoop(torch.nn.Module):
+    """A YOLO-like layer loop over blocks of growing width, with a print in the loop: the loop breaks, and
+    each block is called from eager code, a frame of its own, compiled once per width."""
+
+    def __init__(self):
+        super().__init__()
+        widths = [3, 8, 16, 16, 32, 32, 64, 64, 96, 96, 128, 128]
+        self.model = torch.nn.Sequential(*[_ConvBlock(a, b) for a, b in zip(widths[:-1], widths[1:])])
+
+    def forward(self, x):
+        for m in self.model:
+            x = m(x)
+            print("layer", x.shape[1])  # BREAK:layer_loop
+        return x
+
+
+def layer_loop():
+    torch.manual_seed(0)
+    return Workload(LayerLoop(), (torch.randn(1, 3, 16, 16),), variants=[(torch.randn(1, 3, 16, 16),)])

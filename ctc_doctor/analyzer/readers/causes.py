@@ -11,7 +11,10 @@ An event joins an existing cause when
   - in the same workload call, its triggering guard is of the same kind and shows the same change
     (`expected 2, actual 3`): the change travelled down from the frame that saw it first; or
   - in the same workload call, its triggering guard is on the same attribute of `self` in a function of
-    the same class and file: one object's attribute that several of its methods read.
+    the same class and file: one object's attribute that several of its methods read; or
+  - in the same workload call, it recompiled the same code, shared by several instances of one module
+    class, on a shape (size, stride), whichever tensor: one class's blocks, each of its own width (a YOLO
+    model's `Conv` layers after a break split its layer loop), compiled once per instance: a storm.
 Otherwise it starts a new cause. Every event belongs to exactly one cause.
 """
 
@@ -30,6 +33,10 @@ _INDEX = re.compile(r"\[(\d+|'\d+')\]")
 _DOTTED_INDEX = re.compile(r"\.(\d+)(?=\.|\[|$)")
 _INTERNAL = re.compile(r"^(___stack\d+|___\w+|L\['___\w+'\])")
 _OF_SELF = re.compile(r"^(?:self|L\[(['\"])self\1\])[.\[]")
+_SHAPES = ("size", "stride")
+"""Guard kinds of a tensor's shape: a module class compiled once per instance of its own width."""
+STORM_INSTANCES = 3
+"""Instances of one module, each compiled for its own shapes, that make a storm."""
 
 
 def user_source(source: str | None) -> str | None:
@@ -143,6 +150,7 @@ def recompile_causes(
     groups: list[list[tuple[rm.Recompile, rm.FailedGuard | None]]] = []
     by_code: dict[tuple[object, ...], int] = {}
     by_change: dict[tuple[object, ...], int] = {}
+    by_shape: dict[tuple[object, ...], int] = {}
     for rc in recompiles:
         g = trigger(rc)
         code = _code(rc)
@@ -163,6 +171,10 @@ def recompile_causes(
         index = by_code.get(code_key)
         if index is None and change_key is not None:
             index = by_change.get(change_key)
+        shared = len(rc.module_paths) >= STORM_INSTANCES
+        shape_key = (*code, "shape", rc.call_index) if g is not None and g.kind in _SHAPES and shared else None
+        if index is None and shape_key is not None:
+            index = by_shape.get(shape_key)  # the same code for another instance, in the same call: one storm
         if index is None:
             index = len(groups)
             groups.append([])
@@ -170,6 +182,8 @@ def recompile_causes(
         by_code.setdefault(code_key, index)
         if change_key is not None:
             by_change.setdefault(change_key, index)
+        if shape_key is not None:
+            by_shape.setdefault(shape_key, index)
 
     by_recompile: dict[str, list[str]] = {}
     for s in suggestions:
@@ -207,6 +221,15 @@ def _cause(
     reason = first_g.reason if first_g else "no guard failure recorded"
     functions = list(dict.fromkeys(_function(rc) for rc, _ in events))
     paths = list(dict.fromkeys(p for rc, _ in events for p in rc.module_paths))
+    shapes = {(g.source, g.dim) for _, g in events if g is not None}
+    storm = (
+        kind in _SHAPES
+        and len(functions) == 1
+        and len({_code(rc) for rc, _ in events}) == 1
+        and len({rc.call_index for rc, _ in events}) == 1
+        and len(paths) >= STORM_INSTANCES
+        and len(shapes) > 1
+    )
     suggestion_ids = list(dict.fromkeys(sid for rc, _ in events for sid in by_recompile.get(rc.id, [])))
     return rm.RecompileCause(
         id=cid,
@@ -221,15 +244,21 @@ def _cause(
         first_call=first_rc.call_index,
         per_instance=per_instance,
         user_stack=list(named.user_stack) if named is not None else [],
-        summary=cause_line(
-            kind,
-            source,
-            named.dim if named is not None else None,
-            values,
-            per_instance,
-            reason,
-            [g.reason for _, g in events if g is not None],
+        summary=(
+            f"{functions[0]} compiles once per instance: {len(paths)} instances of its module, each of its own "
+            f"shapes ({cause_line(kind, source, named.dim if named is not None else None, values, False, reason)})"
+            if storm
+            else cause_line(
+                kind,
+                source,
+                named.dim if named is not None else None,
+                values,
+                per_instance,
+                reason,
+                [g.reason for _, g in events if g is not None],
+            )
         ),
+        storm=storm,
         suggestion_ids=suggestion_ids,
         expected=first_rc.expected if all(rc.expected for rc, _ in events) else None,
         trigger=next((rc.trigger for rc, _ in events if rc.trigger), None),

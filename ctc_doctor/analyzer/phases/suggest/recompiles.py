@@ -13,7 +13,7 @@ from ....reports.advice.guard_kinds import guard_kind, rules
 from ....reports.labels import module_path_of
 from ....reports.links import DOCS
 from ...fixes.facts import ModelFacts
-from ...readers.causes import of_self
+from ...readers.causes import of_self, recompile_causes
 from ...readers.costs import hit_the_limit
 from .adapters import adapter_rule
 from .base import Failures, RuleContext, config
@@ -174,10 +174,59 @@ def _stride_rule(ctx: RuleContext, failures: Failures) -> None:
     )
 
 
+def _above(path: str, modules: set[str]) -> bool:
+    """Whether the module at `path` holds one of `modules` (the root holds them all)."""
+    return path == "" or any(m == path or m.startswith(path + ".") for m in modules)
+
+
+def _storm_rule(ctx: RuleContext, failures: Failures) -> Failures:
+    """A module class compiled once per instance, each of its own shapes (`RecompileCause.storm`): the
+    blocks are called one by one from eager code (a break split the loop that calls them), so each is a
+    frame of its own. Marking sizes dynamic does not help (the weights differ); what does is keeping the
+    loop in one graph. The failures left for the other size rules are returned."""
+    # the causes as `derive` will fold them (it runs once the suggestions are made)
+    storms = [c for c in recompile_causes([r for r in ctx.report.recompiles if not r.expected]) if c.storm]
+    stormy = {r for c in storms for r in c.recompiles}
+    if not stormy:
+        return failures
+    for cause in storms:
+        blocks = cause.module_paths
+        parents = {p.rpartition(".")[0] for p in blocks}
+        # the breaks in the code that calls the blocks: in a module above them (the root included)
+        sites = [s for s in ctx.report.graph_breaks if not s.expected and any(_above(p, parents) for p in s.module_paths or [""])]
+        cls = cause.functions[0].rpartition(".")[0] or cause.functions[0]
+        shown = ", ".join(s.id for s in sites[:3])
+        title = (
+            f"Remove the break that splits the loop over the `{cls}` blocks ({shown})"
+            if sites
+            else f"Compile the `{cls}` blocks in one graph, or each on its own with `dynamic=False`"
+        )
+        ctx.add(
+            "per-instance-storm",
+            title,
+            f"`{cause.functions[0]}` compiled once per instance ({len(blocks)} instances, each of its own widths): the "
+            "blocks are called one by one from code that runs eagerly, so each is a frame of its own, and the frame "
+            "recompiles for every new width until the recompile limit, after which the blocks run eagerly. Marking "
+            "sizes dynamic does not help (each block's weights differ). "
+            + (
+                f"Removing {shown} keeps the loop in one graph, the blocks inlined (its own suggestions are checked on a copy)."
+                if sites
+                else "Compile the module that loops over them, or each block on its own (regional compilation)."
+            ),
+            "source_edit",
+            [*cause.recompiles, *(s.id for s in sites)],
+            references=[DOCS["troubleshooting"]],
+        )
+    return Failures(failures.kinds, [(rc, g) for rc, g in failures.items if rc.id not in stormy])
+
+
 def _size_rule(ctx: RuleContext, failures: Failures) -> None:
     library = compiled_by_library(ctx.report)
     if library is not None:
         _library_sizes(ctx, failures, library)
+        return
+    failures = _storm_rule(ctx, failures)
+    if not failures.items:
         return
     marked = False
     for group in _mark_groups(ctx, failures):
