@@ -333,7 +333,9 @@ with torch.no_grad():
 
 
 def _tree_peak_mb(args: list[str], env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str]]:
-    """Run a command; the peak resident memory of its process tree, sampled every 20 ms."""
+    """Run a command; the peak resident memory of its process tree, sampled every 20 ms, as held over two
+    samples in a row: a child caught between fork and exec shows its parent's pages once more for an
+    instant (a resident-set sum counts shared pages twice), which is no memory the run holds."""
     import time
 
     from ctc_doctor.analyzer.running.memory import tree_rss_bytes
@@ -341,9 +343,11 @@ def _tree_peak_mb(args: list[str], env: dict[str, str]) -> tuple[float, subproce
     from .conftest import REPO
 
     proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak = 0
+    peak = previous = 0
     while proc.poll() is None:
-        peak = max(peak, tree_rss_bytes(proc.pid) or 0)
+        now = tree_rss_bytes(proc.pid) or 0
+        peak = max(peak, min(now, previous))
+        previous = now
         time.sleep(0.02)
     out, err = proc.communicate()
     return peak / 2**20, subprocess.CompletedProcess(args, proc.returncode, out, err)

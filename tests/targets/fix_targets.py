@@ -260,7 +260,7 @@ class LayerLoop(torch.nn.Module):
     def __init__(self):
         super().__init__()
         widths = [3, 8, 16, 16, 32, 32, 64, 64, 96, 96, 128, 128]
-        self.model = torch.nn.Sequential(*[_ConvBlock(a, b) for a, b in zip(widths[:-1], widths[1:])])
+        self.model = torch.nn.Sequential(*[_ConvBlock(a, b) for a, b in zip(widths[:-1], widths[1:], strict=True)])
 
     def forward(self, x):
         for m in self.model:
