@@ -23,6 +23,7 @@ import torch
 
 from ...progress import ProgressEvent, Step
 from ...reports import models as rm
+from ...reports.labels import module_path_of
 from .. import torch_internals as ti
 from ..capture.live import CompiledRun, Findings, eager_pass, findings_of
 from ..fixes.variants import Variant, VariantError, make_variant
@@ -99,10 +100,17 @@ def _label(site: rm.GraphBreakSite) -> str:
 
 
 def _remaining_labels(sites: list[rm.GraphBreakSite], recompiles: list[rm.Recompile]) -> list[str]:
+    """What a fix left: each break site, and the recompiles folded by frame and guarded source
+    (`recompile of forward (model.py:9) x8: attribute self.step`), without torch's source comment and hint."""
     out = [_label(s) for s in sites]
+    folded: dict[tuple[str, str, int, str], int] = {}
     for rc in recompiles:
-        guard = rc.failed_guards[0].reason if rc.failed_guards else "?"
-        out.append(f"recompile of {rc.function} ({rc.file.rsplit('/', 1)[-1]}:{rc.line}): {guard}")
+        g = rc.failed_guards[0] if rc.failed_guards else None
+        what = f"{g.kind} {module_path_of(g.source)}" if g is not None and g.source else (g.reason.split("  #")[0] if g else "?")
+        key = (rc.function, rc.file.rsplit("/", 1)[-1], rc.line, what)
+        folded[key] = folded.get(key, 0) + 1
+    for (function, file, line, what), n in folded.items():
+        out.append(f"recompile of {function} ({file}:{line}){f' x{n}' if n > 1 else ''}: {what}")
     return out
 
 
