@@ -205,6 +205,9 @@ class ArmRunner:
                 self.run_pass(fn, arm, step=self.step(arm))
                 dev.synchronize(self.device)
                 times.append(time.perf_counter() - t0)
+            # timed passes of a small model take milliseconds, too short to read the machine's load over:
+            # the window is read after MIN_WINDOW_S at least (the load just after the passes)
+            time.sleep(max(0.0, MIN_WINDOW_S - (time.perf_counter() - window.wall)))
             return window.others()
 
         threads = torch.get_num_threads()
@@ -406,6 +409,10 @@ class ArmRunner:
 def record_check(out: rm.BenchmarkArm, check: rm.NumericsCheck) -> None:
     """The arm's numerics: its first pass judged against eager's (`running.numerics`)."""
     out.numerics, out.numerics_ok, out.max_abs_error = check, check.ok, check.max_abs_vs_eager
+
+
+MIN_WINDOW_S = 0.1
+"""The shortest window over which an arm's timing reads other processes' CPU (`CpuWindow`)."""
 
 
 def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
