@@ -34,7 +34,7 @@ from ..running.deadline import Stopped
 from ..running.memory import release_memory
 from ..running.numerics import KeptResults, Reference, SameAs, loose_backend, tolerance
 from ..running.precision import make_reference
-from ..triage import is_torch_failure, triage, write_bug
+from ..triage import Attempt, attempt, is_torch_failure, triage, write_bug
 from .context import PhaseContext
 
 
@@ -223,36 +223,6 @@ class _Checker:
 
         return run
 
-    def compiles(self, suggestions: list[rm.Suggestion], backend: str) -> str | None:
-        """Whether a copy with the suggestions applied compiles and runs every call on `backend`: None, or
-        the error (one line). Nothing is judged but that it runs."""
-        ctx = self.ctx
-        try:
-            actions = [s.action for s in suggestions if s.action is not None]
-            variant = make_variant(
-                self.model_of(),
-                ctx.calls,
-                actions,
-                ctx.settings.device,
-                share=ctx.settings.shares,
-            )
-        except VariantError as exc:
-            return str(exc)
-        fixed = dataclasses.replace(ctx.workload, model=variant.model)
-        settings = dataclasses.replace(ctx.settings, backend=backend)
-        try:
-            with preserved_state(variant.model):
-                variant.run_warm_up(fixed, settings.seed)
-            with preserved_state(variant.model):
-                compiled = CompiledRun(fixed, variant.calls, settings, dynamo_config=variant.config).run()
-            return compiled.error.message if compiled.error is not None else None
-        except Exception as exc:  # noqa: BLE001 - a crash outside the calls: the fix does not compile here
-            return f"{type(exc).__name__}: {describe_error(exc)}"
-        finally:
-            ti.reset_dynamo_quietly()
-            del variant, fixed
-            release_memory(ctx.settings.where)
-
     def check(self, variant: Variant) -> tuple[rm.Verification, Findings | None]:
         """Run the variant like the original and compare counts and outputs."""
         t0 = time.perf_counter()
@@ -390,11 +360,15 @@ class _Fixer:
             verification.compiled_on = [self.ctx.settings.backend]
             return
         t0 = time.perf_counter()
-        error = self.checker.compiles([suggestion], "aot_eager")
+        # the fix's copy run through every call on aot_eager, as triage runs each backend (one runner for both)
+        run, config = self.checker.replay([suggestion]), self.checker.config_of([suggestion])
+        aot = attempt(run, "aot_eager", config)
+        release_memory(self.ctx.settings.where)
         verification.duration_s = round(verification.duration_s + time.perf_counter() - t0, 3)
-        if error is None:
+        if aot.error is None:
             verification.compiled_on = ["eager", "aot_eager"]
             return
+        error = f"{type(aot.error).__name__}: {describe_error(aot.error)}"
         verification.compiled_on = ["eager"]
         verification.breaks_compile = f"aot_eager (AOTAutograd): {error}"[:500]
         verification.error = f"breaks the compile: {verification.breaks_compile}"[:500]
@@ -402,12 +376,8 @@ class _Fixer:
         verification.safe = verification.effective = False
         if is_torch_failure(error) and self.time_left():  # a bug of torch's the fix walks into: ready to file
             self.ctx.progress(ProgressEvent(Step.FIX, subject=f"{suggestion.id}: PyTorch bug"))
-            found = triage(
-                self.checker.replay([suggestion]),
-                "aot_eager",
-                self.checker.config_of([suggestion]),
-                where=f"the compile with fix {suggestion.id}",
-            )
+            # the eager check passed, aot_eager just failed: the stages are known, not compiled again
+            found = triage(run, "aot_eager", config, where=f"the compile with fix {suggestion.id}", known=[Attempt("eager"), aot])
             if found.bug is not None:
                 self.section.torch_bugs[suggestion.id] = found.bug
                 if self.options.repro_dir:
