@@ -40,7 +40,7 @@ from .readers.failures import failure_hint
 from .running.calls import preserved_state
 from .running.deadline import DeadlineExceeded, deadline
 from .running.settings import RunSettings
-from .triage import is_torch_failure, triage, workaround, write_bug
+from .triage import is_torch_failure, triage_calls, write_bug
 from .triage import issue_text as triage_issue_text
 from .triage import issue_title as triage_issue_title
 
@@ -249,24 +249,23 @@ def _torch_bug(
             for call in [*calls, calls[-1], calls[-1]]:
                 compiled(*call.args, **call.kwargs)
 
-    def run(compile_: Any) -> None:
-        call_once(compile_(model))
-
-    found = triage(run, backend, {}, where=f"the script's compile of {primary.name if primary else 'its model'}")
-    if found.bug is None:
+    untried = options.get("mode") or options.get("options")
+    bug = triage_calls(
+        call_once,
+        model,
+        backend,
+        where=f"the script's compile of {primary.name if primary else 'its model'}",
+        untried=f"the script's mode/options, {untried}," if untried else None,
+        repro_dir=config.get("repro_dir"),
+        slug="script",
+    )
+    if bug is None:
         report.notes.append("The script's compile crashed inside torch, but its recorded calls compile here: not triaged.")
         return
-    found.bug.workaround, found.bug.workaround_verified = workaround(call_once, found, backend, model, {})
-    if options.get("mode") or options.get("options"):
-        found.bug.tried.append(
-            f"(the script's mode/options, {options.get('mode') or options.get('options')}, were not passed to the backend here)"
-        )
-    if config.get("repro_dir"):
-        write_bug(found.bug, config["repro_dir"], "script")
-    report.torch_bugs.append(found.bug)
+    report.torch_bugs.append(bug)
     for err in report.errors:
         if err.phase == "script":  # torch's generic advice gives way to what the triage did
-            err.hint = f"a bug inside PyTorch ({found.bug.stage}), not in your code: triaged below, with a repro and the issue text"
+            err.hint = f"a bug inside PyTorch ({bug.stage}), not in your code: triaged below, with a repro and the issue text"
 
 
 def _traced_bug(report: rm.Report, outcome: Any, primary: WatchedObject | None, config: dict[str, Any]) -> None:

@@ -502,3 +502,20 @@ def workaround(
             code = f"model.get_submodule({path!r}).forward = torch.compiler.disable(model.get_submodule({path!r}).forward)"
             return f"leave `{path}` eager until torch is fixed: `{code}`", True
     return None, False
+
+
+def triage_calls(
+    calls: Callable[[Any], Any], model: torch.nn.Module, backend: str, *, where: str, untried: str | None, repro_dir: str | None, slug: str
+) -> rm.TorchBug | None:
+    """A crash of `calls(compile(model))` on `backend`, triaged (`triage`), with a workaround checked on the
+    same calls and `untried` (what the user's compile had that was not passed here) said in `tried`; the
+    repro and issue text into `repro_dir`. None when the calls compile here."""
+    found = triage(lambda compile_: calls(compile_(model)), backend, {}, where=where)
+    if found.bug is None:
+        return None
+    found.bug.workaround, found.bug.workaround_verified = workaround(calls, found, backend, model, {})
+    if untried:
+        found.bug.tried.append(f"({untried} were not passed to the backend here)")
+    if repro_dir:
+        write_bug(found.bug, repro_dir, slug)
+    return found.bug

@@ -7,7 +7,7 @@ from typing import Any
 
 from ...reports import models as rm
 from ..running.calls import grad_mode, preserved_state, run_call
-from ..triage import triage, workaround, write_bug
+from ..triage import triage_calls
 from .bench_options import BenchOptions
 from .context import PhaseContext
 
@@ -24,15 +24,12 @@ def triage_compiled_arm(here: PhaseContext, bench: BenchOptions) -> rm.TorchBug 
             for i, call in enumerate(here.calls):
                 run_call(compiled, here.workload, call, i, seed=settings.seed, train=settings.train)
 
-    def run(compile_: Any) -> None:
-        call_all(compile_(model))
-
-    found = triage(run, bench.backend, {}, where=f"the benchmark's compiled arm ({bench.backend})")
-    if found.bug is None:
-        return None
-    found.bug.workaround, found.bug.workaround_verified = workaround(call_all, found, bench.backend, model, {})
-    if bench.mode:
-        found.bug.tried.append(f"(mode={bench.mode} was not passed to the backend here)")
-    if bench.repro_dir:
-        write_bug(found.bug, bench.repro_dir, "compiled")
-    return found.bug
+    return triage_calls(
+        call_all,
+        model,
+        bench.backend,
+        where=f"the benchmark's compiled arm ({bench.backend})",
+        untried=f"the arm's mode ({bench.mode}) and its settings" if bench.mode else None,
+        repro_dir=bench.repro_dir,
+        slug="compiled",
+    )
