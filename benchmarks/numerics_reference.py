@@ -10,13 +10,24 @@ a few models (wall time and the process's peak RSS growth) beside eager's own pa
     memory                      the peak RSS growth the copy caused, against the model's size
 
     .venv/bin/python benchmarks/numerics_reference.py [--backend eager] [--iters 5] [--models gpt2,...]
+
+`--train` measures training's float64 reference instead, each of its ways on the CPU (`whole`, the model
+cast in place; `checkpointed`, its blocks' activations recomputed in the backward) in a fresh process on
+a GPT-2 whose activations outweigh its weights: the peak RSS growth past eager's own training pass (the
+activations a backward needs), its wall time, and whether its differences from eager are the same:
+
+    .venv/bin/python benchmarks/numerics_reference.py --train [--layers 6]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import resource
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -47,12 +58,65 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def gpt2_train(layers: int) -> Workload:
+    """Width 256, vocabulary 4096, batch 8 x 512 then 8 x 384, with labels: activations outweigh the weights."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(n_layer=layers, n_head=4, n_embd=256, vocab_size=4096, n_positions=512, bos_token_id=0, eos_token_id=0)
+    model = GPT2LMHeadModel(config).train()
+    batches = [torch.randint(0, 4096, (8, n)) for n in (512, 384)]
+    first, second = ({"input_ids": b, "labels": b} for b in batches)
+    return Workload(model, kwargs=first, variants=[second])
+
+
+def train_child(placement: str, layers: int) -> None:
+    """One training reference in this process: what it adds past eager's own training pass."""
+    from ctc_doctor.analyzer.running.numerics import KeptResults
+
+    torch.manual_seed(0)
+    workload = gpt2_train(layers)
+    model, calls = workload.model, workload.calls()
+    start = peak_rss_mb()
+    kept = KeptResults()
+    t0 = time.perf_counter()
+    run_pass(model, workload, calls, seed=0, train=True, sink=kept)
+    eager_s, eager_mb = time.perf_counter() - t0, peak_rss_mb() - start
+    before = peak_rss_mb()
+    reference = make_reference(model, workload, calls, kept, seed=0, train=True, device="cpu", loose=True, placements=(placement,))
+    sums = {n: float(d.chunk(0, d.numel, "cpu").double().abs().sum()) for n, d in (reference.deltas or {}).items()}
+    params_mb = sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20
+    out = {"placement": reference.placement, "eager_s": eager_s, "eager_mb": eager_mb, "params_mb": params_mb}
+    print(json.dumps({**out, "ref_s": reference.duration_s, "ref_mb": peak_rss_mb() - before, "sums": sums}))
+
+
+def train_main(layers: int) -> None:
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; GPT-2 {layers} x 256, vocab 4096, batch 8 x 512 and 8 x 384")
+    print(f"{'way':<13} {'eager s':>8} {'eager +MB':>10} {'ref s':>7} {'ref +MB':>8} {'ref/eager mem':>14}  same differences")
+    first: dict[str, float] | None = None
+    for placement in ("whole", "checkpointed"):
+        here = str(Path(__file__).resolve().parent)
+        code = f"import sys; sys.path.insert(0, {here!r}); import numerics_reference as n; n.train_child({placement!r}, {layers})"
+        line = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+        r = json.loads(line)
+        first = first or r["sums"]
+        same = first.keys() == r["sums"].keys() and all(first[k] == v for k, v in r["sums"].items())
+        print(
+            f"{r['placement']:<13} {r['eager_s']:>8.2f} {r['eager_mb']:>10.0f} {r['ref_s']:>7.2f} {r['ref_mb']:>8.0f} "
+            f"{r['ref_mb'] / max(1.0, r['eager_mb']):>13.2f}x  {'yes' if same else 'NO'}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", default="eager", help="benchmark backend (inductor for the real thing)")
     parser.add_argument("--iters", type=int, default=5)
     parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--train", action="store_true", help="training's reference, each way in a fresh process")
+    parser.add_argument("--layers", type=int, default=6, help="--train: the GPT-2's layers")
     args = parser.parse_args()
+    if args.train:
+        train_main(args.layers)
+        return
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, benchmark backend {args.backend}")
     head = ("model", "params", "eager s", "ref s", "ref/eager", "bench s", "ref/bench", "rss +MB", "model MB")
     print(f"{head[0]:<18} " + " ".join(f"{h:>9}" for h in head[1:]))

@@ -411,8 +411,9 @@ def test_the_analysing_process_gives_its_memory_back_before_the_arms_child_start
 
 @pytest.mark.fast
 def test_a_training_reference_that_fits_no_room_runs_in_float64_past_the_doctors_margin_but_not_past_a_limit():
-    """Training on the CPU has one float64 way (the model cast in place). Past the doctor's own margin it
-    still runs, and says so; past --memory-limit it does not: a float32 model is then judged elementwise."""
+    """Training on the CPU has two float64 ways (the model cast in place; its blocks checkpointed). When
+    neither fits the doctor's own margin the first still runs, and says so; past --memory-limit none does:
+    a float32 model is then judged elementwise."""
     from ctc_doctor.analyzer.running.precision import Room
 
     results = {}
@@ -449,3 +450,77 @@ def test_progress_is_typed_and_every_step_has_a_cost_phase_read_from_its_fields_
     assert phase_of(ProgressEvent(Step.FIX_REFERENCE)) == "fix reference" and phase_of(ProgressEvent(Step.LOAD)) is None
     assert ProgressEvent.parse(arm.line()) == arm and ProgressEvent.of(arm.fields()) == arm
     assert ProgressEvent.parse("not json") is None and ProgressEvent.parse('{"phase": "bisect x"}') is None
+
+
+class _Counting(torch.nn.Module):
+    """A block whose output depends on how often it ran: recomputing it in the backward gives other values."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(32, 32)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return torch.tanh(self.proj(x)) * (1 + 0.1 * self.calls)
+
+
+def _blocks_train(counting: bool = False) -> Workload:
+    torch.manual_seed(0)
+    if counting:
+        model = torch.nn.Sequential(*[_Counting() for _ in range(3)])
+    else:
+        nn = torch.nn
+        model = nn.Sequential(*[nn.Sequential(nn.Linear(32, 128), nn.GELU(), nn.Dropout(0.2), nn.Linear(128, 32)) for _ in range(4)])
+    return Workload(model.train(), args=(torch.randn(64, 32),), variants=[(torch.randn(48, 32),)])
+
+
+def _train_reference(w: Workload, **kwargs):
+    kept = KeptResults()
+    run_pass(w.model, w, w.calls(), seed=0, train=True, sink=kept)
+    return kept, make_reference(w.model, w, w.calls(), kept, seed=0, train=True, device="cpu", loose=True, **kwargs)
+
+
+@pytest.mark.fast
+def test_a_training_reference_block_by_block_gives_the_whole_models_gradients_and_is_taken_when_whole_would_not_fit():
+    """Training's float64 reference with each block's activations recomputed in the backward (dropout
+    drawing the same numbers again), or with what the backward needs saved on the host, gives the whole
+    cast model's outputs, losses and gradients to the bit; it is the way taken when the whole run would pass
+    the room and it fits; the model comes back bit for bit, its blocks' forward as it was."""
+    from ctc_doctor.analyzer.running.precision import Room, Way, _DeltaRecorder, _run_in, _ways
+
+    w = _blocks_train()
+    before = {k: v.clone() for k, v in w.model.state_dict().items()}
+    kept, whole = _train_reference(w, placements=("whole",))
+    _, blocks = _train_reference(w, placements=("checkpointed",))
+    assert whole.placement == "whole" and blocks.placement == "checkpointed" and blocks.method == "float64_reference", blocks.note
+    recorder = _DeltaRecorder(kept, kept.store)
+    _run_in(Way(torch.float64, "offloaded"), w.model, w, w.calls(), recorder, seed=0, train=True, steps=False)
+    assert whole.deltas and any(n.startswith("grad ") for n in whole.deltas) and any(n.startswith("loss ") for n in whole.deltas)
+    for other in (blocks.deltas, recorder.deltas):
+        assert other is not None and other.keys() == whole.deltas.keys()
+        for name, d in whole.deltas.items():
+            assert torch.equal(d.chunk(0, d.numel, "cpu"), other[name].chunk(0, d.numel, "cpu")), name
+    assert all(torch.equal(before[k], v) for k, v in w.model.state_dict().items())
+    assert not any("forward" in m.__dict__ for m in w.model.modules())
+
+    # a room between the two: the whole run does not fit it, block by block does
+    work = 8 * 2**20
+    taken = {way.placement: way.device for way in _ways(torch.float64, w.model, work, "cpu", True, False, [])}
+    room = Room((taken["whole"] + taken["checkpointed"]) // 2 - work, activations=work, basis="a test's room")
+    _, fitted = _train_reference(w, room=room)
+    assert fitted.placement == "checkpointed" and fitted.run is not None, fitted.note
+    assert fitted.run.not_taken[0].startswith("a float64 run the model cast on its device would not fit"), fitted.run.not_taken
+    assert "block by block" in (fitted.note or "") and "would not fit" in (fitted.note or ""), fitted.note
+
+
+@pytest.mark.fast
+def test_a_block_that_recomputes_otherwise_is_not_checkpointed_and_the_reference_says_why():
+    """A block whose output depends on its call count would give the backward another computation's
+    gradients once recomputed: the checkpointed way fails on it (not silently), and the next way runs."""
+    w = _blocks_train(counting=True)
+    _, only = _train_reference(w, placements=("checkpointed",))
+    assert only.method == "elementwise" and "recomputed in the backward gives other values" in (only.note or ""), only.note
+    assert "RecomputedOtherwise: 2 (_Counting)" in (only.note or ""), only.note  # the backward reaches the last block first
+    _, fallback = _train_reference(_blocks_train(counting=True), placements=("checkpointed", "whole"))
+    assert fallback.placement == "whole" and fallback.method == "float64_reference", fallback.note

@@ -468,7 +468,13 @@ def doctor_cost_text(cost: DoctorCost | None, phases: int = 3) -> str | None:
     return text
 
 
-_WAYS = {"whole": "the model cast whole", "blockwise": "block by block", "host": "on the host"}
+_WAYS = {
+    "whole": "the model cast whole",
+    "blockwise": "block by block",
+    "checkpointed": "block by block (activations recomputed)",
+    "offloaded": "with its activations on the host",
+    "host": "on the host",
+}
 
 
 def reference_text(run: ReferenceRun | None) -> str | None:

@@ -1655,7 +1655,9 @@ class ReferenceRun(_Model):
     """As `NumericsCheck.method`: float32 is the last resort for a bf16/fp16 model, elementwise for a float32 one."""
     placement: str | None = None
     """`whole` (the model cast in place on its device), `blockwise` (each module cast while its forward runs),
-    `host` (the cast model on the host); None without a higher-precision run."""
+    `host` (the cast model on the host); training also `offloaded` (what the backward needs kept on the
+    host) and `checkpointed` (the repeated blocks' activations recomputed in the backward); None without a
+    higher-precision run."""
     slices: int = 1
     """The batch's rows ran this many at a time (each result written at its rows), so that the activations
     of one slice at a time sit beside the model; 1: the whole batch."""

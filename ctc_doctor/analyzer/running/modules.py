@@ -1,5 +1,15 @@
 """nn.Module paths and calls: the sort key of a path, a forward's argument names, the one-line
-description of a call's inputs, and forward pre-hooks on every module of a model."""
+description of a call's inputs, and forward pre-hooks on every module of a model.
+
+The higher-precision reference block by block (`precision`), for a model whose whole cast copy, or
+whose activations at float64, would not fit beside it:
+
+- inference: `cast_blockwise`, each module's own tensors cast only while its forward runs;
+- training: `checkpointed`, each repeated block's forward under non-reentrant activation checkpointing
+  (the forward keeps each block's input only, and the backward recomputes one block's activations at a
+  time, from the same random state); on an accelerator, `saved_on_host`, every tensor autograd saves for
+  the backward kept on the host and brought back when the backward needs it.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +19,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
+
+from .tensors import iter_tensors
 
 
 def path_key(path: str) -> list[Any]:
@@ -77,3 +89,132 @@ def modular_paths(model: torch.nn.Module) -> list[str]:
             paths.append(f"{name}.{sub}" if sub else name)
     composite = any(any(True for _ in model.get_submodule(p).children()) for p in paths)
     return paths if len(paths) >= 2 and composite else []
+
+
+# ---------------------------------------------------------------------------------------------
+# the reference block by block
+# ---------------------------------------------------------------------------------------------
+
+CONTAINERS = (torch.nn.ModuleList, torch.nn.ModuleDict, torch.nn.Sequential)
+
+
+@contextlib.contextmanager
+def cast_blockwise(model: torch.nn.Module, dtype: torch.dtype) -> Iterator[None]:
+    """Each module's own floating-point parameters and buffers in `dtype` only while its forward runs
+    (forward pre- and post-hooks), then back: the reference run block by block along the module tree,
+    for a model whose whole copy in `dtype` does not fit. Inference only; exact both ways (see
+    `cast_in_place`). A parameter that another module's code reads directly stays in its own dtype there,
+    and the run fails with a dtype error: the caller then tries another way."""
+    depth: dict[int, int] = {}
+    owned: dict[torch.nn.Module, list[tuple[torch.Tensor, torch.dtype]]] = {}
+    for module in model.modules():
+        own = [t for t in [*module._parameters.values(), *module._buffers.values()] if t is not None and t.is_floating_point()]
+        if own:
+            owned[module] = [(t, t.dtype) for t in own]
+
+    def enter(module: torch.nn.Module, *_: Any) -> None:
+        for t, _old in owned[module]:
+            depth[id(t)] = depth.get(id(t), 0) + 1
+            if depth[id(t)] == 1:
+                t.data = t.data.to(dtype)
+
+    def leave(module: torch.nn.Module, *_: Any) -> None:
+        for t, old in owned[module]:
+            depth[id(t)] -= 1
+            if depth[id(t)] == 0:
+                t.data = t.data.to(old)
+
+    handles = []
+    try:
+        for module in owned:
+            handles.append(module.register_forward_pre_hook(enter))
+            handles.append(module.register_forward_hook(leave, always_call=True))
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+        with torch.no_grad():
+            for pairs in owned.values():
+                for t, old in pairs:
+                    if t.dtype != old:
+                        t.data = t.data.to(old)
+
+
+def repeated_blocks(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
+    """The blocks a training reference runs one at a time, by path: the children with parameters of the
+    container (a ModuleList, ModuleDict or Sequential of at least two such children, the model itself
+    included) that holds the most parameters; [] when there is none."""
+    best: list[tuple[str, torch.nn.Module]] = []
+    most = 0
+    for path, module in model.named_modules():
+        if not isinstance(module, CONTAINERS):
+            continue
+        children = [(f"{path}.{n}" if path else n, c) for n, c in module.named_children() if any(True for _ in c.parameters())]
+        held = sum(p.numel() for _, c in children for p in c.parameters())
+        if len(children) >= 2 and held > most:
+            best, most = children, held
+    return best
+
+
+def block_share(model: torch.nn.Module, blocks: list[tuple[str, torch.nn.Module]]) -> float:
+    """The share of the model's parameters the blocks hold (how much of its activations they make, roughly)."""
+    total = sum(p.numel() for p in model.parameters())
+    return sum(p.numel() for _, b in blocks for p in b.parameters()) / total if total else 0.0
+
+
+class RecomputedOtherwise(RuntimeError):
+    """A checkpointed block's recomputation in the backward gave other values than its forward."""
+
+
+@contextlib.contextmanager
+def checkpointed(blocks: list[tuple[str, torch.nn.Module]]) -> Iterator[None]:
+    """Each block's forward under `torch.utils.checkpoint` (non-reentrant, the random state preserved) for
+    the block, then as it was: a forward with grad keeps only each block's inputs, and the backward
+    recomputes one block's activations at a time. The recomputation runs whole and its outputs are checked
+    against the forward's (their sums): a block that mutates a cache or counts its calls raises (torch's
+    CheckpointError on other shapes, `RecomputedOtherwise` on other values), and the caller tries another
+    way rather than judging with gradients of another computation."""
+    from torch.utils.checkpoint import checkpoint, set_checkpoint_early_stop
+
+    own: list[tuple[torch.nn.Module, Any]] = []
+
+    def wrapped(inner: Any, name: str) -> Any:
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            if not torch.is_grad_enabled():
+                return inner(*args, **kwargs)
+            first: list[list[torch.Tensor]] = []
+
+            def run(*a: Any, **k: Any) -> Any:
+                out = inner(*a, **k)
+                with torch.no_grad():
+                    sums = [t.detach().double().sum() for t in iter_tensors(out) if t.is_floating_point()]
+                if not first:
+                    first.append(sums)
+                elif len(sums) != len(first[0]) or not all(
+                    torch.allclose(a_, b_, rtol=1e-6, atol=1e-12, equal_nan=True) for a_, b_ in zip(sums, first[0], strict=True)
+                ):
+                    raise RecomputedOtherwise(f"{name} recomputed in the backward gives other values than its forward")
+                return out
+
+            with set_checkpoint_early_stop(False):  # the whole block again, so its outputs can be checked
+                return checkpoint(run, *args, use_reentrant=False, **kwargs)
+
+        return forward
+
+    try:
+        for path, block in blocks:
+            own.append((block, block.__dict__.get("forward")))
+            block.forward = wrapped(block.forward, f"{path} ({type(block).__name__})")  # type: ignore[method-assign]
+        yield
+    finally:
+        for block, previous in own:
+            if previous is None:
+                del block.forward
+            else:
+                block.forward = previous  # type: ignore[method-assign]
+
+
+def saved_on_host(device: str) -> contextlib.AbstractContextManager[Any]:
+    """Every tensor autograd saves for the backward kept on the host (pinned for a CUDA device) and brought
+    back to its device when the backward needs it."""
+    return torch.autograd.graph.save_on_cpu(pin_memory=device.startswith("cuda") and torch.cuda.is_available())

@@ -14,7 +14,10 @@ the first whose addition fits is taken (`_ways`):
   slice at the model's precision showed the rows are independent; on an accelerator, `host`, the cast
   model on the host;
 - training: `whole`, the model cast in place for the run, its own values kept on the host and put back
-  after (the optimizer's steps and the gradients are the run's own); on an accelerator, `host`.
+  after (the optimizer's steps and the gradients are the run's own); on an accelerator, `offloaded`, the
+  same with every tensor the backward needs saved on the host; `checkpointed`, the same with the model's
+  repeated blocks under activation checkpointing (the activations of one block at a time, the backward
+  recomputing them: one more forward); on an accelerator, `host` (`modules`).
 
 A way that fails (an op without float64, out of memory) falls back to the next, and to a lower precision
 only when no float64 way fits; the reference's `run` says which ran, in how many slices, why, and what it
@@ -40,6 +43,7 @@ from .calls import Sample, preserved_state, run_pass
 from .copying import cast_copy
 from .device import free_bytes
 from .memory import out_of_memory
+from .modules import block_share, cast_blockwise, checkpointed, repeated_blocks, saved_on_host
 from .numerics import _LOW, CHUNK, STEP_NOTE, KeptResults, Reference, tolerance
 from .store import Kept, TensorStore, flat
 from .tensors import iter_tensors
@@ -138,56 +142,18 @@ def cast_for_training(model: torch.nn.Module, dtype: torch.dtype, device: str | 
             p.grad = g
 
 
-@contextlib.contextmanager
-def cast_blockwise(model: torch.nn.Module, dtype: torch.dtype) -> Iterator[None]:
-    """Each module's own floating-point parameters and buffers in `dtype` only while its forward runs
-    (forward pre- and post-hooks), then back: the reference run block by block along the module tree,
-    for a model whose whole copy in `dtype` does not fit. Inference only; exact both ways (see
-    `cast_in_place`). A parameter that another module's code reads directly stays in its own dtype there,
-    and the run fails with a dtype error: the caller then tries another way."""
-    depth: dict[int, int] = {}
-    owned: dict[torch.nn.Module, list[tuple[torch.Tensor, torch.dtype]]] = {}
-    for module in model.modules():
-        own = [t for t in [*module._parameters.values(), *module._buffers.values()] if t is not None and t.is_floating_point()]
-        if own:
-            owned[module] = [(t, t.dtype) for t in own]
-
-    def enter(module: torch.nn.Module, *_: Any) -> None:
-        for t, _old in owned[module]:
-            depth[id(t)] = depth.get(id(t), 0) + 1
-            if depth[id(t)] == 1:
-                t.data = t.data.to(dtype)
-
-    def leave(module: torch.nn.Module, *_: Any) -> None:
-        for t, old in owned[module]:
-            depth[id(t)] -= 1
-            if depth[id(t)] == 0:
-                t.data = t.data.to(old)
-
-    handles = []
-    try:
-        for module in owned:
-            handles.append(module.register_forward_pre_hook(enter))
-            handles.append(module.register_forward_hook(leave, always_call=True))
-        yield
-    finally:
-        for h in handles:
-            h.remove()
-        with torch.no_grad():
-            for pairs in owned.values():
-                for t, old in pairs:
-                    if t.dtype != old:
-                        t.data = t.data.to(old)
-
-
 Placement = str
 """Where the reference ran: `whole` (the model cast on its device), `host` (cast and moved to the host),
-`blockwise` (each module cast while it runs, on its device)."""
+`blockwise` (each module cast while it runs, on its device); training: `checkpointed` (the model cast on
+its device, the activations of one repeated block at a time), `offloaded` (the model cast on its device,
+the activations saved for the backward on the host)."""
 
 PLACEMENT_TEXT = {
     "whole": "the model cast on its device",
     "host": "the model cast and moved to the host",
     "blockwise": "block by block along the module tree (each module cast while it runs)",
+    "checkpointed": "block by block (the model cast on its device, the backward recomputing one block's activations at a time)",
+    "offloaded": "with its activations on the host (the model cast on its device, what the backward needs brought back as it goes)",
     "copy": "a cast copy of the model",  # reports written before schema 1.16
 }
 
@@ -322,7 +288,14 @@ def _ways(dtype: torch.dtype, model: torch.nn.Module, work: int, device: str, tr
     if train:
         state = 2 * cast if steps else 0  # the optimizer's state at `dtype` (Adam's two moments)
         kept = 0 if accelerator else own  # the model's own values kept while it runs (on the host)
-        ways = [Way(dtype, "whole", 1, cast - own + kept + work_d + state)]
+        params = cast - own + kept + state
+        ways = [Way(dtype, "whole", 1, params + work_d)]
+        blocks = repeated_blocks(model)
+        if accelerator:  # what one block's backward brings back at a time stays on the device
+            ways.append(Way(dtype, "offloaded", 1, params + work_d // max(2, len(blocks)), work_d))
+        if blocks:  # the activations outside the blocks, each block's input, one block's own
+            share = block_share(model, blocks)
+            ways.append(Way(dtype, "checkpointed", 1, params + int(work_d * (1 - share + 2 * share / len(blocks)))))
         if accelerator:
             ways.append(Way(dtype, "host", 1, 0, cast + own + work_d + state))
         return ways
@@ -482,6 +455,7 @@ def _run_in(
     seed: int | None,
     train: bool,
     steps: bool,
+    where: str = "cpu",
 ) -> None:
     """The calls through the model with its floating-point parameters, buffers and inputs in `way.dtype`,
     each result turned into its difference from eager's by `sink`; the model comes back as it was."""
@@ -490,7 +464,12 @@ def _run_in(
     default = _default_dtype(torch.float64 if dtype == torch.float64 else torch.get_default_dtype())
     high = dataclasses.replace(workload, model=model)
     if train:
-        with preserved_state(model), cast_for_training(model, dtype, device), default:
+        ways: Any = contextlib.nullcontext()
+        if way.placement == "checkpointed":
+            ways = checkpointed(repeated_blocks(model))
+        elif way.placement == "offloaded":
+            ways = saved_on_host(where)
+        with preserved_state(model), cast_for_training(model, dtype, device), default, ways:
             optimizer = workload.optimizer(model.parameters()) if steps and workload.optimizer is not None else None
             run_pass(model, high, _cast_calls(calls, dtype, device), seed=seed, train=True, sink=sink, optimizer=optimizer)
         return
@@ -506,6 +485,11 @@ def _run_in(
             del sliced
             if sink.problem is not None:
                 raise _NotSliceable(sink.problem)
+
+
+_OWN_FAILURES = ("blockwise", "checkpointed", "offloaded")
+"""Ways whose failure says nothing of the others (a module reading another's weight, a block whose
+recomputation differs from its forward)."""
 
 
 class _NotSliceable(Exception):
@@ -576,7 +560,7 @@ def make_reference(
         recorder = _DeltaRecorder(kept, store)
         base = _cuda_mark(cuda)
         try:
-            _run_in(way, model, workload, calls, recorder, seed=seed, train=train, steps=steps)
+            _run_in(way, model, workload, calls, recorder, seed=seed, train=train, steps=steps, where=device)
         except Exception as exc:  # noqa: BLE001 - an op without this dtype, out of memory: the next way, said so
             first = str(exc).splitlines()[0][:160] if str(exc) else ""
             problems.append(f"a {_name(dtype)} run {way.text()} failed: {type(exc).__name__}: {first}")
@@ -584,8 +568,8 @@ def make_reference(
             _release(device)
             if isinstance(exc, _NotSliceable):
                 sliceable = str(exc)
-            elif not out_of_memory(exc):  # an op without this dtype fails anywhere; reading another's weight, blockwise
-                failed.add((dtype, "blockwise" if way.placement == "blockwise" else "any"))
+            elif not out_of_memory(exc):  # an op without this dtype fails anywhere; a way's own failure (_OWN_FAILURES) only there
+                failed.add((dtype, way.placement if way.placement in _OWN_FAILURES else "any"))
             continue
         peak = _cuda_peak(cuda, base)
         method = "float64_reference" if dtype == torch.float64 else "float32_reference"
