@@ -272,9 +272,11 @@ def test_a_build_target_whose_compiled_arm_crashes_inside_torch_gets_the_bug_tri
     """The user's own `allow_unspec_int_on_nn_module` and a counter under `%`: the benchmark's compiled arm
     crashes in AOTAutograd. The report says it is PyTorch's, at which stage, on which line, writes a repro
     verified under plain python and the issue text beside the report, and checks a workaround on the
-    workload's calls (`dynamic=False`)."""
+    workload's calls (`dynamic=False`); `--repro-dir` puts them elsewhere."""
     out = tmp_path / "r.json"
-    result = cli("bench", f"{TARGETS / 'fix_targets.py'}:modulo_step_unspec", "--bench-backend", "aot_eager", "--json", str(out))
+    repros = tmp_path / "repros"
+    target = f"{TARGETS / 'fix_targets.py'}:modulo_step_unspec"
+    result = cli("bench", target, "--bench-backend", "aot_eager", "--json", str(out), "--repro-dir", str(repros))
     assert result.returncode == 0, result.stderr
     report = load_report(out)
     compiled = next(a for a in report.benchmark.arms if a.name == "compiled")
@@ -283,8 +285,8 @@ def test_a_build_target_whose_compiled_arm_crashes_inside_torch_gets_the_bug_tri
     [bug] = report.torch_bugs
     assert bug.where == "the benchmark's compiled arm (aot_eager)" and bug.stage == "AOTAutograd"
     assert bug.user_line.endswith("fix_targets.py:" + str(marker_line(str(TARGETS / "fix_targets.py"), "modulo")))
-    assert bug.repro_verified is True and bug.repro_path == str(tmp_path / "ctc_torch_bug_compiled.py")
-    assert (tmp_path / "ctc_torch_bug_compiled.md").exists()
+    assert bug.repro_verified is True and bug.repro_path == str(repros / "ctc_torch_bug_compiled.py")
+    assert (repros / "ctc_torch_bug_compiled.md").exists() and not (tmp_path / "ctc_torch_bug_compiled.py").exists()
     assert bug.workaround_verified and "dynamic=False" in bug.workaround
     assert "a PyTorch bug, ready to file" in result.stdout
 

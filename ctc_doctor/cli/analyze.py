@@ -16,6 +16,7 @@ from ..processes import freeze_heap
 from ..progress import ProgressEvent, Step
 from .options import (
     GATE_OPTIONS,
+    REPRO_DIR,
     AnalysisArgs,
     GateArgs,
     analysis_options,
@@ -94,6 +95,7 @@ def fix(target: str, **kw: Any) -> None:
 @analysis_options
 @bench_options(full_run=False)
 @click.option("--no-fix", is_flag=True, help="No compiled_fixed arm (skip applying the suggestions).")
+@REPRO_DIR
 def bench(target: str, **kw: Any) -> None:
     """Benchmark TARGET: eager vs compiled vs compiled-with-fixes (and regional compilation).
 

@@ -117,6 +117,14 @@ def analysis_options(f: F) -> F:
     return decorate(f, options)
 
 
+REPRO_DIR = click.option(
+    "--repro-dir",
+    default=None,
+    metavar="DIR",
+    help="Write repro scripts here [default: beside the --json report; none without one].",
+)
+
+
 def bisect_options(default_strategy: str, full_run: bool) -> Callable[[F], F]:
     return option_group(
         [
@@ -144,12 +152,7 @@ def bisect_options(default_strategy: str, full_run: bool) -> Callable[[F], F]:
                 "[default: on for a full run with the benchmark on CPU, where it costs under 10 %; off otherwise].",
             ),
             click.option("--no-memo", is_flag=True, help="Try every module, even identical ones."),
-            click.option(
-                "--repro-dir",
-                default=None,
-                metavar="DIR",
-                help="Write repro scripts here [default: beside the --json report; none without one].",
-            ),
+            REPRO_DIR,
         ],
         click.option("--no-bisect", is_flag=True, help="Do not bisect the module tree when breaks are found."),
         full_run,
