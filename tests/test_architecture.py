@@ -61,8 +61,8 @@ def test_the_code_keeps_the_configured_line_length_and_format():
         assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
 
 
-def test_no_source_file_is_over_700_lines_but_the_report_models_and_the_zoo():
-    allowed = {"ctc_doctor/reports/models.py", "ctc_doctor/fixtures/zoo.py"}
+def test_no_source_file_is_over_700_lines_but_the_zoo():
+    allowed = {"ctc_doctor/fixtures/zoo.py"}
     long = {
         str(path.relative_to(REPO)): n
         for path in (REPO / "ctc_doctor").rglob("*.py")

@@ -49,13 +49,14 @@ def described_schema(model: type[BaseModel], kind: str, version: str) -> dict[st
 
 
 def _model_classes(model: type[BaseModel]) -> dict[str, type[BaseModel]]:
-    """ctc-doctor's pydantic model classes by name, as `$defs` names them (`model`'s own module's win a clash)."""
+    """ctc-doctor's pydantic model classes by name, as `$defs` names them (`model`'s own package's win a clash)."""
     found: dict[str, type[BaseModel]] = {}
+    home = model.__module__.rpartition(".")[0]
     todo = [BaseModel]
     while todo:
         for sub in todo.pop().__subclasses__():
             todo.append(sub)
-            if sub.__module__.startswith("ctc_doctor.") and (sub.__name__ not in found or sub.__module__ == model.__module__):
+            if sub.__module__.startswith("ctc_doctor.") and (sub.__name__ not in found or sub.__module__.rpartition(".")[0] == home):
                 found[sub.__name__] = sub
     return found
 
