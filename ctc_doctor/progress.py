@@ -3,7 +3,7 @@
 Every phase reports a `ProgressEvent`: which step of the run it is (`Step`), how far it is (`done` of
 `total`), what within the step it is on (`subject`: an arm, a suggestion id, a module path) and, for
 people, what it is doing (`activity`). Whoever listens reads the fields, never a label: the doctor's
-own cost meter (`analyzer.resources.cost`: a step is a cost phase, an arm's own when it is one), the
+own cost meter (`analyzer.resources.meter`: a step is a cost phase, an arm's own when it is one), the
 CLI's progress bar, `run`'s one line per phase, the TUI's live mode. `label` is the one place a step
 becomes text.
 

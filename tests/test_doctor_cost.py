@@ -440,7 +440,7 @@ def test_progress_is_typed_and_every_step_has_a_cost_phase_read_from_its_fields_
     """Each step of the run is a cost phase (the load and a script are not the doctor's own work), an arm's
     its own; the cost meter and the screens read the event's fields, and a renamed label changes nothing;
     an event crosses a process as one JSON line and comes back equal."""
-    from ctc_doctor.analyzer.resources.cost import COST_PHASES, phase_of
+    from ctc_doctor.analyzer.resources.meter import COST_PHASES, phase_of
     from ctc_doctor.progress import ProgressEvent, Step
 
     assert set(COST_PHASES) | {Step.ARM, Step.LOAD, Step.SCRIPT} == set(Step)

@@ -267,7 +267,7 @@ def test_compile_metrics_guards_and_graphs_are_recorded_per_compile_id():
 def test_compile_seconds_are_shared_among_modules_by_their_graphs_nn_module_stack():
     """A graph's ops carry the module they came from (`nn_module_stack`): the compile profile shares
     each compile's seconds among them, folding repeated blocks into one row."""
-    from ctc_doctor.analyzer.readers.costs import stack_path
+    from ctc_doctor.analyzer.readers.compile_time import stack_path
 
     assert stack_path("L['self'].layers[0].fc") == stack_path("L['self'].layers.0.fc") == "layers.0.fc"
     assert stack_path("self._modules['h']._modules['3'].attn") == "h.3.attn" and stack_path("L['self']") == ""

@@ -257,7 +257,7 @@ def test_a_parameter_made_trainable_gets_the_parameter_advice_live():
 
 @pytest.mark.fast
 def test_a_diffusers_module_stack_reads_as_a_module_path():
-    from ctc_doctor.analyzer.readers.costs import stack_path
+    from ctc_doctor.analyzer.readers.compile_time import stack_path
 
     assert stack_path("L['self'].__dict__['_modules']['down_blocks'].__dict__['_modules']['0']") == "down_blocks.0"
     assert stack_path("self._modules['layers']._modules['0'].fc") == "layers.0.fc"

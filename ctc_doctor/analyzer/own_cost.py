@@ -1,4 +1,4 @@
-"""The doctor's own cost around one `analyze()`: the meter that follows its phases (`resources.cost`), the
+"""The doctor's own cost around one `analyze()`: the meter that follows its phases (`resources.meter`), the
 preflight check before each phase that needs memory (`resources.preflight`), and the report's `cost`
 section: each phase's wall time and peak memory, against the workload's own (one eager pass and one
 compile), in one line (`the doctor used 1.4x the workload's memory and 2.6x its time`).
@@ -27,7 +27,7 @@ import torch
 
 from ..progress import ProgressEvent
 from ..reports import models as rm
-from .resources.cost import CostMeter, script_figures, summary_line, workload_figures
+from .resources.meter import CostMeter, script_figures, summary_line, workload_figures
 from .resources.preflight import CHILD_IMPORTS, Need, NotEnoughMemory, phase_need
 from .running.settings import ProgressFn, measured_on
 from .running.worker import importable

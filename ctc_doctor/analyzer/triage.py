@@ -465,7 +465,7 @@ def module_of(node: torch.fx.Node | None) -> str | None:
     raw = entry[0] if isinstance(entry, tuple) and entry else None
     if not isinstance(raw, str):
         return None
-    from .readers.costs import stack_path
+    from .readers.compile_time import stack_path
 
     return stack_path(raw) or None
 

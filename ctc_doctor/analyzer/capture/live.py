@@ -29,7 +29,7 @@ from ...progress import ProgressEvent, Step
 from ...reports import models as rm
 from ...workload import Call, Workload
 from .. import torch_internals as ti
-from ..readers.costs import hit_the_limit, stack_path
+from ..readers.compile_time import hit_the_limit, stack_path
 from ..readers.findings import break_record, compile_metric, group_break_sites, guard_set, is_skipped_frame
 from ..readers.parsing import classify_guard, split_recompile_reasons
 from ..readers.sources import RawFrame, function_name, is_dynamo_file

@@ -5,10 +5,10 @@ observed, recompiles and suggestions included, and then calls `derive` once. Its
   1. the recompile causes, from the recompiles, the suggestions that address them and the call's
      argument names (`causes.recompile_causes`);
   2. what each cause cost and how it recurs; a cause that recurs once by nature (grad mode on and off)
-     marks its recompiles expected (`costs.price_causes`);
-  3. the recompile-limit cliffs: frames that ran eagerly from some call on (`costs.recompile_cliffs`);
+     marks its recompiles expected (`compile_time.price_causes`);
+  3. the recompile-limit cliffs: frames that ran eagerly from some call on (`compile_time.recompile_cliffs`);
   4. the verdict and the expected counts, recounted from the recompiles as now marked;
-  5. the compile profile: by phase, compile, cause and module (`costs.compile_profile`).
+  5. the compile profile: by phase, compile, cause and module (`compile_time.compile_profile`).
 Nothing else changes the report behind the caller's back. Torch-free.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ...reports import models as rm
 from .causes import input_names, recompile_causes
-from .costs import compile_profile, price_causes, recompile_cliffs
+from .compile_time import compile_profile, price_causes, recompile_cliffs
 
 
 def derive(report: rm.Report) -> rm.Report:

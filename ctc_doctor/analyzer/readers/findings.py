@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...reports import models as rm
-from .costs import add_costs
+from .compile_time import add_costs
 from .gb_registry import registry_hints, registry_ids_for
 from .parsing import ParsedBreak, parse_break_text
 from .sources import RawFrame, classify_file, function_name, is_tool_frame, source_line
@@ -186,7 +186,7 @@ def is_skipped_frame(metrics: dict[str, Any]) -> bool:
 
 def compile_metric(compile_id: str, m: dict[str, Any], backward: dict[str, Any] | None = None) -> rm.CompileMetric:
     """One `compilation_metrics` dict (and its `bwd_compilation_metrics`, when the backward compiled) as a
-    report row, with its phases and caches (`readers.costs`)."""
+    report row, with its phases and caches (`readers.compile_time`)."""
 
     def first_line(value: Any) -> str | None:
         if not value:

@@ -30,7 +30,7 @@ from typing import IO, Any, Literal
 from ...errors import LogsInvalid
 from ...reports import models as rm
 from ...reports.compile_id import CompileId
-from .costs import METRIC_KEYS as COST_KEYS
+from .compile_time import METRIC_KEYS as COST_KEYS
 
 TRACE_PREFIX = "dedicated_log_torch_trace_"
 MAX_PAYLOAD_CHARS = 2_000_000

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from ...reports.compile_id import CompileId
-from ..readers.costs import phase_split
+from ..readers.compile_time import phase_split
 from ..readers.sources import RawFrame
 from ..readers.text import guard_line_count
 from .dynamo import break_details
@@ -265,7 +265,7 @@ class CompileStats:
     recompile_events: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     """(compile id, guard-failure payload, that compile's metrics) per recompile, in order."""
     phases: dict[str, float] = field(default_factory=dict)
-    """Seconds per compile phase (`readers.costs.PHASES`), backward compiles included."""
+    """Seconds per compile phase (`readers.compile_time.PHASES`), backward compiles included."""
     backward_s: float = 0.0
     """The backward graphs' compiles (lazy, at the first backward; not in compile_time_s)."""
 

@@ -6,7 +6,7 @@ registry instead of keeping a table of its own:
   - the parser, for the words a tensor guard uses (`tensor 'x' size mismatch at index 0`);
   - the causes (`readers/causes`), for the one-line summary and whether the change travels into every
     frame the value reaches (a tensor's property does, a Python value of one frame does not);
-  - the costs (`readers/costs`), for how a cause of the kind recurs;
+  - the costs (`readers/compile_time`), for how a cause of the kind recurs;
   - the next steps (`reports/advice`), for the one line of advice;
   - the suggestion rules (`analyzer/phases/suggest/recompiles.RULES`), by the rule's name.
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Recurrence = Literal["one_off", "by_values", "bounded"]
-"""How a cause of the kind recurs, before the evidence of its own events (`readers/costs.recurrence`):
+"""How a cause of the kind recurs, before the evidence of its own events (`readers/compile_time.recurrence`):
 `one_off` (a pair of states the workload switches between once: grad mode on and off), `by_values`
 (each new value compiles anew: recurring once it has compiled a few), `bounded` (a few variants)."""
 

@@ -49,7 +49,7 @@ class CompileMetric(_Model):
     module_paths: list[str] = Field(default_factory=list)
     """The modules whose code the compiled frame runs, outermost first (live analyses; schema 1.11)."""
     phases: dict[str, float] = Field(default_factory=dict)
-    """Seconds per compile phase, forward and backward together (`readers.costs.PHASES`: dynamo,
+    """Seconds per compile phase, forward and backward together (`readers.compile_time.PHASES`: dynamo,
     aot_autograd, inductor, codegen, kernel_compile); they add up to duration_s + backward_s (schema 1.11)."""
     graph_passes_s: float | None = None
     """Of those, Inductor's pre-grad, joint-graph and post-grad FX passes (schema 1.11)."""

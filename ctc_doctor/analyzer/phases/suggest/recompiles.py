@@ -14,7 +14,7 @@ from ....reports.labels import module_path_of
 from ....reports.links import DOCS
 from ...fixes.facts import ModelFacts
 from ...readers.causes import of_self, recompile_causes
-from ...readers.costs import hit_the_limit
+from ...readers.compile_time import hit_the_limit
 from .adapters import adapter_rule
 from .base import Failures, RuleContext, config
 from .schedulers import in_scheduler, scheduler_suggestion
