@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ctc_doctor.analyzer import torch_internals as ti
-from ctc_doctor.analyzer.phases.bench_aot import varying_dims
+from ctc_doctor.analyzer.phases.bench.aot import varying_dims
 from ctc_doctor.workload import Call
 
 from .conftest import run_cli
@@ -44,7 +44,7 @@ def test_the_export_call_has_its_varying_dims_above_one_and_its_spec_binds_to_fo
     import torch
     from torch import nn
 
-    from ctc_doctor.analyzer.phases.bench_aot import export_call
+    from ctc_doctor.analyzer.phases.bench.aot import export_call
 
     calls = [Call((torch.ones(1, 8),)), Call((torch.ones(4, 8),))]
     assert export_call(calls, varying_dims(calls)) is calls[1]  # batch 1 would be specialised

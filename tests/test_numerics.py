@@ -250,7 +250,7 @@ def test_shape_arms_compare_automatic_dynamic_shapes_with_dynamic_true_and_the_v
 
 
 def test_modes_add_one_arm_each_beside_compiled_and_an_unknown_mode_is_a_usage_error(cli, in_process):
-    from ctc_doctor.analyzer.phases.bench_arms import arms_for as _arms
+    from ctc_doctor.analyzer.phases.bench.arms import arms_for as _arms
 
     workload = load_workload(f"{FIX_TARGETS}:mlp_train_adamw", seed=0)
     bench = BenchOptions(backend="inductor", modes=("default", "max-autotune-no-cudagraphs", "reduce-overhead"))

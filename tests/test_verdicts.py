@@ -94,7 +94,7 @@ def test_a_config_flip_that_moves_the_break_is_a_workaround_not_a_fix():
 def test_adaptive_timing_stops_once_the_median_is_known_within_two_percent():
     """The benchmark's default timing: at least AUTO_MIN passes, then until the median's notch
     (1.57 x IQR / sqrt(n)) is within 2 % of it."""
-    from ctc_doctor.analyzer.phases.bench_numbers import AUTO_MIN, settled
+    from ctc_doctor.analyzer.phases.bench.numbers import AUTO_MIN, settled
 
     steady = [1.00, 1.01, 0.99, 1.00, 1.02]
     assert not settled(steady[: AUTO_MIN - 1]) and settled(steady)

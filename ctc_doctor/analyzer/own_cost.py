@@ -190,6 +190,6 @@ class RunCost:
 
 
 def isolated_bench(options: Any) -> bool:
-    """Whether the benchmark's arms will run in a child process (`bench_isolated`)."""
+    """Whether the benchmark's arms will run in a child process (`phases.bench.child`)."""
     bench = options.bench
     return bool(bench is not None and bench.isolate and importable(bench.target or options.spec))

@@ -48,7 +48,7 @@ class BenchOptions:
     """Optional arms measured beside the default ones (`--arms +compiled_optimizer`): the opt-in arms of
     training steps, which the default leaves out."""
     isolate: bool = False
-    """Run the arms in a child process that rebuilds the workload from `target` (`bench_isolated`), so a
+    """Run the arms in a child process that rebuilds the workload from `target` (`child`), so a
     crash (segfault, abort) costs that arm; the CLI's default. Off, or with a target a child cannot
     rebuild (the Python API's workload objects), they run in this process."""
     target: str | None = None

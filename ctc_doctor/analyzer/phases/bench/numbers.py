@@ -9,10 +9,10 @@ from typing import Any
 
 import torch
 
-from ...reports import models as rm
-from ...reports.verdicts import break_even_calls
-from ...workload import Call
-from ..fixes.variants import argument_slot
+from ....reports import models as rm
+from ....reports.verdicts import break_even_calls
+from ....workload import Call
+from ...fixes.variants import argument_slot
 
 
 def latency_stats(times: list[float]) -> rm.LatencyStats:

@@ -1,79 +1,57 @@
-"""The bench phase: eager vs compiled vs compiled-with-fixes vs regional compilation, measured.
-
-One pass = every call of the workload in order (first call, then the variants), so recompiles the
-workload triggers are part of what is measured. Per compiled arm, in a fresh inductor cache:
-1. cold pass: `torch._dynamo.reset()`, then one pass; compile time is Dynamo's frame compile time
-   (backend included) from its compilation metrics, graph/break/recompile counts from the same;
-2. warm pass: reset again and one more pass, now hitting the on-disk caches the cold pass filled;
-3. `warmup` untimed passes, then timed passes with device synchronisation until the median is settled
-   (adaptive, `bench_numbers.settled`) or `iters` of them: median and IQR.
-What the cold pass produced (outputs; training, losses and gradients too) is judged against eager's
-own, both against a float64 copy of the model run once after the eager arm (`running.numerics`).
-Inference runs under `torch.no_grad()` (unless `Workload.grad`); `--train` times forward+backward. Arms that fail record their
-error and the others still run. With `isolate` the arms run in a child process (`bench_isolated`), so
-one that crashes the process (a segfault, an abort) is a `crash` row too.
-"""
+"""The arms' runner: one arm's passes (cold compile, warm compile, warm-up and timed passes), its
+numerics judged against eager's run and the float64 reference, the same in this process and in the
+arms' child (`child`, `analyzer/bench_worker`)."""
 
 from __future__ import annotations
 
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
-from ...progress import ProgressEvent, Step
-from ...reports import models as rm
-from ...reports.verdicts import best_arm, cold_start, regional_recompile_reason, unmeasured
-from ...vocabulary import CUDA_GRAPH_MODES, TRAINING_OPT_IN
-from ...workload import Call
-from .. import torch_internals as ti
-from ..fixes.variants import VariantError
-from ..readers.causes import arm_recompiles, recompile_causes
-from ..readers.text import describe_error
-from ..resources.cpu import QUIET_WAIT_S
-from ..resources.load import CpuWindow, busy, machine_at_start, wait_for_quiet
-from ..resources.load import conclude as conclude_load
-from ..running import device as dev
-from ..running.calls import Sample, calls_on, preserved_state, run_pass
-from ..running.deadline import Stopped
-from ..running.memory import out_of_memory, release_memory
-from ..running.numerics import KeptResults, Reference, SameAs, loose_backend
-from ..running.precision import make_reference
-from ..triage import is_torch_failure
-from .bench_aot import run_aot_arm
-from .bench_arms import OPT_IN_MARK, Arm, arm_kind, arms_for, fix_arms, materialized, price_opt_in
-from .bench_crash import triage_compiled_arm
-from .bench_isolated import run_isolated
-from .bench_numbers import (
+from ....progress import ProgressEvent, Step
+from ....reports import models as rm
+from ....vocabulary import CUDA_GRAPH_MODES
+from ....workload import Call
+from ... import torch_internals as ti
+from ...readers.causes import arm_recompiles, recompile_causes
+from ...readers.text import describe_error
+from ...resources.cpu import QUIET_WAIT_S
+from ...resources.load import CpuWindow, busy, wait_for_quiet
+from ...running import device as dev
+from ...running.calls import Sample, preserved_state, run_pass
+from ...running.memory import out_of_memory
+from ...running.numerics import KeptResults, Reference, SameAs, loose_backend
+from ...running.precision import make_reference
+from ..context import PhaseContext
+from .aot import run_aot_arm
+from .arms import Arm
+from .numbers import (
     AUTO_BUDGET_S,
     AUTO_MAX,
     AUTO_MIN,
     WARM_ENOUGH_S,
-    ArmBudget,
     behind,
-    best_for_job,
     latency_stats,
     mark_unstable,
-    pace,
     settled,
     spread,
 )
-from .bench_options import BenchOptions
-from .context import PhaseContext
+from .options import BenchOptions
+
+WARM_ARMS = ("compiled", "compiled_fixed")
+"""The arms whose warm-cache compile is measured (a compile again, from the caches the cold one filled): the
+cache lever and the fixes' verdicts read them; each other arm's would cost a compile and decide nothing
+(with --aot every arm's, for the cold start of a new process)."""
 
 
-@dataclass
-class BenchSection:
-    """The benchmark, and what it measured of the suggestions it can judge (regional compilation)."""
-
-    benchmark: rm.Benchmark
-    verified: dict[str, rm.Verification] = field(default_factory=dict)
-    """Suggestion id -> the measured effect (the regional-compilation suggestion, from its arm)."""
-    torch_bugs: list[rm.TorchBug] = field(default_factory=list)
-    """The compiled arm crashed inside PyTorch: triaged, ready to file."""
+def has_compile_cache(backend: str) -> bool:
+    """Whether `backend` keeps a compile cache a restart reuses (inductor's FX graph and AOTAutograd
+    caches): only then does each arm get a fresh cache and is a warm-cache compile measured. With eager
+    or aot_eager a second compile measured 0.6-1.3x the first (the built-in training step's arms, 2-core CPU)."""
+    return backend == "inductor"
 
 
 class ArmRunner:
@@ -413,274 +391,3 @@ def record_check(out: rm.BenchmarkArm, check: rm.NumericsCheck) -> None:
 
 MIN_WINDOW_S = 0.1
 """The shortest window over which an arm's timing reads other processes' CPU (`CpuWindow`)."""
-
-
-def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
-    """Measure every arm (in a child process when `bench.isolate`); the regional suggestion gets the
-    measured effect of its arm."""
-    report = ctx.report
-    assert report is not None
-    t0 = time.perf_counter()
-    result, bench = _start(ctx, bench)
-    try:
-        where = run_isolated(ctx, bench, result)
-        if where != "child":
-            _run_in_process(_rebuilt(ctx) if where == "rebuild here" else ctx, bench, result)
-    except Stopped as stop:  # the arms measured before the stop are kept, and concluded on
-        done = ", ".join(a.name for a in result.arms) or "none"
-        result.notes.append(f"the run was stopped during the benchmark: arms measured before it: {done}.")
-        _conclude(result, bench, len(ctx.calls))
-        result.duration_s = round(time.perf_counter() - t0, 3)
-        stop.partial = BenchSection(result, _regional_verifications(report, result))
-        raise
-    _conclude(result, bench, len(ctx.calls))
-    section = BenchSection(result, _regional_verifications(report, result))
-    compiled = next((a for a in result.arms if a.name == "compiled"), None)
-    if compiled is not None and not compiled.out_of_memory and is_torch_failure(compiled.error):
-        ctx.progress(ProgressEvent(Step.BENCH, subject="compiled: PyTorch bug"))
-        try:  # the model, built again when this process let it go for the arms' child
-            here: PhaseContext | None = _rebuilt(ctx) if ctx.rebuild is not None else ctx
-        except Exception:  # noqa: BLE001 - it cannot be built again here: nothing to triage
-            here = None
-        bug = triage_compiled_arm(here, bench) if here is not None else None
-        release_memory(ctx.settings.where)  # the model built again for it, and its compiles
-        if bug is not None:
-            section.torch_bugs.append(bug)
-    result.duration_s = round(time.perf_counter() - t0, 3)
-    return section
-
-
-def _rebuilt(ctx: PhaseContext) -> PhaseContext:
-    """The workload built again in this process (its model was let go for a child that could not start):
-    the arms run on it as the child would have."""
-    assert ctx.rebuild is not None
-    workload = ctx.rebuild()
-    device = ctx.settings.device
-    calls = calls_on(workload, device)
-    return replace(ctx, workload=workload, calls=calls, pristine=workload.model, release=None, rebuild=None)
-
-
-WARM_ARMS = ("compiled", "compiled_fixed")
-"""The arms whose warm-cache compile is measured (a compile again, from the caches the cold one filled): the
-cache lever and the fixes' verdicts read them; each other arm's would cost a compile and decide nothing
-(with --aot every arm's, for the cold start of a new process)."""
-
-
-def has_compile_cache(backend: str) -> bool:
-    """Whether `backend` keeps a compile cache a restart reuses (inductor's FX graph and AOTAutograd
-    caches): only then does each arm get a fresh cache and is a warm-cache compile measured. With eager
-    or aot_eager a second compile measured 0.6-1.3x the first (the built-in training step's arms, 2-core CPU)."""
-    return backend == "inductor"
-
-
-def _start(ctx: PhaseContext, bench: BenchOptions) -> tuple[rm.Benchmark, BenchOptions]:
-    """The benchmark's settings and the notes on options that do not apply; the options as they apply."""
-    device = ctx.settings.where
-    result = rm.Benchmark(
-        device=device,
-        machine=machine_at_start(device),
-        settings={
-            "backend": bench.backend,
-            "mode": bench.mode or "default",
-            "iters": bench.iters if bench.iters is not None else _auto_iters(bench),
-            "warmup": bench.warmup,
-            "grad": _grad_setting(ctx),
-            "fresh_cache": bench.fresh_cache and has_compile_cache(bench.backend),
-            "warm_compile": (
-                ("measured on every arm (--aot: the cold start)" if bench.aot else f"measured on {' and '.join(WARM_ARMS)} (caches filled)")
-                if has_compile_cache(bench.backend)
-                else f"not measured: backend {bench.backend} has no compile cache"
-            ),
-            "torch_threads": torch.get_num_threads(),
-            "pass": f"{len(ctx.calls)} call(s): the first call and its variants",
-            **({"aot_export": "strict" if bench.aot_strict else "non-strict"} if bench.aot else {}),
-        },
-    )
-    if bench.mode and bench.mode != "default" and bench.backend != "inductor":
-        result.notes.append(f"--mode {bench.mode} applies to inductor only; ignored for backend {bench.backend}.")
-        bench = replace(bench, mode=None)
-    if bench.modes and bench.backend != "inductor":
-        result.notes.append(f"--modes {','.join(bench.modes)}: modes are inductor's; no mode arms with backend {bench.backend}.")
-    cuda_graph_modes = [m for m in bench.modes if m in CUDA_GRAPH_MODES]
-    if cuda_graph_modes and not device.startswith("cuda"):
-        result.notes.append(f"{', '.join(cuda_graph_modes)} use CUDA graphs: on CPU they measure inductor without them.")
-    if bench.mode == "reduce-overhead" and not device.startswith("cuda"):
-        result.notes.append("reduce-overhead uses CUDA graphs: on CPU it behaves like the default mode.")
-    return result, bench
-
-
-def plan_arms(ctx: PhaseContext, runner: ArmRunner, notes: list[str]) -> list[Arm]:
-    """The arms to measure, in order (eager first), none holding a copy of the model yet (`measure_arm`
-    makes each one's when it runs); why an arm is left out goes to `notes`."""
-    report, bench = ctx.report, runner.bench
-    assert report is not None
-    arms = arms_for(report, ctx.workload, ctx.calls, ctx.facts, bench, ctx.settings.train)
-    fixed = next((i for i, a in enumerate(arms) if a.name == "compiled_fixed"), None)
-    if bench.per_fix and fixed is not None and (not bench.arms or "fixed" in bench.arms):
-        arms[fixed + 1 : fixed + 1] = fix_arms(report, ctx.workload.model, ctx.calls, runner.steps)
-    if ctx.settings.train:
-        notes.extend(f"{a.name}: AOT arms are inference only; not run with --train." for a in arms if a.aot)
-        arms = [a for a in arms if not a.aot]
-    if bench.arms:
-        chosen = {"eager", "compiled", *bench.arms}
-        kept = [a for a in arms if a.name.startswith("compiled[") or arm_kind(a.name) in chosen]
-        left = [a.name for a in arms if a not in kept]
-        if left:
-            notes.append(f"--arms {','.join(bench.arms)}: {', '.join(left)} not measured.")
-        arms = kept
-    elif runner.steps:
-        left = [a.name for a in arms if arm_kind(a.name) in TRAINING_OPT_IN and arm_kind(a.name) not in bench.add_arms]
-        if left:
-            kinds = ",".join(f"+{k}" for k in TRAINING_OPT_IN if any(arm_kind(n) == k for n in left))
-            notes.append(f"{OPT_IN_MARK}{', '.join(left)} not measured (opt-in for training steps: --arms {kinds})")
-            arms = [a for a in arms if a.name not in left]
-    return arms
-
-
-def measure_arm(ctx: PhaseContext, runner: ArmRunner, arm: Arm) -> tuple[rm.BenchmarkArm, dict[str, Any]]:
-    """One arm measured on its own copy of the pristine model, dropped after; the eager arm's copy then
-    serves the numerics reference every later arm is judged against (the settings it adds come back)."""
-    source = ctx.pristine if ctx.pristine is not None else None
-    try:
-        with materialized(arm, source, ctx.settings.device, share=ctx.settings.shares) as ready:
-            measured = runner.run_arm(ready, ctx.report)
-            settings = after_eager(runner, ready.model, ctx.calls) if arm.name == "eager" and not measured.error else {}
-    except VariantError as exc:
-        return rm.BenchmarkArm(name=arm.name, description=arm.description, code=arm.code, error=f"the fixed copy: {exc}"[:500]), {}
-    finally:
-        release_memory(ctx.settings.where)
-    return measured, settings
-
-
-def after_eager(runner: ArmRunner, model: torch.nn.Module, calls: list[Call]) -> dict[str, Any]:
-    """After the eager arm, on its copy: the numerics reference every other arm is judged against; the settings it adds."""
-    settings: dict[str, Any] = {}
-    reference = runner.reference if runner.shared else runner.make_reference(model, calls)
-    if reference is not None:
-        settings["numerics"] = reference.method + (f" ({reference.note})" if reference.note else "")
-        settings["numerics_reference_s"] = reference.duration_s
-        if runner.shared:
-            settings["numerics_reference"] = "the fix phase's (the same calls and seed on the same pristine model): no run of its own"
-        in_memory, on_disk = reference.kept_bytes()
-        settings[KEPT] = f"{_mb(in_memory)} in memory, {_mb(on_disk)} in a temporary file"
-        if not runner.shared and reference.run is not None:
-            settings[REFERENCE_RUN] = reference.run.model_dump(mode="json")
-    if runner.random:
-        settings["random"] = (
-            "the model draws random numbers (eager from another seed differs): every run seeded alike per call; "
-            "inductor arms judged on a second compile with fallback_random=True"
-        )
-    return settings
-
-
-def _run_in_process(ctx: PhaseContext, bench: BenchOptions, result: rm.Benchmark) -> None:
-    """Every arm in this process, eager first (a crash in one ends the run)."""
-    runner = ArmRunner(ctx, bench)
-    runner.prime()
-    budget = ArmBudget(ctx.budget_s)
-    try:
-        for arm in plan_arms(ctx, runner, result.notes):
-            why = budget.left_out(arm.name) or budget.needless(arm.name, result.arms)
-            if why is not None:
-                result.notes.append(why)
-                continue
-            t0 = time.perf_counter()
-            measured, settings = measure_arm(ctx, runner, arm)
-            budget.spent(time.perf_counter() - t0, arm.compiled)
-            result.arms.append(measured)
-            if arm.name == "eager" and measured.error:
-                result.notes.append("eager failed: nothing to compare against.")
-                break
-            result.settings.update(settings)
-    finally:
-        runner.close()
-
-
-def _mb(n: int) -> str:
-    return f"{n / 2**20:.0f} MB" if n >= 10 * 2**20 else f"{n / 2**20:.1f} MB"
-
-
-KEPT = "numerics_kept"
-"""The settings key eager's answer carries what the judgement kept in (moved to `Benchmark.kept`)."""
-REFERENCE_RUN = "numerics_reference_run"
-"""The settings key eager's answer carries the benchmark's own reference run in (moved to `Benchmark.reference`)."""
-
-
-def _conclude(result: rm.Benchmark, bench: BenchOptions, calls: int) -> None:
-    """Speedups, pace, the arm for the job, the best arm and the cold start, from the arms measured."""
-    kept = result.settings.pop(KEPT, None)
-    if kept is not None:
-        result.kept = f"eager's results and the reference's differences: {kept}"
-    run = result.settings.pop(REFERENCE_RUN, None)
-    if run is not None:
-        result.reference = rm.ReferenceRun.model_validate(run)
-    price_opt_in(result)
-    if result.machine is not None:
-        conclude_load(result.machine, result.arms)
-        if result.machine.note:
-            result.notes.append(result.machine.note)
-    eager = next((a for a in result.arms if a.name == "eager"), None)
-    if eager and eager.latency_ms:
-        for arm_result in result.arms:
-            if arm_result.latency_ms and arm_result.latency_ms.median > 0:
-                arm_result.speedup_vs_eager = round(eager.latency_ms.median / arm_result.latency_ms.median, 3)
-    for arm_result in result.arms:
-        pace(arm_result, eager, calls)
-    result.objective = bench.objective  # type: ignore[assignment]
-    result.best_arm, result.best_arm_reason, result.within_noise = best_arm(result, result.objective)
-    if bench.job_steps is not None:
-        result.job_steps = bench.job_steps
-        # no compiled arm measured: no arm for the job either (eager would win by default, not by measure)
-        result.job_best_arm = best_for_job(result.arms, calls, bench.job_steps) if unmeasured(result) is None else None
-    result.cold_start = cold_start(result) if bench.aot else None
-
-
-def _auto_iters(bench: BenchOptions) -> str:
-    return f"auto: {AUTO_MIN} to {bench.max_iters or AUTO_MAX} passes, until the median is known within 2 % or {AUTO_BUDGET_S:g} s"
-
-
-def _grad_setting(ctx: PhaseContext) -> str:
-    if not ctx.settings.train:
-        return "grad enabled (Workload.grad)" if ctx.workload.grad else "no_grad"
-    if ctx.workload.optimizer is None:
-        return "forward+backward"
-    return "training step: forward, loss, backward, optimizer.step, zero_grad"
-
-
-def _regional_verifications(report: rm.Report, result: rm.Benchmark) -> dict[str, rm.Verification]:
-    """The regional-compilation suggestion's measured effect: its arm against the whole-model arm."""
-    arms = {a.name: a for a in result.arms}
-    whole = arms.get("compiled_fixed") or arms.get("compiled")
-    regional = arms.get("regional_fixed") or arms.get("regional")
-    verified: dict[str, rm.Verification] = {}
-    if regional is None or whole is None:
-        return verified
-    for s in report.suggestions:
-        if s.rule != "regional-compile":
-            continue
-        ok = regional.error is None and regional.numerics_ok is not False
-        summary = None
-        if whole.compile_time_s is not None and regional.compile_time_s is not None:
-            summary = f"cold compile {whole.compile_time_s:.2f} s ({whole.name}) -> {regional.compile_time_s:.2f} s ({regional.name})"
-            if whole.latency_ms and regional.latency_ms:
-                summary += f"; latency {whole.latency_ms.median:.3f} -> {regional.latency_ms.median:.3f} ms"
-        why = regional_recompile_reason(regional)
-        if why:
-            summary = f"{summary}; {why}" if summary else why
-        verified[s.id] = rm.Verification(
-            applied=regional.error is None,
-            safe=ok,
-            effective=bool(
-                ok
-                and whole.compile_time_s is not None
-                and regional.compile_time_s is not None
-                and regional.compile_time_s < whole.compile_time_s
-            ),
-            numerics_ok=regional.numerics_ok,
-            numerics=regional.numerics,
-            max_abs_error=regional.max_abs_error,
-            max_rel_error=regional.max_rel_error,
-            error=regional.error,
-            summary=summary,
-        )
-    return verified

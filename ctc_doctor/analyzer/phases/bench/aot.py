@@ -25,16 +25,16 @@ from typing import Any
 
 import torch
 
-from ...progress import ProgressEvent, ProgressFn, Step
-from ...reports import models as rm
-from ...workload import Call, Workload
-from .. import torch_internals as ti
-from ..readers.sources import innermost_own_frame
-from ..readers.text import describe_error
-from ..running import device as dev
-from ..running.calls import preserved_state, run_call, run_pass
-from ..running.memory import out_of_memory
-from ..running.numerics import Reference
+from ....progress import ProgressEvent, ProgressFn, Step
+from ....reports import models as rm
+from ....workload import Call, Workload
+from ... import torch_internals as ti
+from ...readers.sources import innermost_own_frame
+from ...readers.text import describe_error
+from ...running import device as dev
+from ...running.calls import preserved_state, run_call, run_pass
+from ...running.memory import out_of_memory
+from ...running.numerics import Reference
 
 Timer = Callable[[Callable[..., Any]], rm.LatencyStats]
 

@@ -12,7 +12,7 @@ and a new child is started for the arms after it; without a shared reference, th
 the eager arm and the numerics reference first (they judge every other arm), which
 `BenchIsolation.replay_s` counts.
 
-In-process instead (`bench._run_in_process`), said in `Benchmark.isolation`: with isolation off, a
+In-process instead (`phase._run_in_process`), said in `Benchmark.isolation`: with isolation off, a
 target a child cannot rebuild (the Python API's workload objects), or a child that cannot start.
 """
 
@@ -21,15 +21,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
-import time
 from typing import Any, Literal
 
-from ...progress import ProgressEvent, Step
-from ...reports import models as rm
-from ..running.worker import ChildWorker, Death, rebuild_setup
-from .bench_numbers import ArmBudget
-from .bench_options import BenchOptions
-from .context import PhaseContext
+from ....progress import ProgressEvent, Step
+from ....reports import models as rm
+from ...running.worker import ChildWorker, Death, rebuild_setup
+from ..context import PhaseContext
+from .loop import Measured, measure_arms
+from .options import BenchOptions
 
 _STARTUP_S = 300.0
 """A child imports torch, rebuilds the workload, copies the model and runs one eager call first."""
@@ -99,39 +98,29 @@ def run_isolated(ctx: PhaseContext, bench: BenchOptions, result: rm.Benchmark) -
 
 
 def _measure(ctx: PhaseContext, child: ChildWorker, plan: list[dict[str, Any]], result: rm.Benchmark, isolation: rm.BenchIsolation) -> None:
-    """Ask the child for each planned arm in order; a death is that arm's `crash` row and a new child."""
+    """Ask the child for each planned arm in order (the one arm loop, the child its executor); a death is
+    that arm's `crash` row and a new child."""
 
     def progress(fields: Any) -> None:
         event = ProgressEvent.of(fields) if isinstance(fields, dict) else None
         if event is not None:
             ctx.progress(event)
 
-    budget = ArmBudget(ctx.budget_s)
-    for i, arm in enumerate(plan):
-        why = budget.left_out(arm["name"]) or budget.needless(arm["name"], result.arms)
-        if why is not None:
-            result.notes.append(why)
-            continue
-        t0 = time.perf_counter()
+    def measure(i: int) -> Measured | str:
+        arm = plan[i]
         ready, problem = child.wait_ready(None)
         if ready is None:  # the child after a crash could not start: the rest cannot be measured
-            for left in plan[i:]:
-                result.arms.append(rm.BenchmarkArm(**left, error=f"not run: after a crash, {problem}"))
-            return
+            return f"not run: after a crash, {problem}"
         answer = child.request({"arm": arm["name"]}, None, progress)
         if isinstance(answer, Death):
-            result.arms.append(_crashed(arm, answer))
             isolation.crashed.append(arm["name"])
-        elif answer is None or "arm" not in answer:
-            result.arms.append(rm.BenchmarkArm(**arm, error=f"the child process answered no result: {answer}"[:500]))
-        else:
-            result.arms.append(rm.BenchmarkArm.model_validate(answer["arm"]))
-            result.settings.update(answer.get("settings", {}))
-            isolation.replay_s = round(isolation.replay_s + float(answer.get("replay_s", 0.0)), 3)
-        budget.spent(time.perf_counter() - t0, arm["name"] != "eager")
-        if arm["name"] == "eager" and result.arms[-1].error:
-            result.notes.append("eager failed: nothing to compare against.")
-            return
+            return Measured(_crashed(arm, answer))
+        if answer is None or "arm" not in answer:
+            return Measured(rm.BenchmarkArm(**arm, error=f"the child process answered no result: {answer}"[:500]))
+        isolation.replay_s = round(isolation.replay_s + float(answer.get("replay_s", 0.0)), 3)
+        return Measured(rm.BenchmarkArm.model_validate(answer["arm"]), answer.get("settings", {}))
+
+    measure_arms(ctx.budget_s, [rm.BenchmarkArm(**arm) for arm in plan], measure, result)
 
 
 def _crashed(arm: dict[str, Any], death: Death) -> rm.BenchmarkArm:

@@ -10,14 +10,14 @@ from typing import Any
 
 import torch
 
-from ...reports import models as rm
-from ...workload import Call, Workload
-from ..fixes.facts import ModelFacts
-from ..fixes.variants import Variant, make_variant
-from ..running.copying import working_copy
-from ..running.modules import forward_arg_names, modular_paths
-from .bench_numbers import RECOMPILE_LIMIT, pad_calls
-from .bench_options import BenchOptions
+from ....reports import models as rm
+from ....workload import Call, Workload
+from ...fixes.facts import ModelFacts
+from ...fixes.variants import Variant, make_variant
+from ...running.copying import working_copy
+from ...running.modules import forward_arg_names, modular_paths
+from .numbers import RECOMPILE_LIMIT, pad_calls
+from .options import BenchOptions
 
 
 @dataclass

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...reports import models as rm
-from ..running.calls import grad_mode, preserved_state, run_call
-from ..triage import triage_calls
-from .bench_options import BenchOptions
-from .context import PhaseContext
+from ....reports import models as rm
+from ...running.calls import grad_mode, preserved_state, run_call
+from ...triage import triage_calls
+from ..context import PhaseContext
+from .options import BenchOptions
 
 
 def triage_compiled_arm(here: PhaseContext, bench: BenchOptions) -> rm.TorchBug | None:
