@@ -189,7 +189,7 @@ class RunCost:
         return cost
 
 
-def isolated_bench(options: Any) -> bool:
-    """Whether the benchmark's arms will run in a child process (`phases.bench.child`)."""
-    bench = options.bench
-    return bool(bench is not None and bench.isolate and importable(bench.target or options.spec))
+def isolated_bench(isolate: bool, target: str | None, spec: str) -> bool:
+    """Whether the benchmark's arms will run in a child process (`phases.bench.child`): isolation asked for,
+    and a TARGET (the benchmark's own, else the run's) that a child can import."""
+    return isolate and importable(target or spec)

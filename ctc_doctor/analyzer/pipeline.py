@@ -3,7 +3,8 @@
 analysis (the compiled run under capture, then the eager pass) -> bisect (when it broke) -> suggest ->
 fix -> probe -> bench. Each phase returns its section. The analysis phase's sections are assembled
 into the report by `reports.models.assemble_report` (as every producer's are); this module merges
-the later phases' sections into it (`ctc-doctor run`'s first rank through `after_analysis` too). A
+the later phases' sections into it (`ctc-doctor run`'s first rank through `after_analysis` too), each
+reading the run's `session.Session` (settings, clock, cost account, what a phase lends the next). A
 phase that fails becomes an error row and the phases after it run; a phase that runs out of --timeout
 ends the run there. What was found before is always reported.
 """
@@ -15,9 +16,7 @@ import dataclasses
 import importlib.metadata
 import os
 import platform
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -29,13 +28,13 @@ from ..workload import Call, Workload
 from . import torch_internals as ti
 from .fixes.facts import ModelFacts
 from .fixes.model_facts import model_facts
-from .own_cost import Fit, RunCost, isolated_bench
-from .phases.bench import BenchOptions, BenchSection, run_bench
+from .own_cost import Fit, RunCost
+from .phases.bench import BenchSection, run_bench
 from .phases.bisect import BisectInputs, BisectOptions, run_bisect, worker_setup
-from .phases.bisect.accuracy import AccuracyOptions, mark_not_recommended, run_accuracy_bisect, wrong_under_compile
+from .phases.bisect.accuracy import mark_not_recommended, run_accuracy_bisect, wrong_under_compile
 from .phases.bisect.trials import TrialWorker
 from .phases.context import PhaseContext
-from .phases.fix import FixOptions, FixSection, run_fix
+from .phases.fix import FixSection, run_fix
 from .phases.observe import Observation, ObserveOptions, run_observe
 from .phases.probe import run_probe
 from .phases.suggest import compile_cache_suggestion, renumber, run_suggest
@@ -49,91 +48,9 @@ from .running.deadline import Interrupted, Stopped, deadline, limit_text, stop_r
 from .running.memory import free_tensors, release_memory
 from .running.modules import describe_inputs, forward_arg_names
 from .running.precision import Room
-from .running.settings import ProgressFn, RunSettings, measured_on, no_progress
+from .running.settings import RunSettings, measured_on
 from .running.warning_notes import collected_warnings, warning_notes
-
-
-@dataclass(frozen=True)
-class AnalyzeOptions:
-    """How to analyze. Defaults are the CLI defaults."""
-
-    backend: str | None = None
-    """torch.compile backend; None means `eager` (or `aot_eager` with train, so AOTAutograd runs)."""
-    device: str | None = None
-    """Move the model and input tensors here first (e.g. `cuda`); None keeps them where they are."""
-    train: bool = False
-    """Run forward and backward."""
-    seed: int | None = 0
-    """Seed torch before each phase so every phase sees the same random numbers."""
-    explain: bool = True
-    """Cross-check the first call's break sites against explain's view of it (read from the same trace)."""
-    keep_guard_text: bool = False
-    """Keep the full guard tree text per compile id (big)."""
-    timeout_s: float | None = None
-    """Give up after this many seconds (main thread only); the partial report is kept."""
-    budget_s: float | None = None
-    """Plan the run to fit in about this many seconds: the analysis and the eager and compiled arms always
-    run; fix checks, bisection trials and optional arms that would not fit are left out, and said so."""
-    spec: str = "<workload>"
-    """The TARGET as the user gave it, for the report."""
-    command: str = ""
-    """The command line, for the report."""
-    compile: bool = True
-    """Run explain and the real compile; False with `bisect` set is bisection only (`ctc-doctor bisect`)."""
-    bisect: BisectOptions | None = None
-    """Bisect the module tree after the analysis when it found graph breaks (or always, see BisectOptions)."""
-    suggest: bool = True
-    """Derive fix suggestions from the findings (cheap: no compile)."""
-    fix: FixOptions | None = None
-    """Apply the auto-applicable suggestions to a copy of the model and verify each (None: do not)."""
-    probe_shapes: bool = False
-    """Vary each input dimension to find the ones that recompile (`--probe-shapes`)."""
-    bench: BenchOptions | None = None
-    """Benchmark eager vs compiled vs fixed vs regional (None: do not)."""
-    accuracy: AccuracyOptions | None = AccuracyOptions()
-    """When a compiled run fails the numerics check (a benchmark arm, every fix check), find the module
-    that diverges (None: say it fails, do not look for where)."""
-    progress: ProgressFn | None = dataclasses.field(default=None, compare=False)
-    """Called with each step's `ProgressEvent`."""
-    memory_limit_mb: int | None = None
-    """What a phase (a fix check, a benchmark arm) may add on the device at most; a phase that would need
-    more is not started (`NotEnoughMemory`). None: what is free."""
-    owns_workload: bool = False
-    """The caller hands the workload over (the CLI): before the benchmark's child process rebuilds the
-    model, this process frees its own model and copies, so the two never hold them at once. The Python
-    API's default keeps the user's model intact."""
-    started_s: float | None = dataclasses.field(default=None, compare=False)
-    """When the run's clock started (`time.perf_counter()`): the CLI's start, so --timeout and --budget count
-    the model's build too. None: when `analyze` is called."""
-    catch_signals: bool = False
-    """SIGTERM and Ctrl-C stop the run where it is and the report of what was found so far is returned,
-    its last error row of phase `interrupted` (the CLI). The Python API's default lets them raise."""
-
-    def resolved_backend(self) -> str:
-        return self.backend or ("aot_eager" if self.train else "eager")
-
-
-class Clock:
-    """The run's --timeout (a hard stop) and --budget (a plan): what is left of each for the next phase."""
-
-    def __init__(self, timeout_s: float | None, budget_s: float | None = None, t0: float | None = None) -> None:
-        self.timeout_s = timeout_s
-        self.budget_s = budget_s
-        self.t0 = t0 if t0 is not None else time.perf_counter()
-
-    def elapsed(self) -> float:
-        return rm.elapsed_s(self.t0)
-
-    def remaining(self) -> float | None:
-        """What is left of --timeout (None: no timeout)."""
-        if not self.timeout_s:
-            return None
-        return max(0.0, self.timeout_s - (time.perf_counter() - self.t0))
-
-    def planned(self) -> float | None:
-        """What a phase may plan with: the least of what is left of --timeout and of --budget."""
-        left = [x for x in (self.remaining(), self.budget_s and max(0.0, self.budget_s - (time.perf_counter() - self.t0))) if x is not None]
-        return min(left) if left else None
+from .session import AnalyzeOptions, Clock, Session
 
 
 def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Report:
@@ -145,8 +62,8 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
 
 def _analyze(workload: Workload, options: AnalyzeOptions) -> rm.Report:
     started_at = rm.started_now()
-    clock = Clock(options.timeout_s, options.budget_s, options.started_s)
-    cost = RunCost(options.device, options.progress or no_progress, options.owns_workload, options.memory_limit_mb, train=options.train)
+    session = Session.start(options)
+    cost = session.cost
     settings = RunSettings(
         backend=options.resolved_backend(),
         train=options.train,
@@ -173,7 +90,7 @@ def _analyze(workload: Workload, options: AnalyzeOptions) -> rm.Report:
         seen = resources.enter_context(collected_warnings())
         logged = resources.enter_context(ti.quiet_torch_stderr(True))  # every phase: fix, bench, AOT too
         worker = _prestarted_worker(ctx, options, resources)
-        report = _run(workload, calls, ctx, options, started_at, clock, copy_note, cost, worker)
+        report = _run(workload, calls, ctx, session, started_at, copy_note, worker)
     report.notes.extend(warning_notes(seen))
     report.notes.extend(ti.torch_log_notes(logged, "during the run"))
     report.cost = cost.finish(report)
@@ -198,13 +115,12 @@ def _run(
     workload: Workload,
     calls: list[Call],
     ctx: PhaseContext,
-    options: AnalyzeOptions,
+    session: Session,
     started_at: str,
-    clock: Clock,
     copy_note: str | None,
-    cost: RunCost,
     worker: TrialWorker | None,
 ) -> rm.Report:
+    options, clock, cost = session.options, session.clock, session.cost
     analysis = run_observe(
         ctx,
         ObserveOptions(
@@ -223,18 +139,15 @@ def _run(
     try:
         if options.bisect is not None and analysis.module_inputs is not None and not stopped and _should_bisect(report, options):
             bisect = options.bisect
-            fit = cost.plan("bisect", ctx.pristine, isolated=bisect.isolate, shares=ctx.settings.shares)
-            if fit.in_process:  # a second model would not fit beside this one: no child builds it
-                bisect = dataclasses.replace(bisect, isolate=False)
-                cost.notes.append(fit.note or "")
-                report.notes.append(f"Memory: {fit.note}.")
+            if session.fit("bisect", ctx, report, isolated=bisect.isolate).in_process:
+                bisect = dataclasses.replace(bisect, isolate=False)  # a second model would not fit beside this one: no child builds it
             inputs = BisectInputs(analysis.module_inputs, analysis.index, worker if bisect.isolate else None)
             bisect_into(report, ctx, bisect, inputs, clock, bisect_only=not options.compile)
         if worker is not None:
             worker.shutdown()  # not needed past the bisection: its CPU, memory and files go now
         stopped = stopped or any(e.phase == "interrupted" for e in report.errors)
         if options.compile and not stopped:
-            after_analysis(report, ctx, options, clock, cost)
+            after_analysis(report, ctx, session)
     except Stopped as stop:  # between phases, or in one that keeps nothing of its own: what came before stands
         report.errors.append(
             stop_record(stop, "the later phases", f"the run did not finish within {limit_text(options.timeout_s)}; partial report")
@@ -419,41 +332,38 @@ def _merge_bench(report: rm.Report, section: BenchSection) -> None:
         renumber(report.suggestions)
 
 
-def after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions, clock: Clock, cost: RunCost | None = None) -> None:
+def after_analysis(report: rm.Report, ctx: PhaseContext, session: Session) -> None:
     """suggest -> fix -> probe -> bench, each merged into the report; a failing phase becomes an error row,
     a phase that would not fit in memory is adapted or left out, said (`cost.plan`); when the analysis
     itself went past --memory-limit, the run stops here (a `preflight` error row, exit 14)."""
+    options, clock, cost = session.options, session.clock, session.cost
     if not (options.suggest or options.fix or options.probe_shapes or options.bench):
         return
     model = ctx.workload.model
     is_module = isinstance(model, torch.nn.Module)
     facts: ModelFacts | None = model_facts(model, ctx.calls) if is_module else None
-    room = Room.beside(cost.footprint, cost.limit) if cost is not None else None
+    room = Room.beside(cost.footprint, cost.limit)
     ctx = dataclasses.replace(ctx, facts=facts, room=room)
-    if options.owns_workload and ctx.pristine is not None and not options.probe_shapes and cost is not None:
+    if options.owns_workload and ctx.pristine is not None and not options.probe_shapes:
         # the later phases run copies of the pristine model: the caller's own model is not run again (its
         # parameters stay when the pristine model shares them: inference)
         cost.let_go(free_tensors(model, keep=ctx.pristine), "its model after the analysis")
         release_memory(ctx.settings.where)
-    if cost is not None:
-        try:
-            cost.check_analysis(ctx.pristine, ctx.settings.shares)
-        except NotEnoughMemory as exc:
-            report.errors.append(rm.ErrorRecord(phase="preflight", type="NotEnoughMemory", message=exc.one_line()))
-            return
+    try:
+        cost.check_analysis(ctx.pristine, ctx.settings.shares)
+    except NotEnoughMemory as exc:
+        report.errors.append(rm.ErrorRecord(phase="preflight", type="NotEnoughMemory", message=exc.one_line()))
+        return
     # (phase, run, merge, reads the report): a phase that reads the report gets a copy of it; `run` gets the
     # preflight's plan for it (`Fit`)
     steps: list[tuple[rm.Phase, Callable[[PhaseContext, Fit], Any], Callable[[Any], None], bool]] = []
     if options.suggest:
         steps.append(("suggest", lambda c, _: run_suggest(c), lambda section: setattr(report, "suggestions", section), True))
-    shared: list[Any] = []  # the fix phase's numerics reference, which the benchmark judges its arms by
 
     def merge_fix(section: FixSection) -> None:
         _merge_fix(report, section)
-        if section.reference is not None:
-            shared.append(section.reference)
-        if cost is not None:
-            cost.reference = section.reference_run
+        session.lend(section.reference)  # the benchmark judges its arms by it
+        cost.reference = section.reference_run
 
     if options.fix is not None and facts is not None:
         # the benchmark's arms judged by the fix checks' reference: same calls, seed and pristine model
@@ -485,14 +395,11 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions
             ctx,
             budget_s=clock.planned(),
             report=report.model_copy(deep=True) if reads_report else None,
-            reference=shared[0] if shared and phase == "bench" else None,
+            reference=session.reference if phase == "bench" else None,
         )
         if phase == "suggest":
             ctx.progress(ProgressEvent(Step.SUGGEST))  # its own line in the cost section (the others report their steps)
-        fit = cost.plan(phase, ctx.pristine, isolated=isolated_bench(options), shares=ctx.settings.shares) if cost else Fit()
-        if fit.note is not None and cost is not None:
-            cost.notes.append(fit.note)
-            report.notes.append(f"Memory: {fit.note}.")
+        fit = session.fit(phase, ctx, report)
         if not fit.run:
             continue
         try:
@@ -510,16 +417,16 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions
             report.errors.append(rm.ErrorRecord(phase=phase, type=type(exc).__name__, message=describe_error(exc)[:500]))
         finally:
             ti.reset_dynamo_quietly()
-    for reference in shared:
-        reference.close()
+    session.close()
     if not interrupted:  # a signal asked the run to stop: what it found is reported now
-        accuracy_into(report, ctx, options, clock, cost)
+        accuracy_into(report, ctx, session)
     _merge_verdicts(report)
 
 
-def accuracy_into(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions, clock: Clock, cost: RunCost | None = None) -> None:
+def accuracy_into(report: rm.Report, ctx: PhaseContext, session: Session) -> None:
     """When the compiled model gives wrong results (`wrong_under_compile`): say so in the summary, find
     the module that diverges on a fresh copy (`run_accuracy_bisect`), and mark what would run it compiled."""
+    options, clock = session.options, session.clock
     trigger = wrong_under_compile(report)
     if trigger is None:
         return
@@ -530,9 +437,9 @@ def accuracy_into(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions,
     if budget is not None and budget <= 0:
         report.notes.append(f"No time left to find where compiled goes wrong ({limit_text(options.timeout_s)}).")
         return
-    fit = cost.plan("accuracy", ctx.pristine, isolated=False, shares=ctx.settings.shares) if cost is not None else Fit()
-    if not fit.run and cost is not None:  # its fresh model and the activations of its trials would not fit
-        cost.notes.append(fit.note or "")
+    fit = session.fit("accuracy", ctx, report, isolated=False, noted=False)
+    if not fit.run:  # its fresh model and the activations of its trials would not fit
+        session.cost.notes.append(fit.note or "")
         report.notes.append(f"Memory: {fit.note}; where compiled goes wrong was not looked for.")
         return
     device = ctx.settings.device

@@ -33,13 +33,14 @@ from .phases.bisect import BisectInputs, BisectOptions
 from .phases.context import PhaseContext
 from .phases.fix import FixOptions
 from .phases.suggest import suggest
-from .pipeline import AnalyzeOptions, Clock, after_analysis, bisect_into, environment
+from .pipeline import after_analysis, bisect_into, environment
 from .readers.assembly import derive
 from .readers.expected import mark_decoding_recompiles
 from .readers.failures import failure_hint
 from .running.calls import preserved_state
 from .running.deadline import DeadlineExceeded, deadline
 from .running.settings import RunSettings
+from .session import AnalyzeOptions, Clock, Session
 from .triage import is_torch_failure, triage_calls, write_bug
 from .triage import issue_text as triage_issue_text
 from .triage import issue_title as triage_issue_title
@@ -100,8 +101,17 @@ def _rank_report(
     """This rank's report. `budget_s`: the seconds left for the analysis (None: no limit); `plan_s`: what
     `--budget` leaves it; `cost`: the meter that has followed the run since the script started. A stop
     signal during it (StopScript, KeyboardInterrupt) leaves the sections done so far."""
-    clock = Clock(budget_s, plan_s)
     cost = cost if cost is not None else RunCost(None, no_progress, True)
+    later = AnalyzeOptions(
+        backend=config.get("backend") or "eager",
+        fix=FixOptions(measure_baseline=True) if config.get("fix") else None,
+        timeout_s=budget_s,
+        budget_s=plan_s,
+        memory_limit_mb=config.get("memory_limit_mb"),
+        spec="<script>",
+    )
+    session = Session(later, Clock(budget_s, plan_s), cost)  # the later phases', as a build() target's run has
+    clock = session.clock
     primary = recorder.primary
     model = _analyzed_module(primary)
     cost.on_device(_device_of(model))  # before the script's phase closes: its CUDA peak is the workload's
@@ -201,7 +211,7 @@ def _rank_report(
         _traced_bug(report, outcome, primary, config)
     if rank == 0 and primary is not None and outcome.stopped not in ("terminated", "interrupted"):
         try:
-            _later_phases(report, model, calls, primary, settings, inputs, index, config, cost, clock)
+            _later_phases(report, model, calls, primary, settings, inputs, index, config, session)
         except (StopScript, KeyboardInterrupt):
             report.errors.append(
                 rm.ErrorRecord(
@@ -350,8 +360,7 @@ def _later_phases(
     inputs: ModuleInputs | None,
     index: ModuleIndex,
     config: dict[str, Any],
-    cost: RunCost,
-    clock: Clock,
+    session: Session,
 ) -> None:
     """Suggestions, bisection and verified fixes, as for a `build()` target (with a module and its calls),
     each phase sized beside the script's model and counted in the run's cost."""
@@ -370,14 +379,10 @@ def _later_phases(
         calls=calls,
         settings=settings,
         spec="<script>",  # not importable: isolated trials and repro scripts need a build() target
-        progress=cost.progress,
+        progress=session.progress,
         pristine=primary.pristine,
     )
     if config.get("bisect") and inputs is not None and report.graph_breaks:
         options = BisectOptions(strategy="top-down", trial_timeout_s=config.get("trial_timeout_s") or 60.0)
-        bisect_into(report, ctx, options, BisectInputs(inputs, index), clock, bisect_only=False)
-    fix = FixOptions(measure_baseline=True) if config.get("fix") else None
-    later = AnalyzeOptions(
-        backend=settings.backend, fix=fix, timeout_s=clock.timeout_s, budget_s=clock.budget_s, memory_limit_mb=config.get("memory_limit_mb")
-    )
-    after_analysis(report, ctx, later, clock, cost)
+        bisect_into(report, ctx, options, BisectInputs(inputs, index), session.clock, bisect_only=False)
+    after_analysis(report, ctx, session)
