@@ -282,6 +282,7 @@ def test_a_build_target_whose_compiled_arm_crashes_inside_torch_gets_the_bug_tri
     compiled = next(a for a in report.benchmark.arms if a.name == "compiled")
     if compiled.error is None:
         pytest.skip(f"torch {torch.__version__}: this compile does not crash here")
+    assert compiled.error_type and compiled.error.startswith(f"{compiled.error_type}: "), compiled.error  # read, not parsed
     [bug] = report.torch_bugs
     assert bug.where == "the benchmark's compiled arm (aot_eager)" and bug.stage == "AOTAutograd"
     assert bug.user_line.endswith("fix_targets.py:" + str(marker_line(str(TARGETS / "fix_targets.py"), "modulo")))
@@ -457,7 +458,7 @@ def test_fix_and_bench_commands_write_the_sections_and_markdown_shows_them(cli, 
     assert "Suggestions" in headings and "Benchmark" in headings
     assert sum(1 for t in tokens if t.type == "table_open") >= 3  # sites, suggestions, benchmark
     assert "```diff" in text and "keep-tensor" not in text  # the diff is shown; rule ids stay in the JSON
-    assert json.loads(out.read_text())["schema_version"] == SCHEMA_VERSION == "1.17"
+    assert json.loads(out.read_text())["schema_version"] == SCHEMA_VERSION == "1.18"
 
 
 @pytest.mark.fast

@@ -126,7 +126,7 @@ def main(argv: list[str]) -> int:
     except Exception as exc:  # noqa: BLE001 - the parent runs the arms in its own process and says why
         answer(protocol, {"error": f"rebuilding the workload failed: {type(exc).__name__}: {str(exc).strip()[:300]}"})
         return 1
-    answer(protocol, {"ready": True, "arms": arms.plan(), "notes": arms.notes})
+    answer(protocol, {"ready": True, "arms": arms.plan(), "notes": arms.notes, "opt_in": arms.runner.opt_in_left})
     for line in sys.stdin:
         if not line.strip():
             continue

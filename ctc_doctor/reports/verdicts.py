@@ -297,11 +297,19 @@ def unmeasured(bench: rm.Benchmark) -> str | None:
         return None
     parts = []
     for a in compiled[:4]:
-        why = "out of memory" if a.out_of_memory else (f"crashed ({a.crash})" if a.crash else (a.error or "no result").split(":")[0])
+        why = "out of memory" if a.out_of_memory else (f"crashed ({a.crash})" if a.crash else _failed_as(a))
         peak = f", peak {a.peak_memory_mb:,.0f} MB" if a.peak_memory_mb is not None else ""
         parts.append(f"{a.name}: {why}{peak}")
     more = f" and {len(compiled) - 4} more" if len(compiled) > 4 else ""
     return f"the compiled arms could not be measured ({'; '.join(parts)}{more}): no verdict on compile"
+
+
+def _failed_as(arm: rm.BenchmarkArm) -> str:
+    """The type of what failed the arm (`error_type`); a report before schema 1.18 has only the error's
+    text, whose first part names it."""
+    if arm.error_type is not None:
+        return arm.error_type
+    return (arm.error or "no result").split(":")[0]
 
 
 def unstable_arms(bench: rm.Benchmark, names: list[str]) -> str | None:

@@ -84,6 +84,9 @@ class BenchmarkArm(_Model):
     """The numerics judgement of the arm's cold pass (schema 1.9; None for eager, the baseline)."""
     error: str | None = None
     """Why the arm failed or was cut short, one line."""
+    error_type: str | None = None
+    """The type of the exception that failed it (`BackendCompilerFailed`, `VariantError`...), when one did
+    (schema 1.18): what the verdicts and the triage read, not `error`'s text."""
     warm_start_compile_s: float | None = None
     """`compiled` with --aot (inductor): compile time of a pass in empty caches after loading the cold
     pass' cache artifacts (`torch.compiler.load_cache_artifacts`): a new process with the caches shipped."""

@@ -161,6 +161,7 @@ def run_aot_arm(
             out.peak_memory_mb = dev.peak_memory_mb(device)
     except Exception as exc:  # noqa: BLE001 - one failing arm is a row, not the benchmark
         out.error = out.error or f"{type(exc).__name__}: {describe_error(exc)}"[:500]
+        out.error_type = out.error_type or type(exc).__name__
         out.out_of_memory = out_of_memory(exc)
         out.peak_memory_mb = dev.peak_memory_mb(device)
     finally:
@@ -179,7 +180,7 @@ def _whole(arm: Any, out: rm.BenchmarkArm, tmp: str, strict: bool, progress: Pro
     try:
         program = ti.export_program(arm.model, tuple(first.args), dict(first.kwargs), varying, strict)
     except Exception as exc:  # noqa: BLE001 - the reason it does not export is the finding
-        out.error = export_failure(exc, report)
+        out.error, out.error_type = export_failure(exc, report), type(exc).__name__
         return None
     out.settings["export_s"] = round(time.perf_counter() - t0, 4)
     progress(ProgressEvent(Step.ARM, subject=arm.name, activity="AOTInductor compile"))
@@ -219,6 +220,7 @@ def _regional(
             program = ti.export_program(block, tuple(chosen.args), dict(chosen.kwargs), varying, strict)
         except Exception as exc:  # noqa: BLE001 - the reason it does not export is the finding
             out.error = f"{paths[0]} ({type(block).__name__}): " + export_failure(exc, None)
+            out.error_type = type(exc).__name__
             return None
         path = ti.aoti_package(program, os.path.join(tmp, f"block{n}.pt2"), constants_in_package=False)
         compile_s += time.perf_counter() - t0

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from ....reports import models as rm
+from ....vocabulary import TRAINING_OPT_IN
 from ....workload import Call, Workload
 from ...fixes.facts import ModelFacts
 from ...fixes.variants import Variant, make_variant
@@ -301,6 +302,9 @@ def fixed_actions(report: rm.Report) -> list[rm.FixAction] | None:
     return [a for a in actions if a is not None]
 
 
+OPT_IN = "opt_in_left_out"
+"""The benchmark setting (popped when it concludes) that carries the training arms left out for the asking,
+by name, from the plan (this process's or the arms' child's) to the note that prices them."""
 OPT_IN_MARK = "training steps: "
 
 
@@ -310,13 +314,17 @@ def arm_kind(name: str) -> str:
 
 
 def price_opt_in(result: rm.Benchmark) -> None:
-    """The note on the training arms left out for the asking, with what each would cost: about what the
-    compiled arm took (its cold pass and its timing)."""
+    """The note on the training arms left out for the asking (`OPT_IN`), with what each would cost: about
+    what the compiled arm took (its cold pass and its timing)."""
+    left: list[str] = result.settings.pop(OPT_IN, None) or []
+    if not left:
+        return
+    price = ""
     compiled = next((a for a in result.arms if a.name == "compiled" and a.first_pass_s is not None), None)
-    for i, note in enumerate(result.notes):
-        if note.startswith(OPT_IN_MARK) and compiled is not None and "(about" not in note:
-            each = compiled.first_pass_s or 0.0
-            if compiled.latency_ms is not None:
-                each += compiled.latency_ms.median * compiled.latency_ms.n / 1e3
-            arms = note.removeprefix(OPT_IN_MARK).split(" not measured", 1)[0].count(",") + 1
-            result.notes[i] = note.replace(" not measured", f" not measured (about {each:.0f} s each, {arms * each:.0f} s in all)", 1)
+    if compiled is not None:
+        each = compiled.first_pass_s or 0.0
+        if compiled.latency_ms is not None:
+            each += compiled.latency_ms.median * compiled.latency_ms.n / 1e3
+        price = f" (about {each:.0f} s each, {len(left) * each:.0f} s in all)"
+    kinds = ",".join(f"+{k}" for k in TRAINING_OPT_IN if any(arm_kind(n) == k for n in left))
+    result.notes.append(f"{OPT_IN_MARK}{', '.join(left)} not measured{price} (opt-in for training steps: --arms {kinds})")

@@ -27,6 +27,7 @@ from ....progress import ProgressEvent, Step
 from ....reports import models as rm
 from ...running.worker import ChildWorker, Death, rebuild_setup
 from ..context import PhaseContext
+from .arms import OPT_IN
 from .loop import Measured, measure_arms
 from .options import BenchOptions
 
@@ -89,6 +90,8 @@ def run_isolated(ctx: PhaseContext, bench: BenchOptions, result: rm.Benchmark) -
             )
             result.settings["isolation"] = "child process"
             result.notes.extend(ready.get("notes", []))
+            if ready.get("opt_in"):
+                result.settings[OPT_IN] = ready["opt_in"]
             _measure(ctx, child, ready["arms"], result, isolation)
             isolation.child_processes = child.starts
             isolation.startup_s = round(child.startup_total_s, 3)

@@ -35,7 +35,7 @@ from ...running.deadline import Stopped
 from ...running.memory import release_memory
 from ...triage import is_torch_failure
 from ..context import PhaseContext
-from .arms import OPT_IN_MARK, Arm, arm_kind, arms_for, fix_arms, materialized, price_opt_in
+from .arms import OPT_IN, Arm, arm_kind, arms_for, fix_arms, materialized, price_opt_in
 from .child import run_isolated
 from .crash import triage_compiled_arm
 from .loop import Measured, measure_arms
@@ -82,7 +82,7 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
     _conclude(result, bench, len(ctx.calls))
     section = BenchSection(result, _regional_verifications(report, result))
     compiled = next((a for a in result.arms if a.name == "compiled"), None)
-    if compiled is not None and not compiled.out_of_memory and is_torch_failure(compiled.error):
+    if compiled is not None and not compiled.out_of_memory and is_torch_failure(compiled.error_type or compiled.error):
         ctx.progress(ProgressEvent(Step.BENCH, subject="compiled: PyTorch bug"))
         try:  # the model, built again when this process let it go for the arms' child
             here: PhaseContext | None = _rebuilt(ctx) if ctx.rebuild is not None else ctx
@@ -163,10 +163,8 @@ def plan_arms(ctx: PhaseContext, runner: ArmRunner, notes: list[str]) -> list[Ar
         arms = kept
     elif runner.steps:
         left = [a.name for a in arms if arm_kind(a.name) in TRAINING_OPT_IN and arm_kind(a.name) not in bench.add_arms]
-        if left:
-            kinds = ",".join(f"+{k}" for k in TRAINING_OPT_IN if any(arm_kind(n) == k for n in left))
-            notes.append(f"{OPT_IN_MARK}{', '.join(left)} not measured (opt-in for training steps: --arms {kinds})")
-            arms = [a for a in arms if a.name not in left]
+        runner.opt_in_left = left  # priced once the compiled arm is measured (`price_opt_in`)
+        arms = [a for a in arms if a.name not in left]
     return arms
 
 
@@ -179,7 +177,9 @@ def measure_arm(ctx: PhaseContext, runner: ArmRunner, arm: Arm) -> tuple[rm.Benc
             measured = runner.run_arm(ready, ctx.report)
             settings = after_eager(runner, ready.model, ctx.calls) if arm.name == "eager" and not measured.error else {}
     except VariantError as exc:
-        return rm.BenchmarkArm(name=arm.name, description=arm.description, code=arm.code, error=f"the fixed copy: {exc}"[:500]), {}
+        row = rm.BenchmarkArm(name=arm.name, description=arm.description, code=arm.code, error=f"the fixed copy: {exc}"[:500])
+        row.error_type = type(exc).__name__
+        return row, {}
     finally:
         release_memory(ctx.settings.where)
     return measured, settings
@@ -213,6 +213,8 @@ def _run_in_process(ctx: PhaseContext, bench: BenchOptions, result: rm.Benchmark
     runner.prime()
     try:
         arms = plan_arms(ctx, runner, result.notes)
+        if runner.opt_in_left:
+            result.settings[OPT_IN] = runner.opt_in_left
 
         def measure(i: int) -> Measured:
             return Measured(*measure_arm(ctx, runner, arms[i]))

@@ -78,6 +78,8 @@ class ArmRunner:
         """The model draws random numbers (dropout, rand): eager from another seed gave other results."""
         self.shared = False
         """The reference came from the fix phase (same calls, seed and pristine model): no run of its own."""
+        self.opt_in_left: list[str] = []
+        """The training arms the plan left out for the asking (`arms.price_opt_in` says what they would cost)."""
         if ctx.reference is not None and not self.steps:
             self.adopt(ctx.reference)
 
@@ -307,7 +309,7 @@ class ArmRunner:
                 with ti.cudagraph_log() if step is not None else contextlib.nullcontext(None) as graphs:
                     self._run(arm, out, step)
         except Exception as exc:  # noqa: BLE001 - one failing arm is a row, not the benchmark
-            out.error = f"{type(exc).__name__}: {describe_error(exc)}"[:500]
+            out.error, out.error_type = f"{type(exc).__name__}: {describe_error(exc)}"[:500], type(exc).__name__
             out.out_of_memory = out_of_memory(exc)
         finally:
             out.peak_memory_mb = dev.peak_memory_mb(self.device)  # what it reached, also when it failed
