@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from rich.console import Console
 
 from ctc_doctor import AnalyzeOptions, BenchOptions, FixOptions, analyze
@@ -50,6 +51,10 @@ def test_the_bisection_names_the_wrong_block_and_its_repro_fails_until_the_block
     assert (a.module_path, a.module_class, a.own_code) == ("blocks.3", "Block", True)
     assert a.source is not None and a.source.endswith("accuracy_targets.py:17")
     assert [t.module_path for t in a.path] == ["", "blocks.3"] and all(t.ratio and t.ratio > 100 for t in a.path)
+    # within the block, the operation: the line only the compiled graph runs
+    op = a.operation
+    assert op is not None and (op.kind, op.operation) == ("traced_only", "h * 1.05"), op
+    assert op.user_line.endswith("accuracy_targets.py:20") and op.user_code.startswith("h = h * FACTOR"), op
     rows = {t.module_path: t for t in a.trials}
     assert rows["blocks.0"].status == "passed" and rows["blocks.3.fc"].status == "passed"
     assert rows["blocks.1"].inferred_from == "blocks.0"  # identical blocks judged once
@@ -69,6 +74,7 @@ def test_the_bisection_names_the_wrong_block_and_its_repro_fails_until_the_block
     def repro() -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, a.repro_path], capture_output=True, text=True, timeout=120, cwd=tmp_path)
 
+    assert "The operation: h * 1.05 at " in open(a.repro_path).read()
     wrong = repro()
     assert wrong.returncode == 1, wrong.stdout + wrong.stderr
     assert "reproduced: blocks.3" in wrong.stdout
@@ -76,6 +82,27 @@ def test_the_bisection_names_the_wrong_block_and_its_repro_fails_until_the_block
     right = repro()
     assert right.returncode == 0, right.stdout + right.stderr
     assert "not reproduced" in right.stdout
+
+
+@pytest.mark.fast
+def test_within_the_module_the_operation_a_backend_computes_wrong_is_found_by_cutting_its_graph():
+    """A backend that miscompiles `tanh` (registered by the targets file, as a real backend is): the block's
+    graph is eager's, so no line is compiled-only; cut after `tanh`, its compiled output departs from the
+    same cut run at float64, and no earlier cut does. A right backend finds nothing."""
+    from ctc_doctor.analyzer.capture.inputs import ModuleInputs
+    from ctc_doctor.analyzer.phases.bisect.operation import locate_operation
+
+    Block = type(load_workload(f"{TARGETS / 'accuracy_targets.py'}:six_blocks", seed=0).model.blocks[0])  # the file, as a target
+
+    torch.manual_seed(0)
+    block = Block()
+    inputs = ModuleInputs(block)
+    with inputs.record():
+        block(torch.randn(4, 32))
+    op = locate_operation(block, inputs.inputs[""], "sloppy_tanh", 60)
+    assert op is not None and (op.kind, op.operation) == ("backend", "tanh(h)"), op
+    assert op.user_line.endswith("accuracy_targets.py:21") and op.ratio > 1000, op
+    assert locate_operation(block, inputs.inputs[""], "aot_eager", 60) is None
 
 
 def test_a_model_that_is_right_under_compile_never_starts_the_bisection():

@@ -154,7 +154,7 @@ def stages(run: Callable[[Callable[..., Any]], Any], backend: str, config: dict[
 # --- the failing graph, cut down -------------------------------------------------------------------
 
 
-def _concrete(value: Any) -> Any:
+def concrete(value: Any) -> Any:
     """A graph input as a plain value for an eager-compiled repro: a SymInt's hint, a detached tensor."""
     hint = ti.symint_hint(value)
     if hint is not None:
@@ -412,7 +412,7 @@ def triage(
     bug = rm.TorchBug(where=where, error=error, error_type=error_type, stage=stage, tried=[a.line() for a in attempts], issue_title="")
     if failed.graph is not None:
         gm, inputs, _ = failed.graph
-        args = [_concrete(v) for v in inputs]
+        args = [concrete(v) for v in inputs]
         dynamic = True if any(ti.symint_hint(v) is not None for v in inputs) else None
 
         def fails(graph: torch.fx.GraphModule) -> bool:

@@ -542,7 +542,12 @@ def accuracy_line(report: Report) -> str | None:
     where = f", {a.source}" if a.source else ""
     what = "its own code" if a.own_code else "it"
     repro = f"; repro: python {a.repro_path}" if a.repro_path else ""
-    return f"`{a.module_path or '(root)'}` ({a.module_class}{where}) diverges compiled alone, in {what}{ratio}{repro}"
+    op = a.operation
+    at = ""
+    if op is not None and op.operation:
+        why = "only the compiled graph runs it" if op.kind == "traced_only" else "the backend computes it wrong"
+        at = f"; at `{op.operation}` ({op.user_line}: `{op.user_code}`; {why})" if op.user_line else f"; at `{op.operation}` ({why})"
+    return f"`{a.module_path or '(root)'}` ({a.module_class}{where}) diverges compiled alone, in {what}{ratio}{at}{repro}"
 
 
 def torch_bug_lines(bug: TorchBug) -> list[str]:

@@ -52,3 +52,22 @@ class RightBlocks(SixBlocks):
 def right_blocks():
     torch.manual_seed(0)
     return RightBlocks(), (torch.randn(4, 16),)
+
+
+def sloppy_tanh(gm, example_inputs):
+    """A backend that miscompiles one operation: every `tanh` comes out 5 % too large (as an inductor
+    lowering bug would), the rest of the graph right."""
+    import operator
+
+    for node in list(gm.graph.nodes):
+        if node.op == "call_function" and node.target is torch.tanh:
+            with gm.graph.inserting_after(node):
+                scaled = gm.graph.call_function(operator.mul, (node, 1.05))
+            node.replace_all_uses_with(scaled)
+            scaled.args = (node, 1.05)
+    gm.recompile()
+    return gm
+
+
+if "sloppy_tanh" not in torch._dynamo.list_backends(exclude_tags=()):  # this file may be imported twice (a test's copy)
+    torch._dynamo.register_backend(name="sloppy_tanh")(sloppy_tanh)

@@ -39,7 +39,7 @@ from .base import (
     Verdict,
 )
 from .bench import BenchIsolation, Benchmark, BenchmarkArm, CudaGraphStats, LatencyStats, MachineLoad, StrategyRow
-from .bisect import AccuracyBisect, AccuracyTrial, Bisect, BisectStrategyResult, BisectTrial
+from .bisect import AccuracyBisect, AccuracyOperation, AccuracyTrial, Bisect, BisectStrategyResult, BisectTrial
 from .compile_time import CompileMetric, CompileProfile, CostRow
 from .cost import DoctorCost, Footprint, PhaseCost, ReferenceRun
 from .findings import (
@@ -75,6 +75,7 @@ from .run_info import Environment, ErrorRecord, ExplainCheck, RunInfo, Summary, 
 
 __all__ = [
     "AccuracyBisect",
+    "AccuracyOperation",
     "AccuracyTrial",
     "ActionType",
     "BenchIsolation",

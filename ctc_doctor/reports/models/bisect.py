@@ -128,6 +128,25 @@ class AccuracyTrial(_Model):
     """What judging it took (0 when inferred)."""
 
 
+class AccuracyOperation(_Model):
+    """Within the diverging module, the operation where compiled goes wrong (schema 1.18)."""
+
+    kind: Literal["traced_only", "backend"]
+    """`traced_only`: the compiled graph runs an operation on a line eager's forward never runs (the traced
+    program is not eager's); `backend`: the graph is eager's, and the backend computes this operation wrong
+    (the graph cut after it, compiled, departs from the same cut run at float64)."""
+    operation: str | None = None
+    """The operation as the graph's code reads it: `mul(h, 1.05)`, `tanh(fc)`."""
+    user_line: str | None = None
+    """`file:line` of the user's code that makes it."""
+    user_code: str | None = None
+    """That line."""
+    ratio: float | None = None
+    """`backend`: the cut's compiled error against float64, in multiples of its own error at the model's precision."""
+    note: str | None = None
+    """Why it is this operation, one line."""
+
+
 class AccuracyBisect(_Model):
     """Where compiled goes wrong: when a compiled run fails the numerics check, the smallest module whose
     compiled output departs from its float64 reference beyond eager's own error, found top-down like the
@@ -153,6 +172,8 @@ class AccuracyBisect(_Model):
     """Modules compiled and judged."""
     untried: list[str] = Field(default_factory=list)
     """Modules the trial or time budget left out."""
+    operation: AccuracyOperation | None = None
+    """Within the module, the operation where compiled goes wrong (None: not narrowed down; schema 1.18)."""
     repro_path: str | None = None
     """A standalone script: the module, its captured inputs (saved beside it) and the comparison; exit 1
     while the divergence is there."""

@@ -6,7 +6,9 @@ fresh copy records each module's inputs (`capture.inputs`), then the search walk
 top-down (`search.top_down`, memoized like the graph-break bisection): each module is compiled alone on
 its recorded inputs and judged by the same rule (`running.numerics`), and the search descends into the
 children that fail. A module that fails while every child it calls passes alone holds the divergence in
-its own code (or between its children). A standalone script reproduces it (`repro.write_accuracy_repro`).
+its own code (or between its children). Within it, the operation (`operation.locate_operation`): one
+the traced graph runs and eager never does, or the first one the backend computes wrong. A standalone
+script reproduces it (`repro.write_accuracy_repro`).
 
 The trials run in this process, one at a time, each under the per-trial and run deadlines; a module that
 cannot run alone on its recorded inputs is skipped.
@@ -34,6 +36,7 @@ from ...running.modules import path_key
 from ...running.numerics import loose_backend
 from ...running.precision import Room, make_reference
 from ..context import PhaseContext
+from .operation import locate_operation
 from .repro import write_accuracy_repro
 from .search import Search, bisect_children, bisect_parent, build_tree, top_down
 from .trials import TrialOutcome, crashed_or_unrunnable
@@ -221,6 +224,9 @@ def run_accuracy_bisect(ctx: PhaseContext, options: AccuracyOptions, model: torc
         kids = bisect_children(tree, smallest)
         result.own_code = all(rows[k].status == "passed" for k in kids)
         result.path = [rows[p] for p in _ancestors(tree, smallest) if p in rows]
+        ctx.progress(ProgressEvent(Step.ACCURACY, subject=smallest or "(root)", activity="the operation"))
+        timeout = options.trial_timeout_s if stop_at is None else max(0.5, min(options.trial_timeout_s or 1e9, stop_at - time.monotonic()))
+        result.operation = locate_operation(module, tree.nodes[smallest]["inputs"], trigger.backend, timeout)
         if len(found) > 1:
             others = ", ".join(f"`{p or '(root)'}`" for p in sorted(found, key=path_key) if p != smallest)
             result.notes.append(f"Also diverging alone: {others}.")

@@ -1,0 +1,210 @@
+"""Within the smallest module whose compiled output departs from float64 (`accuracy`), the operation.
+
+The module is compiled once more on its recorded inputs through a backend that keeps the graphs Dynamo
+hands it, and run eagerly once under a line tracer. Two ways compiled can go wrong, told apart:
+
+- **the traced program is not eager's** (a branch on `torch.compiler.is_compiling()`, a Python value
+  read at trace time that eager reads otherwise): an operation of the graph whose user line the eager
+  forward never ran, in a function it did run. That operation is the divergence: `traced_only`.
+- **the backend computes a right program wrong**: the graph itself, run as plain PyTorch at float64,
+  is the reference for its own compiled form. The shortest prefix of the graph whose compiled output
+  departs from that reference beyond the graph's own error at the model's precision (a binary search
+  over cuts of the graph, as the crash triage cuts a failing graph) ends at the operation: `backend`.
+
+Forward only, inference: what the accuracy bisection judged its module on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from ....reports import models as rm
+from ... import torch_internals as ti
+from ...capture.inputs import CapturedCall
+from ...running.deadline import DeadlineExceeded, deadline
+from ...running.numerics import multiplier, tolerance
+from ...running.precision import cast_in_place
+from ...running.tensors import iter_tensors
+from ...triage import concrete, cut_after, operation_text, reduce_graph, user_line
+
+BUDGET_S = 60.0
+"""The most the search over cuts of one graph may take."""
+
+
+class _Keeping:
+    """A backend that keeps each graph (and its example inputs) before its inner backend compiles it."""
+
+    def __init__(self, backend: str) -> None:
+        self.inner = ti.lookup_backend(backend)
+        self.graphs: list[tuple[torch.fx.GraphModule, list[Any]]] = []
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Any:
+        kept = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))  # the inner backend may rewrite gm's graph in place
+        self.graphs.append((kept, list(example_inputs)))
+        return self.inner(gm, example_inputs, **kwargs)
+
+
+@contextlib.contextmanager
+def _lines_run() -> Iterator[set[tuple[str, int]]]:
+    """(file, line) of every line run in the block (this thread), and the (file, function) that ran."""
+    seen: set[tuple[str, int]] = set()
+
+    def local(frame: Any, event: str, _: Any) -> Any:
+        if event == "line":
+            seen.add((frame.f_code.co_filename, frame.f_lineno))
+        return local
+
+    def call(frame: Any, event: str, _: Any) -> Any:
+        seen.add((frame.f_code.co_filename, -frame.f_code.co_firstlineno))  # the function ran
+        return local
+
+    previous = sys.gettrace()
+    sys.settrace(call)
+    try:
+        yield seen
+    finally:
+        sys.settrace(previous)
+
+
+def _frame_of(node: torch.fx.Node) -> tuple[str, int, int] | None:
+    """(file, line, the function's first line) of the operation's innermost user frame."""
+    if not node.meta.get("stack_trace"):
+        return None
+    line, _ = user_line(node, node.graph.owning_module)  # type: ignore[arg-type]
+    if line is None:
+        return None
+    file, _, number = line.rpartition(":")
+    for code in _codes_in(file):
+        if int(number) in {n for _, _, n in code.co_lines() if n is not None}:
+            return file, int(number), code.co_firstlineno
+    return None
+
+
+_CODE_CACHE: dict[str, list[Any]] = {}
+
+
+def _codes_in(file: str) -> list[Any]:
+    """Every code object compiled from `file` (functions nested included), innermost last."""
+    if file not in _CODE_CACHE:
+        try:
+            with open(file, encoding="utf-8") as fh:
+                top = compile(fh.read(), file, "exec")
+        except (OSError, SyntaxError, ValueError):
+            _CODE_CACHE[file] = []
+            return []
+        found, todo = [], [top]
+        while todo:
+            code = todo.pop()
+            found.append(code)
+            todo.extend(c for c in code.co_consts if hasattr(c, "co_lines"))
+        _CODE_CACHE[file] = sorted(found, key=lambda c: c.co_firstlineno, reverse=True)
+    return _CODE_CACHE[file]
+
+
+def _traced_only(graphs: list[tuple[torch.fx.GraphModule, list[Any]]], ran: set[tuple[str, int]]) -> rm.AccuracyOperation | None:
+    """The first operation of the graphs whose user line eager never ran, in a function eager did run."""
+    for gm, _ in graphs:
+        for node in gm.graph.nodes:
+            if node.op not in ("call_function", "call_method", "call_module"):
+                continue
+            where = _frame_of(node)
+            if where is None:
+                continue
+            file, line, first = where
+            if (file, -first) in ran and (file, line) not in ran:
+                at, code = user_line(node, gm)
+                return rm.AccuracyOperation(
+                    kind="traced_only",
+                    operation=operation_text(node),
+                    user_line=at,
+                    user_code=code,
+                    note="only the compiled graph runs this line: eager's forward never does (a branch on "
+                    "torch.compiler.is_compiling(), or a value read while tracing that eager reads otherwise)",
+                )
+    return None
+
+
+def _outputs(value: Any) -> list[torch.Tensor]:
+    return [t.detach() for t in iter_tensors(value) if t.is_floating_point()]
+
+
+def _error(mine: list[torch.Tensor], ref: list[torch.Tensor]) -> float:
+    return max((float((a.double() - b.double()).abs().max()) for a, b in zip(mine, ref, strict=False) if a.numel()), default=0.0)
+
+
+def _departs(gm: torch.fx.GraphModule, args: list[Any], backend: str) -> float | None:
+    """How far the compiled graph departs from its own float64 run, in multiples of the graph's own error at
+    the model's precision; None when it does not depart beyond the numerics rule (or cannot run)."""
+    with torch.no_grad():
+        own = _outputs(gm(*args))
+        if not own:
+            return None
+        high_args = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+        with cast_in_place(gm, torch.float64):
+            ref = _outputs(gm(*high_args))
+        # the backend called as Dynamo calls it, on a copy (a backend may rewrite the graph in place; and
+        # Dynamo would not trace a graph module whose code it produced itself)
+        fresh = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
+        with ti.preserved_dynamo_state(), ti.quiet_torch_stderr(True):
+            compiled = _outputs(ti.lookup_backend(backend)(fresh, list(args))(*args))
+    eager_error, compiled_error = _error(own, ref), _error(compiled, ref)
+    dtype, numel = own[0].dtype, max(t.numel() for t in own)
+    _, atol = tolerance(dtype, False)
+    if compiled_error <= max(multiplier(dtype, numel) * eager_error, atol):
+        return None
+    return compiled_error / max(eager_error, 1e-300)
+
+
+def _wrong_in_backend(graphs: list[tuple[torch.fx.GraphModule, list[Any]]], backend: str, budget_s: float) -> rm.AccuracyOperation | None:
+    """The first operation whose compiled output departs from the graph's own float64 run."""
+    for gm, inputs in graphs:
+        args = [concrete(a) for a in inputs]
+
+        def fails(cut: torch.fx.GraphModule, args: list[Any] = args) -> bool:
+            return _departs(cut, args, backend) is not None
+
+        with contextlib.suppress(Exception):  # a graph that cannot run alone: the next one
+            if not fails(gm):
+                continue
+            reduced = reduce_graph(gm, args, fails, budget_s)
+            if reduced.node is None:
+                continue
+            ratio = _departs(cut_after(gm, reduced.node), args, backend)
+            at, code = user_line(reduced.node, gm)
+            return rm.AccuracyOperation(
+                kind="backend",
+                operation=operation_text(reduced.node),
+                user_line=at,
+                user_code=code,
+                ratio=round(ratio, 3) if ratio is not None and ratio < 1e300 else None,
+                note=f"{backend} computes it wrong: the graph cut after it, compiled, departs from the same graph run at float64",
+            )
+    return None
+
+
+def locate_operation(module: torch.nn.Module, captured: CapturedCall, backend: str, timeout_s: float | None) -> rm.AccuracyOperation | None:
+    """The operation where `module` compiled with `backend` goes wrong on its recorded inputs, or None."""
+    keeping = _Keeping(backend)
+    try:
+        with deadline(timeout_s), torch.no_grad(), ti.preserved_dynamo_state(), ti.quiet_torch_stderr(True):
+            ti.fresh_dynamo_state()
+            args, kwargs = captured.fresh()
+            try:
+                torch.compile(module, backend=keeping)(*args, **kwargs)
+            finally:
+                ti.reset_dynamo_quietly()
+            args, kwargs = captured.fresh()
+            with _lines_run() as ran:
+                module(*args, **kwargs)
+            found = _traced_only(keeping.graphs, ran)
+            return found or _wrong_in_backend(keeping.graphs, backend, min(BUDGET_S, timeout_s or BUDGET_S))
+    except DeadlineExceeded:
+        return None
+    except Exception:  # noqa: BLE001 - the module is named already: the operation is a refinement
+        return None
