@@ -109,6 +109,28 @@ def test_a_transformers_model_names_its_decoder_layer_class():
     assert (group.class_name, group.declared, group.container) == ("GPT2Block", "_no_split_modules", "transformer.h")
 
 
+@pytest.mark.fast
+@pytest.mark.transformers
+def test_a_transformers_model_inside_the_users_wrapper_still_names_its_decoder_layer_class():
+    """The user's own module holding the library model (a training wrapper, a LightningModule): the blocks
+    the inner model declares are the regional unit, by their paths from the wrapper."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    class Wrapper(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            config = GPT2Config(n_layer=3, n_head=2, n_embd=32, vocab_size=64, n_positions=32, bos_token_id=0, eos_token_id=0)
+            self.lm = GPT2LMHeadModel(config)
+            self.extra = nn.ModuleList(nn.Sequential(nn.Linear(32, 32), nn.ReLU()) for _ in range(2))
+
+        def forward(self, ids):
+            return self.lm(ids).logits
+
+    [group] = repeated_groups(Wrapper())
+    assert (group.class_name, group.declared, group.container) == ("GPT2Block", "_no_split_modules", "lm.transformer.h"), group
+    assert group.paths == ["lm.transformer.h.0", "lm.transformer.h.1", "lm.transformer.h.2"]
+
+
 def test_the_suggestion_uses_the_librarys_own_call_and_names_the_declared_blocks():
     torch.manual_seed(0)
     report = analyze(Workload(UNetLike().eval(), (torch.randn(2, 16),)), AnalyzeOptions(explain=False))

@@ -66,13 +66,24 @@ def _common_parent(paths: list[str]) -> str:
     return parents.pop() if len(parents) == 1 else ""
 
 
+def _declared(model: torch.nn.Module, attr: str) -> set[str]:
+    """The block classes `attr` names, on the model or on any module inside it (a transformers or diffusers
+    model inside the user's own wrapper, a LightningModule, a PEFT model)."""
+    wanted: set[str] = set()
+    for module in model.modules():
+        names = getattr(type(module), attr, None) or getattr(module, attr, None)
+        if names and isinstance(names, (list, tuple, set)):
+            wanted |= {str(n) for n in names}
+    return wanted
+
+
 def declared_groups(model: torch.nn.Module) -> list[RepeatedGroup]:
-    """The blocks the model declares (`DECLARED`), by class, outermost instances only, two or more each."""
+    """The blocks the model, or a model inside it, declares (`DECLARED`), by class, outermost instances
+    only, two or more each."""
     for attr in DECLARED:
-        names = getattr(model, attr, None)
-        if not names or not isinstance(names, (list, tuple, set)):
+        wanted = _declared(model, attr)
+        if not wanted:
             continue
-        wanted = {str(n) for n in names}
         by_class: dict[str, list[str]] = {}
         taken: list[str] = []
         for path, module in model.named_modules():
