@@ -159,3 +159,10 @@ def test_sd3_and_flux_name_the_blocks_they_declare():
     )  # fmt: skip
     groups = [(g.class_name, g.declared, len(g.paths)) for g in repeated_groups(flux)]
     assert groups == [("FluxTransformerBlock", "_repeated_blocks", 2), ("FluxSingleTransformerBlock", "_repeated_blocks", 3)]
+    # inside the user's own wrapper, the same blocks (not AdaLayerNormZero or FeedForward, found by shape)
+    wrapped = nn.ModuleDict({"transformer": flux, "head": nn.Linear(4, 4)})
+    groups = [(g.class_name, g.declared, g.container) for g in repeated_groups(wrapped)]
+    assert groups == [
+        ("FluxTransformerBlock", "_repeated_blocks", "transformer.transformer_blocks"),
+        ("FluxSingleTransformerBlock", "_repeated_blocks", "transformer.single_transformer_blocks"),
+    ], groups
