@@ -12,6 +12,7 @@ import torch
 from markdown_it import MarkdownIt
 
 from ctc_doctor import AnalyzeOptions, BenchOptions, FixOptions, Workload, analyze
+from ctc_doctor.analyzer import torch_internals as ti
 from ctc_doctor.analyzer.fixes.rewrite import RewriteError, plan_rewrite
 from ctc_doctor.analyzer.fixes.variants import make_variant
 from ctc_doctor.analyzer.target import load_workload
@@ -305,6 +306,24 @@ def test_blocks_compiled_once_per_width_after_a_break_splits_their_loop_are_one_
     assert storm.title == f"Remove the break that splits the loop over the `_ConvBlock` blocks ({site.id})"
     assert set(cause.recompiles) | {site.id} == set(storm.applies_to)
     assert "dynamic-or-buckets" not in {s.rule for s in report.suggestions}
+
+
+def test_a_packed_lstm_is_never_left_eager_whole_and_torchs_rnn_option_is_measured_not_trusted():
+    """nn.LSTM over a packed batch: Dynamo runs the LSTM eagerly (GB0014) and the packing call breaks
+    too. The split already is the smallest region left eager: no `torch.compiler.disable` on the model (or
+    the module that calls the LSTM, the root); torch's experimental `allow_rnn` is checked on a copy and
+    applied only when it helps."""
+    workload = load_workload(f"{TARGETS / 'fix_targets.py'}:packed_lstm", seed=0)
+    report = analyze(workload, AnalyzeOptions(explain=False, fix=FixOptions()))
+    assert any("GB0014" in site.registry_ids for site in report.graph_breaks), [s.gb_type for s in report.graph_breaks]
+    assert not [s for s in report.suggestions if s.rule == "disable-module"], [s.title for s in report.suggestions]
+    rules = {s.rule: s for s in report.suggestions}
+    if ti.config_has("allow_rnn"):
+        rnn = rules["rnn-allow"]
+        assert rnn.verified is not None and rnn.verified.summary, rnn
+        assert rnn.id not in report.fix.applied or (rnn.verified.effective and rnn.verified.safe), rnn.verified
+    else:
+        assert "rnn-eager" in rules
 
 
 def test_fixing_never_modifies_the_users_model_or_inputs():

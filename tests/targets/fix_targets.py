@@ -272,3 +272,25 @@ class LayerLoop(torch.nn.Module):
 def layer_loop():
     torch.manual_seed(0)
     return Workload(LayerLoop(), (torch.randn(1, 3, 16, 16),), variants=[(torch.randn(1, 3, 16, 16),)])
+
+
+class PackedTagger(torch.nn.Module):
+    """A sequence tagger over a packed, padded batch: the packing call and the LSTM break the graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(50, 16)
+        self.lstm = torch.nn.LSTM(16, 32, batch_first=True)
+        self.head = torch.nn.Linear(32, 5)
+
+    def forward(self, ids, lengths):
+        from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+        packed = pack_padded_sequence(self.embed(ids), lengths, batch_first=True, enforce_sorted=False)
+        out, _ = self.lstm(packed)
+        out, _ = pad_packed_sequence(out, batch_first=True)
+        return self.head(out)
+
+
+def packed_lstm():
+    return Workload(PackedTagger().eval(), args=(torch.randint(0, 50, (4, 12)), torch.tensor([12, 9, 7, 3])), name="packed_lstm")

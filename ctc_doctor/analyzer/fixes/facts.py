@@ -17,6 +17,7 @@ CONFIG_OPTIONS_USED = (
     "capture_dynamic_output_shape_ops",
     "recompile_limit",
     "allow_unspec_int_on_nn_module",
+    "allow_rnn",
 )
 """`torch._dynamo.config` options the suggestion rules name (the facts say which exist)."""
 

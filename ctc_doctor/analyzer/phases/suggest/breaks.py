@@ -270,6 +270,41 @@ def _library_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str])
     return False  # advice only: other rules still run
 
 
+def _rnn_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
+    """nn.LSTM, GRU and RNN: Dynamo runs the layer eagerly and splits the graph around it (GB0014). The split
+    already is the smallest region left eager: no `disable` of the module that calls it; torch's own
+    `allow_rnn` traces it, verified on a copy where this torch has it."""
+    if not _is(site, ("GB0014",), r"^Attempted to wrap RNN"):
+        return False
+    options = ctx.facts.config_options if ctx.facts else frozenset()
+    if "allow_rnn" in options:
+        config(
+            ctx,
+            "rnn-allow",
+            "Let Dynamo trace the RNN layer (experimental): `torch._dynamo.config.allow_rnn = True`",
+            f"Dynamo does not trace nn.LSTM, GRU or RNN by default: it runs the layer called at {where(site)} eagerly "
+            "and splits the graph around it. `allow_rnn` traces it; torch marks it experimental, so its check on a "
+            "copy says whether it holds here. Without it, the split is already the smallest region left eager: "
+            "the code around the layer compiles.",
+            applies,
+            ("allow_rnn", True),
+            "torch._dynamo.config.allow_rnn = True",
+            refs(site, "troubleshooting"),
+        )
+    else:
+        ctx.add(
+            "rnn-eager",
+            "The RNN layer runs eagerly: the code around it compiles",
+            f"Dynamo does not trace nn.LSTM, GRU or RNN: it runs the layer called at {where(site)} eagerly and splits "
+            "the graph around it, the smallest region left eager already. Nothing to disable; a newer torch can trace "
+            "it (`torch._dynamo.config.allow_rnn`).",
+            "advice",
+            applies,
+            references=refs(site, "troubleshooting"),
+        )
+    return True
+
+
 def _fallback_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
     hints = [h for h in site.hints if h and not h.startswith("Please report")]
     rationale = (site.explanation or site.reason) + (" Torch's hints: " + " ".join(hints) if hints else "")
@@ -316,6 +351,7 @@ _BREAK_RULES: tuple[Callable[[RuleContext, rm.GraphBreakSite, list[str]], bool],
     _item_rule,
     _dynamic_op_rule,
     _branch_rule,
+    _rnn_rule,
     _untraceable_rule,
 )
 
