@@ -44,7 +44,7 @@ WORKAROUNDS = {
     "recompile-limit",  # more cache entries, same recompiles
 }
 """Rules that run around a cause rather than remove it."""
-ADVICE = {"registry-hints", "regional-compile", "mode-reduce-overhead", "compile-cache", "specialized-size"}
+ADVICE = {"registry-hints", "regional-compile", "mode-reduce-overhead", "compile-cache", "specialized-size", "rnn-eager"}
 """Rules that say what to keep in mind or measure, with no change that removes a site or recompile."""
 
 

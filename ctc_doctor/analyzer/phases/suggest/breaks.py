@@ -298,7 +298,7 @@ def _rnn_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> 
             f"Dynamo does not trace nn.LSTM, GRU or RNN: it runs the layer called at {where(site)} eagerly and splits "
             "the graph around it, the smallest region left eager already. Nothing to disable; a newer torch can trace "
             "it (`torch._dynamo.config.allow_rnn`).",
-            "advice",
+            "config",
             applies,
             references=refs(site, "troubleshooting"),
         )
