@@ -84,7 +84,7 @@ def test_the_bisection_names_the_wrong_block_and_its_repro_fails_until_the_block
     assert "not reproduced" in right.stdout
 
 
-@pytest.mark.fast
+@pytest.mark.inductor
 def test_within_the_module_the_operation_a_backend_computes_wrong_is_found_by_cutting_its_graph():
     """A backend that miscompiles `tanh` (registered by the targets file, as a real backend is): the block's
     graph is eager's, so no line is compiled-only; cut after `tanh`, its compiled output departs from the
@@ -103,6 +103,23 @@ def test_within_the_module_the_operation_a_backend_computes_wrong_is_found_by_cu
     assert op is not None and (op.kind, op.operation) == ("backend", "tanh(h)"), op
     assert op.user_line.endswith("accuracy_targets.py:21") and op.ratio > 1000, op
     assert locate_operation(block, inputs.inputs[""], "aot_eager", 60) is None
+
+    class Upcast(torch.nn.Module):
+        """Dynamo writes `torch.float32` into the graph: the reference must still run at float64."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(64, 64)
+
+        def forward(self, x):
+            h = self.fc(x).to(torch.float32) * 40
+            return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) + torch.zeros(x.shape, dtype=x.dtype)
+
+    upcast = Upcast()
+    inputs = ModuleInputs(upcast)
+    with inputs.record():
+        upcast(torch.randn(8, 64) * 30)
+    assert locate_operation(upcast, inputs.inputs[""], "inductor", 120) is None  # right: no false "backend" operation
 
 
 def test_a_model_that_is_right_under_compile_never_starts_the_bisection():

@@ -66,38 +66,46 @@ def _common_parent(paths: list[str]) -> str:
     return parents.pop() if len(parents) == 1 else ""
 
 
-def _declared(model: torch.nn.Module, attr: str) -> set[str]:
-    """The block classes `attr` names, on the model or on any module inside it (a transformers or diffusers
-    model inside the user's own wrapper, a LightningModule, a PEFT model)."""
-    wanted: set[str] = set()
-    for module in model.modules():
-        names = getattr(type(module), attr, None) or getattr(module, attr, None)
-        if names and isinstance(names, (list, tuple, set)):
-            wanted |= {str(n) for n in names}
-    return wanted
+def _declares(module: torch.nn.Module, attr: str) -> set[str]:
+    """The block classes `module` itself declares by `attr`."""
+    names = getattr(module, attr, None)
+    return {str(n) for n in names} if names and isinstance(names, (list, tuple, set)) else set()
+
+
+def _under(path: str, root: str) -> bool:
+    return root == "" or path == root or path.startswith(root + ".")
 
 
 def declared_groups(model: torch.nn.Module) -> list[RepeatedGroup]:
-    """The blocks the model, or a model inside it, declares (`DECLARED`), by class, outermost instances
-    only, two or more each."""
-    for attr in DECLARED:
-        wanted = _declared(model, attr)
-        if not wanted:
+    """The blocks the model, or each library model inside it (in the user's wrapper, a LightningModule, a
+    PEFT model), declares (`DECLARED`, the first attribute that finds any), by class, outermost instances
+    only, two or more each; a declaration names classes under its own module only."""
+    modules = list(model.named_modules())
+    groups: list[RepeatedGroup] = []
+    declaring: list[str] = []  # modules whose declaration was taken: a model inside them is theirs
+    for root, owner in modules:
+        if any(_under(root, d) for d in declaring):
             continue
-        by_class: dict[str, list[str]] = {}
-        taken: list[str] = []
-        for path, module in model.named_modules():
-            if path and type(module).__name__ in wanted and not any(path.startswith(t + ".") for t in taken):
-                by_class.setdefault(type(module).__name__, []).append(path)
-                taken.append(path)
-        groups = [
-            RepeatedGroup(_common_parent(paths), cls, paths, declared=attr, parameters=_parameters(model, paths))
-            for cls, paths in by_class.items()
-            if len(paths) >= 2
-        ]
-        if groups:
-            return groups
-    return []
+        for attr in DECLARED:
+            wanted = _declares(owner, attr)
+            if not wanted:
+                continue
+            by_class: dict[str, list[str]] = {}
+            taken: list[str] = []
+            for path, module in modules:
+                if path != root and _under(path, root) and type(module).__name__ in wanted and not any(_under(path, t) for t in taken):
+                    by_class.setdefault(type(module).__name__, []).append(path)
+                    taken.append(path)
+            found = [
+                RepeatedGroup(_common_parent(paths), cls, paths, declared=attr, parameters=_parameters(model, paths))
+                for cls, paths in by_class.items()
+                if len(paths) >= 2
+            ]
+            if found:
+                groups += found
+                declaring.append(root)
+                break
+    return groups
 
 
 def repeated_groups(model: torch.nn.Module, minimum: int = 2) -> list[RepeatedGroup]:

@@ -14,6 +14,7 @@ whose activations at float64, would not fit beside it:
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -159,7 +160,8 @@ def repeated_blocks(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]
 def block_share(model: torch.nn.Module, blocks: list[tuple[str, torch.nn.Module]]) -> float:
     """The share of the model's parameters the blocks hold (how much of its activations they make, roughly)."""
     total = sum(p.numel() for p in model.parameters())
-    return sum(p.numel() for _, b in blocks for p in b.parameters()) / total if total else 0.0
+    held = {id(p): p.numel() for _, b in blocks for p in b.parameters()}  # a parameter the blocks share, once
+    return min(1.0, sum(held.values()) / total) if total else 0.0
 
 
 class RecomputedOtherwise(RuntimeError):
@@ -197,7 +199,8 @@ def checkpointed(blocks: list[tuple[str, torch.nn.Module]]) -> Iterator[None]:
                 return out
 
             with set_checkpoint_early_stop(False):  # the whole block again, so its outputs can be checked
-                return checkpoint(run, *args, use_reentrant=False, **kwargs)
+                # the block's keywords reach the block, none taken by checkpoint's own (`debug`, `context_fn`...)
+                return checkpoint(functools.partial(run, **kwargs), *args, use_reentrant=False)
 
         return forward
 

@@ -292,7 +292,8 @@ def _ways(dtype: torch.dtype, model: torch.nn.Module, work: int, device: str, tr
         ways = [Way(dtype, "whole", 1, params + work_d)]
         blocks = repeated_blocks(model)
         if accelerator:  # what one block's backward brings back at a time stays on the device
-            ways.append(Way(dtype, "offloaded", 1, params + work_d // max(2, len(blocks)), work_d))
+            # on the host: every tensor the backward needs, the cast weights each layer saves included
+            ways.append(Way(dtype, "offloaded", 1, params + work_d // max(2, len(blocks)), work_d + cast))
         if blocks:  # the activations outside the blocks, each block's input, one block's own
             share = block_share(model, blocks)
             ways.append(Way(dtype, "checkpointed", 1, params + int(work_d * (1 - share + 2 * share / len(blocks)))))

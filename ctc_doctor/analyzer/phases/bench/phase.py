@@ -82,7 +82,7 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
     _conclude(result, bench, len(ctx.calls))
     section = BenchSection(result, _regional_verifications(report, result))
     compiled = next((a for a in result.arms if a.name == "compiled"), None)
-    if compiled is not None and not compiled.out_of_memory and is_torch_failure(compiled.error_type or compiled.error):
+    if compiled is not None and not compiled.out_of_memory and (is_torch_failure(compiled.error_type) or is_torch_failure(compiled.error)):
         ctx.progress(ProgressEvent(Step.BENCH, subject="compiled: PyTorch bug"))
         try:  # the model, built again when this process let it go for the arms' child
             here: PhaseContext | None = _rebuilt(ctx) if ctx.rebuild is not None else ctx

@@ -51,8 +51,9 @@ class _Keeping:
 
 
 @contextlib.contextmanager
-def _lines_run() -> Iterator[set[tuple[str, int]]]:
-    """(file, line) of every line run in the block (this thread), and the (file, function) that ran."""
+def _lines_run(files: set[str]) -> Iterator[set[tuple[str, int]]]:
+    """(file, line) of every line of `files` run in the block (this thread), and (file, -first line) of each
+    function of theirs that ran; other files' frames are not followed line by line (torch's own code)."""
     seen: set[tuple[str, int]] = set()
 
     def local(frame: Any, event: str, _: Any) -> Any:
@@ -61,6 +62,8 @@ def _lines_run() -> Iterator[set[tuple[str, int]]]:
         return local
 
     def call(frame: Any, event: str, _: Any) -> Any:
+        if frame.f_code.co_filename not in files:
+            return None
         seen.add((frame.f_code.co_filename, -frame.f_code.co_firstlineno))  # the function ran
         return local
 
@@ -138,27 +141,65 @@ def _error(mine: list[torch.Tensor], ref: list[torch.Tensor]) -> float:
     return max((float((a.double() - b.double()).abs().max()) for a, b in zip(mine, ref, strict=False) if a.numel()), default=0.0)
 
 
+_LOW_PRECISION = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _at_float64(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """The graph with every floating dtype it names (`x.to(torch.float32)`, `zeros(..., dtype=...)`: Dynamo
+    writes them as constants) made float64, so its run from float64 inputs stays float64."""
+    graph = copy.deepcopy(gm.graph)
+
+    def high(value: Any) -> Any:
+        if isinstance(value, torch.dtype) and value in _LOW_PRECISION:
+            return torch.float64
+        if isinstance(value, (tuple, list)):
+            return type(value)(high(v) for v in value)
+        if isinstance(value, dict):
+            return {k: high(v) for k, v in value.items()}
+        return value
+
+    for node in graph.nodes:
+        node.args, node.kwargs = high(node.args), high(node.kwargs)
+    out = torch.fx.GraphModule(gm, graph)
+    out.recompile()
+    return out
+
+
+def _run(fn: Any, args: list[Any]) -> list[torch.Tensor]:
+    """`fn` on a fresh copy of `args` (a graph may update an input in place), from one seed."""
+    fresh = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return _outputs(fn(*fresh))
+
+
 def _departs(gm: torch.fx.GraphModule, args: list[Any], backend: str) -> float | None:
     """How far the compiled graph departs from its own float64 run, in multiples of the graph's own error at
-    the model's precision; None when it does not depart beyond the numerics rule (or cannot run)."""
+    the model's precision; None when it does not depart beyond the numerics rule (or cannot run, or the
+    graph's own run has no error to measure against: inconclusive)."""
     with torch.no_grad():
-        own = _outputs(gm(*args))
+        own = _run(gm, args)
         if not own:
             return None
         high_args = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
-        with cast_in_place(gm, torch.float64):
-            ref = _outputs(gm(*high_args))
+        reference = _at_float64(gm)
+        with cast_in_place(reference, torch.float64):
+            ref = _run(reference, high_args)
         # the backend called as Dynamo calls it, on a copy (a backend may rewrite the graph in place; and
         # Dynamo would not trace a graph module whose code it produced itself)
         fresh = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
         with ti.preserved_dynamo_state(), ti.quiet_torch_stderr(True):
-            compiled = _outputs(ti.lookup_backend(backend)(fresh, list(args))(*args))
+            compiled = _run(ti.lookup_backend(backend)(fresh, list(args)), args)
+    if any(t.dtype != torch.float64 for t in ref):
+        return None  # the reference did not stay float64: nothing to judge by
     eager_error, compiled_error = _error(own, ref), _error(compiled, ref)
+    if eager_error == 0.0:
+        return None
     dtype, numel = own[0].dtype, max(t.numel() for t in own)
     _, atol = tolerance(dtype, False)
     if compiled_error <= max(multiplier(dtype, numel) * eager_error, atol):
         return None
-    return compiled_error / max(eager_error, 1e-300)
+    return compiled_error / eager_error
 
 
 def _wrong_in_backend(graphs: list[tuple[torch.fx.GraphModule, list[Any]]], backend: str, budget_s: float) -> rm.AccuracyOperation | None:
@@ -182,7 +223,7 @@ def _wrong_in_backend(graphs: list[tuple[torch.fx.GraphModule, list[Any]]], back
                 operation=operation_text(reduced.node),
                 user_line=at,
                 user_code=code,
-                ratio=round(ratio, 3) if ratio is not None and ratio < 1e300 else None,
+                ratio=round(ratio, 3) if ratio is not None else None,
                 note=f"{backend} computes it wrong: the graph cut after it, compiled, departs from the same graph run at float64",
             )
     return None
@@ -200,7 +241,8 @@ def locate_operation(module: torch.nn.Module, captured: CapturedCall, backend: s
             finally:
                 ti.reset_dynamo_quietly()
             args, kwargs = captured.fresh()
-            with _lines_run() as ran:
+            files = {w[0] for gm, _ in keeping.graphs for n in gm.graph.nodes if (w := _frame_of(n)) is not None}
+            with _lines_run(files) as ran:
                 module(*args, **kwargs)
             found = _traced_only(keeping.graphs, ran)
             return found or _wrong_in_backend(keeping.graphs, backend, min(BUDGET_S, timeout_s or BUDGET_S))
