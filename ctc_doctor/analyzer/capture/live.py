@@ -17,9 +17,7 @@ extra trace. Breaks, recompiles, metrics and guards come from the structured tra
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +34,7 @@ from ..readers.sources import RawFrame, function_name, is_dynamo_file
 from ..readers.text import describe_error
 from ..readers.wrappers import ddp_splits
 from ..resources.preflight import measuring, record_outputs
-from ..running.calls import Sample, Sink, clear_grads, grad_mode, run_call
+from ..running.calls import Sample, Sink, clear_grads, grad_mode, lines_run, run_call
 from ..running.copying import replayable
 from ..running.modules import path_key
 from ..running.settings import ProgressFn, RunSettings, no_progress
@@ -273,38 +271,14 @@ def explain_view(run: CompiledRun) -> ti.ExplainResult | None:
 @dataclass
 class EagerRun:
     """What the eager pass saw: what the calls produced (when collected), the first failure, and
-    which of the watched lines ran during the first call."""
+    the lines of the watched files that ran during the first call (`running.calls.lines_run`: a watched
+    break line is looked up in them)."""
 
     sample: Sample = field(default_factory=Sample)
     error: rm.ErrorRecord | None = None
     lines_run: set[tuple[str, int]] = field(default_factory=set)
     footprint: rm.Footprint | None = None
     """With `measure`: the model's size and the pass's activations (`resources.preflight`)."""
-
-
-@contextlib.contextmanager
-def _lines_run(watch: dict[str, set[int]]) -> Iterator[set[tuple[str, int]]]:
-    """The watched (file, line)s that run in the block, from a trace function on this thread.
-
-    Only frames of the watched files get line events, so the cost is one check per Python call.
-    The trace function in place before (a debugger, coverage) is put back afterwards.
-    """
-    hit: set[tuple[str, int]] = set()
-
-    def local(frame: Any, event: str, arg: Any) -> Any:
-        if event == "line" and frame.f_lineno in watch[frame.f_code.co_filename]:
-            hit.add((frame.f_code.co_filename, frame.f_lineno))
-        return local
-
-    def on_call(frame: Any, event: str, arg: Any) -> Any:
-        return local if frame.f_code.co_filename in watch else None
-
-    previous = sys.gettrace()
-    sys.settrace(on_call)
-    try:
-        yield hit
-    finally:
-        sys.settrace(previous)
 
 
 def eager_pass(
@@ -356,7 +330,7 @@ def _eager_calls(
                 if i == 0 and inputs is not None:
                     first.enter_context(inputs.record())
                 if i == 0 and watch:
-                    run.lines_run = first.enter_context(_lines_run(watch))
+                    run.lines_run = first.enter_context(lines_run(set(watch)))
                 out = run_call(workload.model, workload, call, i, seed=settings.seed, train=settings.train, sample=target)
             if run.footprint is not None:
                 record_outputs(run.footprint, out)

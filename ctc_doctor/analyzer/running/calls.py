@@ -4,7 +4,8 @@ loss of a training call, and the model state a run must leave as it found it."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -201,3 +202,30 @@ def preserved_state(model: torch.nn.Module, parameters: bool = False) -> Iterato
             for name, b in model.named_buffers():
                 if name in buffers and buffers[name].shape == b.shape:
                     b.copy_(buffers[name])
+
+
+@contextlib.contextmanager
+def lines_run(files: Collection[str]) -> Iterator[set[tuple[str, int]]]:
+    """(file, line) of every line of `files` run in the block, on this thread, and (file, -first line) of
+    each of their functions that ran (the eager pass's watched break lines; the accuracy bisection's
+    compiled-only lines). Only frames of those files get line events, so the cost elsewhere is one check
+    per Python call; the trace function in place before (a debugger, coverage) is put back afterwards."""
+    seen: set[tuple[str, int]] = set()
+
+    def local(frame: Any, event: str, _: Any) -> Any:
+        if event == "line":
+            seen.add((frame.f_code.co_filename, frame.f_lineno))
+        return local
+
+    def on_call(frame: Any, event: str, _: Any) -> Any:
+        if frame.f_code.co_filename not in files:
+            return None
+        seen.add((frame.f_code.co_filename, -frame.f_code.co_firstlineno))  # the function ran
+        return local
+
+    previous = sys.gettrace()
+    sys.settrace(on_call)
+    try:
+        yield seen
+    finally:
+        sys.settrace(previous)

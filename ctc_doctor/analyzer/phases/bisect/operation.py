@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import sys
-from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -27,6 +25,7 @@ import torch
 from ....reports import models as rm
 from ... import torch_internals as ti
 from ...capture.inputs import CapturedCall
+from ...running.calls import lines_run
 from ...running.deadline import DeadlineExceeded, deadline
 from ...running.numerics import multiplier, tolerance
 from ...running.precision import cast_in_place
@@ -48,31 +47,6 @@ class _Keeping:
         kept = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))  # the inner backend may rewrite gm's graph in place
         self.graphs.append((kept, list(example_inputs)))
         return self.inner(gm, example_inputs, **kwargs)
-
-
-@contextlib.contextmanager
-def _lines_run(files: set[str]) -> Iterator[set[tuple[str, int]]]:
-    """(file, line) of every line of `files` run in the block (this thread), and (file, -first line) of each
-    function of theirs that ran; other files' frames are not followed line by line (torch's own code)."""
-    seen: set[tuple[str, int]] = set()
-
-    def local(frame: Any, event: str, _: Any) -> Any:
-        if event == "line":
-            seen.add((frame.f_code.co_filename, frame.f_lineno))
-        return local
-
-    def call(frame: Any, event: str, _: Any) -> Any:
-        if frame.f_code.co_filename not in files:
-            return None
-        seen.add((frame.f_code.co_filename, -frame.f_code.co_firstlineno))  # the function ran
-        return local
-
-    previous = sys.gettrace()
-    sys.settrace(call)
-    try:
-        yield seen
-    finally:
-        sys.settrace(previous)
 
 
 def _frame_of(node: torch.fx.Node) -> tuple[str, int, int] | None:
@@ -242,7 +216,7 @@ def locate_operation(module: torch.nn.Module, captured: CapturedCall, backend: s
                 ti.reset_dynamo_quietly()
             args, kwargs = captured.fresh()
             files = {w[0] for gm, _ in keeping.graphs for n in gm.graph.nodes if (w := _frame_of(n)) is not None}
-            with _lines_run(files) as ran:
+            with lines_run(files) as ran:
                 module(*args, **kwargs)
             found = _traced_only(keeping.graphs, ran)
             return found or _wrong_in_backend(keeping.graphs, backend, min(BUDGET_S, timeout_s or BUDGET_S))
