@@ -99,7 +99,9 @@ def test_within_the_module_the_operation_a_backend_computes_wrong_is_found_by_cu
     inputs = ModuleInputs(block)
     with inputs.record():
         block(torch.randn(4, 32))
-    op = locate_operation(block, inputs.inputs[""], "sloppy_tanh", 60)
+    located = locate_operation(block, inputs.inputs[""], "sloppy_tanh", 60)
+    assert located is not None and located.cut is not None
+    op = located.operation
     assert op is not None and (op.kind, op.operation) == ("backend", "tanh(h)"), op
     assert op.user_line.endswith("accuracy_targets.py:21") and op.ratio > 1000, op
     assert locate_operation(block, inputs.inputs[""], "aot_eager", 60) is None
@@ -120,6 +122,41 @@ def test_within_the_module_the_operation_a_backend_computes_wrong_is_found_by_cu
     with inputs.record():
         upcast(torch.randn(8, 64) * 30)
     assert locate_operation(upcast, inputs.inputs[""], "inductor", 120) is None  # right: no false "backend" operation
+
+
+def test_a_backend_that_computes_an_operation_wrong_comes_out_as_a_bug_to_file_with_a_verified_way_around(tmp_path):
+    """Every block's `tanh` miscompiled by a registered backend (not PyTorch's): the accuracy bisection names a
+    block and `tanh(h)`; that is the backend's bug, not the user's code. The stage (aot_eager agrees, so the
+    backend), a repro that fails under plain python with the backend imported from its module, the issue
+    text, and a way around it judged on the whole model: keeping one block eager leaves five wrong, so
+    compiling through aot_eager is the verified one."""
+    target = f"{TARGETS / 'accuracy_targets.py'}:right_blocks"
+    workload = load_workload(target, seed=0)
+    options = AnalyzeOptions(
+        spec=target,
+        explain=False,
+        bench=BenchOptions(backend="sloppy_tanh", arms=["eager", "compiled"], iters=1, warmup=0, isolate=False),
+        accuracy=AccuracyOptions(repro_dir=str(tmp_path), target=target),
+    )
+    report = analyze(workload, options)
+    a = report.accuracy
+    assert a is not None and a.backend == "sloppy_tanh" and a.module_path.startswith("blocks."), a
+    assert a.operation.kind == "backend" and a.operation.operation == "tanh(h)"
+    [bug] = report.torch_bugs
+    assert bug.kind == "wrong_result" and bug.owner.endswith("accuracy_targets") and bug.error_type == "WrongResult"
+    assert bug.stage == "the backend (sloppy_tanh)" and bug.tried[1] == "aot_eager (AOTAutograd): agrees with float64", bug.tried
+    assert bug.operation == "tanh(h)" and bug.user_code.startswith("return x + torch.tanh(h)")
+    assert bug.repro_verified is True, bug.repro_note
+    assert bug.issue_title.startswith("torch.compile: the backend (sloppy_tanh) computes `tanh(h)` wrong")
+    assert "gives wrong results in the backend (sloppy_tanh)" in bug.issue_text
+    assert bug.workaround.startswith('compile with `backend="aot_eager"`') and bug.workaround_verified
+    # the repro file fails with the bug, and agrees once the backend is right
+    repro = subprocess.run([sys.executable, bug.repro_path], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert repro.returncode == 1 and "WrongResult" in repro.stderr, repro.stdout + repro.stderr
+    right = open(bug.repro_path).read().replace("BACKEND = 'sloppy_tanh'", "BACKEND = 'aot_eager'")
+    agrees = subprocess.run([sys.executable, "-c", right], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert agrees.returncode == 0 and "agrees" in agrees.stdout, agrees.stdout + agrees.stderr
+    assert open(bug.issue_path).read().startswith("# torch.compile: the backend (sloppy_tanh)")
 
 
 def test_a_model_that_is_right_under_compile_never_starts_the_bisection():

@@ -670,32 +670,37 @@ def test_compare_optimizer_compiles_the_step_of_every_optimizer_the_script_creat
     assert rows["optimizer"].graphs_compiled > rows["default"].graphs_compiled  # the optimizer's step compiled too
 
 
+DRIFTING_LM = (
+    "import sys, torch\n"
+    "class LM(torch.nn.Module):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        self.emb = torch.nn.Embedding(50, 16)\n"
+    "        self.out = torch.nn.Linear(16, 50)\n"
+    "    def forward(self, ids, labels):\n"
+    "        x = self.emb(ids)\n"
+    "        if len(sys.argv) > 1 and torch.compiler.is_compiling():\n"
+    "            x = x * 1.5\n"
+    "        return torch.nn.functional.cross_entropy(self.out(x).flatten(0, 1), labels.flatten())\n"
+    "model = torch.compile(LM(), backend='eager')\n"
+    "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    "for step in range(12):\n"
+    "    ids = torch.randint(0, 50, (4, 8 + 4 * (step % 3)))\n"
+    "    model(ids, ids).backward()\n"
+    "    opt.step()\n"
+    "    opt.zero_grad()\n"
+)
+"""A language model trained on batches of 3 lengths; with an argument, its compiled path scales the
+embedding (only while Dynamo traces), so its loss departs from eager's."""
+
+
 def test_compare_marks_the_dims_the_scripts_own_run_saw_vary_and_compares_its_losses_with_eagers(cli, tmp_path):
     """`--compare mark-dynamic`: the dims behind the script's size recompile (its mark_dynamic suggestion)
     marked before each call, so it compiles once; every strategy's losses at calls 0, 1, 2, 4, 8 are
     compared with eager's from the same seed. A compiled path that computes something else (planted:
     it scales the embedding only while Dynamo traces) drifts, is flagged and is never the fastest."""
     script = tmp_path / "train.py"
-    script.write_text(
-        "import sys, torch\n"
-        "class LM(torch.nn.Module):\n"
-        "    def __init__(self):\n"
-        "        super().__init__()\n"
-        "        self.emb = torch.nn.Embedding(50, 16)\n"
-        "        self.out = torch.nn.Linear(16, 50)\n"
-        "    def forward(self, ids, labels):\n"
-        "        x = self.emb(ids)\n"
-        "        if len(sys.argv) > 1 and torch.compiler.is_compiling():\n"
-        "            x = x * 1.5\n"
-        "        return torch.nn.functional.cross_entropy(self.out(x).flatten(0, 1), labels.flatten())\n"
-        "model = torch.compile(LM(), backend='eager')\n"
-        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        "for step in range(12):\n"
-        "    ids = torch.randint(0, 50, (4, 8 + 4 * (step % 3)))\n"
-        "    model(ids, ids).backward()\n"
-        "    opt.step()\n"
-        "    opt.zero_grad()\n"
-    )
+    script.write_text(DRIFTING_LM)
     out = tmp_path / "r.json"
     result = cli("run", "--compare", "eager,mark-dynamic", "--no-bisect", "--no-fix", "--json", str(out), "--", str(script))
     assert result.returncode == 0, result.stderr
@@ -711,6 +716,28 @@ def test_compare_marks_the_dims_the_scripts_own_run_saw_vary_and_compares_its_lo
     (row,) = [r for r in load_report(out).comparison if r.strategy == "default"]
     assert row.loss_ok is False and row.loss_change > row.loss_tolerance == 1e-2
     assert strategy_verdict(load_report(out).comparison).startswith("fastest steady pace: eager")
+
+
+def test_a_compare_row_whose_loss_departs_runs_the_accuracy_bisection_under_its_strategy(cli, tmp_path):
+    """`--compare eager` on the drifting script (no fix checks, so its own run cannot see it): the default
+    row's loss departs from eager's, so the script runs once more under that strategy, stopped after its
+    first call, and the accuracy bisection names the module and the operation only the compiled code runs."""
+    script = tmp_path / "train.py"
+    script.write_text(DRIFTING_LM)
+    out = tmp_path / "r.json"
+    result = cli("run", "--compare", "eager", "--no-fix", "--json", str(out), "--", str(script), "drift")
+    assert result.returncode == 0, result.stderr
+    report = load_report(out)
+    (row,) = [r for r in report.comparison if r.strategy == "default"]
+    assert row.loss_ok is False
+    a = report.accuracy
+    assert a is not None and a.trigger.startswith("run --compare default: the loss departs "), a
+    assert a.backend == "eager" and a.module_path == "" and a.module_class == "LM" and a.own_code, a
+    assert a.operation is not None and a.operation.kind == "traced_only" and a.operation.user_code == "x = x * 1.5", a.operation
+    wrong = report.summary.wrong_results
+    assert wrong.startswith("run --compare default") and "(LM) diverges compiled alone" in wrong, wrong
+    assert "to find where its compile goes wrong" in result.stderr
+    assert "wrong" in result.stdout.lower()
 
 
 def test_a_grad_mode_switch_in_an_evaluation_loop_is_a_one_off_and_each_cause_says_what_it_cost(cli, tmp_path):

@@ -65,6 +65,9 @@ class RunOptions:
     """`mark-dynamic`: the analyzed object's arguments and dims to mark dynamic before each call."""
     target_rank: int | None = None
     """`hotswap`: the LoRA rank to prepare for (the largest the script's own run loaded)."""
+    accuracy_of: str | None = None
+    """`run --compare`: the departed loss of the strategy run again (its text): the run looks for where
+    the script's compiled module goes wrong under that strategy (the accuracy bisection), and nothing else."""
     trial_timeout_s: float | None = 60.0
     budget_s: float | None = None
     """`--budget`: plan the run (the script's own run counted) to fit in about this long."""
@@ -163,6 +166,7 @@ def _run(
         "compare": options.compare,
         "marks": options.marks,
         "target_rank": options.target_rank,
+        "accuracy_of": options.accuracy_of,
         "trial_timeout_s": options.trial_timeout_s,
         "budget_end": time.time() + options.budget_s if options.budget_s else None,
         "memory_limit_mb": options.memory_limit_mb,

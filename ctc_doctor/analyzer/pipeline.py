@@ -31,7 +31,7 @@ from .fixes.model_facts import model_facts
 from .own_cost import Fit, RunCost
 from .phases.bench import BenchSection, run_bench
 from .phases.bisect import BisectInputs, BisectOptions, run_bisect, worker_setup
-from .phases.bisect.accuracy import mark_not_recommended, run_accuracy_bisect, wrong_under_compile
+from .phases.bisect.accuracy import Trigger, mark_not_recommended, run_accuracy_bisect, wrong_under_compile
 from .phases.bisect.trials import TrialWorker
 from .phases.context import PhaseContext
 from .phases.fix import FixSection, run_fix
@@ -423,11 +423,12 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, session: Session) -> No
     _merge_verdicts(report)
 
 
-def accuracy_into(report: rm.Report, ctx: PhaseContext, session: Session) -> None:
-    """When the compiled model gives wrong results (`wrong_under_compile`): say so in the summary, find
-    the module that diverges on a fresh copy (`run_accuracy_bisect`), and mark what would run it compiled."""
+def accuracy_into(report: rm.Report, ctx: PhaseContext, session: Session, trigger: Trigger | None = None) -> None:
+    """When the compiled model gives wrong results (`wrong_under_compile`, or the caller's `trigger`: `run
+    --compare`'s row whose loss departed): say so in the summary, find the module that diverges on a fresh
+    copy (`run_accuracy_bisect`), and mark what would run it compiled."""
     options, clock = session.options, session.clock
-    trigger = wrong_under_compile(report)
+    trigger = trigger or wrong_under_compile(report)
     if trigger is None:
         return
     report.summary.wrong_results = trigger.text
@@ -456,7 +457,7 @@ def accuracy_into(report: rm.Report, ctx: PhaseContext, session: Session) -> Non
     phase_ctx = dataclasses.replace(ctx, workload=workload or ctx.workload, calls=calls, budget_s=clock.planned(), report=None)
     try:
         with deadline(budget), _quiet_output("accuracy", report.notes):
-            report.accuracy = run_accuracy_bisect(phase_ctx, options.accuracy, model, trigger)
+            report.accuracy = run_accuracy_bisect(phase_ctx, options.accuracy, model, trigger, report.torch_bugs)
     except Stopped as stop:
         report.errors.append(
             stop_record(stop, "the accuracy bisection", f"the accuracy bisection did not finish within {limit_text(options.timeout_s)}")

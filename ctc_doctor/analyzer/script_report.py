@@ -30,10 +30,11 @@ from .capture.inputs import ModuleInputs
 from .capture.live import ScriptRun, eager_pass, findings_of, first_call_break_lines
 from .own_cost import RunCost
 from .phases.bisect import BisectInputs, BisectOptions
+from .phases.bisect.accuracy import AccuracyOptions, Trigger
 from .phases.context import PhaseContext
 from .phases.fix import FixOptions
 from .phases.suggest import suggest
-from .pipeline import after_analysis, bisect_into, environment
+from .pipeline import accuracy_into, after_analysis, bisect_into, environment
 from .readers.assembly import derive
 from .readers.expected import mark_decoding_recompiles
 from .readers.failures import failure_hint
@@ -109,6 +110,7 @@ def _rank_report(
         budget_s=plan_s,
         memory_limit_mb=config.get("memory_limit_mb"),
         spec="<script>",
+        accuracy=AccuracyOptions(repro_dir=config.get("repro_dir")),  # a backend's wrong result: its torch-only repro
     )
     session = Session(later, Clock(budget_s, plan_s), cost)  # the later phases', as a build() target's run has
     clock = session.clock
@@ -382,6 +384,11 @@ def _later_phases(
         progress=session.progress,
         pristine=primary.pristine,
     )
+    if config.get("accuracy_of"):  # `run --compare`'s row whose loss departed, run again: where its compile goes wrong
+        kept = {k: v for k, v in primary.options.items() if k in ("mode", "dynamic", "options", "fullgraph")}
+        trigger = Trigger(config["accuracy_of"], str(primary.options.get("backend") or "inductor"), kept)
+        accuracy_into(report, ctx, session, trigger)
+        return
     if config.get("bisect") and inputs is not None and report.graph_breaks:
         options = BisectOptions(strategy="top-down", trial_timeout_s=config.get("trial_timeout_s") or 60.0)
         bisect_into(report, ctx, options, BisectInputs(inputs, index), session.clock, bisect_only=False)

@@ -164,7 +164,7 @@ def concrete(value: Any) -> Any:
     return value
 
 
-def _compute(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+def compute_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     return [n for n in gm.graph.nodes if n.op not in ("placeholder", "output", "get_attr")]
 
 
@@ -199,7 +199,7 @@ def reduce_graph(gm: torch.fx.GraphModule, args: list[Any], fails: Callable[[tor
     """The shortest prefix of the graph that still fails (`fails(prefix)`), by binary search over the
     operations: the last operation of that prefix is the one that triggers the failure (a failure that
     needs two operations apart is pinned at the later one)."""
-    nodes = _compute(gm)
+    nodes = compute_nodes(gm)
     if not nodes:
         return Reduced(gm, None)
     lo, hi, tries = 0, len(nodes) - 1, 0  # nodes[hi] cuts a failing graph (the whole one: assumed)
@@ -323,7 +323,7 @@ _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<functio
 def user_line(node: torch.fx.Node | None, gm: torch.fx.GraphModule) -> tuple[str | None, str | None]:
     """(`file:line`, code) of the innermost frame outside torch in the operation's stack trace (the last
     operation of the graph when none is named)."""
-    candidates = [node] if node is not None else list(reversed(_compute(gm)))
+    candidates = [node] if node is not None else list(reversed(compute_nodes(gm)))
     for n in candidates:
         trace = n.meta.get("stack_trace") or ""
         frames = [
@@ -354,7 +354,10 @@ def versions() -> str:
     return f"torch {torch.__version__}, Python {platform.python_version()}, {platform.platform()}{device}"
 
 
-def issue_title(stage: str, error: str, operation: str | None) -> str:
+def issue_title(stage: str, error: str, operation: str | None, wrong: bool = False) -> str:
+    """`wrong`: no crash, the stage computes the operation wrong."""
+    if wrong:
+        return f"torch.compile: {stage} computes `{operation}` wrong: {error}"[:200]
     on = f" on `{operation}`" if operation else ""
     return f"torch.compile: {stage} crashes{on}: {error}"[:200]
 
@@ -372,9 +375,11 @@ def issue_text(bug: rm.TorchBug) -> str:
     verified = {True: "It fails the same way under plain `python`.", False: f"Note: {bug.repro_note}.", None: ""}[bug.repro_verified]
     tried = "\n".join(f"- {t}" for t in bug.tried)
     repro = f"```python\n{bug.repro}```" if bug.repro else "(no standalone repro: the failure is in Dynamo's tracing of the user's code)"
+    what = "gives wrong results" if bug.kind == "wrong_result" else "crashes"
     return (
-        f"### 🐛 Describe the bug\n\n`torch.compile` crashes in {bug.stage}: {bug.error}{trigger}.{cut}\n\n"
-        f"Standalone repro (torch only){'' if not verified else ' — ' + verified}\n\n{repro}\n\n"
+        f"### 🐛 Describe the bug\n\n`torch.compile` {what} in {bug.stage}: {bug.error}{trigger}.{cut}\n\n"
+        f"Standalone repro ({'torch only' if bug.owner is None else 'torch, and ' + bug.owner + ' for its backend'})"
+        f"{'' if not verified else ' — ' + verified}\n\n{repro}\n\n"
         f"### Error logs\n\n```\n{bug.error}\n```\n\nWhat was tried (cheapest backend first):\n{tried}\n\n"
         f"### Versions\n\n{versions()}\n\n(Found and reduced by ctc-doctor.)\n"
     )
@@ -423,7 +428,7 @@ def triage(
             return False
 
         reduced = reduce_graph(gm, args, fails, REDUCE_BUDGET_S)
-        bug.graph_nodes, bug.repro_nodes = len(_compute(gm)), len(_compute(reduced.graph))
+        bug.graph_nodes, bug.repro_nodes = len(compute_nodes(gm)), len(compute_nodes(reduced.graph))
         bug.operation = operation_text(reduced.node)
         out.module_path = module_of(reduced.node)
         bug.user_line, bug.user_code = user_line(reduced.node, gm)

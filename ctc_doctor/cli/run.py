@@ -258,7 +258,45 @@ def _compare(
         rows.append(row)
         runs[strategy] = report.analyzed_compile
     compare_strategies(rows, runs)
+    if options.bisect:
+        _departed_accuracy(argv, options, rows, default, marks, say, stdout)
     return rows
+
+
+_NOT_THE_MODULE = ("eager", "optimizer", "hotswap")
+"""Strategies whose departure is not the analyzed module's compile (eager's row is the reference; the
+compiled optimizer's step and a hotswap's loaders are not compiled with the module)."""
+
+
+def _departed_accuracy(
+    argv: list[str], options: Any, rows: list[StrategyRow], default: Report, marks: dict[str, list[int]], say: Any, stdout: Any
+) -> None:
+    """The first row whose loss departed from eager's beyond its tolerance: the script once more under
+    that strategy, stopped after its first call, to find where its compiled module goes wrong (the
+    accuracy bisection on the recorded inputs), into `default.accuracy`. Not when the script's own run
+    already found it (its fix checks departed)."""
+    import dataclasses
+
+    from ..analyzer.launch import run_script
+
+    row = next((r for r in rows if r.loss_ok is False and r.error is None and r.strategy not in _NOT_THE_MODULE), None)
+    if row is None or default.accuracy is not None or row.loss_change is None:
+        return
+    text = (
+        f"run --compare {row.strategy}: the loss departs {row.loss_change:.1%} from eager's by call {row.loss_call} "
+        f"(within {row.loss_tolerance or 0:.0%} is ok)"
+    )
+    say(f"--compare: the script again, {row.strategy}, to find where its compile goes wrong")
+    again = dataclasses.replace(options, strategy=row.strategy, bisect=False, fix=False, max_steps=1, marks=marks or None, accuracy_of=text)
+    with _fresh_inductor_cache(True):
+        found = run_script(argv, again, say=say, stdout=stdout).report
+    default.accuracy = found.accuracy
+    default.torch_bugs.extend(b for b in found.torch_bugs if b.kind == "wrong_result")  # the backend's, found by it
+    if found.summary.wrong_results:
+        default.summary.wrong_results = found.summary.wrong_results
+    if found.accuracy is None:
+        why = next((e.message for e in found.errors if e.phase in ("accuracy", "timeout", "script")), None)
+        default.notes.append(f"{text}; where its compile goes wrong was not found{f' ({why})' if why else ''}.")
 
 
 def _comparison_table(report: Report) -> Any:

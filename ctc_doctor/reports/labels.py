@@ -550,9 +550,18 @@ def accuracy_line(report: Report) -> str | None:
     return f"`{a.module_path or '(root)'}` ({a.module_class}{where}) diverges compiled alone, in {what}{ratio}{at}{repro}"
 
 
+def torch_bug_title(bug: TorchBug) -> str:
+    """`a PyTorch bug, ready to file`, or the bug of a backend registered outside PyTorch."""
+    return f"a bug in {bug.owner}'s backend, ready to file" if bug.owner else "a PyTorch bug, ready to file"
+
+
 def torch_bug_lines(bug: TorchBug) -> list[str]:
     """A PyTorch bug as lines people read: whose fault, where, the repro and the issue, the way around it."""
-    lines = [f"not your code: torch.compile crashes in {bug.stage} ({bug.where}): {bug.error}"]
+    whose = f"; {bug.owner}'s backend, to file with its authors" if bug.owner else ""
+    if bug.kind == "wrong_result":
+        lines = [f"not your code: {bug.stage} computes `{bug.operation}` wrong ({bug.where}{whose}): {bug.error}"]
+    else:
+        lines = [f"not your code: torch.compile crashes in {bug.stage} ({bug.where}{whose}): {bug.error}"]
     if bug.user_line:
         op = f" (`{bug.operation}`)" if bug.operation else ""
         lines.append(f"triggered by {short_path(bug.user_line)}{op}" + (f": {bug.user_code}" if bug.user_code else ""))

@@ -42,6 +42,7 @@ from .labels import (
     stderr_tail_text,
     suggestion_status,
     torch_bug_lines,
+    torch_bug_title,
     unstable_lines,
     verdict_label,
 )
@@ -454,7 +455,8 @@ def render_markdown(report: Report) -> str:
 
     _suggestions(report, md)
     for bug in report.torch_bugs:
-        md.para("### A PyTorch bug, ready to file")
+        title = torch_bug_title(bug)
+        md.para(f"### {title[0].upper()}{title[1:]}")
         md.block([f"- {html.escape(' '.join(line.split()), quote=False)}" for line in torch_bug_lines(bug)])
     _benchmark(report, md)
     _doctor_cost(report, md)

@@ -49,6 +49,7 @@ from .labels import (
     stderr_tail_text,
     suggestion_status,
     torch_bug_lines,
+    torch_bug_title,
     unstable_lines,
     verdict_label,
     verification_numerics,
@@ -602,7 +603,7 @@ def render_summary(report: Report, console: Console, *, top: int = 10) -> None:
         body = Text()
         for i, line in enumerate(torch_bug_lines(bug)):
             body.append(("\n" if i else "") + line, style="bold" if i == 0 else "")
-        parts.append(Panel(body, title="a PyTorch bug, ready to file", expand=True))
+        parts.append(Panel(body, title=torch_bug_title(bug), expand=True))
     if report.shape_probe is not None:
         parts.append(probe_text(report))
     if report.benchmark is not None:

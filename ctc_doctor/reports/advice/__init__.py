@@ -105,9 +105,14 @@ def _wrong_result_steps(report: Report) -> list[str]:
     a = report.accuracy
     step = f"Compiled gives wrong results ({wrong.split('; ')[0]})"
     found = accuracy_line(report)
-    if found is not None and a is not None and a.module_path:
+    around = next((b.workaround for b in report.torch_bugs if b.kind == "wrong_result" and b.workaround_verified), None)
+    if found is not None and around is not None:  # the backend's bug: the way around it checked on the whole model
+        step += f": {found}. Until it is fixed: {around} (verified on the whole model)"
+    elif found is not None and a is not None and a.module_path:
         keep = f"model.get_submodule({a.module_path!r}).forward = torch.compiler.disable(model.get_submodule({a.module_path!r}).forward)"
         step += f": {found}. Until it is fixed, keep it eager: `{keep}`"
+    elif found is not None and a is not None and a.operation is not None:  # the root, narrowed down to an operation
+        step += f": {found}"
     elif a is not None:
         step += f": {a.notes[0] if a.notes else 'no single module diverges alone'}"
     else:
@@ -123,10 +128,13 @@ def _torch_bug_steps(report: Report) -> list[str]:
             around = f"{bug.workaround}" + ("" if bug.workaround_verified else " (not verified)")
         else:
             around = "no workaround found"
-        steps.append(f"PyTorch bug: {bug.where} crashes in {bug.stage} ({bug.error_type}); {around}")
+        whose = f"{bug.owner}'s backend bug" if bug.owner else "PyTorch bug"
+        fails = f"computes `{bug.operation}` wrong" if bug.kind == "wrong_result" else "crashes"
+        steps.append(f"{whose}: {bug.where} {fails} in {bug.stage} ({bug.error_type}); {around}")
         if bug.issue_path or bug.repro_path:
             repro = f"; repro: python {bug.repro_path}" + (" (fails the same way)" if bug.repro_verified else "") if bug.repro_path else ""
-            steps.append(f"File it upstream: {bug.issue_path or 'the issue text is in the report'}{repro}")
+            upstream = f"with {bug.owner}'s authors" if bug.owner else "upstream"
+            steps.append(f"File it {upstream}: {bug.issue_path or 'the issue text is in the report'}{repro}")
     return steps
 
 

@@ -3,7 +3,7 @@ wrong)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -156,6 +156,9 @@ class AccuracyBisect(_Model):
     """What failed the check: `the compiled arm: error 30657x eager's own against float64`."""
     backend: str
     """The backend the modules were compiled with (the failing run's)."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """The failing compile's other `torch.compile` options the modules were compiled with too (`run
+    --compare`'s strategy whose loss departed: `{"mode": "max-autotune"}`; schema 1.19)."""
     module_path: str | None = None
     """The smallest diverging module (`""`: the root, none of its submodules diverges alone); None: not found."""
     module_class: str | None = None

@@ -296,6 +296,12 @@ class TorchBug(_Model):
 
     where: str
     """What crashed: `fix S1 compiled through aot_eager`, `the script's compile of Net`."""
+    kind: Literal["crash", "wrong_result"] = "crash"
+    """`wrong_result` (schema 1.19): no crash, but the backend computes an operation of a right graph wrong
+    (the accuracy bisection's `backend` operation); `error` then gives the figures."""
+    owner: str | None = None
+    """The module that registered the failing backend when it is not PyTorch's own (schema 1.19): the bug
+    is then that backend's, to file with its authors; None: PyTorch's."""
     error: str
     """The innermost error, one line: `AttributeError: type object 'TensorReferenceAnalysis' has no ...`."""
     error_type: str

@@ -16,9 +16,11 @@ cannot run alone on its recorded inputs is skipped.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +37,9 @@ from ...running.deadline import DeadlineExceeded, deadline
 from ...running.modules import path_key
 from ...running.numerics import loose_backend
 from ...running.precision import Room, make_reference
+from ...running.worker import importable
 from ..context import PhaseContext
+from .numerics_bug import numerics_bug
 from .operation import locate_operation
 from .repro import write_accuracy_repro
 from .search import Search, bisect_children, bisect_parent, build_tree, top_down
@@ -65,6 +69,9 @@ class Trigger:
     """`the compiled arm: error 30657x eager's own against float64`."""
     backend: str
     """The failing run's backend: the modules are compiled with it."""
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The failing compile's other `torch.compile` options (`mode`, `dynamic`...): `run --compare`'s
+    strategy whose loss departed. The modules are compiled with them too."""
 
 
 def wrong_under_compile(report: rm.Report) -> Trigger | None:
@@ -115,9 +122,10 @@ def accuracy_trial(
     loss_fn: Any,
     timeout_s: float | None,
     room: Room | None = None,
+    options: dict[str, Any] | None = None,
 ) -> _Judged:
-    """`module` alone on its recorded inputs: eager, a float64 copy, then compiled with `backend`, judged
-    by the numerics rule; its parameters, buffers and grads are put back."""
+    """`module` alone on its recorded inputs: eager, a float64 copy, then compiled with `backend` (and the
+    other compile `options`), judged by the numerics rule; its parameters, buffers and grads are put back."""
     ti.fresh_dynamo_state()
     args, kwargs = captured.fresh()
     workload = Workload(module, args, kwargs, loss_fn=loss_fn)
@@ -135,7 +143,8 @@ def accuracy_trial(
             try:
                 judgement = reference.judgement()
                 with torch.set_grad_enabled(captured.grad_enabled):
-                    run_pass(torch.compile(module, backend=backend), workload, calls, seed=seed, train=train, model=module, sink=judgement)
+                    compiled = torch.compile(module, backend=backend, **(options or {}))
+                    run_pass(compiled, workload, calls, seed=seed, train=train, model=module, sink=judgement)
                 check = judgement.result()
             finally:
                 reference.close()
@@ -170,11 +179,14 @@ def _source(module: torch.nn.Module) -> str | None:
     return f"{file}:{line}" if file else None
 
 
-def run_accuracy_bisect(ctx: PhaseContext, options: AccuracyOptions, model: torch.nn.Module, trigger: Trigger) -> rm.AccuracyBisect:
-    """Find where `model` (a fresh copy the caller owns) goes wrong compiled with the trigger's backend."""
+def run_accuracy_bisect(
+    ctx: PhaseContext, options: AccuracyOptions, model: torch.nn.Module, trigger: Trigger, bugs: list[rm.TorchBug] | None = None
+) -> rm.AccuracyBisect:
+    """Find where `model` (a fresh copy the caller owns) goes wrong compiled with the trigger's backend; a
+    backend that computes a right graph wrong comes out as a bug to file, into `bugs`."""
     t0 = time.perf_counter()
     settings = ctx.settings
-    result = rm.AccuracyBisect(trigger=trigger.text, backend=trigger.backend)
+    result = rm.AccuracyBisect(trigger=trigger.text, backend=trigger.backend, options=trigger.options)
     ctx.progress(ProgressEvent(Step.ACCURACY, activity="recording module inputs"))
     inputs = record_inputs(model, ctx)
     tree = build_tree(inputs)
@@ -200,6 +212,7 @@ def run_accuracy_bisect(ctx: PhaseContext, options: AccuracyOptions, model: torc
             loss_fn=ctx.workload.loss_fn if path == "" else None,
             timeout_s=timeout,
             room=room,
+            options=trigger.options,
         )
 
     search = Search(
@@ -226,11 +239,29 @@ def run_accuracy_bisect(ctx: PhaseContext, options: AccuracyOptions, model: torc
         result.path = [rows[p] for p in _ancestors(tree, smallest) if p in rows]
         ctx.progress(ProgressEvent(Step.ACCURACY, subject=smallest or "(root)", activity="the operation"))
         timeout = options.trial_timeout_s if stop_at is None else max(0.5, min(options.trial_timeout_s or 1e9, stop_at - time.monotonic()))
-        result.operation = locate_operation(module, tree.nodes[smallest]["inputs"], trigger.backend, timeout)
+        located = locate_operation(module, tree.nodes[smallest]["inputs"], trigger.backend, timeout)
+        result.operation = located.operation if located is not None else None
+        if located is not None and located.cut is not None and bugs is not None:
+            ctx.progress(ProgressEvent(Step.ACCURACY, subject=smallest or "(root)", activity="the backend's wrong result, to file"))
+
+            def judge(backend: str, eager_path: str | None) -> bool:
+                """The model compiled with `backend`, `eager_path` kept eager, against float64."""
+                with _kept_eager(model.get_submodule(eager_path) if eager_path else None):
+                    return run_root(backend, trigger.options if backend == trigger.backend else {}).status == "passed"
+
+            def run_root(backend: str, compile_options: dict[str, Any]) -> TrialOutcome:
+                return accuracy_trial(
+                    model, tree.nodes[""]["inputs"], backend=backend, train=settings.train, seed=settings.seed, device=settings.where,
+                    loss_fn=ctx.workload.loss_fn, timeout_s=options.trial_timeout_s, room=room, options=compile_options,
+                )  # fmt: skip
+
+            bug = numerics_bug(located, result, judge=judge, repro_dir=options.repro_dir)
+            if bug is not None:
+                bugs.append(bug)
         if len(found) > 1:
             others = ", ".join(f"`{p or '(root)'}`" for p in sorted(found, key=path_key) if p != smallest)
             result.notes.append(f"Also diverging alone: {others}.")
-        if options.repro_dir:
+        if options.repro_dir and importable(options.target or ctx.spec):  # the module's repro rebuilds the model from it
             result.repro_path, result.inputs_path = write_accuracy_repro(
                 result, tree.nodes[smallest]["inputs"], ctx, options.repro_dir, options.target or ctx.spec
             )
@@ -238,6 +269,19 @@ def run_accuracy_bisect(ctx: PhaseContext, options: AccuracyOptions, model: torc
         result.notes.append(f"The trial or time budget left {len(result.untried)} module(s) untried: the answer may stop above the module.")
     result.duration_s = round(time.perf_counter() - t0, 3)
     return result
+
+
+@contextlib.contextmanager
+def _kept_eager(module: torch.nn.Module | None) -> Iterator[None]:
+    """`module`'s forward under `torch.compiler.disable` for the duration (an instance attribute, removed after)."""
+    if module is None:
+        yield
+        return
+    module.forward = torch.compiler.disable(module.forward)  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del module.forward
 
 
 def _ancestors(tree: nx.DiGraph, path: str) -> list[str]:

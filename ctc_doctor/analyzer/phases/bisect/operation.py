@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -30,10 +31,22 @@ from ...running.deadline import DeadlineExceeded, deadline
 from ...running.numerics import multiplier, tolerance
 from ...running.precision import cast_in_place
 from ...running.tensors import iter_tensors
-from ...triage import concrete, cut_after, operation_text, reduce_graph, user_line
+from ...triage import compute_nodes, concrete, cut_after, operation_text, reduce_graph, user_line
 
 BUDGET_S = 60.0
 """The most the search over cuts of one graph may take."""
+
+
+@dataclass
+class Located:
+    """The operation, and for a backend that computes it wrong, the graph cut after it with its inputs
+    (what the bug's repro runs)."""
+
+    operation: rm.AccuracyOperation
+    cut: torch.fx.GraphModule | None = None
+    args: list[Any] = field(default_factory=list)
+    graph_nodes: int | None = None
+    """Operations in the whole graph the cut came from."""
 
 
 class _Keeping:
@@ -147,7 +160,7 @@ def _run(fn: Any, args: list[Any]) -> list[torch.Tensor]:
         return _outputs(fn(*fresh))
 
 
-def _departs(gm: torch.fx.GraphModule, args: list[Any], backend: str) -> float | None:
+def departs(gm: torch.fx.GraphModule, args: list[Any], backend: str) -> float | None:
     """How far the compiled graph departs from its own float64 run, in multiples of the graph's own error at
     the model's precision; None when it does not depart beyond the numerics rule (or cannot run, or the
     graph's own run has no error to measure against: inconclusive)."""
@@ -176,13 +189,13 @@ def _departs(gm: torch.fx.GraphModule, args: list[Any], backend: str) -> float |
     return compiled_error / eager_error
 
 
-def _wrong_in_backend(graphs: list[tuple[torch.fx.GraphModule, list[Any]]], backend: str, budget_s: float) -> rm.AccuracyOperation | None:
+def _wrong_in_backend(graphs: list[tuple[torch.fx.GraphModule, list[Any]]], backend: str, budget_s: float) -> Located | None:
     """The first operation whose compiled output departs from the graph's own float64 run."""
     for gm, inputs in graphs:
         args = [concrete(a) for a in inputs]
 
         def fails(cut: torch.fx.GraphModule, args: list[Any] = args) -> bool:
-            return _departs(cut, args, backend) is not None
+            return departs(cut, args, backend) is not None
 
         with contextlib.suppress(Exception):  # a graph that cannot run alone: the next one
             if not fails(gm):
@@ -190,9 +203,10 @@ def _wrong_in_backend(graphs: list[tuple[torch.fx.GraphModule, list[Any]]], back
             reduced = reduce_graph(gm, args, fails, budget_s)
             if reduced.node is None:
                 continue
-            ratio = _departs(cut_after(gm, reduced.node), args, backend)
+            cut = cut_after(gm, reduced.node)
+            ratio = departs(cut, args, backend)
             at, code = user_line(reduced.node, gm)
-            return rm.AccuracyOperation(
+            operation = rm.AccuracyOperation(
                 kind="backend",
                 operation=operation_text(reduced.node),
                 user_line=at,
@@ -200,10 +214,11 @@ def _wrong_in_backend(graphs: list[tuple[torch.fx.GraphModule, list[Any]]], back
                 ratio=round(ratio, 3) if ratio is not None else None,
                 note=f"{backend} computes it wrong: the graph cut after it, compiled, departs from the same graph run at float64",
             )
+            return Located(operation, cut, args, graph_nodes=len(compute_nodes(gm)))
     return None
 
 
-def locate_operation(module: torch.nn.Module, captured: CapturedCall, backend: str, timeout_s: float | None) -> rm.AccuracyOperation | None:
+def locate_operation(module: torch.nn.Module, captured: CapturedCall, backend: str, timeout_s: float | None) -> Located | None:
     """The operation where `module` compiled with `backend` goes wrong on its recorded inputs, or None."""
     keeping = _Keeping(backend)
     try:
@@ -219,7 +234,7 @@ def locate_operation(module: torch.nn.Module, captured: CapturedCall, backend: s
             with lines_run(files) as ran:
                 module(*args, **kwargs)
             found = _traced_only(keeping.graphs, ran)
-            return found or _wrong_in_backend(keeping.graphs, backend, min(BUDGET_S, timeout_s or BUDGET_S))
+            return Located(found) if found is not None else _wrong_in_backend(keeping.graphs, backend, min(BUDGET_S, timeout_s or BUDGET_S))
     except DeadlineExceeded:
         return None
     except Exception:  # noqa: BLE001 - the module is named already: the operation is a refinement
