@@ -293,6 +293,29 @@ def test_a_build_target_whose_compiled_arm_crashes_inside_torch_gets_the_bug_tri
     assert "a PyTorch bug, ready to file" in result.stdout
 
 
+def test_a_crash_in_the_backends_code_generation_is_staged_reduced_to_its_operation_and_worked_around(cli, tmp_path):
+    """A registered backend that cannot lower `tanh` (as an inductor lowering bug): the compiled arm crashes;
+    eager and aot_eager compile, so the stage is the backend; the operation is `tanh` in `act`, the repro
+    imports the file that registers the backend and fails the same way under plain python, and leaving
+    `act` eager is the verified way around. The backend is not PyTorch's: its owner is named."""
+    out = tmp_path / "r.json"
+    target = f"{TARGETS / 'user_targets.py'}:with_tanh"
+    result = cli("bench", target, "--bench-backend", "ctc_test_no_tanh", "--no-fix", "--json", str(out), "--repro-dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    report = load_report(out)
+    [bug] = report.torch_bugs
+    assert bug.stage == "the backend (ctc_test_no_tanh)" and bug.owner == "user_targets" and bug.kind == "crash", bug
+    assert bug.tried[:2] == ["eager (Dynamo only): compiles and runs", "aot_eager (AOTAutograd): compiles and runs"], bug.tried
+    assert bug.tried[2].endswith("NotImplementedError: no lowering for tanh (on purpose)"), bug.tried
+    assert bug.operation.startswith("tanh("), bug.operation
+    assert bug.user_code == "return torch.tanh(x) * 2  # the backend's failing operation"
+    assert bug.repro_verified is True, bug.repro_note
+    assert bug.workaround_verified and bug.workaround.startswith("leave `act` eager")
+    assert "a bug in user_targets's backend, ready to file" in result.stdout
+    repro = subprocess.run([sys.executable, bug.repro_path], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert repro.returncode != 0 and "no lowering for tanh" in repro.stderr, repro.stdout + repro.stderr
+
+
 def test_blocks_compiled_once_per_width_after_a_break_splits_their_loop_are_one_storm_with_one_advice():
     """A YOLO-like loop with a print: the loop breaks, each `_ConvBlock` is a frame of its own, compiled
     once per width until the recompile limit. That is one cause (a storm), not one per tensor that changed,

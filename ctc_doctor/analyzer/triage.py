@@ -21,6 +21,7 @@ A workaround is the caller's: the fix phase names the fix verified in place of t
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import platform
 import re
@@ -267,6 +268,35 @@ print("ran: no failure on this torch")
 '''
 
 
+def backend_owner(backend: str) -> tuple[str | None, str | None]:
+    """(the module that registered `backend`, the repro's lines that import it) when it is not PyTorch's
+    own; (None, None) for PyTorch's. A package's module is imported by name from its root; a module
+    loaded from a file (a TARGET file) is executed from that file."""
+    try:
+        module = inspect.getmodule(ti.lookup_backend(backend))
+    except Exception:  # noqa: BLE001 - unknown to torch by name: nothing to import
+        return None, None
+    name = getattr(module, "__name__", "") or ""
+    if module is None or name == "torch" or name.startswith("torch."):
+        return None, None
+    file = getattr(module, "__file__", None)
+    if file is None:
+        return name, f"import {name}  # registers {backend!r}\n"
+    file = os.path.abspath(file)
+    if "." in name:  # a package's module: its root's parent is what sys.path needs
+        root = os.path.dirname(file)
+        for _ in range(name.count(".")):
+            root = os.path.dirname(root)
+        return name, f"import sys\n\nsys.path.insert(0, {root!r})\nimport {name}  # registers {backend!r}\n"
+    stem = os.path.splitext(os.path.basename(file))[0]
+    load = (
+        f"import importlib.util  # {stem}.py registers {backend!r}\n\n"
+        f"_spec = importlib.util.spec_from_file_location({stem!r}, {file!r})\n"
+        "_spec.loader.exec_module(importlib.util.module_from_spec(_spec))\n"
+    )
+    return stem, load
+
+
 def repro_text(
     gm: torch.fx.GraphModule,
     args: list[Any],
@@ -277,15 +307,17 @@ def repro_text(
     where: str,
     stage: str,
     error: str,
+    importing: str | None = None,
 ) -> str | None:
-    """The standalone repro script of a graph (None where this torch cannot print the graph)."""
+    """The standalone repro script of a graph (None where this torch cannot print the graph); `importing`:
+    the lines that register a backend that is not PyTorch's (`backend_owner`)."""
     from ..version import __version__
 
     source = ti.graph_module_source(gm)
     if source is None:
         return None
     settings = "\n".join(f"torch._dynamo.config.{k} = {v!r}" for k, v in config.items() if isinstance(v, (bool, int, float, str)))
-    return _REPRO.format(
+    text = _REPRO.format(
         version=__version__,
         where=where,
         stage=stage,
@@ -296,6 +328,7 @@ def repro_text(
         backend=backend,
         dynamic=dynamic,
     )
+    return text.replace("import torch\n", f"import torch\n\n{importing}", 1) if importing else text
 
 
 def run_repro(text: str, error_type: str, timeout_s: float = REPRO_TIMEOUT_S) -> tuple[bool | None, str | None]:
@@ -414,7 +447,10 @@ def triage(
         return out
     error, stage = error_line(failed.error), stage_of(failed.backend)
     error_type = error.split(":", 1)[0]
-    bug = rm.TorchBug(where=where, error=error, error_type=error_type, stage=stage, tried=[a.line() for a in attempts], issue_title="")
+    owner, importing = backend_owner(failed.backend)
+    bug = rm.TorchBug(
+        where=where, error=error, error_type=error_type, stage=stage, tried=[a.line() for a in attempts], issue_title="", owner=owner
+    )
     if failed.graph is not None:
         gm, inputs, _ = failed.graph
         args = [concrete(v) for v in inputs]
@@ -432,7 +468,9 @@ def triage(
         bug.operation = operation_text(reduced.node)
         out.module_path = module_of(reduced.node)
         bug.user_line, bug.user_code = user_line(reduced.node, gm)
-        bug.repro = repro_text(reduced.graph, args, failed.backend, config, dynamic, where=where, stage=stage, error=error)
+        bug.repro = repro_text(
+            reduced.graph, args, failed.backend, config, dynamic, where=where, stage=stage, error=error, importing=importing
+        )
         if bug.repro is not None and verify:
             bug.repro_verified, bug.repro_note = run_repro(bug.repro, error_type)
         elif bug.repro is None:

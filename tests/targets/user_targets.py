@@ -193,3 +193,33 @@ def sleeps_in_build():
 
     time.sleep(3600)
 
+
+
+@_backend("ctc_test_no_tanh")
+def no_tanh_backend(gm, example_inputs):
+    """A backend whose code generation fails on one operation, as an inductor lowering bug does: a graph
+    with `tanh` raises, every other graph runs as it is."""
+    if any(node.op == "call_function" and node.target is torch.tanh for node in gm.graph.nodes):
+        raise NotImplementedError("no lowering for tanh (on purpose)")
+    return gm.forward
+
+
+class TanhAct(nn.Module):
+    def forward(self, x):
+        return torch.tanh(x) * 2  # the backend's failing operation
+
+
+class WithTanh(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.act = TanhAct()
+        self.out = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.out(self.act(self.fc(x)))
+
+
+def with_tanh():
+    """One submodule whose operation `ctc_test_no_tanh` cannot compile."""
+    return WithTanh(), (torch.randn(2, 8),)

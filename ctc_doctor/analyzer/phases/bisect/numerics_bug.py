@@ -11,7 +11,8 @@ the compiler's, not the user's code. As for a crash (`triage`):
   backend and compared with the same graph at float64 (every floating dtype the graph names made
   float64). It exits with `WrongResult` while the compiled error is beyond 3x the graph's own, and is run
   once under plain `python` to say whether it does (random inputs may not trigger a value-dependent bug).
-  A backend registered outside PyTorch is imported by the repro from the module that registered it.
+  A backend registered outside PyTorch is imported by the repro from the module that registered it
+  (`triage.backend_owner`).
 - **the issue text** (title, what departs and where, the repro, what was tried, versions), into
   `--repro-dir` beside the accuracy repro.
 - **a way around it**, judged on the user's model by the accuracy bisection's rule (`judge`): the
@@ -21,12 +22,10 @@ the compiler's, not the user's code. As for a crash (`triage`):
 
 from __future__ import annotations
 
-import inspect
-import os
 from collections.abc import Callable
 
 from ....reports import models as rm
-from ...triage import compute_nodes, issue_text, issue_title, repro_text, run_repro, stage_of, write_bug
+from ...triage import backend_owner, compute_nodes, issue_text, issue_title, repro_text, run_repro, stage_of, write_bug
 from .operation import Located, departs
 
 ERROR_TYPE = "WrongResult"
@@ -89,37 +88,6 @@ print("agrees: no departure on this torch")
 '''
 
 
-def backend_owner(backend: str) -> tuple[str | None, str | None]:
-    """(the module that registered `backend`, the repro's lines that import it) when it is not PyTorch's
-    own; (None, None) for PyTorch's. A package's module is imported by name from its root; a module
-    loaded from a file (a TARGET file) is executed from that file."""
-    from ... import torch_internals as ti
-
-    try:
-        module = inspect.getmodule(ti.lookup_backend(backend))
-    except Exception:  # noqa: BLE001 - unknown to torch by name: nothing to import
-        return None, None
-    name = getattr(module, "__name__", "") or ""
-    if module is None or name == "torch" or name.startswith("torch."):
-        return None, None
-    file = getattr(module, "__file__", None)
-    if file is None:
-        return name, f"import {name}  # registers {backend!r}\n"
-    file = os.path.abspath(file)
-    if "." in name:  # a package's module: its root's parent is what sys.path needs
-        root = os.path.dirname(file)
-        for _ in range(name.count(".")):
-            root = os.path.dirname(root)
-        return name, f"import sys\n\nsys.path.insert(0, {root!r})\nimport {name}  # registers {backend!r}\n"
-    stem = os.path.splitext(os.path.basename(file))[0]
-    load = (
-        f"import importlib.util  # {stem}.py registers {backend!r}\n\n"
-        f"_spec = importlib.util.spec_from_file_location({stem!r}, {file!r})\n"
-        "_spec.loader.exec_module(importlib.util.module_from_spec(_spec))\n"
-    )
-    return stem, load
-
-
 def numerics_bug(
     located: Located, result: rm.AccuracyBisect, *, judge: Callable[[str, str | None], bool], repro_dir: str | None
 ) -> rm.TorchBug | None:
@@ -173,7 +141,7 @@ def numerics_bug(
 def _repro(located: Located, backend: str, importing: str | None, *, where: str, stage: str, error: str) -> str | None:
     """The crash repro's frame (the cut graph as `Repro`, its inputs), ending in the float64 comparison."""
     assert located.cut is not None
-    text = repro_text(located.cut, located.args, backend, {}, None, where=where, stage=stage, error=error)
+    text = repro_text(located.cut, located.args, backend, {}, None, where=where, stage=stage, error=error, importing=importing)
     if text is None:
         return None
     head, _, _ = text.partition("compiled = torch.compile(Repro()")
@@ -185,8 +153,6 @@ def _repro(located: Located, backend: str, importing: str | None, *, where: str,
             f'it exits with {ERROR_TYPE} while the bug is there, and prints "agrees" once fixed',
         )
     )
-    if importing is not None:  # the backend is registered by its own module: the repro imports it first
-        head = head.replace("import torch\n", f"import torch\n\n{importing}", 1)
     head = head.replace("args = [", "torch.manual_seed(0)\nargs = [", 1)
     return head.rstrip() + f"\n\nBACKEND = {backend!r}\n" + _CHECK
 
