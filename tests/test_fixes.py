@@ -267,6 +267,22 @@ def test_a_model_pruned_after_compile_is_one_cause_with_advice_to_prune_first():
     [s] = [s for s in report.suggestions if s.rule == "change-before-compile"]
     assert s.title == "Make the change to `fc.weight` before compiling" and "before call 2" in s.rationale
     assert next_steps(report)[0].startswith("R1: Make the change to `fc.weight` before compiling")
+    assert s.action.type == "change_first" and s.action.call == 2 and not s.auto_applicable
+
+
+def test_make_the_change_before_compiling_is_verified_on_a_copy_pruned_first():
+    """The advice is checked as the user would follow it: on a copy, the target's own prune (its before_call
+    for call 2) runs before the compile and not again at call 2. The recompile is gone and the results
+    from call 2 on are the original's; it is advice (the user moves their own code), never applied."""
+    import torch.nn.utils.prune  # noqa: F401 - the target's before_call prunes
+
+    workload = load_workload(f"{TARGETS / 'fix_targets.py'}:pruned_after_compile", seed=0)
+    report = analyze(workload, AnalyzeOptions(explain=False, fix=FixOptions()))
+    [s] = [s for s in report.suggestions if s.rule == "change-before-compile"]
+    v = s.verified
+    assert v is not None and v.applied and v.error is None, v
+    assert (v.before.recompile_count, v.after.recompile_count) == (1, 0) and v.effective and v.numerics_ok, v
+    assert s.id not in report.fix.applied and s.id not in report.fix.unsafe
 
 
 def test_a_build_target_whose_compiled_arm_crashes_inside_torch_gets_the_bug_triaged(cli, tmp_path):

@@ -224,6 +224,8 @@ class TwoLayers(torch.nn.Module):
 
 
 def _prune_before_call_2(model, index):
+    import torch.nn.utils.prune  # not imported by `import torch`
+
     if index == 2:
         torch.nn.utils.prune.l1_unstructured(model.fc, "weight", amount=0.5)
 

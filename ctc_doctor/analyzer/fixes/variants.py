@@ -6,13 +6,16 @@ run only; `disable` wraps submodule forwards with `torch.compiler.disable`; `sou
 copy's instances a subclass whose method is the rewritten one (see `rewrite`); `mark_dynamic` and
 `scalar_to_tensor` act on copies of the inputs; `set_attribute` sets an attribute on a submodule;
 `counter_to_tensor` keeps an integer attribute as a 0-d int64 buffer in every module that holds it;
-`warm_up` has whoever compiles the copy call it once eagerly first; `regional` is the benchmark's
+`warm_up` has whoever compiles the copy call it once eagerly first; `change_first` makes the change a
+build() target's `before_call` makes before one call on the copy before it is compiled (`Variant.workload_of`);
+`regional` is the benchmark's
 business and is ignored here. The user's model, inputs and modules'
 globals are never modified.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +45,24 @@ class Variant:
     config: dict[str, Any] = field(default_factory=dict)
     warm_up: bool = False
     """Call the model once eagerly on the first call's inputs before compiling it."""
+    change_at: int | None = None
+    """change_first: the call whose `before_call` change is made before compiling (and not again then)."""
+
+    def workload_of(self, workload: Workload) -> Workload:
+        """The workload on this copy. With change_first, the workload's own `before_call` for that call runs
+        now, on the copy, before anything compiles it, and is skipped when that call comes."""
+        fixed = dataclasses.replace(workload, model=self.model)
+        at, hook = self.change_at, workload.before_call
+        if at is None or hook is None:
+            return fixed
+        hook(self.model, at)
+
+        def later(model: Any, index: int) -> None:
+            if index != at:
+                hook(model, index)
+
+        fixed.before_call = later
+        return fixed
 
     def run_warm_up(self, workload: Workload, seed: int | None) -> None:
         """The warm_up action, when applied: one eager call of the first call's inputs, without grad."""
@@ -170,6 +191,8 @@ def make_variant(
             variant.calls = _transform_calls(variant.calls, names, action)
         elif action.type == "warm_up":
             variant.warm_up = True
+        elif action.type == "change_first":
+            variant.change_at = action.call
         elif action.type == "set_attribute":
             if not action.attribute:
                 raise VariantError("set_attribute needs an attribute")

@@ -69,10 +69,15 @@ class FixSection:
     """Suggestion id -> the PyTorch bug its compile walked into (`breaks_compile`), ready to file."""
 
 
+VERIFIED_ADVICE = ("change_first",)
+"""Actions of advice the user applies in their own code, verified on a copy but never applied with the fixes."""
+
+
 def iter_auto(suggestions: list[rm.Suggestion]) -> Iterator[rm.Suggestion]:
-    """Auto-applicable suggestions that `fix` verifies one by one (regional is measured by the benchmark)."""
+    """Auto-applicable suggestions that `fix` verifies one by one (regional is measured by the benchmark),
+    and the advice it can verify (`VERIFIED_ADVICE`)."""
     for s in suggestions:
-        if s.auto_applicable and s.action is not None and s.action.type != "regional":
+        if s.action is not None and (s.auto_applicable and s.action.type != "regional" or s.action.type in VERIFIED_ADVICE):
             yield s
 
 
@@ -213,7 +218,7 @@ class _Checker:
 
         def run(compile_: Callable[..., Any]) -> None:
             variant = make_variant(self.model_of(), ctx.calls, actions, ctx.settings.device, share=ctx.settings.shares)
-            fixed = dataclasses.replace(ctx.workload, model=variant.model)
+            fixed = variant.workload_of(ctx.workload)
             with preserved_state(variant.model):
                 variant.run_warm_up(fixed, ctx.settings.seed)
             compiled = compile_(variant.model)
@@ -227,7 +232,7 @@ class _Checker:
         """Run the variant like the original and compare counts and outputs."""
         t0 = time.perf_counter()
         ctx, workload = self.ctx, self.ctx.workload
-        fixed = dataclasses.replace(workload, model=variant.model)  # before_call and loss_fn act on the copy
+        fixed = variant.workload_of(workload)  # before_call and loss_fn act on the copy
         compiled: CompiledRun | None = None
         try:
             # compiled first, as the analysis does (the copy is fresh); each step from the copy's own buffers
@@ -241,8 +246,9 @@ class _Checker:
             like_eager = ti.random_like_eager() if ctx.settings.backend == "inductor" else contextlib.nullcontext()
             # each run judged as it goes: the copy's eager run (did the change alter the model?) and its
             # compiled run (did it alter what the compiled model computes?)
-            compiled_check = self.reference.judgement()
-            eager_check = self.reference.judgement()
+            since = variant.change_at or 0  # a change made first on purpose alters the calls before it
+            compiled_check = self.reference.judgement(from_call=since)
+            eager_check = self.reference.judgement(from_call=since)
             with preserved_state(variant.model), like_eager:
                 compiled = CompiledRun(fixed, variant.calls, ctx.settings, dynamo_config=variant.config, sink=compiled_check)
                 compiled.run()
@@ -418,6 +424,13 @@ class _Fixer:
             verification.moved_break = bool(addressed and set(addressed) & set(verification.fixed) and verification.new_sites)
             section.verified[suggestion.id] = verification
             covered = {f for c in chosen for f in (section.verified[c.id].fixed if c.id in section.verified else [])}
+            if suggestion.action is not None and suggestion.action.type in VERIFIED_ADVICE:  # the user moves their own code
+                if verification.safe and verification.effective:
+                    result.notes.append(
+                        f"{suggestion.id} held on a copy changed before it was compiled ({verification.summary or 'see its row'}): "
+                        "make that change in your code; it is not a patch, so nothing is applied for it."
+                    )
+                continue
             if not verification.safe:
                 result.unsafe.append(suggestion.id)
             elif not verification.effective:

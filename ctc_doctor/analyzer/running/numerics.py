@@ -181,9 +181,10 @@ class Reference:
         """The higher-precision run's traces (its differences from eager), None without one."""
         return self.deltas
 
-    def judgement(self, outputs: bool = True) -> Judgement:
-        """A sink for a candidate run: each result compared as it comes (`run_pass(sink=...)`)."""
-        return Judgement(self, outputs)
+    def judgement(self, outputs: bool = True, from_call: int = 0) -> Judgement:
+        """A sink for a candidate run: each result compared as it comes (`run_pass(sink=...)`); the calls
+        before `from_call` are counted, not compared (a change made earlier on purpose alters them)."""
+        return Judgement(self, outputs, from_call)
 
     def judge(self, candidate: Sample, outputs: bool = True) -> rm.NumericsCheck:
         """The candidate's results against eager's (see the module doc); `outputs=False`: its losses and
@@ -366,9 +367,10 @@ class Judgement:
     comes, then dropped (`run_pass(sink=...)`); `result()` gives the check. Its memory is one chunk's
     temporaries, not the run's results."""
 
-    def __init__(self, reference: Reference, outputs: bool = True) -> None:
+    def __init__(self, reference: Reference, outputs: bool = True, from_call: int = 0) -> None:
         self.reference = reference
         self.outputs = outputs
+        self.from_call = from_call
         self.calls = 0
         self.losses = 0
         self.grads = 0
@@ -406,6 +408,10 @@ class Judgement:
     def add(self, out: Any, loss: torch.Tensor | None) -> None:
         i = self.calls
         self.calls += 1
+        if i < self.from_call:
+            if loss is not None and self.reference.eager.losses:
+                self.losses += 1
+            return
         expected = self.reference.eager.outputs
         if self.outputs and i < len(expected):
             got = list(iter_tensors(out))
@@ -419,7 +425,8 @@ class Judgement:
             self._judge(f"loss call {i}", loss)
 
     def take_grads(self, model: Any) -> None:
-        if self.reference.eager.grads and isinstance(model, torch.nn.Module):
+        """The gradients the run left (not after a change made on purpose: its parameters may be others)."""
+        if self.reference.eager.grads and isinstance(model, torch.nn.Module) and not self.from_call:
             self.grads_from({name: p.grad for name, p in model.named_parameters() if p.grad is not None})
 
     def grads_from(self, grads: dict[str, torch.Tensor]) -> None:

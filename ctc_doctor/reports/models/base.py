@@ -71,6 +71,7 @@ ActionType = Literal[
     "regional",
     "warm_up",
     "counter_to_tensor",
+    "change_first",
 ]
 ExplainMethod = Literal["same_trace", "separate_call"]
 

@@ -20,11 +20,15 @@ class FixAction(_Model):
     submodules), regional (compile each repeated block instead of the whole model), warm_up (one eager call
     of the first call's inputs before compiling: first-call set-up runs outside the compiled code),
     counter_to_tensor (schema 1.17: an integer attribute of the modules that hold it, `attribute`, kept as a
-    0-d int64 buffer instead, so a new value changes no guard)."""
+    0-d int64 buffer instead, so a new value changes no guard), change_first (schema 1.19: the change a
+    build() target's `before_call` made to the model before call `call` made once before compiling, and not
+    again at that call: "prune or quantize first", verified; advice, never applied with the fixes)."""
     config: dict[str, Any] = Field(default_factory=dict)
     """dynamo_config: option name -> value; functions are named by dotted path (`print`, `logging.Logger.debug`)."""
     module_paths: list[str] = Field(default_factory=list)
     """disable / set_attribute / regional: the modules it applies to."""
+    call: int | None = None
+    """change_first: the call before which the model was changed (schema 1.19)."""
     attribute: str | None = None
     """set_attribute: the attribute name; counter_to_tensor: its path from the frame's module (`step`,
     `inner.step`), converted in every module that holds it as an int."""

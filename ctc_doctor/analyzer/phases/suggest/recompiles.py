@@ -584,6 +584,8 @@ def _changed_rule(ctx: RuleContext, failures: Failures) -> None:
     shown = ", ".join(f"`{p}`" for p in paths[:3]) or "the model"
     calls = sorted({rc.call_index for rc, _ in failures.items if rc.call_index is not None})
     at = f" before call {calls[0]}" if calls else ""
+    # a build() target's change comes from its before_call hook: the fix check makes it before compiling
+    replayable = bool(calls) and ctx.report.target is not None and ctx.report.target.kind == "build"
     ctx.add(
         "change-before-compile",
         f"Make the change to {shown} before compiling",
@@ -595,6 +597,7 @@ def _changed_rule(ctx: RuleContext, failures: Failures) -> None:
         snippet="# first the change, e.g.:\n# torch.nn.utils.prune.l1_unstructured(model.fc, 'weight', amount=0.5)\n"
         "# torchao.quantization.quantize_(model, Int8WeightOnlyConfig())\ncompiled = torch.compile(model)",
         references=[DOCS["troubleshooting"]],
+        action=rm.FixAction(type="change_first", call=calls[0]) if replayable else None,
     )
 
 
