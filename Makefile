@@ -6,9 +6,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 # The compatibility run: a fast subset of the tests on a second torch (the newest pip may install here;
 # a CUDA build that runs on the CPU, 5.4 GB, about 70 s to install from this machine's disk; where it is
-# not on disk pip downloads it: `make test COMPAT_TORCH=` skips the run).
+# not on disk pip downloads it: `make test COMPAT_TORCH=` skips the run). One venv per release; its own
+# constraints file (PIP_CONSTRAINT) stands in for any global one that caps torch below the release asked
+# for (`make compat COMPAT_TORCH=2.15.0`).
 COMPAT_TORCH ?= 2.14.1
-COMPAT       := .venv-compat
+COMPAT       := .venv-compat-$(COMPAT_TORCH)
 COMPAT_STAMP := $(COMPAT)/.installed-$(COMPAT_TORCH)
 
 .PHONY: demo test test-fast compat check lint schema bench clean
@@ -42,8 +44,8 @@ $(COMPAT_STAMP): pyproject.toml constraints.txt
 	test -x $(COMPAT)/bin/python || $(PYTHON) -m venv $(COMPAT)
 	grep -v '^torch==' constraints.txt > $(COMPAT)/constraints.txt
 	echo 'torch==$(COMPAT_TORCH)' >> $(COMPAT)/constraints.txt
-	$(COMPAT)/bin/python -m pip install -q -c $(COMPAT)/constraints.txt torch==$(COMPAT_TORCH)
-	$(COMPAT)/bin/python -m pip install -q -c $(COMPAT)/constraints.txt -e . pytest pytest-xdist numpy
+	PIP_CONSTRAINT=$(COMPAT)/constraints.txt $(COMPAT)/bin/python -m pip install -q torch==$(COMPAT_TORCH)
+	PIP_CONSTRAINT=$(COMPAT)/constraints.txt $(COMPAT)/bin/python -m pip install -q -e . pytest pytest-xdist numpy
 	touch $(COMPAT_STAMP)
 
 # the zoo's analysis and the report contract on torch $(COMPAT_TORCH) (tests marked `compat`)

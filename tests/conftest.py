@@ -22,6 +22,7 @@ from filelock import FileLock
 import ctc_doctor
 from ctc_doctor import AnalyzeOptions, BisectOptions, analyze
 from ctc_doctor.fixtures.registry import all_fixtures
+from ctc_doctor.processes import freeze_heap
 from ctc_doctor.reports import Report
 
 REPO = Path(__file__).resolve().parent.parent
@@ -237,4 +238,4 @@ def _frozen_heap() -> None:
     test's compiles then walks only that module's objects (zoo and capture tests: 140 -> 119 s). Garbage
     cycles are collected first: only what is still alive is frozen."""
     gc.collect()
-    gc.freeze()
+    freeze_heap()
