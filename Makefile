@@ -12,6 +12,8 @@ STAMP  := $(VENV)/.installed
 COMPAT_TORCH ?= 2.14.1
 COMPAT       := .venv-compat-$(COMPAT_TORCH)
 COMPAT_STAMP := $(COMPAT)/.installed-$(COMPAT_TORCH)
+# torchvision where its release for that torch lies on this machine's disk (tests/test_libraries.py)
+COMPAT_VISION := $(if $(filter 2.14.1,$(COMPAT_TORCH)),torchvision==0.29.1,)
 
 .PHONY: demo test test-fast compat check lint schema bench clean
 
@@ -45,13 +47,13 @@ $(COMPAT_STAMP): pyproject.toml constraints.txt
 	grep -v '^torch==' constraints.txt > $(COMPAT)/constraints.txt
 	echo 'torch==$(COMPAT_TORCH)' >> $(COMPAT)/constraints.txt
 	PIP_CONSTRAINT=$(COMPAT)/constraints.txt $(COMPAT)/bin/python -m pip install -q torch==$(COMPAT_TORCH)
-	PIP_CONSTRAINT=$(COMPAT)/constraints.txt $(COMPAT)/bin/python -m pip install -q -e . pytest pytest-xdist numpy
+	PIP_CONSTRAINT=$(COMPAT)/constraints.txt $(COMPAT)/bin/python -m pip install -q -e . pytest pytest-xdist numpy $(COMPAT_VISION)
 	touch $(COMPAT_STAMP)
 
 # the zoo's analysis and the report contract on torch $(COMPAT_TORCH) (tests marked `compat`)
 compat: $(COMPAT_STAMP)
 	$(COMPAT)/bin/python -m pytest -n 2 --dist loadfile -q -m compat -p no:cacheprovider \
-		tests/test_fixtures_zoo.py tests/test_reports.py tests/test_capture.py
+		tests/test_fixtures_zoo.py tests/test_reports.py tests/test_capture.py tests/test_libraries.py
 
 # ruff (style, and formatting at the configured line length), mypy on the package, the import contracts
 lint: $(STAMP)

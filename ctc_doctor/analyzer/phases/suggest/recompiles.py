@@ -264,6 +264,8 @@ def _size_rule(ctx: RuleContext, failures: Failures) -> None:
             action=rm.FixAction(type="mark_dynamic", argument=arg, dims=ordered, marks=marks if others else {}),
         )
         marked = True
+    if _made_inside_libraries(ctx, failures, marked):
+        return
     how = "compile with `dynamic=True`, or pad inputs to a few bucket sizes"
     ctx.add(
         "dynamic-or-buckets",
@@ -276,6 +278,37 @@ def _size_rule(ctx: RuleContext, failures: Failures) -> None:
         "length = -(-x.shape[1] // 64) * 64\nx = torch.nn.functional.pad(x, (0, 0, 0, length - x.shape[1]))",
         references=[DOCS["dynamic"]],
     )
+
+
+def _made_inside_libraries(ctx: RuleContext, failures: Failures, marked: bool) -> bool:
+    """Every size that changes is one a library's code makes from the data, in a frame of its own (after a
+    break): the number of boxes a detector keeps, a count of matches. No input of yours has it, so padding
+    your inputs does not bound it; `dynamic=True` compiles those frames shape-generic from the start (torch's
+    automatic dynamic shapes already makes a dim generic after its first recompile). Said so; True when it was."""
+    from ...readers.sources import classify_file
+
+    where = [classify_file(rc.file) for rc, _ in failures.items]
+    if not where or any(own or library in (None, "python") for own, library in where):
+        return False
+    libraries = sorted({library for _, library in where if library})
+    tensors = sorted({g.source.split("'")[1] if g.source and "'" in g.source else (g.source or "?") for _, g in failures.items})
+    shown = ", ".join(f"`{t}`" for t in tensors[:3]) + (f" and {len(tensors) - 3} more" if len(tensors) > 3 else "")
+    functions = sorted({rc.function for rc, _ in failures.items})
+    ctx.add(
+        "dynamic-library-sizes",
+        f"{'Or compile' if marked else 'Compile'} with `dynamic=True`: the sizes that change are made inside "
+        f"{', '.join(libraries)}, from your data",
+        f"{shown} change size in {', '.join(libraries)}'s own code ({', '.join(f'`{f}`' for f in functions[:3])}, frames "
+        "of their own after a break): tensors the model makes from the data (how many boxes it keeps, how many "
+        "matches it finds), not inputs you pass, so padding your inputs does not bound them. `dynamic=True` compiles "
+        "those frames shape-generic from the start; without it, torch's automatic dynamic shapes makes each dim "
+        "generic after its first recompile (the cause then settles: `bounded`).",
+        "dynamic_shapes",
+        failures.ids(),
+        snippet="compiled = torch.compile(model, dynamic=True)",
+        references=[DOCS["dynamic"]],
+    )
+    return True
 
 
 def _dtype_rule(ctx: RuleContext, failures: Failures) -> None:

@@ -1,0 +1,35 @@
+"""The doctor on real library models beyond transformers, timm and diffusers, where they install: their
+break sites and causes found in the library's own code, and the advice that holds there (issue 54)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctc_doctor import AnalyzeOptions, FixOptions, analyze
+from ctc_doctor.analyzer.target import load_workload
+
+from .conftest import TARGETS
+
+pytest.importorskip("torchvision", reason="torchvision imports in the compat venv only (torch 2.14.1 + torchvision 0.29.1)")
+
+
+@pytest.mark.compat
+def test_a_torchvision_detector_gets_first_call_and_library_size_advice_not_stop_changing():
+    """Faster R-CNN, random weights: every break site is torchvision's (none of the user's code). Its RoI
+    pooler sets `scales` on the first call (`.item()` breaks on a fresh model only), so the advice is one eager
+    call before compiling, verified on a copy; never "stop changing `self.scales`", an attribute the user
+    never writes. The boxes it keeps change in number inside torchvision: `dynamic=True`, not "pad inputs"."""
+    target = f"{TARGETS / 'vision_targets.py'}:detector"
+    report = analyze(load_workload(target, seed=0), AnalyzeOptions(spec=target, explain=False, fix=FixOptions()))
+    assert report.graph_breaks and all(not s.own_code and "torchvision" in s.user_frame.file for s in report.graph_breaks)
+    first_call = [s.id for s in report.graph_breaks if s.first_call_only]
+    assert first_call and all("poolers.py" in s.user_frame.file for s in report.graph_breaks if s.first_call_only)
+    rules = {s.rule: s for s in report.suggestions}
+    warm = rules["warm-up-before-compile"]
+    assert set(warm.applies_to) == set(first_call) and warm.verified is not None and warm.verified.effective, warm.verified
+    assert warm.verified.after.unique_break_sites < warm.verified.before.unique_break_sites and warm.verified.numerics_ok
+    assert not any("scales" in s.title for s in report.suggestions), [s.title for s in report.suggestions]
+    sizes = rules["dynamic-library-sizes"]
+    assert "dynamic-or-buckets" not in rules and "made inside torchvision" in sizes.title and "pad" not in sizes.title
+    size_recompiles = {r.id for r in report.recompiles if r.failed_guards and r.failed_guards[0].kind == "size"}
+    assert size_recompiles and size_recompiles <= set(sizes.applies_to), (size_recompiles, sizes.applies_to)
