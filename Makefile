@@ -12,8 +12,9 @@ STAMP  := $(VENV)/.installed
 COMPAT_TORCH ?= 2.14.1
 COMPAT       := .venv-compat-$(COMPAT_TORCH)
 COMPAT_STAMP := $(COMPAT)/.installed-$(COMPAT_TORCH)
-# torchvision where its release for that torch lies on this machine's disk (tests/test_libraries.py)
-COMPAT_VISION := $(if $(filter 2.14.1,$(COMPAT_TORCH)),torchvision==0.29.1,)
+# real libraries where their releases for that torch install (tests/test_libraries.py): torchvision from
+# this machine's disk (the dev set-up has torchao; PyPI's torchvision does not import beside its torch)
+COMPAT_LIBRARIES := $(if $(filter 2.14.1,$(COMPAT_TORCH)),torchvision==0.29.1 torchao==0.18.0,)
 
 .PHONY: demo test test-fast compat check lint schema bench clean
 
@@ -47,7 +48,7 @@ $(COMPAT_STAMP): pyproject.toml constraints.txt
 	grep -v '^torch==' constraints.txt > $(COMPAT)/constraints.txt
 	echo 'torch==$(COMPAT_TORCH)' >> $(COMPAT)/constraints.txt
 	PIP_CONSTRAINT=$(COMPAT)/constraints.txt $(COMPAT)/bin/python -m pip install -q torch==$(COMPAT_TORCH)
-	PIP_CONSTRAINT=$(COMPAT)/constraints.txt $(COMPAT)/bin/python -m pip install -q -e . pytest pytest-xdist numpy $(COMPAT_VISION)
+	PIP_CONSTRAINT=$(COMPAT)/constraints.txt $(COMPAT)/bin/python -m pip install -q -e . pytest pytest-xdist numpy $(COMPAT_LIBRARIES)
 	touch $(COMPAT_STAMP)
 
 # the zoo's analysis and the report contract on torch $(COMPAT_TORCH) (tests marked `compat`)

@@ -10,8 +10,6 @@ from ctc_doctor.analyzer.target import load_workload
 
 from .conftest import TARGETS
 
-pytest.importorskip("torchvision", reason="torchvision imports in the compat venv only (torch 2.14.1 + torchvision 0.29.1)")
-
 
 @pytest.mark.compat
 def test_a_torchvision_detector_gets_first_call_and_library_size_advice_not_stop_changing():
@@ -19,7 +17,8 @@ def test_a_torchvision_detector_gets_first_call_and_library_size_advice_not_stop
     pooler sets `scales` on the first call (`.item()` breaks on a fresh model only), so the advice is one eager
     call before compiling, verified on a copy; never "stop changing `self.scales`", an attribute the user
     never writes. The boxes it keeps change in number inside torchvision: `dynamic=True`, not "pad inputs"."""
-    target = f"{TARGETS / 'vision_targets.py'}:detector"
+    pytest.importorskip("torchvision", reason="torchvision imports in the compat venv only (torch 2.14.1 + torchvision 0.29.1)")
+    target = f"{TARGETS / 'library_targets.py'}:detector"
     report = analyze(load_workload(target, seed=0), AnalyzeOptions(spec=target, explain=False, fix=FixOptions()))
     assert report.graph_breaks and all(not s.own_code and "torchvision" in s.user_frame.file for s in report.graph_breaks)
     first_call = [s.id for s in report.graph_breaks if s.first_call_only]
@@ -33,3 +32,19 @@ def test_a_torchvision_detector_gets_first_call_and_library_size_advice_not_stop
     assert "dynamic-or-buckets" not in rules and "made inside torchvision" in sizes.title and "pad" not in sizes.title
     size_recompiles = {r.id for r in report.recompiles if r.failed_guards and r.failed_guards[0].kind == "size"}
     assert size_recompiles and size_recompiles <= set(sizes.applies_to), (size_recompiles, sizes.applies_to)
+
+
+@pytest.mark.compat
+def test_a_model_quantized_in_place_by_torchao_after_compile_is_told_to_quantize_first_and_that_is_verified():
+    """torchao's `quantize_` between calls 1 and 2, after the first compile: the weights become `Int8Tensor`, the
+    guard on their type fails, and the one cause is `changed` ("replaced by a tensor subclass"). The advice,
+    quantize before compiling, is checked on a copy quantized first: recompiles 1 -> 0, the same results."""
+    pytest.importorskip("torchao", reason="the dev set-up and the compat venv install torchao")
+    target = f"{TARGETS / 'library_targets.py'}:quantized_after_compile"
+    report = analyze(load_workload(target, seed=0), AnalyzeOptions(spec=target, explain=False, fix=FixOptions()))
+    [cause] = report.recompile_causes
+    assert cause.kind == "changed" and "replaced by a tensor subclass (quantization)" in cause.summary, cause.summary
+    [s] = [s for s in report.suggestions if s.rule == "change-before-compile"]
+    v = s.verified
+    assert v is not None and (v.before.recompile_count, v.after.recompile_count) == (1, 0) and v.numerics_ok, v
+    assert s.verdict == "recommended" and not report.fix.applied
