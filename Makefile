@@ -13,8 +13,9 @@ COMPAT_TORCH ?= 2.14.1
 COMPAT       := .venv-compat-$(COMPAT_TORCH)
 COMPAT_STAMP := $(COMPAT)/.installed-$(COMPAT_TORCH)
 # real libraries where their releases for that torch install (tests/test_libraries.py): torchvision from
-# this machine's disk (the dev set-up has torchao; PyPI's torchvision does not import beside its torch)
-COMPAT_LIBRARIES := $(if $(filter 2.14.1,$(COMPAT_TORCH)),torchvision==0.29.1 torchao==0.18.0,)
+# this machine's disk, and ultralytics, which needs it (the dev set-up has torchao; PyPI's torchvision does
+# not import beside its torch)
+COMPAT_LIBRARIES := $(if $(filter 2.14.1,$(COMPAT_TORCH)),torchvision==0.29.1 torchao==0.18.0 ultralytics==8.4.190,)
 
 .PHONY: demo test test-fast compat check lint schema bench clean
 

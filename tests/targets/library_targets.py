@@ -34,3 +34,11 @@ def quantized_after_compile():
     model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64))
     x = torch.randn(8, 64)
     return Workload(model, (x,), variants=[(x,)] * 3, before_call=_quantize_before_call_2)
+
+
+def yolo():
+    """Ultralytics' YOLOv8n built from its packaged yaml (random weights), in eval mode, on a 64 x 64 image."""
+    from ultralytics.nn.tasks import DetectionModel
+
+    torch.manual_seed(0)
+    return DetectionModel("yolov8n.yaml", verbose=False).eval(), (torch.rand(1, 3, 64, 64),)

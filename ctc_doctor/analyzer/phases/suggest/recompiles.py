@@ -13,7 +13,7 @@ from ....reports.advice.guard_kinds import guard_kind, rules
 from ....reports.labels import module_path_of
 from ....reports.links import DOCS
 from ...fixes.facts import ModelFacts
-from ...readers.causes import of_self, recompile_causes
+from ...readers.causes import STORM_INSTANCES, of_self, recompile_causes
 from ...readers.compile_time import hit_the_limit
 from .adapters import adapter_rule
 from .base import Failures, RuleContext, config
@@ -290,6 +290,8 @@ def _made_inside_libraries(ctx: RuleContext, failures: Failures, marked: bool) -
     where = [classify_file(rc.file) for rc, _ in failures.items]
     if not where or any(own or library in (None, "python") for own, library in where):
         return False
+    if any(len(rc.module_paths) >= STORM_INSTANCES for rc, _ in failures.items):
+        return False  # one module class run by several instances: their own widths (weights), not data sizes
     libraries = sorted({library for _, library in where if library})
     tensors = sorted({g.source.split("'")[1] if g.source and "'" in g.source else (g.source or "?") for _, g in failures.items})
     shown = ", ".join(f"`{t}`" for t in tensors[:3]) + (f" and {len(tensors) - 3} more" if len(tensors) > 3 else "")
