@@ -228,7 +228,9 @@ def _cause(
         and len({_code(rc) for rc, _ in events}) == 1
         and len({rc.call_index for rc, _ in events}) == 1
         and len(paths) >= STORM_INSTANCES
-        and len(shapes) > 1
+        # several tensors of the blocks change (`x` and `conv.bias`), or one takes a width per instance in one
+        # call (ultralytics' Conv.forward: `x` dim 1 is 3, 16, 32... across its instances)
+        and (len(shapes) > 1 or len(values) >= STORM_INSTANCES)
     )
     suggestion_ids = list(dict.fromkeys(sid for rc, _ in events for sid in by_recompile.get(rc.id, [])))
     return rm.RecompileCause(

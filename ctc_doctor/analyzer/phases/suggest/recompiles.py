@@ -189,34 +189,33 @@ def _storm_rule(ctx: RuleContext, failures: Failures) -> Failures:
     stormy = {r for c in storms for r in c.recompiles}
     if not stormy:
         return failures
-    for cause in storms:
-        blocks = cause.module_paths
-        parents = {p.rpartition(".")[0] for p in blocks}
-        # the breaks in the code that calls the blocks: in a module above them (the root included)
-        sites = [s for s in ctx.report.graph_breaks if not s.expected and any(_above(p, parents) for p in s.module_paths or [""])]
-        cls = cause.functions[0].rpartition(".")[0] or cause.functions[0]
-        shown = ", ".join(s.id for s in sites[:3])
-        title = (
-            f"Remove the break that splits the loop over the `{cls}` blocks ({shown})"
+    # one suggestion for every storm (a layer loop split by a break makes one per block class it calls)
+    parents = {p.rpartition(".")[0] for cause in storms for p in cause.module_paths}
+    # the breaks in the code that calls the blocks: in a module above them (the root included)
+    sites = [s for s in ctx.report.graph_breaks if not s.expected and any(_above(p, parents) for p in s.module_paths or [""])]
+    classes = ", ".join(f"`{c.functions[0].rpartition('.')[0] or c.functions[0]}`" for c in storms)
+    shown = ", ".join(s.id for s in sites[:3])
+    title = (
+        f"Remove the break that splits the loop over the {classes} blocks ({shown})"
+        if sites
+        else f"Compile the {classes} blocks in one graph, or each on its own with `dynamic=False`"
+    )
+    each = "; ".join(f"`{c.functions[0]}` compiled once per instance ({len(c.module_paths)} instances)" for c in storms)
+    ctx.add(
+        "per-instance-storm",
+        title,
+        f"{each}, each of its own widths: the blocks are called one by one from code that runs eagerly, so each is a "
+        "frame of its own, and the frame recompiles for every new width until the recompile limit, after which the "
+        "blocks run eagerly. Marking sizes dynamic does not help (each block's weights differ). "
+        + (
+            f"Removing {shown} keeps the loop in one graph, the blocks inlined (its own suggestions are checked on a copy)."
             if sites
-            else f"Compile the `{cls}` blocks in one graph, or each on its own with `dynamic=False`"
-        )
-        ctx.add(
-            "per-instance-storm",
-            title,
-            f"`{cause.functions[0]}` compiled once per instance ({len(blocks)} instances, each of its own widths): the "
-            "blocks are called one by one from code that runs eagerly, so each is a frame of its own, and the frame "
-            "recompiles for every new width until the recompile limit, after which the blocks run eagerly. Marking "
-            "sizes dynamic does not help (each block's weights differ). "
-            + (
-                f"Removing {shown} keeps the loop in one graph, the blocks inlined (its own suggestions are checked on a copy)."
-                if sites
-                else "Compile the module that loops over them, or each block on its own (regional compilation)."
-            ),
-            "source_edit",
-            [*cause.recompiles, *(s.id for s in sites)],
-            references=[DOCS["troubleshooting"]],
-        )
+            else "Compile the module that loops over them, or each block on its own (regional compilation)."
+        ),
+        "source_edit",
+        [*(r for c in storms for r in c.recompiles), *(s.id for s in sites)],
+        references=[DOCS["troubleshooting"]],
+    )
     return Failures(failures.kinds, [(rc, g) for rc, g in failures.items if rc.id not in stormy])
 
 
