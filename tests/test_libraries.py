@@ -55,8 +55,9 @@ def test_ultralytics_yolo_built_from_its_yaml_gets_one_eager_call_first_and_neve
     """YOLOv8n from ultralytics' packaged yaml, random weights: every break is ultralytics' own code, and its
     Detect head makes its anchors on the first call, so one eager call before compiling is verified to leave
     one graph and no recompile. The `Conv` and `C2f` blocks, each instance of its own widths after the layer
-    loop breaks, are two storms (one changing tensor is enough: `x` dim 1) with one advice, removing that break; `torch.compiler.disable` is never offered on the root or on the
-    `model` Sequential that holds the whole network."""
+    loop breaks, are two storms (one changing tensor is enough: `x` dim 1) with one advice, removing that
+    break; `torch.compiler.disable` is never offered on the root or on the `model` Sequential that holds the
+    whole network."""
     monkeypatch.setenv("YOLO_CONFIG_DIR", str(tmp_path))  # ultralytics writes its settings file on import
     pytest.importorskip("ultralytics", reason="ultralytics installs in the compat venv only (it needs torchvision)")
     target = f"{TARGETS / 'library_targets.py'}:yolo"
