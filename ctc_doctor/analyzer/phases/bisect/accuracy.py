@@ -197,11 +197,16 @@ def run_accuracy_bisect(
     # each module's reference sized from its own parameters (the workload's activations would overstate a block's)
     room = dataclasses.replace(ctx.room, activations=None) if isinstance(ctx.room, Room) else None
 
-    def run(path: str) -> TrialOutcome:
+    def trial_timeout() -> float | None:
+        """The per-trial limit, within what the run has left."""
         timeout = options.trial_timeout_s
         if stop_at is not None:
             left = max(0.5, stop_at - time.monotonic())
             timeout = min(timeout, left) if timeout else left
+        return timeout
+
+    def run(path: str) -> TrialOutcome:
+        timeout = trial_timeout()
         return accuracy_trial(
             model.get_submodule(path),
             tree.nodes[path]["inputs"],
@@ -238,8 +243,7 @@ def run_accuracy_bisect(
         result.own_code = all(rows[k].status == "passed" for k in kids)
         result.path = [rows[p] for p in _ancestors(tree, smallest) if p in rows]
         ctx.progress(ProgressEvent(Step.ACCURACY, subject=smallest or "(root)", activity="the operation"))
-        timeout = options.trial_timeout_s if stop_at is None else max(0.5, min(options.trial_timeout_s or 1e9, stop_at - time.monotonic()))
-        located = locate_operation(module, tree.nodes[smallest]["inputs"], trigger.backend, timeout)
+        located = locate_operation(module, tree.nodes[smallest]["inputs"], trigger.backend, trial_timeout())
         result.operation = located.operation if located is not None else None
         if located is not None and located.cut is not None and bugs is not None:
             ctx.progress(ProgressEvent(Step.ACCURACY, subject=smallest or "(root)", activity="the backend's wrong result, to file"))
@@ -252,7 +256,7 @@ def run_accuracy_bisect(
             def run_root(backend: str, compile_options: dict[str, Any]) -> TrialOutcome:
                 return accuracy_trial(
                     model, tree.nodes[""]["inputs"], backend=backend, train=settings.train, seed=settings.seed, device=settings.where,
-                    loss_fn=ctx.workload.loss_fn, timeout_s=options.trial_timeout_s, room=room, options=compile_options,
+                    loss_fn=ctx.workload.loss_fn, timeout_s=trial_timeout(), room=room, options=compile_options,
                 )  # fmt: skip
 
             bug = numerics_bug(located, result, judge=judge, repro_dir=options.repro_dir)
