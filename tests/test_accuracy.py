@@ -211,3 +211,47 @@ def test_a_string_attribute_gets_no_integer_advice():
     assert found == {"self.step": ["R1"]}
     nested = int_attributes(Failures(("attribute",), [(rc, guard("self._modules['sched'].step", "3"))]))
     assert list(nested) == ["self._modules['sched'].step"]
+
+
+@pytest.mark.fast
+def test_the_owner_of_a_registered_backend_and_how_a_repro_imports_it(tmp_path, monkeypatch):
+    """A backend registered outside PyTorch: a package's module and a package itself are imported by name from
+    the folder above the top package; a `functools.partial` is its function's; one defined in the script that
+    runs (`__main__`) cannot be imported: its file is named, with no import. PyTorch's own: no owner."""
+    import functools
+    import importlib
+    import os
+
+    from ctc_doctor.analyzer.triage import backend_owner
+
+    assert backend_owner("inductor") == (None, None)
+    pkg = tmp_path / "outer" / "inner"
+    pkg.mkdir(parents=True)
+    (tmp_path / "outer" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text(
+        "import torch\n"
+        "def be(gm, example_inputs):\n    return gm.forward\n"
+        "if 'ctc_owner_pkg' not in torch._dynamo.list_backends(exclude_tags=()):\n"
+        "    torch._dynamo.register_backend(be, name='ctc_owner_pkg')\n"
+    )
+    (pkg / "mod.py").write_text(
+        "import functools, torch\n"
+        "def be(gm, example_inputs, scale=1):\n    return gm.forward\n"
+        "if 'ctc_owner_partial' not in torch._dynamo.list_backends(exclude_tags=()):\n"
+        "    torch._dynamo.register_backend(functools.partial(be, scale=2), name='ctc_owner_partial')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("outer.inner")
+    importlib.import_module("outer.inner.mod")
+    owner, lines = backend_owner("ctc_owner_pkg")
+    assert owner == "outer.inner" and f"sys.path.insert(0, {str(tmp_path)!r})" in lines and "import outer.inner" in lines
+    owner, lines = backend_owner("ctc_owner_partial")
+    assert owner == "outer.inner.mod" and f"sys.path.insert(0, {str(tmp_path)!r})" in lines
+
+    def in_script(gm, example_inputs):
+        return gm.forward
+
+    in_script.__module__ = "__main__"
+    if "ctc_owner_main" not in torch._dynamo.list_backends(exclude_tags=()):
+        torch._dynamo.register_backend(functools.partial(in_script), name="ctc_owner_main")
+    assert backend_owner("ctc_owner_main") == (os.path.basename(__file__), None)

@@ -721,9 +721,10 @@ def test_compare_marks_the_dims_the_scripts_own_run_saw_vary_and_compares_its_lo
 def test_a_compare_row_whose_loss_departs_runs_the_accuracy_bisection_under_its_strategy(cli, tmp_path):
     """`--compare eager` on the drifting script (no fix checks, so its own run cannot see it): the default
     row's loss departs from eager's, so the script runs once more under that strategy, stopped after its
-    first call, and the accuracy bisection names the module and the operation only the compiled code runs."""
+    first call, and the accuracy bisection names the module and the operation only the compiled code runs.
+    The modules are compiled with the script's own options as given (`dynamic=False`, not its text)."""
     script = tmp_path / "train.py"
-    script.write_text(DRIFTING_LM)
+    script.write_text(DRIFTING_LM.replace("backend='eager')", "backend='eager', dynamic=False)"))
     out = tmp_path / "r.json"
     result = cli("run", "--compare", "eager", "--no-fix", "--json", str(out), "--", str(script), "drift")
     assert result.returncode == 0, result.stderr
@@ -732,7 +733,7 @@ def test_a_compare_row_whose_loss_departs_runs_the_accuracy_bisection_under_its_
     assert row.loss_ok is False
     a = report.accuracy
     assert a is not None and a.trigger.startswith("run --compare default: the loss departs "), a
-    assert a.backend == "eager" and a.module_path == "" and a.module_class == "LM" and a.own_code, a
+    assert a.backend == "eager" and a.options == {"dynamic": False} and a.module_path == "" and a.module_class == "LM" and a.own_code, a
     assert a.operation is not None and a.operation.kind == "traced_only" and a.operation.user_code == "x = x * 1.5", a.operation
     wrong = report.summary.wrong_results
     assert wrong.startswith("run --compare default") and "(LM) diverges compiled alone" in wrong, wrong

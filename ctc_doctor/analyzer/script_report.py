@@ -385,9 +385,15 @@ def _later_phases(
         pristine=primary.pristine,
     )
     if config.get("accuracy_of"):  # `run --compare`'s row whose loss departed, run again: where its compile goes wrong
-        kept = {k: v for k, v in primary.options.items() if k in ("mode", "dynamic", "options", "fullgraph")}
-        trigger = Trigger(config["accuracy_of"], str(primary.options.get("backend") or "inductor"), kept)
-        accuracy_into(report, ctx, session, trigger)
+        kept = {k: v for k, v in primary.literal_options.items() if k in ("mode", "dynamic", "options", "fullgraph") and v is not None}
+        backend = str(primary.options.get("backend") or "inductor")
+        try:
+            ti.lookup_backend(backend)
+        except Exception:  # noqa: BLE001 - the script's own backend callable: no name to compile the modules with
+            message = f"the script compiles with its own backend {backend!r}, not a named one: the modules cannot be compiled with it"
+            report.errors.append(rm.ErrorRecord(phase="accuracy", type="UnnamedBackend", message=message))
+            return
+        accuracy_into(report, ctx, session, Trigger(config["accuracy_of"], backend, kept))
         return
     if config.get("bisect") and inputs is not None and report.graph_breaks:
         options = BisectOptions(strategy="top-down", trial_timeout_s=config.get("trial_timeout_s") or 60.0)

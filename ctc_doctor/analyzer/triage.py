@@ -21,7 +21,7 @@ A workaround is the caller's: the fix phase names the fix verified in place of t
 from __future__ import annotations
 
 import contextlib
-import inspect
+import functools
 import os
 import platform
 import re
@@ -269,23 +269,30 @@ print("ran: no failure on this torch")
 
 
 def backend_owner(backend: str) -> tuple[str | None, str | None]:
-    """(the module that registered `backend`, the repro's lines that import it) when it is not PyTorch's
-    own; (None, None) for PyTorch's. A package's module is imported by name from its root; a module
-    loaded from a file (a TARGET file) is executed from that file."""
+    """(who registered `backend`, the repro's lines that import it) when it is not PyTorch's own; (None,
+    None) for PyTorch's. A package's module (or package) is imported by name from its root's parent; a module
+    loaded from a file (a TARGET file) is executed from that file; a backend defined in the script that runs
+    (`run`) cannot be imported without running the script: (its file's name, None)."""
     try:
-        module = inspect.getmodule(ti.lookup_backend(backend))
+        fn = ti.lookup_backend(backend)
     except Exception:  # noqa: BLE001 - unknown to torch by name: nothing to import
         return None, None
-    name = getattr(module, "__name__", "") or ""
-    if module is None or name == "torch" or name.startswith("torch."):
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    name = getattr(fn, "__module__", None) or ""
+    if name == "torch" or name.startswith("torch."):
         return None, None
-    file = getattr(module, "__file__", None)
+    if name in ("", "__main__"):
+        code = getattr(fn, "__code__", None)
+        return (os.path.basename(code.co_filename) if code is not None else "the script"), None
+    file = getattr(sys.modules.get(name), "__file__", None)
     if file is None:
         return name, f"import {name}  # registers {backend!r}\n"
     file = os.path.abspath(file)
-    if "." in name:  # a package's module: its root's parent is what sys.path needs
+    package = os.path.basename(file) == "__init__.py"
+    if "." in name or package:  # sys.path needs the folder that holds the top package
         root = os.path.dirname(file)
-        for _ in range(name.count(".")):
+        for _ in range(name.count(".") + package):
             root = os.path.dirname(root)
         return name, f"import sys\n\nsys.path.insert(0, {root!r})\nimport {name}  # registers {backend!r}\n"
     stem = os.path.splitext(os.path.basename(file))[0]
@@ -295,6 +302,10 @@ def backend_owner(backend: str) -> tuple[str | None, str | None]:
         "_spec.loader.exec_module(importlib.util.module_from_spec(_spec))\n"
     )
     return stem, load
+
+
+UNIMPORTABLE = "the backend is defined in the script that ran ({owner}): paste its definition above `Repro` to run it"
+"""The repro note when the backend cannot be imported by the repro."""
 
 
 def repro_text(
@@ -471,7 +482,9 @@ def triage(
         bug.repro = repro_text(
             reduced.graph, args, failed.backend, config, dynamic, where=where, stage=stage, error=error, importing=importing
         )
-        if bug.repro is not None and verify:
+        if bug.repro is not None and owner is not None and importing is None:
+            bug.repro_note = UNIMPORTABLE.format(owner=owner)
+        elif bug.repro is not None and verify:
             bug.repro_verified, bug.repro_note = run_repro(bug.repro, error_type)
         elif bug.repro is None:
             bug.repro_note = "this torch cannot print the graph as a module (torch._dynamo.debug_utils.NNModuleToString)"

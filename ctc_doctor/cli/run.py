@@ -280,7 +280,7 @@ def _departed_accuracy(
     from ..analyzer.launch import run_script
 
     row = next((r for r in rows if r.loss_ok is False and r.error is None and r.strategy not in _NOT_THE_MODULE), None)
-    if row is None or default.accuracy is not None or row.loss_change is None:
+    if row is None or default.accuracy is not None or row.loss_change is None or row.loss_call is None:
         return
     text = (
         f"run --compare {row.strategy}: the loss departs {row.loss_change:.1%} from eager's by call {row.loss_call} "

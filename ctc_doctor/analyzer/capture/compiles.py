@@ -95,6 +95,9 @@ class WatchedObject:
     """The module, for module and method kinds."""
     options: dict[str, str]
     calls: int = 0
+    literal_options: dict[str, Any] = field(default_factory=dict)
+    """The compile's keyword arguments whose values are plain data (`mode`, `dynamic`, `fullgraph`, an
+    `options` dict of plain values), as given: what compiling its module again passes (`options` is text)."""
     recorded: list[RecordedCall] = field(default_factory=list)
     pristine: torch.nn.Module | None = None
     """A copy taken when it was compiled, before its first call (when asked for)."""
@@ -309,6 +312,7 @@ class CompileRecorder:
     def _watch(self, model: Any, compiled: Any, kwargs: dict[str, Any]) -> Any:
         options = {k: _option_text(v) for k, v in kwargs.items()}
         options.setdefault("backend", "inductor")
+        literal = {k: v for k, v in kwargs.items() if k != "backend" and _plain(v)}
         if isinstance(model, torch.nn.Module):
             obj = WatchedObject(type(model).__name__, "module", model, options)
         elif isinstance(getattr(model, "__self__", None), torch.nn.Module):
@@ -320,6 +324,7 @@ class CompileRecorder:
             name = getattr(model, "__qualname__", None) or getattr(model, "__name__", None) or type(model).__name__
             obj = WatchedObject(name.rsplit("<locals>.", 1)[-1], "function", None, options, arg_names=_parameter_names(model))
         obj.site, obj.library = _caller(sys._getframe(2))
+        obj.literal_options = literal
         if self.snapshot and obj.module is not None:
             inner = obj.module.module if isinstance(obj.module, torch.nn.parallel.DistributedDataParallel) else obj.module
             try:
@@ -556,6 +561,17 @@ def _loss_of(out: Any) -> torch.Tensor | None:
     if isinstance(out, torch.Tensor) and out.numel() == 1 and out.is_floating_point():
         return out
     return None
+
+
+def _plain(value: Any) -> bool:
+    """Plain data, safe to pass to torch.compile again: str, numbers, bools, None, dicts and lists of them."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return True
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return all(_plain(v) for v in value)
+    return False
 
 
 def _option_text(value: Any) -> str:

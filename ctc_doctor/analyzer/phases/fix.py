@@ -232,8 +232,12 @@ class _Checker:
         """Run the variant like the original and compare counts and outputs."""
         t0 = time.perf_counter()
         ctx, workload = self.ctx, self.ctx.workload
-        fixed = variant.workload_of(workload)  # before_call and loss_fn act on the copy
         compiled: CompiledRun | None = None
+        try:
+            fixed = variant.workload_of(workload)  # before_call and loss_fn act on the copy (change_first: made now)
+        except Exception as exc:  # noqa: BLE001 - the user's change, made before compiling, fails there: the advice fails
+            error = f"the change made before compiling raised {type(exc).__name__}: {describe_error(exc)}"[:500]
+            return rm.Verification(applied=False, error=error, duration_s=round(time.perf_counter() - t0, 3)), None
         try:
             # compiled first, as the analysis does (the copy is fresh); each step from the copy's own buffers
             with preserved_state(variant.model):
@@ -413,8 +417,10 @@ class _Fixer:
                     "(the script changed the module's state between its calls, which a replay of its inputs does not)."
                 )
                 continue
+            advice = suggestion.action is not None and suggestion.action.type in VERIFIED_ADVICE
             if not self.options.verify_each:
-                chosen.append(suggestion)
+                if not advice:  # advice is the user's to follow: never applied with the fixes
+                    chosen.append(suggestion)
                 continue
             verification, self.findings[suggestion.id] = self.check([suggestion])
             if verification.safe and verification.effective and self.time_left():
@@ -424,7 +430,7 @@ class _Fixer:
             verification.moved_break = bool(addressed and set(addressed) & set(verification.fixed) and verification.new_sites)
             section.verified[suggestion.id] = verification
             covered = {f for c in chosen for f in (section.verified[c.id].fixed if c.id in section.verified else [])}
-            if suggestion.action is not None and suggestion.action.type in VERIFIED_ADVICE:  # the user moves their own code
+            if advice:  # the user moves their own code
                 if verification.safe and verification.effective:
                     result.notes.append(
                         f"{suggestion.id} held on a copy changed before it was compiled ({verification.summary or 'see its row'}): "

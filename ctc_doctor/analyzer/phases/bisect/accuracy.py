@@ -259,9 +259,16 @@ def run_accuracy_bisect(
                     loss_fn=ctx.workload.loss_fn, timeout_s=trial_timeout(), room=room, options=compile_options,
                 )  # fmt: skip
 
-            bug = numerics_bug(located, result, judge=judge, repro_dir=options.repro_dir)
-            if bug is not None:
-                bugs.append(bug)
+            try:  # the module and operation are found already: the bug report is one more step
+                left = max(0.5, stop_at - time.monotonic()) if stop_at is not None else None  # each step keeps its own limit too
+                with deadline(left):
+                    bug = numerics_bug(located, result, judge=judge, repro_dir=options.repro_dir, repro_timeout_s=min(left or 180.0, 180.0))
+                if bug is not None:
+                    bugs.append(bug)
+            except DeadlineExceeded:
+                result.notes.append("No time left to write the backend's wrong result up as a bug (its repro and issue text).")
+            except Exception as exc:  # noqa: BLE001 - said, and the bisection's answer stands
+                result.notes.append(f"The backend's wrong result could not be written up as a bug: {type(exc).__name__}: {exc}"[:300])
         if len(found) > 1:
             others = ", ".join(f"`{p or '(root)'}`" for p in sorted(found, key=path_key) if p != smallest)
             result.notes.append(f"Also diverging alone: {others}.")
@@ -281,11 +288,15 @@ def _kept_eager(module: torch.nn.Module | None) -> Iterator[None]:
     if module is None:
         yield
         return
+    own = module.__dict__.get("forward")  # a forward already set on the instance (a hook, a patch) is put back
     module.forward = torch.compiler.disable(module.forward)  # type: ignore[method-assign]
     try:
         yield
     finally:
-        del module.forward
+        if own is None:
+            del module.forward
+        else:
+            module.forward = own  # type: ignore[method-assign]
 
 
 def _ancestors(tree: nx.DiGraph, path: str) -> list[str]:

@@ -25,7 +25,18 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ....reports import models as rm
-from ...triage import backend_owner, compute_nodes, issue_text, issue_title, repro_text, run_repro, stage_of, write_bug
+from ...triage import (
+    REPRO_TIMEOUT_S,
+    UNIMPORTABLE,
+    backend_owner,
+    compute_nodes,
+    issue_text,
+    issue_title,
+    repro_text,
+    run_repro,
+    stage_of,
+    write_bug,
+)
 from .operation import Located, departs
 
 ERROR_TYPE = "WrongResult"
@@ -69,6 +80,7 @@ def _floats(value):
 
 
 def _run(module, args):
+    torch.manual_seed(0)  # a graph that draws random numbers draws the same ones in each run
     with torch.no_grad():
         return _floats(module(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args]))
 
@@ -89,10 +101,16 @@ print("agrees: no departure on this torch")
 
 
 def numerics_bug(
-    located: Located, result: rm.AccuracyBisect, *, judge: Callable[[str, str | None], bool], repro_dir: str | None
+    located: Located,
+    result: rm.AccuracyBisect,
+    *,
+    judge: Callable[[str, str | None], bool],
+    repro_dir: str | None,
+    repro_timeout_s: float = REPRO_TIMEOUT_S,
 ) -> rm.TorchBug | None:
     """The backend's wrong result as a bug to file, with a way around it `judge(backend, eager_path)`
-    verified on the user's model (True: the model compiled so agrees with float64)."""
+    verified on the user's model (True: the model compiled so agrees with float64); the repro's run within
+    `repro_timeout_s`."""
     op, backend = located.operation, result.backend
     if located.cut is None or op.kind != "backend":
         return None
@@ -105,6 +123,7 @@ def numerics_bug(
             tried.append("aot_eager (AOTAutograd): agrees with float64")
         else:
             stage = stage_of("aot_eager")
+            owner = None  # AOTAutograd's decompositions, before the backend: PyTorch's (the repro still imports it)
             tried.append(f"aot_eager (AOTAutograd): departs too ({aot:.3g}x the graph's own error)")
     ratio = f"{op.ratio:.3g}x" if op.ratio is not None else "beyond"
     tried.append(f"{backend}: departs {ratio} the graph's own error")
@@ -126,8 +145,10 @@ def numerics_bug(
         issue_title="",
     )
     bug.repro = _repro(located, backend, importing, where=bug.where, stage=stage, error=error)
-    if bug.repro is not None:
-        bug.repro_verified, bug.repro_note = run_repro(bug.repro, ERROR_TYPE)
+    if bug.repro is not None and importing is None and owner is not None:
+        bug.repro_note = UNIMPORTABLE.format(owner=owner)
+    elif bug.repro is not None:
+        bug.repro_verified, bug.repro_note = run_repro(bug.repro, ERROR_TYPE, max(1.0, repro_timeout_s))
     else:
         bug.repro_note = "this torch cannot print the graph as a module (torch._dynamo.debug_utils.NNModuleToString)"
     bug.issue_title = issue_title(stage, error.split(": ", 1)[1], op.operation, wrong=True)
@@ -153,7 +174,7 @@ def _repro(located: Located, backend: str, importing: str | None, *, where: str,
             f'it exits with {ERROR_TYPE} while the bug is there, and prints "agrees" once fixed',
         )
     )
-    head = head.replace("args = [", "torch.manual_seed(0)\nargs = [", 1)
+    head = head.replace("\nargs = [", "\ntorch.manual_seed(0)\nargs = [", 1)
     return head.rstrip() + f"\n\nBACKEND = {backend!r}\n" + _CHECK
 
 
