@@ -51,7 +51,7 @@ RULES = {
     "warning_logged_once": {"warm-up-before-compile", "logger-ignore"},
     "transformers_output_capture": {"warm-up-before-compile", "context-manager", "library-upgrade"},
     "two_causes": {"mark-dynamic", "scalar-to-tensor"},
-    "transformers_gpt2_positional": {"mark-dynamic"},
+    "transformers_gpt2_positional": {"mark-dynamic", "dynamic-or-buckets"},  # the lengths inside follow the input's: padding bounds them
     "per_layer_cache": {"state-recompile", "regional-compile"},
     "rare_expensive_branch": {"branchless-where", "torch-cond"},
     "train_step": {"logger-ignore", "logger-guard", "mark-dynamic"},

@@ -281,11 +281,16 @@ def _size_rule(ctx: RuleContext, failures: Failures) -> None:
 
 def _made_inside_libraries(ctx: RuleContext, failures: Failures, marked: bool) -> bool:
     """Every size that changes is one a library's code makes from the data, in a frame of its own (after a
-    break): the number of boxes a detector keeps, a count of matches. No input of yours has it, so padding
-    your inputs does not bound it; `dynamic=True` compiles those frames shape-generic from the start (torch's
-    automatic dynamic shapes already makes a dim generic after its first recompile). Said so; True when it was."""
+    break): the number of boxes a detector keeps, a count of matches, while the inputs keep their sizes from
+    call to call. No input of yours has it, so padding your inputs does not bound it; `dynamic=True` compiles
+    those frames shape-generic from the start (torch's automatic dynamic shapes already makes a dim generic
+    after its first recompile). Said so; True when it was."""
     from ...readers.sources import classify_file
 
+    if marked or ctx.facts is None:
+        return False
+    if any(len({tuple(s) for s in shapes if s is not None}) > 1 for shapes in ctx.facts.arg_shapes.values()):
+        return False  # the inputs change size: the sizes inside may follow them (a sequence length), and padding bounds them
     where = [classify_file(rc.file) for rc, _ in failures.items]
     if not where or any(own or library in (None, "python") for own, library in where):
         return False
