@@ -293,7 +293,9 @@ class ShapeProbe(_Model):
 
 
 class TorchBug(_Model):
-    """A compile that crashed inside PyTorch itself, not in the user's code, ready to file (schema 1.17):
+    """A compile that crashed inside PyTorch itself, not in the user's code, ready to file (schema 1.17), or
+    (schema 1.19) a backend that computes a right graph wrong (`kind`), or the bug of a backend registered
+    outside PyTorch (`owner`):
     the stage that fails (found by compiling with the cheaper backends), the user's line that triggers
     it, a standalone repro of the smallest failing graph (verified to fail the same way under plain
     `python`), the text of an issue, and a workaround verified on the user's code where one was found."""

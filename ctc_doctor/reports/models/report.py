@@ -101,7 +101,8 @@ class Report(_Model):
     """Each compiled frame: the entries a compiled version served and those that ran eagerly, by call
     (a live analysis; schema 1.17)."""
     torch_bugs: list[TorchBug] = Field(default_factory=list)
-    """Compiles that crashed inside PyTorch, each ready to file (schema 1.17)."""
+    """Compiles that crashed inside PyTorch, and backends that compute a graph wrong, each ready to file
+    (schema 1.17; wrong results and other backends' bugs, 1.19)."""
     cost: DoctorCost | None = None
     """What the doctor itself cost: wall time and peak memory per phase, against the workload's own (schema 1.13)."""
 
