@@ -285,6 +285,20 @@ def test_make_the_change_before_compiling_is_verified_on_a_copy_pruned_first():
     assert s.id not in report.fix.applied and s.id not in report.fix.unsafe
 
 
+def test_a_submodule_swapped_once_after_compile_is_told_to_swap_first_and_a_flip_is_not():
+    """`fc` becomes a Sequential before call 2 and stays so: one type recompile, and the advice is to make the
+    swap before compiling, verified on a copy swapped first (recompiles 1 -> 0); not "stop changing `fc`",
+    which stays the advice for a setting flipped between calls (`attribute_toggle`)."""
+    workload = load_workload(f"{TARGETS / 'fix_targets.py'}:swapped_after_compile", seed=0)
+    report = analyze(workload, AnalyzeOptions(explain=False, fix=FixOptions()))
+    rules = {s.rule: s for s in report.suggestions}
+    assert "state-recompile" not in rules, [s.title for s in report.suggestions]
+    s = rules["change-before-compile"]
+    assert s.title == "Swap `fc` before compiling" and s.action.type == "change_first" and s.action.call == 2
+    assert (s.verified.before.recompile_count, s.verified.after.recompile_count) == (1, 0) and s.verified.numerics_ok
+    assert "state-recompile" in {s.rule for s in analyzed("attribute_toggle").suggestions}
+
+
 def test_a_build_target_whose_compiled_arm_crashes_inside_torch_gets_the_bug_triaged(cli, tmp_path):
     """The user's own `allow_unspec_int_on_nn_module` and a counter under `%`: the benchmark's compiled arm
     crashes in AOTAutograd. The report says it is PyTorch's, at which stage, on which line, writes a repro

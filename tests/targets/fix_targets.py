@@ -237,6 +237,18 @@ def pruned_after_compile():
     return Workload(TwoLayers(), (x,), variants=[(x,)] * 3, before_call=_prune_before_call_2)
 
 
+def _swap_before_call_2(model, index):
+    if index == 2 and isinstance(model.fc, torch.nn.Linear):
+        model.fc = torch.nn.Sequential(model.fc)  # the same weights in another class: the type guard fails once
+
+
+def swapped_after_compile():
+    """`fc` wrapped in a Sequential between calls 1 and 2, after the first compile, and kept so."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 8)
+    return Workload(TwoLayers(), (x,), variants=[(x,)] * 3, before_call=_swap_before_call_2)
+
+
 def modulo_step_unspec():
     """The step counter under `%` with the user's own `allow_unspec_int_on_nn_module = True` (set here, as
     a script would before compiling): every compile through AOTAutograd crashes on torch 2.13. Run in a

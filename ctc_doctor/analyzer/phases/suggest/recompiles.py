@@ -13,10 +13,11 @@ from ....reports.advice.guard_kinds import guard_kind, rules
 from ....reports.labels import module_path_of
 from ....reports.links import DOCS
 from ...fixes.facts import ModelFacts
-from ...readers.causes import STORM_INSTANCES, of_self, recompile_causes
+from ...readers.causes import of_self, recompile_causes
 from ...readers.compile_time import hit_the_limit
 from .adapters import adapter_rule
 from .base import Failures, RuleContext, config
+from .changes import changed_rule, made_inside_libraries, swapped_once, swapped_rule
 from .schedulers import in_scheduler, scheduler_suggestion
 
 
@@ -263,7 +264,7 @@ def _size_rule(ctx: RuleContext, failures: Failures) -> None:
             action=rm.FixAction(type="mark_dynamic", argument=arg, dims=ordered, marks=marks if others else {}),
         )
         marked = True
-    if _made_inside_libraries(ctx, failures, marked):
+    if made_inside_libraries(ctx, failures, marked):
         return
     how = "compile with `dynamic=True`, or pad inputs to a few bucket sizes"
     ctx.add(
@@ -277,44 +278,6 @@ def _size_rule(ctx: RuleContext, failures: Failures) -> None:
         "length = -(-x.shape[1] // 64) * 64\nx = torch.nn.functional.pad(x, (0, 0, 0, length - x.shape[1]))",
         references=[DOCS["dynamic"]],
     )
-
-
-def _made_inside_libraries(ctx: RuleContext, failures: Failures, marked: bool) -> bool:
-    """Every size that changes is one a library's code makes from the data, in a frame of its own (after a
-    break): the number of boxes a detector keeps, a count of matches, while the inputs keep their sizes from
-    call to call. No input of yours has it, so padding your inputs does not bound it; `dynamic=True` compiles
-    those frames shape-generic from the start (torch's automatic dynamic shapes already makes a dim generic
-    after its first recompile). Said so; True when it was."""
-    from ...readers.sources import classify_file
-
-    if marked or ctx.facts is None:
-        return False
-    if any(len({tuple(s) for s in shapes if s is not None}) > 1 for shapes in ctx.facts.arg_shapes.values()):
-        return False  # the inputs change size: the sizes inside may follow them (a sequence length), and padding bounds them
-    where = [classify_file(rc.file) for rc, _ in failures.items]
-    if not where or any(own or library in (None, "python") for own, library in where):
-        return False
-    if any(len(rc.module_paths) >= STORM_INSTANCES for rc, _ in failures.items):
-        return False  # one module class run by several instances: their own widths (weights), not data sizes
-    libraries = sorted({library for _, library in where if library})
-    tensors = sorted({g.source.split("'")[1] if g.source and "'" in g.source else (g.source or "?") for _, g in failures.items})
-    shown = ", ".join(f"`{t}`" for t in tensors[:3]) + (f" and {len(tensors) - 3} more" if len(tensors) > 3 else "")
-    functions = sorted({rc.function for rc, _ in failures.items})
-    ctx.add(
-        "dynamic-library-sizes",
-        f"{'Or compile' if marked else 'Compile'} with `dynamic=True`: the sizes that change are made inside "
-        f"{', '.join(libraries)}, from your data",
-        f"{shown} change size in {', '.join(libraries)}'s own code ({', '.join(f'`{f}`' for f in functions[:3])}, frames "
-        "of their own after a break): tensors the model makes from the data (how many boxes it keeps, how many "
-        "matches it finds), not inputs you pass, so padding your inputs does not bound them. `dynamic=True` compiles "
-        "those frames shape-generic from the start; without it, torch's automatic dynamic shapes makes each dim "
-        "generic after its first recompile (the cause then settles: `bounded`).",
-        "dynamic_shapes",
-        failures.ids(),
-        snippet="compiled = torch.compile(model, dynamic=True)",
-        references=[DOCS["dynamic"]],
-    )
-    return True
 
 
 def _dtype_rule(ctx: RuleContext, failures: Failures) -> None:
@@ -479,6 +442,12 @@ def _state_rule(ctx: RuleContext, failures: Failures) -> None:
         failures = Failures(failures.kinds, [(rc, g) for rc, g in failures.items if rc.id not in counted])
         if not failures.items:
             return
+    swapped = swapped_once(failures)
+    if swapped:
+        swapped_rule(ctx, Failures(failures.kinds, swapped))
+        failures = Failures(failures.kinds, [(rc, g) for rc, g in failures.items if (rc, g) not in swapped])
+        if not failures.items:
+            return
     lazy = [(rc, g) for rc, g in failures.items if g.expected == "None" and rc.call_index == 1]
     if lazy:
         _lazy_state_rule(ctx, Failures(failures.kinds, lazy))
@@ -612,34 +581,6 @@ def _advice_rule(ctx: RuleContext, failures: Failures) -> None:
         )
 
 
-def _changed_rule(ctx: RuleContext, failures: Failures) -> None:
-    """The model was changed after compile (pruned, quantized in place, reparametrized, a submodule swapped):
-    one cause per frame, and the advice is to make the change before compiling."""
-    from ....reports.advice.guard_kinds import changed_path, model_change
-
-    texts = [g.reason for _, g in failures.items]
-    changes = list(dict.fromkeys(model_change(t) for t in texts))
-    paths = list(dict.fromkeys(p for p in (changed_path(t) for t in texts) if p))
-    shown = ", ".join(f"`{p}`" for p in paths[:3]) or "the model"
-    calls = sorted({rc.call_index for rc, _ in failures.items if rc.call_index is not None})
-    at = f" before call {calls[0]}" if calls else ""
-    # a build() target's change comes from its before_call hook: the fix check makes it before compiling
-    replayable = bool(calls) and ctx.report.target is not None and ctx.report.target.kind == "build"
-    ctx.add(
-        "change-before-compile",
-        f"Make the change to {shown} before compiling",
-        f"The model changed after it was compiled{at}: {'; '.join(changes)}. The compiled code guarded on the "
-        "model as it was, so it recompiles for the changed one, and the first compile was for a model you no "
-        "longer run. Prune, quantize or reparametrize first, then `torch.compile` the model as it will run.",
-        "source_edit",
-        failures.ids(),
-        snippet="# first the change, e.g.:\n# torch.nn.utils.prune.l1_unstructured(model.fc, 'weight', amount=0.5)\n"
-        "# torchao.quantization.quantize_(model, Int8WeightOnlyConfig())\ncompiled = torch.compile(model)",
-        references=[DOCS["troubleshooting"]],
-        action=rm.FixAction(type="change_first", call=calls[0]) if replayable else None,
-    )
-
-
 RULES: dict[str, Callable[[RuleContext, Failures], None]] = {
     "size": _size_rule,
     "dtype": _dtype_rule,
@@ -650,7 +591,7 @@ RULES: dict[str, Callable[[RuleContext, Failures], None]] = {
     "advice": _advice_rule,
     "adapter": adapter_rule,
     "stride": _stride_rule,
-    "changed": _changed_rule,
+    "changed": changed_rule,
 }
 """The rules by name; which kinds each answers, and in what order they are listed, is the guard kinds'
 registry's (`reports/advice/guard_kinds.KINDS`)."""
