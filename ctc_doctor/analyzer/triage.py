@@ -308,6 +308,26 @@ UNIMPORTABLE = "the backend is defined in the script that ran ({owner}): paste i
 """The repro note when the backend cannot be imported by the repro."""
 
 
+def check_repro(
+    bug: rm.TorchBug,
+    error_type: str,
+    registered_by: str | None,
+    importing: str | None,
+    *,
+    run: bool = True,
+    timeout_s: float = REPRO_TIMEOUT_S,
+) -> None:
+    """`bug.repro` run under plain python (`run_repro`, with `run`) into `repro_verified` and `repro_note`;
+    the note says why not when there is no repro (this torch cannot print the graph) or when its backend,
+    registered by `registered_by` (`backend_owner`), is defined in the script and cannot be imported."""
+    if bug.repro is None:
+        bug.repro_note = "this torch cannot print the graph as a module (torch._dynamo.debug_utils.NNModuleToString)"
+    elif registered_by is not None and importing is None:
+        bug.repro_note = UNIMPORTABLE.format(owner=registered_by)
+    elif run:
+        bug.repro_verified, bug.repro_note = run_repro(bug.repro, error_type, timeout_s)
+
+
 def repro_text(
     gm: torch.fx.GraphModule,
     args: list[Any],
@@ -482,12 +502,7 @@ def triage(
         bug.repro = repro_text(
             reduced.graph, args, failed.backend, config, dynamic, where=where, stage=stage, error=error, importing=importing
         )
-        if bug.repro is not None and owner is not None and importing is None:
-            bug.repro_note = UNIMPORTABLE.format(owner=owner)
-        elif bug.repro is not None and verify:
-            bug.repro_verified, bug.repro_note = run_repro(bug.repro, error_type)
-        elif bug.repro is None:
-            bug.repro_note = "this torch cannot print the graph as a module (torch._dynamo.debug_utils.NNModuleToString)"
+        check_repro(bug, error_type, owner, importing, run=verify)
     else:
         bug.repro_note = f"the failure is in {stage}'s tracing, before any graph: no graph to reduce"
     bug.issue_title = issue_title(stage, error, bug.operation)

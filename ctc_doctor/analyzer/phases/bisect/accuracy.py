@@ -205,19 +205,19 @@ def run_accuracy_bisect(
             timeout = min(timeout, left) if timeout else left
         return timeout
 
-    def run(path: str) -> TrialOutcome:
-        timeout = trial_timeout()
+    def run(path: str, backend: str = trigger.backend) -> TrialOutcome:
+        """`path` compiled alone with `backend` (the trigger's own options with its own backend)."""
         return accuracy_trial(
             model.get_submodule(path),
             tree.nodes[path]["inputs"],
-            backend=trigger.backend,
+            backend=backend,
             train=settings.train,
             seed=settings.seed,
             device=settings.where,
             loss_fn=ctx.workload.loss_fn if path == "" else None,
-            timeout_s=timeout,
+            timeout_s=trial_timeout(),
             room=room,
-            options=trigger.options,
+            options=trigger.options if backend == trigger.backend else {},
         )
 
     search = Search(
@@ -251,13 +251,7 @@ def run_accuracy_bisect(
             def judge(backend: str, eager_path: str | None) -> bool:
                 """The model compiled with `backend`, `eager_path` kept eager, against float64."""
                 with _kept_eager(model.get_submodule(eager_path) if eager_path else None):
-                    return run_root(backend, trigger.options if backend == trigger.backend else {}).status == "passed"
-
-            def run_root(backend: str, compile_options: dict[str, Any]) -> TrialOutcome:
-                return accuracy_trial(
-                    model, tree.nodes[""]["inputs"], backend=backend, train=settings.train, seed=settings.seed, device=settings.where,
-                    loss_fn=ctx.workload.loss_fn, timeout_s=trial_timeout(), room=room, options=compile_options,
-                )  # fmt: skip
+                    return run("", backend).status == "passed"
 
             try:  # the module and operation are found already: the bug report is one more step
                 left = max(0.5, stop_at - time.monotonic()) if stop_at is not None else None  # each step keeps its own limit too

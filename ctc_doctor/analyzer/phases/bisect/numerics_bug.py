@@ -27,13 +27,12 @@ from collections.abc import Callable
 from ....reports import models as rm
 from ...triage import (
     REPRO_TIMEOUT_S,
-    UNIMPORTABLE,
     backend_owner,
+    check_repro,
     compute_nodes,
     issue_text,
     issue_title,
     repro_text,
-    run_repro,
     stage_of,
     write_bug,
 )
@@ -114,7 +113,8 @@ def numerics_bug(
     op, backend = located.operation, result.backend
     if located.cut is None or op.kind != "backend":
         return None
-    owner, importing = backend_owner(backend)
+    registered_by, importing = backend_owner(backend)
+    owner = registered_by
     stage = stage_of(backend)
     tried = ["eager (Dynamo only): the graph run as plain PyTorch, the reference (at float64)"]
     if backend not in ("eager", "aot_eager"):
@@ -145,12 +145,8 @@ def numerics_bug(
         issue_title="",
     )
     bug.repro = _repro(located, backend, importing, where=bug.where, stage=stage, error=error)
-    if bug.repro is not None and importing is None and owner is not None:
-        bug.repro_note = UNIMPORTABLE.format(owner=owner)
-    elif bug.repro is not None:
-        bug.repro_verified, bug.repro_note = run_repro(bug.repro, ERROR_TYPE, max(1.0, repro_timeout_s))
-    else:
-        bug.repro_note = "this torch cannot print the graph as a module (torch._dynamo.debug_utils.NNModuleToString)"
+    # the backend is still the one registered outside PyTorch when the stage is AOTAutograd's
+    check_repro(bug, ERROR_TYPE, registered_by, importing, timeout_s=max(1.0, repro_timeout_s))
     bug.issue_title = issue_title(stage, error.split(": ", 1)[1], op.operation, wrong=True)
     bug.issue_text = issue_text(bug)
     _way_around(bug, result, judge)

@@ -50,6 +50,14 @@ def made_inside_libraries(ctx: RuleContext, failures: Failures, marked: bool) ->
     return True
 
 
+def _change_first(ctx: RuleContext, call: int | None) -> rm.FixAction | None:
+    """The action that checks "make the change before compiling": a build() target's change comes from its
+    `before_call` hook for `call`, which the fix check makes before compiling (None: a script's own code)."""
+    if call is None or ctx.report.target is None or ctx.report.target.kind != "build":
+        return None
+    return rm.FixAction(type="change_first", call=call)
+
+
 def swapped_once(failures: Failures) -> list[tuple[rm.Recompile, rm.FailedGuard]]:
     """Type guards on submodules that changed class once and stayed so (one recompile each, in one call): a
     submodule swapped after compile, not a setting flipped between calls (which recompiles again and again)."""
@@ -71,7 +79,6 @@ def swapped_rule(ctx: RuleContext, failures: Failures) -> None:
     paths = sorted({module_path_of(g.source) for _, g in failures.items if g.source})
     shown = ", ".join(f"`{p}`" for p in paths[:3])
     was = f" (it was {g.expected.rsplit('.', 1)[-1]})" if g.expected else ""
-    replayable = rc.call_index is not None and ctx.report.target is not None and ctx.report.target.kind == "build"
     ctx.add(
         "change-before-compile",
         f"Swap {shown} before compiling",
@@ -82,7 +89,7 @@ def swapped_rule(ctx: RuleContext, failures: Failures) -> None:
         failures.ids(),
         snippet="model.fc = new_module  # first the swap\ncompiled = torch.compile(model)",
         references=[DOCS["troubleshooting"]],
-        action=rm.FixAction(type="change_first", call=rc.call_index) if replayable else None,
+        action=_change_first(ctx, rc.call_index),
     )
 
 
@@ -97,8 +104,6 @@ def changed_rule(ctx: RuleContext, failures: Failures) -> None:
     shown = ", ".join(f"`{p}`" for p in paths[:3]) or "the model"
     calls = sorted({rc.call_index for rc, _ in failures.items if rc.call_index is not None})
     at = f" before call {calls[0]}" if calls else ""
-    # a build() target's change comes from its before_call hook: the fix check makes it before compiling
-    replayable = bool(calls) and ctx.report.target is not None and ctx.report.target.kind == "build"
     ctx.add(
         "change-before-compile",
         f"Make the change to {shown} before compiling",
@@ -110,5 +115,5 @@ def changed_rule(ctx: RuleContext, failures: Failures) -> None:
         snippet="# first the change, e.g.:\n# torch.nn.utils.prune.l1_unstructured(model.fc, 'weight', amount=0.5)\n"
         "# torchao.quantization.quantize_(model, Int8WeightOnlyConfig())\ncompiled = torch.compile(model)",
         references=[DOCS["troubleshooting"]],
-        action=rm.FixAction(type="change_first", call=calls[0]) if replayable else None,
+        action=_change_first(ctx, calls[0] if calls else None),
     )
