@@ -49,9 +49,20 @@ class RunCost:
     """One run's meter, preflight and cost section."""
 
     def __init__(
-        self, device: str | None, progress: ProgressFn, owns_workload: bool, memory_limit_mb: int | None = None, *, train: bool = False
+        self,
+        device: str | None,
+        progress: ProgressFn,
+        owns_workload: bool,
+        memory_limit_mb: int | None = None,
+        *,
+        train: bool = False,
+        started_s: float | None = None,
     ) -> None:
         self.train = train
+        self.started_s = started_s
+        """When the CLI started (`time.perf_counter()`), before its imports and the model's build: the
+        doctor's wall time counts from it, and those count on the workload's side too. None (the Python
+        API: the caller built the model): both sides count from the analysis's start."""
         """Training: the arms' child keeps a whole pristine copy beside each arm's (inference shares the weights)."""
         self.device = measured_on(device)
         self.limit = memory_limit_mb * 2**20 if memory_limit_mb else None
@@ -153,9 +164,9 @@ class RunCost:
     def finish(self, report: rm.Report) -> rm.DoctorCost:
         """The report's cost section (the meter stops)."""
         phases = self.meter.finish()
-        # from the analysis's start: the model's build and the imports are the workload's own costs too, and its
-        # figure (the arms' first passes) leaves them out (`run.duration_s` counts them: --timeout's clock)
-        wall = round(time.perf_counter() - self.meter.t0, 3)
+        # from the CLI's start: its imports and the model's build count on both sides (the workload's in the
+        # process that ran the arms: `start_s` below)
+        wall = round(time.perf_counter() - (self.started_s if self.started_s is not None else self.meter.t0), 3)
         cost = rm.DoctorCost(phases=phases, wall_s=wall, footprint=self.footprint, notes=self.notes)
         cost.peak_rss_mb = round(self.meter.peak_rss / 2**20, 1) if self.meter.peak_rss else None
         cuda = [p.peak_cuda_mb for p in phases if p.peak_cuda_mb is not None]
@@ -178,7 +189,7 @@ class RunCost:
         if script is not None:  # `run`: the script's own run under capture is the workload
             figures = script_figures(script, self.device)
         else:
-            figures = workload_figures(report, pristine_mb, [c for c in children if c is not None])
+            figures = workload_figures(report, pristine_mb, [c for c in children if c is not None], self._start_s(report))
         cost.workload_wall_s, cost.workload_peak_mb, cost.workload_basis = figures
         if cost.workload_wall_s:
             cost.time_ratio = round(cost.wall_s / cost.workload_wall_s, 2)
@@ -187,6 +198,16 @@ class RunCost:
             cost.memory_ratio = round(doctor_peak / cost.workload_peak_mb, 2)
         cost.summary = summary_line(cost)
         return cost
+
+    def _start_s(self, report: rm.Report) -> float | None:
+        """What a fresh process of the user's pays before its first call (Python, the imports, the model's
+        build), as the process that ran the arms paid it: the arms' child's first start, or this process's
+        own (the CLI's start to the analysis's); None when the doctor did not build the model (the API)."""
+        bench = report.benchmark
+        isolation = bench.isolation if bench is not None else None
+        if isolation is not None and isolation.isolated:
+            return isolation.first_start_s or None
+        return self.meter.t0 - self.started_s if self.started_s is not None else None
 
 
 def isolated_bench(isolate: bool, target: str | None, spec: str) -> bool:

@@ -123,7 +123,14 @@ class Session:
     def start(cls, options: AnalyzeOptions) -> Session:
         """A session for `options`: its clock started (at `options.started_s` when the CLI's start counts)."""
         clock = Clock(options.timeout_s, options.budget_s, options.started_s)
-        cost = RunCost(options.device, options.progress or no_progress, options.owns_workload, options.memory_limit_mb, train=options.train)
+        cost = RunCost(
+            options.device,
+            options.progress or no_progress,
+            options.owns_workload,
+            options.memory_limit_mb,
+            train=options.train,
+            started_s=options.started_s,
+        )
         return cls(options, clock, cost)
 
     @property

@@ -153,19 +153,22 @@ class CostMeter:
 
 
 def workload_figures(
-    report: rm.Report, pristine_mb: float, child_peaks: list[float] | None = None
+    report: rm.Report, pristine_mb: float, child_peaks: list[float] | None = None, start_s: float | None = None
 ) -> tuple[float | None, float | None, str | None]:
-    """The workload's own wall time and peak memory, and how they were taken: one eager pass and one
-    compile of its calls, from the benchmark's eager and compiled arms. Its peak: with the arms in a child
-    process on the host, the peak of that child and its compile workers during those arms
-    (`child_peaks`), as a process of the user's would have them; else each arm's own peak; either less the
-    pristine copy the arm's process keeps beside it (`pristine_mb`)."""
+    """The workload's own wall time and peak memory, and how they were taken: a fresh process's start
+    (`start_s`: Python, the imports, the model's build; None when the doctor did not build it), the
+    compiler's one-time costs (`Benchmark.compiler_warmup_s`: the workload pays them in its first compile),
+    one eager pass and one compile of its calls, from the benchmark's eager and compiled arms, all in the
+    process that ran the arms. Its peak: with the arms in a child process on the host, the peak of that
+    child and its compile workers during those arms (`child_peaks`), as a process of the user's would have
+    them; else each arm's own peak; either less the pristine copy the arm's process keeps beside it
+    (`pristine_mb`)."""
     bench = report.benchmark
     arms = {a.name: a for a in bench.arms} if bench is not None else {}
     eager, compiled = arms.get("eager"), arms.get("compiled")
     if bench is None or eager is None or compiled is None or eager.first_pass_s is None or compiled.first_pass_s is None:
         return None, None, None
-    wall = eager.first_pass_s + compiled.first_pass_s
+    wall = eager.first_pass_s + compiled.first_pass_s + (start_s or 0.0) + (bench.compiler_warmup_s or 0.0)
     gpu = bench.device.startswith("cuda")
     peaks = [p for p in (child_peaks or []) if p] if not gpu else []
     what = "the arms' child process and its compile workers during those arms" if peaks else "those arms' process"
@@ -173,9 +176,15 @@ def workload_figures(
     peak = max(peaks) - pristine_mb if peaks else None
     where = "GPU memory allocated by" if gpu else "resident memory of"
     less = f", less the pristine copy kept beside it ({pristine_mb:.0f} MB)" if pristine_mb else ""
+    before = []
+    if start_s:
+        whose = "the arms' child's" if bench.isolation is not None and bench.isolation.isolated else "this process's"
+        before.append(f"a process's start, imports and model build ({start_s:.1f} s, {whose})")
+    if bench.compiler_warmup_s and bench.compiler_warmup_s >= 0.05:  # an eager backend's: nothing to say
+        before.append(f"the compiler's one-time costs ({bench.compiler_warmup_s:.1f} s)")
     basis = (
-        f"one eager pass and one compile ({bench.settings.get('backend')}) of its calls, the benchmark's eager and "
-        f"compiled arms' first passes; its peak: the {where} {what}{less}"
+        f"{', '.join(before) + ', then ' if before else ''}one eager pass and one compile ({bench.settings.get('backend')}) "
+        f"of its calls, the benchmark's eager and compiled arms' first passes; its peak: the {where} {what}{less}"
     )
     return round(wall, 3), (round(peak, 1) if peak is not None and peak > 0 else None), basis
 

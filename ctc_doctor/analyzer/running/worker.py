@@ -111,6 +111,8 @@ class ChildWorker:
         """Children started: one, plus one after each crash or hang."""
         self.startup_total_s = 0.0
         """Seconds from each start to its child's ready answer, summed."""
+        self.first_start_s = 0.0
+        """Seconds from the first start to its child's ready answer."""
         self._buffer = b""
         self._log_offset = 0
 
@@ -146,7 +148,10 @@ class ChildWorker:
         answer = self.read(min(left, limit_s) if limit_s is not None else left)
         if answer is not None and "error" not in answer:
             self.ready = answer
-            self.startup_total_s += time.perf_counter() - self.started_at
+            took = time.perf_counter() - self.started_at
+            self.startup_total_s += took
+            if self.starts == 1:
+                self.first_start_s = took
             return answer, None
         if answer is not None:
             problem = str(answer["error"])

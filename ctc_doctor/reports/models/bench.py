@@ -151,6 +151,10 @@ class BenchIsolation(_Model):
     (what the arms after a crash are judged against)."""
     crashed: list[str] = Field(default_factory=list)
     """The arms whose child process died."""
+    first_start_s: float = 0.0
+    """Seconds the first child took from its start to its first arm: Python, the imports and the
+    workload's build, what a fresh process of the user's pays before its first call (the report's own
+    cost account counts it on the workload's side) (schema 1.20)."""
 
 
 class Benchmark(_Model):
@@ -192,6 +196,11 @@ class Benchmark(_Model):
     reference: ReferenceRun | None = None
     """The benchmark's own numerics reference (training steps, or no fix phase before it): where it ran and
     what it cost; None when its arms were judged by the fix phase's (schema 1.16)."""
+    compiler_warmup_s: float | None = None
+    """Seconds the compiler's one-time costs took in the process that ran the arms: a tiny function
+    compiled before the first compiled arm (the backend's imports, the C++ compiler's checks, its first
+    kernel), which every arm's compile time leaves out. The workload pays them in its first compile: the
+    report's own cost account counts them on its side (schema 1.20)."""
 
 
 class MachineLoad(_Model):

@@ -78,14 +78,15 @@ class DoctorCost(_Model):
     phases: list[PhaseCost] = Field(default_factory=list)
     """Each phase, in order."""
     wall_s: float = 0.0
-    """The whole analysis, from its start (the model's build and imports before it are not counted, as the
-    workload's own figure does not count them; `run.duration_s` does)."""
+    """The whole run, from the CLI's start: its imports and the model's build count, as they count on the
+    workload's side (schema 1.20; through the Python API, which builds no model, from the analysis's start)."""
     peak_rss_mb: float | None = None
     """Peak resident memory of the doctor's process tree over the whole analysis."""
     peak_cuda_mb: float | None = None
     """Peak GPU memory in use over the whole analysis (above the start's)."""
     workload_wall_s: float | None = None
-    """The workload's own time: one eager pass and one compile of its calls (`workload_basis`)."""
+    """The workload's own time, as a fresh process spends it: its start, imports and build, the compiler's
+    one-time costs, one eager pass and one compile of its calls (`workload_basis`; schema 1.20)."""
     workload_peak_mb: float | None = None
     """The workload's own peak memory (host RSS; on a GPU, the device's) (`workload_basis`)."""
     workload_basis: str | None = None

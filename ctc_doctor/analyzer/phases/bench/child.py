@@ -95,6 +95,7 @@ def run_isolated(ctx: PhaseContext, bench: BenchOptions, result: rm.Benchmark) -
             _measure(ctx, child, ready["arms"], result, isolation)
             isolation.child_processes = child.starts
             isolation.startup_s = round(child.startup_total_s, 3)
+            isolation.first_start_s = round(child.first_start_s, 3)
         finally:
             child.shutdown()
     return "child"

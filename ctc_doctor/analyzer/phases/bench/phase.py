@@ -210,7 +210,7 @@ def _run_in_process(ctx: PhaseContext, bench: BenchOptions, result: rm.Benchmark
     """Every arm in this process, eager first (a crash in one ends the run): the one arm loop with this
     process's runner as its executor."""
     runner = ArmRunner(ctx, bench)
-    runner.prime()
+    result.compiler_warmup_s = runner.prime()
     try:
         arms = plan_arms(ctx, runner, result.notes)
         if runner.opt_in_left:
@@ -231,6 +231,8 @@ def _mb(n: int) -> str:
 
 KEPT = "numerics_kept"
 """The settings key eager's answer carries what the judgement kept in (moved to `Benchmark.kept`)."""
+WARMUP = "compiler_warmup_s"
+"""The settings key the first compiled arm's answer carries the compiler's warm-up in (moved to `Benchmark.compiler_warmup_s`)."""
 REFERENCE_RUN = "numerics_reference_run"
 """The settings key eager's answer carries the benchmark's own reference run in (moved to `Benchmark.reference`)."""
 
@@ -243,6 +245,9 @@ def _conclude(result: rm.Benchmark, bench: BenchOptions, calls: int) -> None:
     run = result.settings.pop(REFERENCE_RUN, None)
     if run is not None:
         result.reference = rm.ReferenceRun.model_validate(run)
+    warmup = result.settings.pop(WARMUP, None)
+    if warmup is not None:
+        result.compiler_warmup_s = warmup
     price_opt_in(result)
     if result.machine is not None:
         conclude_load(result.machine, result.arms)
