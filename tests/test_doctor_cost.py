@@ -101,6 +101,26 @@ def test_an_arm_that_runs_out_of_memory_is_named_and_is_not_a_loss_for_compile(c
     assert "best: eager" not in result.stdout and "could not be measured" in result.stdout
 
 
+def test_under_a_memory_limit_an_arm_that_needs_more_than_the_workload_runs_out_of_memory_within_it(cli, tmp_path):
+    """--memory-limit 300: the regional arm's blocks each run with a 2 GB scratch buffer; eager and compiled
+    (the workload itself) run as they are, the regional arm may hold their peak plus 300 MB and runs out of
+    memory within that, named in its row; the run finishes, and the process never held the 2 GB."""
+    out = tmp_path / "r.json"
+    args = ("bench", "user_targets:crashes_by_arm", "--bench-backend", "ctc_test_regional_allocates", "--iters", "2", "--warmup", "0")
+    result = cli(*args, "--no-fix", "--memory-limit", "300", "--json", str(out), "-q", timeout=300)
+    assert result.returncode == 0, result.stderr
+    b = load_report(out).benchmark
+    arms = {a.name: a for a in b.arms}
+    assert arms["eager"].memory_cap is None and arms["compiled"].memory_cap is None
+    assert arms["eager"].latency_ms is not None and arms["compiled"].latency_ms is not None
+    regional = arms["regional"]
+    assert regional.out_of_memory and regional.latency_ms is None, regional
+    assert regional.memory_cap.endswith("+ --memory-limit 300 MB)") and regional.error.startswith("out of memory within --memory-limit (")
+    own = max(arms["eager"].peak_memory_mb, arms["compiled"].peak_memory_mb)
+    assert regional.peak_memory_mb < own + 300 + 64, (regional.peak_memory_mb, own)  # never near the 2 GB
+    assert b.best_arm != "regional" and "regional" not in b.within_noise
+
+
 @pytest.fixture
 def two_busy_loops():
     loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]

@@ -86,7 +86,8 @@ MEMORY_LIMIT = amount_option(
     "memory_limit_mb",
     "What the doctor may hold on the device beyond what the workload itself holds (its model and activations) "
     "[default: what is free]: phases adapt (copies share the weights, the float64 reference goes block by block or in "
-    "slices) or are left out, and said; exit 14 only when the analysis itself holds more.",
+    "slices) or are left out, and said; an arm past eager and compiled that needs more runs out of memory within it; "
+    "exit 14 only when the analysis itself holds more.",
 )
 
 
@@ -432,6 +433,7 @@ class AnalysisArgs:
             isolate=self.isolate_arms,
             target=self.rebuild_spec or spec,
             arm_memory_mb=self.arm_memory_mb,
+            memory_limit_mb=self.memory_limit_mb,
             repro_dir=self.repro_folder(),
         )
 

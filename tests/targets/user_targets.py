@@ -128,6 +128,20 @@ def regional_segfault_backend(gm, example_inputs):
     return gm
 
 
+@_backend("ctc_test_regional_allocates")
+def regional_allocates_backend(gm, example_inputs):
+    """Each `CrashBlock` compiled on its own (regional compilation) runs with a 2 GB scratch buffer, written
+    (resident); every other graph runs as traced: the arm that needs more than the workload's own."""
+    if not any(name.lower().startswith("l_self_modules_crashy") for name in _placeholders(gm)):
+        return gm
+
+    def run(*args):
+        scratch = torch.ones(2**29)  # 2 GB of float32, every page written
+        return gm(*args) if scratch[-1] == 1 else None
+
+    return run
+
+
 @_backend("ctc_test_arm_crashes")
 def arm_crashes_backend(gm, example_inputs):
     """SIGABRT on the whole `CrashesByArm` model's graph (the compiled arm), SIGSEGV on one block's (regional)."""

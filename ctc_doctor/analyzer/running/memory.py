@@ -14,6 +14,7 @@ import ctypes
 import ctypes.util
 import gc
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -128,3 +129,54 @@ def cap_memory(mb: int, device: str) -> str:
     _, hard = resource.getrlimit(resource.RLIMIT_DATA)
     resource.setrlimit(resource.RLIMIT_DATA, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
     return f"{mb} MB of heap (RLIMIT_DATA)"
+
+
+def _status_kb(field: str) -> int | None:
+    """A `/proc/self/status` figure in kB (Linux), else None."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    return None
+
+
+@contextlib.contextmanager
+def arm_cap(limit_mb: int, own_peak_mb: float, device: str) -> Iterator[str | None]:
+    """For the block, this process may hold the workload's own peak (`own_peak_mb`: the eager and compiled
+    arms') plus `limit_mb` (what `--memory-limit` lets a phase add) and no more: past it, an allocation fails
+    as out of memory. CUDA: the caching allocator's share of the device; the host (Linux): the heap's soft
+    RLIMIT_DATA, set to what the heap maps now plus the room left (that peak less what is resident now, plus
+    the limit: the heap counts mappings, not resident pages). Yields what was capped (None: nothing could
+    be), and puts the previous cap back after."""
+    extra = limit_mb * 2**20
+    if device.startswith("cuda") and torch.cuda.is_available():
+        dev = torch.device(device)
+        total = torch.cuda.get_device_properties(dev).total_memory
+        allowed = own_peak_mb * 2**20 + extra
+        torch.cuda.set_per_process_memory_fraction(min(1.0, allowed / total), dev)
+        try:
+            own = f"the workload's own peak {own_peak_mb:.0f} MB + --memory-limit {limit_mb} MB"
+            yield f"{allowed / 2**20:.0f} MB of {device} ({own})"
+        finally:
+            torch.cuda.set_per_process_memory_fraction(1.0, dev)
+        return
+    data, resident = _status_kb("VmData"), _status_kb("VmRSS")
+    if data is None or resident is None:
+        yield None
+        return
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    room = max(0, int(own_peak_mb * 2**20) - resident * 1024) + extra
+    cap = data * 1024 + room
+    if soft != resource.RLIM_INFINITY:
+        cap = min(cap, soft)  # --arm-memory-limit's cap stays the tighter one
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
+    try:
+        allowed_mb = own_peak_mb + limit_mb
+        yield f"{allowed_mb:.0f} MB resident (the workload's own peak {own_peak_mb:.0f} MB + --memory-limit {limit_mb} MB)"
+    finally:
+        resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))

@@ -107,6 +107,11 @@ class BenchmarkArm(_Model):
     out_of_memory: bool = False
     """The arm ran out of memory (its `peak_memory_mb` is what it reached); it is not a loss for compile:
     the verdict says the arm could not be measured (schema 1.13)."""
+    memory_cap: str | None = None
+    """`--memory-limit`: what this compiled arm was allowed to hold, the workload's own peak (the eager and
+    compiled arms') plus the limit, and how (the heap's RLIMIT_DATA on the host, the GPU's share on CUDA);
+    past it, it ran out of memory, and its error says so. None: not capped (no limit, or the eager and
+    compiled arms, which are the workload itself) (schema 1.20)."""
     timed_compiles: int = 0
     """Compiles during the timed passes (recompiles past the first passes): the steady state was never
     reached, and `latency_ms.unstable` names the causes (schema 1.13)."""

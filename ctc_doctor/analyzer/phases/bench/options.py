@@ -58,3 +58,6 @@ class BenchOptions:
     arm_memory_mb: int | None = None
     """Cap each arm's memory: the arms' child process's heap (RLIMIT_DATA) on the host, its share of the GPU
     (`torch.cuda.set_per_process_memory_fraction`) on CUDA; an arm that needs more fails as out of memory."""
+    memory_limit_mb: int | None = None
+    """`--memory-limit`: each compiled arm past the workload's own (eager and compiled) may add this much
+    beyond their peak, wherever the arms run; past it, it fails as out of memory (`running.memory.arm_cap`)."""

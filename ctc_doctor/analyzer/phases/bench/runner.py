@@ -22,7 +22,7 @@ from ...resources.cpu import QUIET_WAIT_S
 from ...resources.load import CpuWindow, busy, wait_for_quiet
 from ...running import device as dev
 from ...running.calls import Sample, preserved_state, run_pass
-from ...running.memory import out_of_memory
+from ...running.memory import arm_cap, out_of_memory
 from ...running.numerics import KeptResults, Reference, SameAs, loose_backend
 from ...running.precision import make_reference
 from ..context import PhaseContext
@@ -78,6 +78,9 @@ class ArmRunner:
         """The model draws random numbers (dropout, rand): eager from another seed gave other results."""
         self.shared = False
         """The reference came from the fix phase (same calls, seed and pristine model): no run of its own."""
+        self.own_peak_mb: float | None = None
+        """The workload's own peak: the larger of the eager arm's and the compiled arm's (the user's own compile);
+        with `--memory-limit` every other compiled arm may hold it plus the limit, and no more."""
         self.opt_in_left: list[str] = []
         """The training arms the plan left out for the asking (`arms.price_opt_in` says what they would cost)."""
         if ctx.reference is not None and not self.steps:
@@ -289,6 +292,18 @@ class ArmRunner:
         self.random = reference.random is not None
         reference.loose = loose_backend(self.bench.backend)  # the elementwise fallback, for this backend's float math
 
+    def capped(self, arm: Arm) -> contextlib.AbstractContextManager[str | None]:
+        """With `--memory-limit`, a compiled arm the doctor explores (fixed, regional, a mode...) may hold the
+        workload's own peak (eager's and the user's own compile's, the `compiled` arm) plus the limit, and no
+        more (`memory.arm_cap`: past it, it fails as out of memory); what was capped, or None. Not the eager
+        and compiled arms (the workload itself), nor on CUDA under `--arm-memory-limit` (the child's own
+        share of the device holds)."""
+        limit, peak = self.bench.memory_limit_mb, self.own_peak_mb
+        own = arm.name in ("eager", "compiled")
+        if not limit or peak is None or own or not arm.compiled or (self.bench.arm_memory_mb and self.device.startswith("cuda")):
+            return contextlib.nullcontext(None)
+        return arm_cap(limit, peak, self.device)
+
     def close(self) -> None:
         """Let go of eager's kept results and the reference (a shared one stays its owner's)."""
         if self.reference is not None and not self.shared:
@@ -309,6 +324,7 @@ class ArmRunner:
         graphs: ti.CudaGraphLog | None = None  # set once the arm's passes start under CUDA graphs
         try:
             with (
+                self.capped(arm) as out.memory_cap,
                 preserved_state(arm.model, parameters=self.steps),
                 self.grad(),
                 ti.fresh_inductor_cache(arm.compiled and self.bench.fresh_cache and has_compile_cache(self.bench.backend)),
@@ -320,10 +336,14 @@ class ArmRunner:
         except Exception as exc:  # noqa: BLE001 - one failing arm is a row, not the benchmark
             out.error, out.error_type = f"{type(exc).__name__}: {describe_error(exc)}"[:500], type(exc).__name__
             out.out_of_memory = out_of_memory(exc)
+            if out.out_of_memory and out.memory_cap:
+                out.error = f"out of memory within --memory-limit ({out.memory_cap}): {out.error}"[:500]
         finally:
             out.peak_memory_mb = dev.peak_memory_mb(self.device)  # what it reached, also when it failed
             out.peak_reserved_mb = dev.peak_reserved_mb(self.device)
             ti.fresh_dynamo_state()
+        if arm.name in ("eager", "compiled") and out.error is None and out.peak_memory_mb is not None:
+            self.own_peak_mb = max(self.own_peak_mb or 0.0, out.peak_memory_mb)
         if graphs is not None:
             out.cudagraphs = rm.CudaGraphStats(
                 step_marked=True,
