@@ -1,12 +1,13 @@
-"""What running the benchmark's arms in a child process costs: `ctc-doctor bench` with the arms isolated
-(the default) against `--no-isolate-arms`, whole-command wall seconds (median of `--repeat` runs,
-alternated), per backend, and the same per arm; beside it the report's own account of the child
-(`benchmark.isolation`: its start-up, which covers importing torch, rebuilding the workload and one eager
-call, and the eager replay after a crash).
+"""What protecting the run from a crash in one of the benchmark's arms costs: `ctc-doctor bench` with the
+arms isolated (the default: the command supervises the run, which measures the arms in its own process
+with a checkpoint before each, `cli/supervise.py`) against `--no-isolate-arms`, whole-command wall seconds
+(median of `--repeat` runs, alternated), per backend, and the same per arm; beside it the report's own
+account (`benchmark.isolation`: the restarts after a crash and the eager replay each costs).
 
 With `--crash`, it also times the planted model of the tests (tests/targets/user_targets.py
-`crashes_by_arm`) whose compiled arm aborts and whose regional arm segfaults: what one crash costs (a
-new child, its start-up and the eager replay), against the same model's arms run with the eager backend.
+`crashes_by_arm`) whose compiled arm aborts and whose regional arm segfaults: what a crash costs (the run
+started again from its checkpoint: Python, the imports, the model built again, the eager replay), against
+the same model's arms run with the eager backend.
 
     .venv/bin/python benchmarks/bench_isolation.py [--fixture per_layer_cache] [--backends eager,inductor]
                                                     [--iters 10] [--repeat 3] [--crash]
@@ -56,7 +57,7 @@ def _compare(target: str, backend: str, iters: int, repeat: int, env: dict[str, 
     print(
         f"{target.rpartition(':')[2]:<18} {backend:<9} arms {arms}  in-process {plain:6.2f} s  isolated {iso:6.2f} s  "
         f"+{iso - plain:5.2f} s ({(iso / plain - 1) * 100:+.0f} %), {(iso - plain) / arms:+.2f} s per arm;  "
-        f"child start-up {isolation['startup_s']:.2f} s, bench phase {last[False]['duration_s']:.2f} -> {last[True]['duration_s']:.2f} s"
+        f"{isolation['reason'][:40]}..., bench phase {last[False]['duration_s']:.2f} -> {last[True]['duration_s']:.2f} s"
     )
 
 
@@ -71,8 +72,8 @@ def _crash(iters: int, repeat: int, env: dict[str, str]) -> None:
         iso = bench["isolation"]
         crashed = ", ".join(f"{a['name']} {a['crash']}" for a in bench["arms"] if a.get("crash")) or "none"
         print(
-            f"crashes_by_arm     {backend:<21} {statistics.median(walls):6.2f} s  children {iso['child_processes']}  "
-            f"start-up {iso['startup_s']:.2f} s  replay {iso['replay_s']:.2f} s  crashed: {crashed}"
+            f"crashes_by_arm     {backend:<21} {statistics.median(walls):6.2f} s  restarts {iso.get('restarts', 0)}  "
+            f"children {iso['child_processes']}  replay {iso['replay_s']:.2f} s  crashed: {crashed}"
         )
 
 

@@ -179,17 +179,26 @@ class RunCost:
         cost.released = self.released
         cost.kept = bench.kept if bench is not None else None
         cost.reference = self.reference or (bench.reference if bench is not None else None)
-        isolated = bench is not None and bench.isolation is not None and bench.isolation.isolated
-        # the arms' child keeps its pristine model beside each arm's copy: a whole one when training, on the host
-        # (on an accelerator it is not on the device); for inference the arms share its weights (nothing beside)
-        kept_beside = self.footprint is not None and isolated and self.train and not self.device.startswith("cuda")
+        # the arms in a child process (a supervised run's are in the analysing process: no child)
+        isolated = bench is not None and bench.isolation is not None and bench.isolation.isolated and bench.isolation.child_processes > 0
+        # the process that runs the arms keeps its pristine model beside each arm's copy: a whole one when
+        # training, on the host (on an accelerator it is not on the device); for inference the arms share its
+        # weights (nothing beside)
+        kept_beside = self.footprint is not None and self.train and not self.device.startswith("cuda")
         pristine_mb = self.footprint.model_mb if kept_beside and self.footprint is not None else 0.0
-        children = [self.meter.children_peak_mb(p) for p in ("arm eager", "arm compiled")] if isolated else []
+        # on the host, that process and its compile workers during the eager and compiled arms, as a process
+        # of the user's would have them: the arms' child's tree, or this process's own (the meter's samples)
+        arms = ("arm eager", "arm compiled")
+        if isolated:
+            trees = [self.meter.children_peak_mb(p) for p in arms]
+        else:  # as a fresh process would hold it: this process's own leftovers from the analysis left out
+            trees = [self.meter.own_tree_peak_mb(p) for p in arms]
         script = next((p for p in phases if p.phase == "script"), None)
         if script is not None:  # `run`: the script's own run under capture is the workload
             figures = script_figures(script, self.device)
         else:
-            figures = workload_figures(report, pristine_mb, [c for c in children if c is not None], self._start_s(report))
+            tree = [t for t in trees if t is not None]
+            figures = workload_figures(report, pristine_mb, tree, self._start_s(report), in_child=isolated)
         cost.workload_wall_s, cost.workload_peak_mb, cost.workload_basis = figures
         if cost.workload_wall_s:
             cost.time_ratio = round(cost.wall_s / cost.workload_wall_s, 2)
@@ -205,7 +214,7 @@ class RunCost:
         own (the CLI's start to the analysis's); None when the doctor did not build the model (the API)."""
         bench = report.benchmark
         isolation = bench.isolation if bench is not None else None
-        if isolation is not None and isolation.isolated:
+        if isolation is not None and isolation.child_processes > 0:
             return isolation.first_start_s or None
         return self.meter.t0 - self.started_s if self.started_s is not None else None
 

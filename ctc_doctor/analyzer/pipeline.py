@@ -29,7 +29,8 @@ from . import torch_internals as ti
 from .fixes.facts import ModelFacts
 from .fixes.model_facts import model_facts
 from .own_cost import Fit, RunCost
-from .phases.bench import BenchSection, run_bench
+from .phases.bench import BenchSection, run_bench, staged
+from .phases.bench.staged import Checkpoint
 from .phases.bisect import BisectInputs, BisectOptions, run_bisect, worker_setup
 from .phases.bisect.accuracy import Trigger, mark_not_recommended, run_accuracy_bisect, wrong_under_compile
 from .phases.bisect.trials import TrialWorker
@@ -61,6 +62,8 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
 
 
 def _analyze(workload: Workload, options: AnalyzeOptions) -> rm.Report:
+    if options.resume:
+        return _resume(workload, options)
     started_at = rm.started_now()
     session = Session.start(options)
     cost = session.cost
@@ -91,6 +94,72 @@ def _analyze(workload: Workload, options: AnalyzeOptions) -> rm.Report:
         logged = resources.enter_context(ti.quiet_torch_stderr(True))  # every phase: fix, bench, AOT too
         worker = _prestarted_worker(ctx, options, resources)
         report = _run(workload, calls, ctx, session, started_at, copy_note, worker)
+    report.notes.extend(warning_notes(seen))
+    report.notes.extend(ti.torch_log_notes(logged, "during the run"))
+    report.cost = cost.finish(report)
+    return report
+
+
+def _resume(workload: Workload, options: AnalyzeOptions) -> rm.Report:
+    """A supervised run's stage after a crash in an arm (`cli.supervise`): the report before the benchmark
+    and the arms measured before the crash from the checkpoint (`staged.load`), the model built again (the
+    CLI did), the arms after the crashed one, then the accuracy bisection and the verdicts. Its cost account
+    is this stage's (the phases before the benchmark from the first stage's), counted from its own start."""
+    assert options.bench is not None and options.bench.stage is not None
+    state = staged.load(options.bench.stage)
+    session = Session.start(dataclasses.replace(options, started_s=None))
+    cost, clock = session.cost, Clock(options.timeout_s, options.budget_s, options.started_s)
+    cost.meter.restore(state.phases)
+    cost.footprint = state.footprint
+    report = state.report
+    crashed = ", ".join(a.name for a in state.benchmark.arms if a.crash)
+    cost.notes.append(f"the run was started again after a crash in {crashed}: the account from there is the last stage's")
+    settings = RunSettings(
+        backend=options.resolved_backend(),
+        train=options.train,
+        seed=options.seed,
+        device=options.device,
+        grad=options.train or bool(workload.grad),
+    )
+    pristine, _ = _pristine_copy(workload, options)
+    if options.device is not None and isinstance(workload.model, torch.nn.Module):
+        workload.model.to(options.device)
+    calls = calls_on(workload, options.device)
+    facts = model_facts(workload.model, calls) if isinstance(workload.model, torch.nn.Module) else None
+    ctx = PhaseContext(
+        workload=workload,
+        calls=calls,
+        settings=settings,
+        spec=options.spec,
+        command=options.command,
+        progress=cost.progress,
+        pristine=pristine,
+        rebuild=_rebuilder(options),
+        facts=facts,
+        room=Room.beside(cost.footprint, cost.limit),
+    )
+    interrupted = False
+    with contextlib.ExitStack() as resources:
+        seen = resources.enter_context(collected_warnings())
+        logged = resources.enter_context(ti.quiet_torch_stderr(True))
+        phase_ctx = dataclasses.replace(ctx, budget_s=clock.planned(), report=report.model_copy(deep=True))
+        try:
+            with deadline(clock.remaining()), _quiet_output("bench", report.notes):
+                _merge_bench(report, run_bench(phase_ctx, options.bench, resumed=state.benchmark))
+        except Stopped as stop:
+            if stop.partial is not None:
+                _merge_bench(report, stop.partial)
+            report.errors.append(stop_record(stop, "bench", f"bench did not finish within {limit_text(options.timeout_s)}; partial report"))
+            interrupted = isinstance(stop, Interrupted)
+        except Exception as exc:  # noqa: BLE001 - the phases before it still stand
+            report.errors.append(rm.ErrorRecord(phase="bench", type=type(exc).__name__, message=describe_error(exc)[:500]))
+        finally:
+            ti.reset_dynamo_quietly()
+        if not interrupted:
+            accuracy_into(report, ctx, session)
+        _merge_verdicts(report)
+        derive(report)
+    report.run.duration_s = clock.elapsed()
     report.notes.extend(warning_notes(seen))
     report.notes.extend(ti.torch_log_notes(logged, "during the run"))
     report.cost = cost.finish(report)
@@ -375,6 +444,9 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, session: Session) -> No
         bench_options = options.bench
 
         def bench(c: PhaseContext, fit: Fit) -> BenchSection:
+            if bench_options.stage is not None:  # supervised: what a stage started after a crash goes on from
+                Checkpoint(bench_options.stage).start(report, cost.meter.snapshot(), cost.footprint)
+                return run_bench(c, bench_options)
             if not fit.in_process:
                 return run_bench(c, bench_options)
             section = run_bench(c, dataclasses.replace(bench_options, isolate=False))

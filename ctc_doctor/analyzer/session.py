@@ -77,6 +77,9 @@ class AnalyzeOptions:
     started_s: float | None = dataclasses.field(default=None, compare=False)
     """When the run's clock started (`time.perf_counter()`): the CLI's start, so --timeout and --budget count
     the model's build too. None: when `analyze` is called."""
+    resume: bool = False
+    """A supervised stage started again after a crash in an arm (`cli.supervise`): the run goes on from the
+    checkpoint in `bench.stage`, the benchmark's arms after the crashed one, then the phases after it."""
     catch_signals: bool = False
     """SIGTERM and Ctrl-C stop the run where it is and the report of what was found so far is returned,
     its last error row of phase `interrupted` (the CLI). The Python API's default lets them raise."""
@@ -143,9 +146,11 @@ class Session:
         left out is noted in the cost section and the report (`Memory: ...`; `noted=False`: the caller says
         it). `isolated`: whether its child process would run (default: the benchmark's arms' child, when
         there is one)."""
-        if isolated is None:
+        if isolated is None:  # a supervised run's arms have no child (`cli.supervise`)
             bench = self.options.bench
-            isolated = isolated_bench(bench.isolate, bench.target, self.options.spec) if bench is not None else False
+            isolated = (
+                isolated_bench(bench.isolate, bench.target, self.options.spec) and bench.stage is None if bench is not None else False
+            )
         fit = self.cost.plan(phase, ctx.pristine, isolated=isolated, shares=ctx.settings.shares)
         if fit.note is not None and noted:
             self.cost.notes.append(fit.note)

@@ -3,6 +3,7 @@ demo and the CI gate `check`; the progress display of a run, and its exit code."
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -14,6 +15,7 @@ import click
 from ..errors import ExitCode
 from ..processes import freeze_heap
 from ..progress import ProgressEvent, Step
+from . import supervise
 from .options import (
     GATE_OPTIONS,
     REPRO_DIR,
@@ -179,6 +181,13 @@ def analyze_and_exit(spec: str, load: Callable[[], Workload], args: AnalysisArgs
         fail("--diff prints the patch on stdout: write the JSON report to a file (--json PATH)", ExitCode.USAGE)
     if (args.print_diff or args.write) and args.no_fix:
         fail("--diff and --write need the verified fixes: drop --no-fix", ExitCode.USAGE)
+    runs_bench = args.bench_backend is not None and not args.no_bench and not args.bisect_only
+    if supervise.wanted(args.rebuild_spec or spec, bench=runs_bench, isolate=args.isolate_arms, tui=args.tui):
+        sys.exit(supervise.run())  # this process starts the run as a stage and restarts it after a crash in an arm
+    if supervise.STAGE in os.environ:
+        from ..analyzer.running.worker import die_with_parent
+
+        die_with_parent()
     _check_device_and_backends(args, args.rebuild_spec or spec)
     with one_line_errors(args.debug):
         with stdout_reserved(args.json_out == "-" or args.print_diff) as real_stdout:
@@ -279,6 +288,8 @@ def _analyze_with_progress(spec: str, load: Callable[[], Workload], args: Analys
     emit = progress_writer(args.progress_fd)
 
     started = time.perf_counter()  # --timeout and --budget count the model's build too
+    if supervise.STARTED in os.environ:  # a supervised stage: from the command's start
+        started -= max(0.0, time.time() - float(os.environ[supervise.STARTED]))
     with progress:
         task = progress.add_task("loading target (importing torch)", total=None, count="")
         if emit is not None:

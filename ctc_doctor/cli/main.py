@@ -4,6 +4,7 @@ command chosen from the first argument (a TARGET, a report, or logs)."""
 from __future__ import annotations
 
 import os
+import sys
 
 import click
 
@@ -62,4 +63,7 @@ for _command in [*analyze.COMMANDS, *saved.COMMANDS, run.run, logs.logs, sweep.s
 
 
 def main() -> None:
+    from . import supervise
+
+    supervise.ENTRY = sys.argv[1:]  # a program's own arguments: its benchmark may run supervised
     cli.main(prog_name="ctc-doctor")

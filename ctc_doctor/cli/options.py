@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from ..vocabulary import ARMS, BENCH_MODES, MODES, STRATEGIES, listed
+from . import supervise
 
 if TYPE_CHECKING:
     from ..analyzer.launch import RunOptions
@@ -434,6 +435,7 @@ class AnalysisArgs:
             target=self.rebuild_spec or spec,
             arm_memory_mb=self.arm_memory_mb,
             memory_limit_mb=self.memory_limit_mb,
+            stage=os.environ.get(supervise.STAGE) if self.isolate_arms else None,
             repro_dir=self.repro_folder(),
         )
 
@@ -508,6 +510,7 @@ class AnalysisArgs:
             progress=progress,
             owns_workload=True,
             catch_signals=True,
+            resume=bench is not None and bench.stage is not None and supervise.RESUME in os.environ,
         )
 
 

@@ -48,11 +48,28 @@ def one_line_errors(debug: bool = False) -> Iterator[None]:
         fail(f"internal error: {type(exc).__name__}: {exc} (re-run with --debug and report it)", ExitCode.INTERNAL_ERROR)
 
 
+_TERMINAL: IO[str] | None = None
+
+
+def _terminal_stderr() -> IO[str]:
+    """The stream ctc-doctor's own progress and messages go to: the stderr of now; in a supervised stage
+    (`supervise.STAGE`), a copy of its descriptor, which stays on the terminal while an arm's stderr (the
+    descriptor itself) goes to the file a crash row reads (`phases.bench.staged`)."""
+    global _TERMINAL
+    from .supervise import STAGE
+
+    if STAGE not in os.environ:
+        return sys.stderr
+    if _TERMINAL is None:
+        _TERMINAL = os.fdopen(os.dup(2), "w", buffering=1, encoding=sys.stderr.encoding, errors="replace")
+    return _TERMINAL
+
+
 def stderr_console() -> Console:
     from rich.console import Console
 
     # bound to the stderr of now: a phase that redirects `sys.stderr` (torch's printouts) keeps ours on the terminal
-    return Console(file=sys.stderr, highlight=False, soft_wrap=False)
+    return Console(file=_terminal_stderr(), highlight=False, soft_wrap=False)
 
 
 def report_console(stdout_carries_data: bool = False) -> Console:

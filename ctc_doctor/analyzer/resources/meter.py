@@ -60,6 +60,8 @@ class _Phase:
     peak_cuda_reserved: int = 0
     peak_children: int = 0
     """The peak of the processes below this one (the arms' child and its compile workers)."""
+    start_self: int = 0
+    """This process's resident memory when the phase started."""
 
 
 class CostMeter:
@@ -73,6 +75,8 @@ class CostMeter:
         self.since = time.perf_counter()
         self.t0 = self.since
         self.peak_rss = 0
+        self.start_self = rss_bytes() or 0
+        """This process's resident memory when the run's analysis started: its imports and the model built."""
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._pids: list[int] = []
@@ -92,7 +96,8 @@ class CostMeter:
         with self._lock:
             self._close()
             self.current = phase
-            self.phases.setdefault(phase, _Phase())
+            if phase not in self.phases:
+                self.phases[phase] = _Phase(start_self=rss_bytes() or 0)
         self.sample()
         if self.cuda:
             torch.cuda.reset_peak_memory_stats()
@@ -124,6 +129,15 @@ class CostMeter:
                 phase.peak_rss = max(phase.peak_rss, rss)
                 phase.peak_children = max(phase.peak_children, children)
 
+    def own_tree_peak_mb(self, phase: str) -> float | None:
+        """What a fresh process would have held at the top of `phase`, run in this process: the peak of this
+        process and its children during it, less what this process held when the phase started beyond
+        what it held when the analysis started (its imports and the model built): the analysis's leftovers."""
+        p = self.phases.get(phase)
+        if p is None or not p.peak_rss or not p.start_self or not self.start_self:
+            return None
+        return round((p.peak_rss - max(0, p.start_self - self.start_self)) / 2**20, 1)
+
     def children_peak_mb(self, phase: str) -> float | None:
         """The peak of the processes below this one during `phase` (None: no such phase, or none ran)."""
         p = self.phases.get(phase)
@@ -140,6 +154,20 @@ class CostMeter:
         with self._lock:
             self._close()
             self.current = None
+        return self.snapshot()
+
+    def restore(self, phases: list[rm.PhaseCost]) -> None:
+        """The phases an earlier process of the same run measured (a supervised stage that goes on after a
+        crash), before this one's."""
+        with self._lock:
+            for p in phases:
+                mine = self.phases.setdefault(p.phase, _Phase())
+                mine.wall_s += p.wall_s
+                mine.peak_rss = max(mine.peak_rss, int((p.peak_rss_mb or 0) * 2**20))
+                self.peak_rss = max(self.peak_rss, mine.peak_rss)
+
+    def snapshot(self) -> list[rm.PhaseCost]:
+        """Each phase's wall time and peaks so far (the current phase's time up to its last change)."""
         return [
             rm.PhaseCost(
                 phase=name,
@@ -153,16 +181,21 @@ class CostMeter:
 
 
 def workload_figures(
-    report: rm.Report, pristine_mb: float, child_peaks: list[float] | None = None, start_s: float | None = None
+    report: rm.Report,
+    pristine_mb: float,
+    tree_peaks: list[float] | None = None,
+    start_s: float | None = None,
+    *,
+    in_child: bool = True,
 ) -> tuple[float | None, float | None, str | None]:
     """The workload's own wall time and peak memory, and how they were taken: a fresh process's start
     (`start_s`: Python, the imports, the model's build; None when the doctor did not build it), the
     compiler's one-time costs (`Benchmark.compiler_warmup_s`: the workload pays them in its first compile),
     one eager pass and one compile of its calls, from the benchmark's eager and compiled arms, all in the
-    process that ran the arms. Its peak: with the arms in a child process on the host, the peak of that
-    child and its compile workers during those arms (`child_peaks`), as a process of the user's would have
-    them; else each arm's own peak; either less the pristine copy the arm's process keeps beside it
-    (`pristine_mb`)."""
+    process that ran the arms. Its peak: on the host, the peak of the process that ran those arms (the arms'
+    child, `in_child`, or this one) and its compile workers during them (`tree_peaks`), as a process of the
+    user's would have them; else each arm's own peak; either less the pristine copy the arm's process keeps
+    beside it (`pristine_mb`)."""
     bench = report.benchmark
     arms = {a.name: a for a in bench.arms} if bench is not None else {}
     eager, compiled = arms.get("eager"), arms.get("compiled")
@@ -170,15 +203,20 @@ def workload_figures(
         return None, None, None
     wall = eager.first_pass_s + compiled.first_pass_s + (start_s or 0.0) + (bench.compiler_warmup_s or 0.0)
     gpu = bench.device.startswith("cuda")
-    peaks = [p for p in (child_peaks or []) if p] if not gpu else []
-    what = "the arms' child process and its compile workers during those arms" if peaks else "those arms' process"
+    peaks = [p for p in (tree_peaks or []) if p] if not gpu else []
+    if in_child:
+        what = "the arms' child process and its compile workers during those arms"
+    else:
+        what = "this process and its compile workers during those arms, less what the analysis left in it"
+    what = what if peaks else "those arms' process"
     peaks = peaks or [a.peak_memory_mb for a in (eager, compiled) if a.peak_memory_mb is not None]
     peak = max(peaks) - pristine_mb if peaks else None
     where = "GPU memory allocated by" if gpu else "resident memory of"
     less = f", less the pristine copy kept beside it ({pristine_mb:.0f} MB)" if pristine_mb else ""
     before = []
     if start_s:
-        whose = "the arms' child's" if bench.isolation is not None and bench.isolation.isolated else "this process's"
+        child = bench.isolation is not None and bench.isolation.child_processes > 0
+        whose = "the arms' child's" if child else "this process's"
         before.append(f"a process's start, imports and model build ({start_s:.1f} s, {whose})")
     if bench.compiler_warmup_s and bench.compiler_warmup_s >= 0.05:  # an eager backend's: nothing to say
         before.append(f"the compiler's one-time costs ({bench.compiler_warmup_s:.1f} s)")

@@ -142,22 +142,19 @@ def _status_kb(field: str) -> int | None:
 
 
 @contextlib.contextmanager
-def arm_cap(limit_mb: int, own_peak_mb: float, device: str) -> Iterator[str | None]:
-    """For the block, this process may hold the workload's own peak (`own_peak_mb`: the eager and compiled
-    arms') plus `limit_mb` (what `--memory-limit` lets a phase add) and no more: past it, an allocation fails
-    as out of memory. CUDA: the caching allocator's share of the device; the host (Linux): the heap's soft
-    RLIMIT_DATA, set to what the heap maps now plus the room left (that peak less what is resident now, plus
-    the limit: the heap counts mappings, not resident pages). Yields what was capped (None: nothing could
-    be), and puts the previous cap back after."""
-    extra = limit_mb * 2**20
+def arm_cap(allowed_mb: float, device: str, why: str) -> Iterator[str | None]:
+    """For the block, this process may hold `allowed_mb` and no more: past it, an allocation fails as out of
+    memory. CUDA: the caching allocator's share of the device; the host (Linux): the heap's soft
+    RLIMIT_DATA, set to what the heap maps now plus the room left (`allowed_mb` less what is resident now:
+    the heap counts mappings, not resident pages). Yields what was capped, `why` included (None: nothing
+    could be), and puts the previous cap back after."""
+    allowed = int(allowed_mb * 2**20)
     if device.startswith("cuda") and torch.cuda.is_available():
         dev = torch.device(device)
         total = torch.cuda.get_device_properties(dev).total_memory
-        allowed = own_peak_mb * 2**20 + extra
         torch.cuda.set_per_process_memory_fraction(min(1.0, allowed / total), dev)
         try:
-            own = f"the workload's own peak {own_peak_mb:.0f} MB + --memory-limit {limit_mb} MB"
-            yield f"{allowed / 2**20:.0f} MB of {device} ({own})"
+            yield f"{allowed_mb:.0f} MB of {device} ({why})"
         finally:
             torch.cuda.set_per_process_memory_fraction(1.0, dev)
         return
@@ -168,15 +165,13 @@ def arm_cap(limit_mb: int, own_peak_mb: float, device: str) -> Iterator[str | No
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
-    room = max(0, int(own_peak_mb * 2**20) - resident * 1024) + extra
-    cap = data * 1024 + room
+    cap = data * 1024 + max(0, allowed - resident * 1024)
     if soft != resource.RLIM_INFINITY:
-        cap = min(cap, soft)  # --arm-memory-limit's cap stays the tighter one
+        cap = min(cap, soft)  # a cap already set stays the tighter one
     if hard != resource.RLIM_INFINITY:
         cap = min(cap, hard)
     resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
     try:
-        allowed_mb = own_peak_mb + limit_mb
-        yield f"{allowed_mb:.0f} MB resident (the workload's own peak {own_peak_mb:.0f} MB + --memory-limit {limit_mb} MB)"
+        yield f"{allowed_mb:.0f} MB resident ({why})"
     finally:
         resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))

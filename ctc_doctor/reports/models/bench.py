@@ -156,6 +156,9 @@ class BenchIsolation(_Model):
     (what the arms after a crash are judged against)."""
     crashed: list[str] = Field(default_factory=list)
     """The arms whose child process died."""
+    restarts: int = 0
+    """A supervised run (`settings.isolation` `supervised`): the times the run was started again after a
+    crash in an arm, each going on from the arm after it (schema 1.20)."""
     first_start_s: float = 0.0
     """Seconds the first child took from its start to its first arm: Python, the imports and the
     workload's build, what a fresh process of the user's pays before its first call (the report's own

@@ -58,6 +58,9 @@ class BenchOptions:
     arm_memory_mb: int | None = None
     """Cap each arm's memory: the arms' child process's heap (RLIMIT_DATA) on the host, its share of the GPU
     (`torch.cuda.set_per_process_memory_fraction`) on CUDA; an arm that needs more fails as out of memory."""
+    stage: str | None = None
+    """A supervised run's checkpoint folder (`cli.supervise`): the arms run in this process, a checkpoint
+    before each (`staged`), and a crash in one is the supervising process's to go on from, in a new stage."""
     memory_limit_mb: int | None = None
     """`--memory-limit`: each compiled arm past the workload's own (eager and compiled) may add this much
     beyond their peak, wherever the arms run; past it, it fails as out of memory (`running.memory.arm_cap`)."""

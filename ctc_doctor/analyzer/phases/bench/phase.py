@@ -48,6 +48,7 @@ from .numbers import (
 )
 from .options import BenchOptions
 from .runner import WARM_ARMS, ArmRunner, has_compile_cache
+from .staged import Checkpoint
 
 
 @dataclass
@@ -61,17 +62,24 @@ class BenchSection:
     """The compiled arm crashed inside PyTorch: triaged, ready to file."""
 
 
-def run_bench(ctx: PhaseContext, bench: BenchOptions) -> BenchSection:
-    """Measure every arm (in a child process when `bench.isolate`); the regional suggestion gets the
-    measured effect of its arm."""
+def run_bench(ctx: PhaseContext, bench: BenchOptions, resumed: rm.Benchmark | None = None) -> BenchSection:
+    """Measure every arm (in a child process when `bench.isolate`; in this process, a checkpoint before
+    each, in a supervised run: `bench.stage`); the regional suggestion gets the measured effect of its arm.
+    `resumed`: the arms a supervised run measured before a crash, and the crash's rows (`staged.load`)."""
     report = ctx.report
     assert report is not None
     t0 = time.perf_counter()
     result, bench = _start(ctx, bench)
+    if resumed is not None:
+        result.settings.update(resumed.settings)
+        result.notes, result.arms = resumed.notes, resumed.arms
     try:
-        where = run_isolated(ctx, bench, result)
-        if where != "child":
-            _run_in_process(_rebuilt(ctx) if where == "rebuild here" else ctx, bench, result)
+        if bench.stage is not None:
+            _run_supervised(ctx, bench, result)
+        else:
+            where = run_isolated(ctx, bench, result)
+            if where != "child":
+                _run_in_process(_rebuilt(ctx) if where == "rebuild here" else ctx, bench, result)
     except Stopped as stop:  # the arms measured before the stop are kept, and concluded on
         done = ", ".join(a.name for a in result.arms) or "none"
         result.notes.append(f"the run was stopped during the benchmark: arms measured before it: {done}.")
@@ -206,21 +214,57 @@ def after_eager(runner: ArmRunner, model: torch.nn.Module, calls: list[Call]) ->
     return settings
 
 
-def _run_in_process(ctx: PhaseContext, bench: BenchOptions, result: rm.Benchmark) -> None:
-    """Every arm in this process, eager first (a crash in one ends the run): the one arm loop with this
-    process's runner as its executor."""
+SUPERVISED = (
+    "the arms ran in the analysing process, watched by ctc-doctor's own process, which starts the run again "
+    "after a crash in an arm and goes on from the arm after it: a crash costs that arm"
+)
+
+
+def _run_supervised(ctx: PhaseContext, bench: BenchOptions, result: rm.Benchmark) -> None:
+    """A supervised run's arms (`cli.supervise`): in this process, with a checkpoint before each; after a
+    crash, this is a new stage, and `result` holds the arms before it and its row."""
+    assert bench.stage is not None
+    crashed = [a.name for a in result.arms if a.crash]
+    result.isolation = rm.BenchIsolation(isolated=True, reason=SUPERVISED, crashed=crashed, restarts=len(crashed))
+    result.settings["isolation"] = "supervised: a crash costs its arm"
+    _run_in_process(ctx, bench, result, Checkpoint(bench.stage))
+
+
+def _run_in_process(ctx: PhaseContext, bench: BenchOptions, result: rm.Benchmark, checkpoint: Checkpoint | None = None) -> None:
+    """Every arm in this process, eager first (a crash in one ends the run, or, with a `checkpoint`, this
+    stage): the one arm loop with this process's runner as its executor. The arms already in `result`
+    (a stage after a crash) are not measured again; eager is run once more unrecorded when a later arm
+    needs its results and the reference, and `isolation.replay_s` counts it."""
     runner = ArmRunner(ctx, bench)
     result.compiler_warmup_s = runner.prime()
     try:
-        arms = plan_arms(ctx, runner, result.notes)
+        done = {a.name: a for a in result.arms}
+        arms = plan_arms(ctx, runner, result.notes if not done else [])
         if runner.opt_in_left:
             result.settings[OPT_IN] = runner.opt_in_left
+        for a in arms:  # a crash row gets what its arm is
+            if a.name in done and not done[a.name].description:
+                done[a.name].description, done[a.name].code = a.description, a.code
+        todo = [a for a in arms if a.name not in done]
+        eager = next((a for a in arms if a.name == "eager"), None)
+        if todo and eager is not None and eager.name in done and runner.reference is None:
+            t0 = time.perf_counter()  # a later arm is judged against eager's results and the reference
+            _, settings = measure_arm(ctx, runner, eager)
+            result.settings.update(settings)
+            if result.isolation is not None:
+                result.isolation.replay_s = round(result.isolation.replay_s + time.perf_counter() - t0, 3)
 
         def measure(i: int) -> Measured:
-            return Measured(*measure_arm(ctx, runner, arms[i]))
+            if checkpoint is None:
+                return Measured(*measure_arm(ctx, runner, todo[i]))
+            checkpoint.arm(todo[i].name, result)
+            with checkpoint.stderr():
+                return Measured(*measure_arm(ctx, runner, todo[i]))
 
-        plan = [rm.BenchmarkArm(name=a.name, description=a.description, code=a.code) for a in arms]
+        plan = [rm.BenchmarkArm(name=a.name, description=a.description, code=a.code) for a in todo]
         measure_arms(ctx.budget_s, plan, measure, result)
+        if checkpoint is not None:
+            checkpoint.arm(None, result)
     finally:
         runner.close()
 

@@ -293,16 +293,23 @@ class ArmRunner:
         reference.loose = loose_backend(self.bench.backend)  # the elementwise fallback, for this backend's float math
 
     def capped(self, arm: Arm) -> contextlib.AbstractContextManager[str | None]:
-        """With `--memory-limit`, a compiled arm the doctor explores (fixed, regional, a mode...) may hold the
-        workload's own peak (eager's and the user's own compile's, the `compiled` arm) plus the limit, and no
-        more (`memory.arm_cap`: past it, it fails as out of memory); what was capped, or None. Not the eager
-        and compiled arms (the workload itself), nor on CUDA under `--arm-memory-limit` (the child's own
-        share of the device holds)."""
+        """The cap the arm runs under (`memory.arm_cap`: past it, it fails as out of memory); what was
+        capped, or None. With `--memory-limit`, a compiled arm the doctor explores (fixed, regional, a
+        mode...) may hold the workload's own peak (eager's and the user's own compile's, the `compiled` arm)
+        plus the limit: not the eager and compiled arms, which are the workload itself, nor on CUDA under
+        `--arm-memory-limit`, the child's own share of the device. With `--arm-memory-limit` in a supervised
+        run (`bench.stage`: the arms in the analysing process, with no child to cap), every arm."""
+        caps: list[tuple[float, str]] = []
         limit, peak = self.bench.memory_limit_mb, self.own_peak_mb
-        own = arm.name in ("eager", "compiled")
-        if not limit or peak is None or own or not arm.compiled or (self.bench.arm_memory_mb and self.device.startswith("cuda")):
+        cuda_capped = bool(self.bench.arm_memory_mb) and self.device.startswith("cuda")
+        if limit and peak is not None and arm.compiled and arm.name not in ("eager", "compiled") and not cuda_capped:
+            caps.append((peak + limit, f"the workload's own peak {peak:.0f} MB + --memory-limit {limit} MB"))
+        if self.bench.arm_memory_mb and self.bench.stage is not None:
+            caps.append((float(self.bench.arm_memory_mb), f"--arm-memory-limit {self.bench.arm_memory_mb} MB"))
+        if not caps:
             return contextlib.nullcontext(None)
-        return arm_cap(limit, peak, self.device)
+        allowed, why = min(caps)
+        return arm_cap(allowed, self.device, why)
 
     def close(self) -> None:
         """Let go of eager's kept results and the reference (a shared one stays its owner's)."""
@@ -337,7 +344,7 @@ class ArmRunner:
             out.error, out.error_type = f"{type(exc).__name__}: {describe_error(exc)}"[:500], type(exc).__name__
             out.out_of_memory = out_of_memory(exc)
             if out.out_of_memory and out.memory_cap:
-                out.error = f"out of memory within --memory-limit ({out.memory_cap}): {out.error}"[:500]
+                out.error = f"out of memory within its cap ({out.memory_cap}): {out.error}"[:500]
         finally:
             out.peak_memory_mb = dev.peak_memory_mb(self.device)  # what it reached, also when it failed
             out.peak_reserved_mb = dev.peak_reserved_mb(self.device)

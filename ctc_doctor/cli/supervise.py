@@ -1,0 +1,158 @@
+"""Crash isolation for the benchmark's arms by restart, with one torch in memory at a time.
+
+The command's own process (this module: no torch) starts the run as a child stage, `python -m ctc_doctor`
+with the same arguments and `CTC_DOCTOR_STAGE` naming a folder. The stage runs the whole analysis and then
+the arms in its own process, writing a checkpoint before each arm (the report so far, the arms measured,
+the arm it starts: `analyzer.phases.bench.staged`). When the stage dies of a signal during an arm (a
+segfault in a compiler, an abort), this process writes what it knows of the death (the signal, the arm's
+last lines of stderr) and starts the stage again with `CTC_DOCTOR_RESUME`: it builds the model again and
+goes on from the arm after the crash, and its report is the run's. So a crash costs that arm, as with a
+child process for the arms, but no second Python with torch and a second model is alive beside the
+analysing one (on a 2-core CPU that child's imports were a third of the doctor's peak on a 45M GPT-2).
+
+The stage keeps the terminal's streams: its stdin, stdout and stderr are this process's, and its exit
+status is the command's. It runs in a process group of its own, so SIGINT (Ctrl-C at the terminal),
+SIGTERM and SIGHUP reach this process, which passes each on once (the stage writes its partial report).
+The stage dies with this process (`PR_SET_PDEATHSIG`). A death of the stage outside an arm ends the command as it would have ended
+the stage, by the same signal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+STAGE = "CTC_DOCTOR_STAGE"
+"""The checkpoint folder of a supervised run, set in the stage's environment."""
+RESUME = "CTC_DOCTOR_RESUME"
+"""Set (to 1) when the stage goes on after a crash from the checkpoint in `STAGE`."""
+STARTED = "CTC_DOCTOR_STARTED"
+"""The command's start (`time.time()`): each stage's --timeout, --budget and cost account count from it."""
+CRASH_FILE = "crash.json"
+"""What this process knows of a stage's death during an arm (the stage that goes on reads it)."""
+ARMS_FILE = "arms.json"
+"""The stage's checkpoint: the arm it runs (`running`), the arms measured so far."""
+ARM_LOG = "arm.log"
+"""The stderr of the arm running (Python and C level), whose tail a crash row keeps."""
+STDERR_TAIL_LINES = 8
+
+ENTRY: list[str] | None = None
+"""The command's arguments when it runs as a program (`cli.main`); None under click's test runner, which
+must not start processes from the test process's own argv."""
+
+_IMPORTABLE = re.compile(r"^[\w.\-/\\]+(:[\w.]+)?$")
+
+
+def wanted(spec: str, *, bench: bool, isolate: bool, tui: bool) -> bool:
+    """Whether this command runs supervised: it runs the benchmark with isolated arms on a TARGET a new
+    process can build again, as a program, on a POSIX system, and is not itself a stage."""
+    return (
+        ENTRY is not None
+        and bench
+        and isolate
+        and not tui
+        and os.name == "posix"
+        and STAGE not in os.environ
+        and bool(_IMPORTABLE.match(spec))
+    )
+
+
+def run() -> int:
+    """Run the command as supervised stages; the exit status the command ends with."""
+    assert ENTRY is not None
+    folder = tempfile.mkdtemp(prefix="ctc-doctor-run-")
+    env = {**os.environ, STAGE: folder, STARTED: repr(time.time())}
+    argv = [sys.executable, "-m", "ctc_doctor", *ENTRY]
+    fds = _inheritable_fds()
+    stage: subprocess.Popen[bytes] | None = None
+
+    def pass_on(signum: int, _frame: Any) -> None:
+        if stage is not None and stage.poll() is None:
+            stage.send_signal(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(signum, pass_on)
+    try:
+        crashed: list[str] = []
+        while True:
+            # its own process group: a Ctrl-C at the terminal reaches this process only, and is passed on
+            # once (a second SIGINT would end the stage while it writes its partial report)
+            stage = subprocess.Popen(argv, env=env, pass_fds=fds, preexec_fn=os.setpgrp)
+            code = _wait(stage)
+            running = _running_arm(folder)
+            if code >= 0 or running is None or running in crashed:  # the same arm again: it cannot go on
+                break
+            crashed.append(running)
+            _record_crash(folder, running, -code)
+            env = {**env, RESUME: "1"}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if code < 0:  # died of a signal outside an arm: the command ends the same way
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        return 128 - code
+    return code
+
+
+def _wait(stage: subprocess.Popen[bytes]) -> int:
+    while True:
+        try:
+            return stage.wait()
+        except InterruptedError:  # pragma: no cover - PEP 475 retries; kept for old kernels
+            continue
+
+
+def _inheritable_fds() -> tuple[int, ...]:
+    """Descriptors beyond stdio the command was given and may name (`--progress-fd N`)."""
+    fds = []
+    args = ENTRY or []
+    for i, arg in enumerate(args):
+        value = (
+            arg.split("=", 1)[1]
+            if arg.startswith("--progress-fd=")
+            else (args[i + 1] if arg == "--progress-fd" and i + 1 < len(args) else None)
+        )
+        if value is not None and value.isdigit():
+            fds.append(int(value))
+    return tuple(fds)
+
+
+def _running_arm(folder: str) -> str | None:
+    """The arm the stage had started when it died (None: it was not in an arm)."""
+    try:
+        with open(os.path.join(folder, ARMS_FILE), encoding="utf-8") as fh:
+            return json.load(fh).get("running")
+    except (OSError, ValueError):
+        return None
+
+
+def _record_crash(folder: str, arm: str, signum: int) -> None:
+    """The death of the stage in `arm`: its signal and the arm's last lines of stderr, for its row."""
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    tail: list[str] = []
+    try:
+        with open(os.path.join(folder, ARM_LOG), encoding="utf-8", errors="replace") as fh:
+            tail = [ln.rstrip() for ln in fh.read().splitlines() if ln.strip()][-STDERR_TAIL_LINES:]
+    except OSError:
+        pass
+    crashes = []
+    path = os.path.join(folder, CRASH_FILE)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            crashes = json.load(fh)
+    except (OSError, ValueError):
+        pass
+    crashes.append({"arm": arm, "signal": name, "stderr_tail": tail})
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(crashes, fh)
