@@ -67,28 +67,8 @@ def _analyze(workload: Workload, options: AnalyzeOptions) -> rm.Report:
     started_at = rm.started_now()
     session = Session.start(options)
     cost = session.cost
-    settings = RunSettings(
-        backend=options.resolved_backend(),
-        train=options.train,
-        seed=options.seed,
-        device=options.device,
-        grad=options.train or bool(workload.grad),
-    )
-    pristine, copy_note = _pristine_copy(workload, options)  # before the move: on an accelerator it stays on the host
-    if options.device is not None and isinstance(workload.model, torch.nn.Module):
-        workload.model.to(options.device)
-    calls = calls_on(workload, options.device)
-    ctx = PhaseContext(
-        workload=workload,
-        calls=calls,
-        settings=settings,
-        spec=options.spec,
-        command=options.command,
-        progress=cost.progress,
-        pristine=pristine,
-        release=_releaser(workload, pristine, settings, cost) if options.owns_workload else None,
-        rebuild=_rebuilder(options) if options.owns_workload else None,
-    )
+    ctx, copy_note = _context(workload, options, cost)
+    calls = ctx.calls
     with contextlib.ExitStack() as resources:
         seen = resources.enter_context(collected_warnings())
         logged = resources.enter_context(ti.quiet_torch_stderr(True))  # every phase: fix, bench, AOT too
@@ -98,6 +78,33 @@ def _analyze(workload: Workload, options: AnalyzeOptions) -> rm.Report:
     report.notes.extend(ti.torch_log_notes(logged, "during the run"))
     report.cost = cost.finish(report)
     return report
+
+
+def _context(workload: Workload, options: AnalyzeOptions, cost: RunCost) -> tuple[PhaseContext, str | None]:
+    """The run's context: its settings, the pristine copy (taken before the move: on an accelerator it stays
+    on the host), the model and its calls on the run's device; the note when the model cannot be copied."""
+    settings = RunSettings(
+        backend=options.resolved_backend(),
+        train=options.train,
+        seed=options.seed,
+        device=options.device,
+        grad=options.train or bool(workload.grad),
+    )
+    pristine, copy_note = _pristine_copy(workload, options)
+    if options.device is not None and isinstance(workload.model, torch.nn.Module):
+        workload.model.to(options.device)
+    ctx = PhaseContext(
+        workload=workload,
+        calls=calls_on(workload, options.device),
+        settings=settings,
+        spec=options.spec,
+        command=options.command,
+        progress=cost.progress,
+        pristine=pristine,
+        release=_releaser(workload, pristine, settings, cost) if options.owns_workload else None,
+        rebuild=_rebuilder(options) if options.owns_workload else None,
+    )
+    return ctx, copy_note
 
 
 def _resume(workload: Workload, options: AnalyzeOptions) -> rm.Report:
@@ -114,30 +121,9 @@ def _resume(workload: Workload, options: AnalyzeOptions) -> rm.Report:
     report = state.report
     crashed = ", ".join(a.name for a in state.benchmark.arms if a.crash)
     cost.notes.append(f"the run was started again after a crash in {crashed}: the account from there is the last stage's")
-    settings = RunSettings(
-        backend=options.resolved_backend(),
-        train=options.train,
-        seed=options.seed,
-        device=options.device,
-        grad=options.train or bool(workload.grad),
-    )
-    pristine, _ = _pristine_copy(workload, options)
-    if options.device is not None and isinstance(workload.model, torch.nn.Module):
-        workload.model.to(options.device)
-    calls = calls_on(workload, options.device)
-    facts = model_facts(workload.model, calls) if isinstance(workload.model, torch.nn.Module) else None
-    ctx = PhaseContext(
-        workload=workload,
-        calls=calls,
-        settings=settings,
-        spec=options.spec,
-        command=options.command,
-        progress=cost.progress,
-        pristine=pristine,
-        rebuild=_rebuilder(options),
-        facts=facts,
-        room=Room.beside(cost.footprint, cost.limit),
-    )
+    ctx, _ = _context(workload, options, cost)
+    facts = model_facts(workload.model, ctx.calls) if isinstance(workload.model, torch.nn.Module) else None
+    ctx = dataclasses.replace(ctx, release=None, rebuild=_rebuilder(options), facts=facts, room=Room.beside(cost.footprint, cost.limit))
     interrupted = False
     with contextlib.ExitStack() as resources:
         seen = resources.enter_context(collected_warnings())
