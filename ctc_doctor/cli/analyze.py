@@ -182,7 +182,10 @@ def analyze_and_exit(spec: str, load: Callable[[], Workload], args: AnalysisArgs
     if (args.print_diff or args.write) and args.no_fix:
         fail("--diff and --write need the verified fixes: drop --no-fix", ExitCode.USAGE)
     runs_bench = args.bench_backend is not None and not args.no_bench and not args.bisect_only
-    if supervise.wanted(args.rebuild_spec or spec, bench=runs_bench, isolate=args.isolate_arms, tui=args.tui):
+    supervised = supervise.wanted(
+        args.rebuild_spec or spec, bench=runs_bench, isolate=args.isolate_arms, tui=args.tui, arm_memory=args.arm_memory_mb is not None
+    )
+    if supervised:
         sys.exit(supervise.run())  # this process starts the run as a stage and restarts it after a crash in an arm
     if supervise.STAGE in os.environ:
         from ..analyzer.running.worker import die_with_parent

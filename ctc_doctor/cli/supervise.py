@@ -12,9 +12,9 @@ analysing one (on a 2-core CPU that child's imports were a third of the doctor's
 
 The stage keeps the terminal's streams: its stdin, stdout and stderr are this process's, and its exit
 status is the command's. It runs in a process group of its own, so SIGINT (Ctrl-C at the terminal),
-SIGTERM and SIGHUP reach this process, which passes each on once (the stage writes its partial report).
-The stage dies with this process (`PR_SET_PDEATHSIG`). A death of the stage outside an arm ends the command as it would have ended
-the stage, by the same signal.
+SIGTERM and SIGHUP reach this process, which passes the first on (a hang-up as SIGTERM; the stage writes
+its partial report) and starts no stage after it. The stage dies with this process (`PR_SET_PDEATHSIG`,
+so Linux only). A death of the stage outside an arm ends the command with 128 + the signal.
 """
 
 from __future__ import annotations
@@ -51,55 +51,64 @@ must not start processes from the test process's own argv."""
 _IMPORTABLE = re.compile(r"^[\w.\-/\\]+(:[\w.]+)?$")
 
 
-def wanted(spec: str, *, bench: bool, isolate: bool, tui: bool) -> bool:
+def wanted(spec: str, *, bench: bool, isolate: bool, tui: bool, arm_memory: bool = False) -> bool:
     """Whether this command runs supervised: it runs the benchmark with isolated arms on a TARGET a new
-    process can build again, as a program, on a POSIX system, and is not itself a stage."""
+    process can build again, as a program, on Linux (a stage must die with the command:
+    `PR_SET_PDEATHSIG`), and is not itself a stage. `--arm-memory-limit` keeps the arms' child process it
+    caps (a cap on the analysing process would count the analysis's own memory against the arms)."""
     return (
         ENTRY is not None
         and bench
         and isolate
         and not tui
-        and os.name == "posix"
+        and not arm_memory
+        and sys.platform.startswith("linux")
         and STAGE not in os.environ
         and bool(_IMPORTABLE.match(spec))
     )
 
 
 def run() -> int:
-    """Run the command as supervised stages; the exit status the command ends with."""
+    """Run the command as supervised stages; the exit status the command ends with (128 + N when the stage
+    died of signal N outside an arm, as a shell reports it)."""
     assert ENTRY is not None
     folder = tempfile.mkdtemp(prefix="ctc-doctor-run-")
     env = {**os.environ, STAGE: folder, STARTED: repr(time.time())}
     argv = [sys.executable, "-m", "ctc_doctor", *ENTRY]
     fds = _inheritable_fds()
     stage: subprocess.Popen[bytes] | None = None
+    stopping: list[int] = []
 
     def pass_on(signum: int, _frame: Any) -> None:
+        # once: the stage writes its partial report (a second signal would end it as it does so), and a run
+        # asked to stop is not started again; a hang-up stops it as SIGTERM does
+        if stopping:
+            return
+        stopping.append(signum)
         if stage is not None and stage.poll() is None:
-            stage.send_signal(signum)
+            stage.send_signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
 
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(signum, pass_on)
+    code = 0
     try:
         crashed: list[str] = []
-        while True:
+        while not stopping:
             # its own process group: a Ctrl-C at the terminal reaches this process only, and is passed on
             # once (a second SIGINT would end the stage while it writes its partial report)
             stage = subprocess.Popen(argv, env=env, pass_fds=fds, preexec_fn=os.setpgrp)
             code = _wait(stage)
             running = _running_arm(folder)
-            if code >= 0 or running is None or running in crashed:  # the same arm again: it cannot go on
+            # a death in an arm (a signal, or an exit that skipped Python's clean-up) costs that arm; the
+            # same arm again, or a run asked to stop, ends here
+            if code == 0 or running is None or running in crashed or stopping:
                 break
             crashed.append(running)
-            _record_crash(folder, running, -code)
+            _record_crash(folder, running, code)
             env = {**env, RESUME: "1"}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    if code < 0:  # died of a signal outside an arm: the command ends the same way
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-        return 128 - code
-    return code
+    return 128 - code if code < 0 else code
 
 
 def _wait(stage: subprocess.Popen[bytes]) -> int:
@@ -134,12 +143,16 @@ def _running_arm(folder: str) -> str | None:
         return None
 
 
-def _record_crash(folder: str, arm: str, signum: int) -> None:
-    """The death of the stage in `arm`: its signal and the arm's last lines of stderr, for its row."""
-    try:
-        name = signal.Signals(signum).name
-    except ValueError:
-        name = f"signal {signum}"
+def _record_crash(folder: str, arm: str, code: int) -> None:
+    """The death of the stage in `arm` (`code`: minus its signal, or its exit status) and the arm's last
+    lines of stderr, for its row."""
+    if code > 0:
+        name = f"exit status {code}"
+    else:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
     tail: list[str] = []
     try:
         with open(os.path.join(folder, ARM_LOG), encoding="utf-8", errors="replace") as fh:

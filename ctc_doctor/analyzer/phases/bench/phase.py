@@ -239,6 +239,10 @@ def _run_in_process(ctx: PhaseContext, bench: BenchOptions, result: rm.Benchmark
     result.compiler_warmup_s = runner.prime()
     try:
         done = {a.name: a for a in result.arms}
+        for name in ("eager", "compiled"):  # the workload's own peak, as measured before a crash
+            row = done.get(name)
+            if row is not None and row.error is None and row.peak_memory_mb is not None:
+                runner.own_peak_mb = max(runner.own_peak_mb or 0.0, row.peak_memory_mb)
         arms = plan_arms(ctx, runner, result.notes if not done else [])
         if runner.opt_in_left:
             result.settings[OPT_IN] = runner.opt_in_left
@@ -246,6 +250,9 @@ def _run_in_process(ctx: PhaseContext, bench: BenchOptions, result: rm.Benchmark
             if a.name in done and not done[a.name].description:
                 done[a.name].description, done[a.name].code = a.description, a.code
         todo = [a for a in arms if a.name not in done]
+        if "eager" in done and done["eager"].error:  # it crashed: nothing to compare the others against
+            result.notes.append("eager failed: nothing to compare against.")
+            todo = []
         eager = next((a for a in arms if a.name == "eager"), None)
         if todo and eager is not None and eager.name in done and runner.reference is None:
             t0 = time.perf_counter()  # a later arm is judged against eager's results and the reference
@@ -258,13 +265,14 @@ def _run_in_process(ctx: PhaseContext, bench: BenchOptions, result: rm.Benchmark
             if checkpoint is None:
                 return Measured(*measure_arm(ctx, runner, todo[i]))
             checkpoint.arm(todo[i].name, result)
-            with checkpoint.stderr():
-                return Measured(*measure_arm(ctx, runner, todo[i]))
+            try:
+                with checkpoint.stderr():
+                    return Measured(*measure_arm(ctx, runner, todo[i]))
+            finally:  # a stop (--timeout, a signal) or an error leaves no arm running: a later death is not its
+                checkpoint.arm(None, result)
 
         plan = [rm.BenchmarkArm(name=a.name, description=a.description, code=a.code) for a in todo]
         measure_arms(ctx.budget_s, plan, measure, result)
-        if checkpoint is not None:
-            checkpoint.arm(None, result)
     finally:
         runner.close()
 

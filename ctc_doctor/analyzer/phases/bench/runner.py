@@ -297,15 +297,12 @@ class ArmRunner:
         capped, or None. With `--memory-limit`, a compiled arm the doctor explores (fixed, regional, a
         mode...) may hold the workload's own peak (eager's and the user's own compile's, the `compiled` arm)
         plus the limit: not the eager and compiled arms, which are the workload itself, nor on CUDA under
-        `--arm-memory-limit`, the child's own share of the device. With `--arm-memory-limit` in a supervised
-        run (`bench.stage`: the arms in the analysing process, with no child to cap), every arm."""
+        `--arm-memory-limit`, the child's own share of the device."""
         caps: list[tuple[float, str]] = []
         limit, peak = self.bench.memory_limit_mb, self.own_peak_mb
         cuda_capped = bool(self.bench.arm_memory_mb) and self.device.startswith("cuda")
         if limit and peak is not None and arm.compiled and arm.name not in ("eager", "compiled") and not cuda_capped:
             caps.append((peak + limit, f"the workload's own peak {peak:.0f} MB + --memory-limit {limit} MB"))
-        if self.bench.arm_memory_mb and self.bench.stage is not None:
-            caps.append((float(self.bench.arm_memory_mb), f"--arm-memory-limit {self.bench.arm_memory_mb} MB"))
         if not caps:
             return contextlib.nullcontext(None)
         allowed, why = min(caps)

@@ -89,28 +89,28 @@ class Checkpoint:
     def stderr(self) -> Iterator[None]:
         """The block's stderr, Python and C level, in `arm.log` (its tail is the arm's crash row if the
         process dies), then written on to the stderr it replaced."""
-        path = self.path(ARM_LOG)
         before = sys.stderr
         with contextlib.suppress(ValueError, OSError):
             before.flush()
-        saved = os.dup(2)
-        log = open(path, "w+", encoding="utf-8", errors="replace", buffering=1)  # noqa: SIM115 - closed below
-        os.dup2(log.fileno(), 2)
-        sys.stderr = log
-        try:
-            yield
-        finally:
-            with contextlib.suppress(ValueError, OSError):
-                log.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            sys.stderr = before
-            log.seek(0)
-            text = log.read()
-            log.close()
-            if text:
+        text = ""
+        with open(self.path(ARM_LOG), "w+", encoding="utf-8", errors="replace", buffering=1) as log:
+            saved = os.dup(2)
+            try:
+                os.dup2(log.fileno(), 2)
+                sys.stderr = log
+                yield
+            finally:
+                sys.stderr = before
                 with contextlib.suppress(ValueError, OSError):
-                    before.write(text)
+                    log.flush()
+                os.dup2(saved, 2)
+                os.close(saved)
+                with contextlib.suppress(ValueError, OSError):
+                    log.seek(0)
+                    text = log.read()
+        if text:
+            with contextlib.suppress(ValueError, OSError):
+                before.write(text)
 
 
 def load(folder: str) -> Resumed:
