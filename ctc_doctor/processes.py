@@ -1,5 +1,6 @@
 """Child process groups: signalling a child started in a session of its own; the heap of a one-shot
-process frozen before it compiles (a leaf module).
+process frozen before it compiles; the names a supervised run's command and its stage share (a leaf
+module).
 
 `ctc-doctor run` starts the user's script, and `ctc-doctor sweep` each target, with
 `start_new_session=True`, so that one signal to the group reaches everything the child started
@@ -47,3 +48,20 @@ def freeze_heap() -> None:
 def _unfreeze_for_triton() -> None:
     if "triton" in sys.modules:
         gc.unfreeze()
+
+
+# a supervised run (`cli.supervise`, the command's side; `analyzer.phases.bench.staged`, the stage's)
+STAGE = "CTC_DOCTOR_STAGE"
+"""The checkpoint folder of a supervised run, set in the stage's environment."""
+RESUME = "CTC_DOCTOR_RESUME"
+"""Set (to 1) when the stage goes on after a crash from the checkpoint in `STAGE`."""
+STARTED = "CTC_DOCTOR_STARTED"
+"""The command's start (`time.time()`): each stage's --timeout, --budget and cost account count from it."""
+RUN_FILE = "run.json"
+"""The stage's report before the benchmark and its cost account's phases."""
+ARMS_FILE = "arms.json"
+"""The stage's checkpoint: the arm it runs (`running`), the arms measured so far."""
+ARM_LOG = "arm.log"
+"""The stderr of the arm running (Python and C level), whose tail a crash row keeps."""
+CRASH_FILE = "crash.json"
+"""What the command knows of a stage's death during an arm (the stage that goes on reads it)."""

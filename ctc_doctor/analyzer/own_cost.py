@@ -59,11 +59,11 @@ class RunCost:
         started_s: float | None = None,
     ) -> None:
         self.train = train
+        """Training: the arms' child keeps a whole pristine copy beside each arm's (inference shares the weights)."""
         self.started_s = started_s
         """When the CLI started (`time.perf_counter()`), before its imports and the model's build: the
         doctor's wall time counts from it, and those count on the workload's side too. None (the Python
         API: the caller built the model): both sides count from the analysis's start."""
-        """Training: the arms' child keeps a whole pristine copy beside each arm's (inference shares the weights)."""
         self.device = measured_on(device)
         self.limit = memory_limit_mb * 2**20 if memory_limit_mb else None
         """`--memory-limit`: what a phase may add on the device at most."""

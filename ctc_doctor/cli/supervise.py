@@ -30,18 +30,8 @@ import tempfile
 import time
 from typing import Any
 
-STAGE = "CTC_DOCTOR_STAGE"
-"""The checkpoint folder of a supervised run, set in the stage's environment."""
-RESUME = "CTC_DOCTOR_RESUME"
-"""Set (to 1) when the stage goes on after a crash from the checkpoint in `STAGE`."""
-STARTED = "CTC_DOCTOR_STARTED"
-"""The command's start (`time.time()`): each stage's --timeout, --budget and cost account count from it."""
-CRASH_FILE = "crash.json"
-"""What this process knows of a stage's death during an arm (the stage that goes on reads it)."""
-ARMS_FILE = "arms.json"
-"""The stage's checkpoint: the arm it runs (`running`), the arms measured so far."""
-ARM_LOG = "arm.log"
-"""The stderr of the arm running (Python and C level), whose tail a crash row keeps."""
+from ..processes import ARM_LOG, ARMS_FILE, CRASH_FILE, RESUME, STAGE, STARTED
+
 STDERR_TAIL_LINES = 8
 
 ENTRY: list[str] | None = None

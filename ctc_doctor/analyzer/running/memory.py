@@ -120,15 +120,20 @@ def cap_memory(mb: int, device: str) -> str:
     every private writable mapping) on the host, its share of the device on CUDA. Returns what was capped."""
     limit = mb * 2**20
     if device.startswith("cuda") and torch.cuda.is_available():
-        dev = torch.device(device)
-        total = torch.cuda.get_device_properties(dev).total_memory
-        torch.cuda.set_per_process_memory_fraction(min(1.0, limit / total), dev)
+        _device_share(limit, device)
         return f"{mb} MB of {device}"
     import resource
 
     _, hard = resource.getrlimit(resource.RLIMIT_DATA)
     resource.setrlimit(resource.RLIMIT_DATA, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
     return f"{mb} MB of heap (RLIMIT_DATA)"
+
+
+def _device_share(limit: int, device: str) -> None:
+    """The CUDA caching allocator of this process may hold `limit` bytes of `device`, and no more."""
+    dev = torch.device(device)
+    total = torch.cuda.get_device_properties(dev).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, limit / total), dev)
 
 
 def _status_kb(field: str) -> int | None:
@@ -150,13 +155,11 @@ def arm_cap(allowed_mb: float, device: str, why: str) -> Iterator[str | None]:
     could be), and puts the previous cap back after."""
     allowed = int(allowed_mb * 2**20)
     if device.startswith("cuda") and torch.cuda.is_available():
-        dev = torch.device(device)
-        total = torch.cuda.get_device_properties(dev).total_memory
-        torch.cuda.set_per_process_memory_fraction(min(1.0, allowed / total), dev)
+        _device_share(allowed, device)
         try:
             yield f"{allowed_mb:.0f} MB of {device} ({why})"
         finally:
-            torch.cuda.set_per_process_memory_fraction(1.0, dev)
+            torch.cuda.set_per_process_memory_fraction(1.0, torch.device(device))
         return
     data, resident = _status_kb("VmData"), _status_kb("VmRSS")
     if data is None or resident is None:

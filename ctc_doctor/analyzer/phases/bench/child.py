@@ -118,7 +118,7 @@ def _measure(ctx: PhaseContext, child: ChildWorker, plan: list[dict[str, Any]], 
         answer = child.request({"arm": arm["name"]}, None, progress)
         if isinstance(answer, Death):
             isolation.crashed.append(arm["name"])
-            return Measured(_crashed(arm, answer))
+            return Measured(crash_row(arm, answer, "the child process running this arm"))
         if answer is None or "arm" not in answer:
             return Measured(rm.BenchmarkArm(**arm, error=f"the child process answered no result: {answer}"[:500]))
         isolation.replay_s = round(isolation.replay_s + float(answer.get("replay_s", 0.0)), 3)
@@ -127,12 +127,13 @@ def _measure(ctx: PhaseContext, child: ChildWorker, plan: list[dict[str, Any]], 
     measure_arms(ctx.budget_s, [rm.BenchmarkArm(**arm) for arm in plan], measure, result)
 
 
-def _crashed(arm: dict[str, Any], death: Death) -> rm.BenchmarkArm:
-    """The row of an arm whose child process died while running it."""
+def crash_row(arm: dict[str, Any], death: Death, who: str) -> rm.BenchmarkArm:
+    """The row of an arm whose process (`who`: the arms' child, or a supervised run's stage) died while
+    running it."""
     last = f"; last stderr line: {death.stderr_tail[-1][:300]}" if death.stderr_tail else ""
     return rm.BenchmarkArm(
         **arm,
-        error=f"crashed ({death.how}): the child process running this arm died{last}"[:500],
+        error=f"crashed ({death.how}): {who} died{last}"[:500],
         crash=death.how,
         stderr_tail=[line[:300] for line in death.stderr_tail],
     )

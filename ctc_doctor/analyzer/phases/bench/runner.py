@@ -298,15 +298,11 @@ class ArmRunner:
         mode...) may hold the workload's own peak (eager's and the user's own compile's, the `compiled` arm)
         plus the limit: not the eager and compiled arms, which are the workload itself, nor on CUDA under
         `--arm-memory-limit`, the child's own share of the device."""
-        caps: list[tuple[float, str]] = []
         limit, peak = self.bench.memory_limit_mb, self.own_peak_mb
         cuda_capped = bool(self.bench.arm_memory_mb) and self.device.startswith("cuda")
-        if limit and peak is not None and arm.compiled and arm.name not in ("eager", "compiled") and not cuda_capped:
-            caps.append((peak + limit, f"the workload's own peak {peak:.0f} MB + --memory-limit {limit} MB"))
-        if not caps:
+        if not limit or peak is None or not arm.compiled or arm.name in ("eager", "compiled") or cuda_capped:
             return contextlib.nullcontext(None)
-        allowed, why = min(caps)
-        return arm_cap(allowed, self.device, why)
+        return arm_cap(peak + limit, self.device, f"the workload's own peak {peak:.0f} MB + --memory-limit {limit} MB")
 
     def close(self) -> None:
         """Let go of eager's kept results and the reference (a shared one stays its owner's)."""

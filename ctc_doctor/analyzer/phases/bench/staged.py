@@ -8,7 +8,7 @@ the benchmark as measured so far. The arm's stderr, Python and C level, goes to 
 arm, the supervisor adds the death to `crash.json` and starts the stage again: it reads all three
 (`Resumed`), builds the model again and measures the arms after the crashed one.
 
-File names are `cli.supervise`'s (which must not import torch, nor this module).
+File names are `processes`'s, which the supervising command (no torch) shares.
 """
 
 from __future__ import annotations
@@ -21,15 +21,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ....processes import ARM_LOG, ARMS_FILE, CRASH_FILE, RUN_FILE
 from ....reports import models as rm
-
-RUN_FILE = "run.json"
-ARMS_FILE = "arms.json"
-"""`cli.supervise.ARMS_FILE`."""
-ARM_LOG = "arm.log"
-"""`cli.supervise.ARM_LOG`."""
-CRASH_FILE = "crash.json"
-"""`cli.supervise.CRASH_FILE`."""
+from ...running.worker import Death
+from .child import crash_row
 
 
 def _write(path: str, data: Any) -> None:
@@ -127,16 +122,8 @@ def load(folder: str) -> Resumed:
         if crash["arm"] in done:
             continue
         done.add(crash["arm"])
-        tail = [line[:300] for line in crash.get("stderr_tail", [])]
-        last = f"; last stderr line: {tail[-1]}" if tail else ""
-        benchmark.arms.append(
-            rm.BenchmarkArm(
-                name=crash["arm"],
-                error=f"crashed ({crash['signal']}): the process running this arm died{last}"[:500],
-                crash=crash["signal"],
-                stderr_tail=tail,
-            )
-        )
+        death = Death(signal=crash["signal"], stderr_tail=crash.get("stderr_tail", []))
+        benchmark.arms.append(crash_row({"name": crash["arm"]}, death, "the process running this arm"))
     footprint = rm.Footprint.model_validate(run["footprint"]) if run.get("footprint") else None
     return Resumed(
         report=rm.Report.model_validate(run["report"]),
@@ -144,10 +131,3 @@ def load(folder: str) -> Resumed:
         phases=[rm.PhaseCost.model_validate(p) for p in run.get("phases", [])],
         footprint=footprint,
     )
-
-
-def crashed_arms(folder: str) -> list[str]:
-    """The arms a stage died in, in order."""
-    with contextlib.suppress(OSError, ValueError):
-        return [c["arm"] for c in _read(os.path.join(folder, CRASH_FILE))]
-    return []
