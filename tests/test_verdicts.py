@@ -105,6 +105,47 @@ def test_adaptive_timing_stops_once_the_median_is_known_within_two_percent():
     assert not settled(wide[:10]) and settled(wide[:24])
 
 
+@pytest.mark.fast
+def test_adaptive_warm_up_runs_no_pass_an_arm_already_ran(monkeypatch):
+    """Passes longer than 0.2 s: an arm that already ran its whole passes (eager its first; a compiled arm
+    its cold and warm-cache passes) times its next pass, no warm-up; a compiled arm that ran only its cold
+    pass warms up once. Counted on the runner's own passes of a real model that sleeps 0.21 s a pass."""
+    import time
+
+    from torch import nn
+
+    from ctc_doctor import Workload
+    from ctc_doctor.analyzer.phases.bench import ArmRunner
+    from ctc_doctor.analyzer.phases.bench.arms import Arm
+    from ctc_doctor.analyzer.phases.context import PhaseContext
+    from ctc_doctor.analyzer.running.calls import calls_on
+    from ctc_doctor.analyzer.running.settings import RunSettings
+
+    class Slow(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            time.sleep(0.21)
+            return x + 1
+
+    workload = Workload(Slow(), (torch.ones(2),))
+    ctx = PhaseContext(workload=workload, calls=calls_on(workload, None), settings=RunSettings(seed=0))
+    runner = ArmRunner(ctx, BenchOptions())
+    runner.quiet_wait_s = 0.0  # another test's load would have it time again
+    passes = []
+    run_pass = runner.run_pass
+    monkeypatch.setattr(runner, "run_pass", lambda fn, arm, **kw: passes.append(arm.name) or run_pass(fn, arm, **kw))
+
+    def timed(name: str, compiled: bool, ran: int) -> int:
+        """Passes run beyond the timed ones."""
+        passes.clear()
+        stats = runner.timed(workload.model, Arm(name, "", workload.model, ctx.calls, compiled, {}, []), ran=ran)
+        assert stats.n >= 5, stats  # (unstable when other tests load the cores: not what is counted here)
+        return len(passes) - stats.n
+
+    assert timed("eager", False, ran=1) == 0
+    assert timed("compiled", True, ran=2) == 0
+    assert timed("regional", True, ran=1) == 1
+
+
 def test_a_fix_whose_benchmark_arm_fails_on_the_real_backend_fails_whatever_its_check_measured():
     """The saved showcase (a real run): its fixes' own arms ran. With one arm failed while `compiled` ran,
     the fix it carries is `failed` and says which arm broke; a fix whose arm ran keeps its verdict, and an

@@ -156,16 +156,19 @@ class ArmRunner:
         """Warm-up passes, then timed passes: `iters` of them, more while the spread is wide (IQR over 5 % of
         the median) up to `max_iters`; adaptive (iters None): until the median is settled, within a budget,
         or as soon as the arm is clearly behind the fastest arm so far (`behind`). Adaptive warm-up of a
-        pass longer than WARM_ENOUGH_S stops early: after one pass when the arm ran `ran` >= 2 whole passes
-        already (its first and its warm-cache pass; not under CUDA graphs, which record on later passes),
-        else once two passes agree within 10 %; an uncompiled arm (eager) after one pass when it ran one whole
-        pass already (its first: the model's first-call set-up done, nothing left to compile). Other
-        processes' CPU during the timed passes goes to `out.busy`."""
+        pass longer than WARM_ENOUGH_S stops early (not under CUDA graphs, which record on later passes): a
+        compiled arm that ran `ran` >= 2 whole passes already (its first and its warm-cache pass), or an
+        uncompiled one (eager) that ran one (its first: the model's first-call set-up done, nothing left to
+        compile), needs none, and its first pass is timed; a compiled arm that ran one (its cold pass) needs
+        one; else once two passes agree within 10 %. Other processes' CPU during the timed passes goes to
+        `out.busy`."""
         fixed = self.bench.iters is not None
         least = self.bench.iters if self.bench.iters is not None else AUTO_MIN
         limit = self.bench.max_iters or (3 * least if fixed else AUTO_MAX)
         total = self.bench.warmup + least
         warm: list[float] = []
+        times: list[float] = []
+        whole = 2 if arm.compiled else 1  # whole passes after which the arm needs no warm-up (one after one fewer)
         for i in range(self.bench.warmup):
             self.progress(ProgressEvent(Step.ARM, i, total, subject=arm.name, activity="timing", timing=True))
             t0 = time.perf_counter()
@@ -174,10 +177,13 @@ class ArmRunner:
             warm.append(time.perf_counter() - t0)
             if fixed or warm[-1] <= WARM_ENOUGH_S:
                 continue
-            whole = 2 if arm.compiled else 1  # whole passes after which one warm-up pass is enough
-            if (ran >= whole and self.step(arm) is None) or (len(warm) >= 2 and abs(warm[-1] - warm[-2]) <= 0.1 * warm[-2]):
+            graphs = self.step(arm) is not None
+            if not graphs and ran >= whole and len(warm) == 1:
+                times.append(warm.pop())  # warm already: its first pass after them is a timed one
                 break
-        times: list[float] = []
+            agree = len(warm) >= 2 and abs(warm[-1] - warm[-2]) <= 0.1 * warm[-2]
+            if (not graphs and ran >= 1 and ran + len(warm) >= whole) or agree:
+                break
 
         def more() -> bool:
             if len(times) < least:
