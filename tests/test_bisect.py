@@ -412,3 +412,28 @@ def test_bisect_of_a_target_that_is_not_a_module_is_a_one_line_usage_error(cli):
     assert result.returncode == 4
     assert result.stderr.strip().splitlines()[-1].startswith("ctc-doctor: error: bisect needs an nn.Module")
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.fast
+def test_module_inputs_are_recorded_and_the_trials_child_started_only_when_the_compile_breaks():
+    """A full run records each module's first-call inputs for the bisection, and starts the trials' child,
+    only once the compiled pass broke the graph: a model that compiles whole keeps no copy of its
+    modules' inputs and starts no second torch; one that breaks gets both (`bisect.always` records anyway)."""
+    from ctc_doctor.analyzer.phases.context import PhaseContext
+    from ctc_doctor.analyzer.phases.observe import ObserveOptions, run_observe
+    from ctc_doctor.analyzer.running.calls import calls_on
+    from ctc_doctor.analyzer.running.settings import RunSettings
+    from ctc_doctor.fixtures import zoo
+
+    def observe(workload: Workload, **kw) -> tuple[object, int]:
+        started = []
+        ctx = PhaseContext(workload=workload, calls=calls_on(workload, None), settings=RunSettings(seed=0))
+        options = ObserveOptions(explain=False, record_inputs=True, on_broken=lambda: started.append(1), **kw)
+        return run_observe(ctx, options).module_inputs, len(started)
+
+    inputs, started = observe(zoo.clean(), inputs_if_broken=True)
+    assert inputs is None and started == 0
+    inputs, started = observe(zoo.print_in_forward(), inputs_if_broken=True)
+    assert inputs is not None and inputs.inputs and started == 1
+    inputs, started = observe(zoo.clean(), inputs_if_broken=False)  # --bisect-always: recorded whatever it finds
+    assert inputs is not None and inputs.inputs and started == 0

@@ -72,7 +72,9 @@ def _analyze(workload: Workload, options: AnalyzeOptions) -> rm.Report:
     with contextlib.ExitStack() as resources:
         seen = resources.enter_context(collected_warnings())
         logged = resources.enter_context(ti.quiet_torch_stderr(True))  # every phase: fix, bench, AOT too
-        worker = _prestarted_worker(ctx, options, resources)
+        worker = _EarlyWorker(ctx, options, resources)
+        if options.bisect is not None and options.bisect.always:
+            worker.start()  # it bisects whatever the compiled pass finds
         report = _run(workload, calls, ctx, session, started_at, copy_note, worker)
     report.notes.extend(warning_notes(seen))
     report.notes.extend(ti.torch_log_notes(logged, "during the run"))
@@ -152,18 +154,28 @@ def _resume(workload: Workload, options: AnalyzeOptions) -> rm.Report:
     return report
 
 
-def _prestarted_worker(ctx: PhaseContext, options: AnalyzeOptions, resources: contextlib.ExitStack) -> TrialWorker | None:
-    """The child process of isolated trials, started now: it imports torch and rebuilds the workload
-    while the analysis runs (full runs only: a bisection alone would wait for it anyway)."""
-    if options.bisect is None or not options.bisect.isolate or not options.compile:
-        return None
-    setup = worker_setup(ctx, options.bisect)
-    if setup is None or not isinstance(ctx.workload.model, torch.nn.Module):
-        return None
-    worker = TrialWorker(setup)
-    resources.callback(worker.shutdown)
-    worker.start()
-    return worker
+class _EarlyWorker:
+    """The child process of isolated trials, started early (full runs only: a bisection alone would wait
+    for it anyway): once the compiled pass broke the graph or failed (`ObserveOptions.on_broken`), so it
+    imports torch and the target while the eager pass and the report run; the model is built only when
+    the bisection asks (`trial_worker`). A model that compiles whole starts none: no second torch."""
+
+    def __init__(self, ctx: PhaseContext, options: AnalyzeOptions, resources: contextlib.ExitStack) -> None:
+        self.ctx, self.options, self.resources = ctx, options, resources
+        self.worker: TrialWorker | None = None
+        bisect = options.bisect
+        self.wanted = bisect is not None and bisect.isolate and options.compile and isinstance(ctx.workload.model, torch.nn.Module)
+
+    def start(self) -> None:
+        if not self.wanted or self.worker is not None:
+            return
+        assert self.options.bisect is not None
+        setup = worker_setup(self.ctx, self.options.bisect)
+        if setup is None:
+            return
+        self.worker = TrialWorker(setup)
+        self.resources.callback(self.worker.shutdown)
+        self.worker.start()
 
 
 def _run(
@@ -173,7 +185,7 @@ def _run(
     session: Session,
     started_at: str,
     copy_note: str | None,
-    worker: TrialWorker | None,
+    early: _EarlyWorker,
 ) -> rm.Report:
     options, clock, cost = session.options, session.clock, session.cost
     analysis = run_observe(
@@ -183,6 +195,8 @@ def _run(
             explain=options.explain,
             keep_guard_text=options.keep_guard_text,
             record_inputs=options.bisect is not None,
+            inputs_if_broken=options.bisect is not None and not options.bisect.always,
+            on_broken=early.start,
             timeout_s=max(1e-3, clock.remaining() or 0.0) if options.timeout_s else None,
         ),
     )
@@ -196,10 +210,11 @@ def _run(
             bisect = options.bisect
             if session.fit("bisect", ctx, report, isolated=bisect.isolate).in_process:
                 bisect = dataclasses.replace(bisect, isolate=False)  # a second model would not fit beside this one: no child builds it
+            worker = early.worker
             inputs = BisectInputs(analysis.module_inputs, analysis.index, worker if bisect.isolate else None)
             bisect_into(report, ctx, bisect, inputs, clock, bisect_only=not options.compile)
-        if worker is not None:
-            worker.shutdown()  # not needed past the bisection: its CPU, memory and files go now
+        if early.worker is not None:
+            early.worker.shutdown()  # not needed past the bisection: its CPU, memory and files go now
         stopped = stopped or any(e.phase == "interrupted" for e in report.errors)
         if options.compile and not stopped:
             after_analysis(report, ctx, session)

@@ -15,6 +15,7 @@ A step that fails or times out becomes an error row; what was found before it is
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -51,6 +52,11 @@ class ObserveOptions:
     """Keep the full guard tree text per compile id."""
     record_inputs: bool = False
     """Record each module's first-call inputs during the eager pass (for bisection)."""
+    inputs_if_broken: bool = False
+    """With `record_inputs`: only when the compiled pass broke the graph or failed (the bisection runs only
+    then): a model that compiles whole keeps no copy of its modules' inputs."""
+    on_broken: Callable[[], None] | None = None
+    """Called once the compiled pass broke the graph or failed (bisection will run: its child starts)."""
     timeout_s: float | None = None
     """What is left of the run's --timeout: the phase stops there and returns what it found."""
 
@@ -103,6 +109,11 @@ def run_observe(ctx: PhaseContext, options: ObserveOptions) -> Observation:
                 assert compiled.capture is not None
                 notes.extend(compiled.capture.notes)
                 watch = first_call_break_lines(compiled)
+                broken = compiled.error is not None or bool(findings_of(compiled).graph_breaks)
+                if broken and options.on_broken is not None:
+                    options.on_broken()
+                if inputs is not None and options.inputs_if_broken and not broken:
+                    inputs = None  # nothing to bisect
             step = "eager"
             with kept():
                 eager = eager_pass(workload, calls, settings, index=index, inputs=inputs, watch=watch, measure=True, progress=progress)
