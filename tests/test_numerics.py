@@ -306,3 +306,30 @@ def test_inductor_draws_dropout_its_own_way_so_its_numerics_come_from_a_compile_
     compiled = next(a for a in report.benchmark.arms if a.name == "compiled")
     assert compiled.error is None and compiled.numerics_ok, compiled.numerics
     assert "fallback_random" in compiled.numerics.random and compiled.numerics.ratio < 1.5
+
+
+@pytest.mark.fast
+def test_a_finite_tensor_is_judged_by_fused_sums_that_agree_with_the_value_by_value_judgement():
+    """The judgement's fast path (a few fused float64 sums per chunk) gives the value-by-value path's errors
+    on finite tensors of several chunks, in float32 and float64 (whose `double()` is itself: eager's kept
+    tensor must come out untouched); a non-finite value anywhere sends the tensor to the value-by-value path."""
+    from ctc_doctor.analyzer.running import numerics
+    from ctc_doctor.analyzer.running.store import Kept
+
+    torch.manual_seed(0)
+    n = 3 * numerics.CHUNK + 17
+    for dtype in (torch.float32, torch.float64):
+        eager = torch.randn(n, dtype=dtype)
+        delta = torch.randn(n, dtype=dtype) * 1e-6
+        cand = eager + torch.randn(n, dtype=dtype) * 1e-5
+        kept, kept_delta = Kept((n,), dtype, dtype, n, tensor=eager), Kept((n,), dtype, dtype, n, tensor=delta)
+        before = eager.clone()
+        fast, _, top = numerics._compare("out", cand, kept, kept_delta)
+        slow, _, slow_top = numerics._masked_compare("out", cand, kept, kept_delta)
+        assert torch.equal(eager, before)
+        assert fast is not None and slow is not None and fast.n == slow.n == n and top == pytest.approx(slow_top, rel=1e-12)
+        for field in ("eager", "candidate", "scale"):
+            assert getattr(fast, field) == pytest.approx(getattr(slow, field), rel=1e-9), field
+        cand[n - 5] = float("inf")  # in the last chunk: eager and the reference are finite there
+        row, problem, _ = numerics._compare("out", cand, kept, kept_delta)
+        assert row is None and problem == "out: non-finite values where eager has finite ones"

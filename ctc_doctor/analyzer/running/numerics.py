@@ -311,7 +311,45 @@ class _Row:
 
 def _compare(name: str, cand: torch.Tensor, eager: Kept, delta: Kept) -> tuple[_Row | None, str | None, float]:
     """The tensor's errors against the reference (eager + delta), chunk by chunk on the candidate's device,
-    or why it fails outright; and its largest difference from eager."""
+    or why it fails outright; and its largest difference from eager. Most tensors are finite throughout:
+    their sums come from a few fused operations a chunk (`_finite_sums`, about 6x faster); a tensor with a
+    non-finite value anywhere (its sums are not finite then) is judged value by value (`_masked_compare`)."""
+    sums = _finite_sums(flat(cand), eager, delta)
+    if sums is None:
+        return _masked_compare(name, cand, eager, delta)
+    top, se, sc, sr = sums
+    count = cand.numel()
+    if count == 0:
+        return _Row(name, cand.dtype, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0), None, top
+    errors = (math.sqrt(se / count), math.sqrt(sc / count), math.sqrt(sr / count))
+    return _Row(name, cand.dtype, count, *errors, se, sc, count), None, top
+
+
+def _finite_sums(cf: torch.Tensor, eager: Kept, delta: Kept) -> tuple[float, float, float, float] | None:
+    """(largest |candidate - eager|, sum of delta², of (candidate - eager - delta)², of (eager + delta)²) in
+    float64, or None when one is not finite: a non-finite value in the candidate, eager or the delta makes
+    one of them so (as would an overflow, which float64 sums of float32 values never reach)."""
+    where = cf.device
+    zero = torch.zeros((), dtype=torch.float64, device=where)
+    top, sq_e, sq_c, sq_r = zero.clone(), zero.clone(), zero.clone(), zero.clone()
+    for s in range(0, cf.numel(), CHUNK):
+        c = cf[s : s + CHUNK].double()
+        e = eager.chunk(s, CHUNK, where).double()
+        d = delta.chunk(s, CHUNK, where).double()
+        diff = c - e  # new tensors only: `double()` of a float64 tensor is the tensor itself (eager's kept one)
+        top = torch.maximum(top, torch.linalg.vector_norm(diff, ord=math.inf))
+        sq_e += torch.dot(d, d)
+        r = e + d
+        sq_r += torch.dot(r, r)
+        diff.sub_(d)
+        sq_c += torch.dot(diff, diff)
+    out = (float(top), float(sq_e), float(sq_c), float(sq_r))
+    return out if all(math.isfinite(v) for v in out) else None
+
+
+def _masked_compare(name: str, cand: torch.Tensor, eager: Kept, delta: Kept) -> tuple[_Row | None, str | None, float]:
+    """`_compare` value by value: non-finite values where eager and the reference are finite fail, the
+    other non-finite ones are left out of the sums."""
     cf = flat(cand)
     where = cf.device
     zero = torch.zeros((), dtype=torch.float64, device=where)
