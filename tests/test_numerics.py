@@ -318,16 +318,20 @@ def test_a_finite_tensor_is_judged_by_fused_sums_that_agree_with_the_value_by_va
 
     torch.manual_seed(0)
     n = 3 * numerics.CHUNK + 17
-    for dtype in (torch.float32, torch.float64):
-        eager = torch.randn(n, dtype=dtype)
-        delta = torch.randn(n, dtype=dtype) * 1e-6
-        cand = eager + torch.randn(n, dtype=dtype) * 1e-5
-        kept, kept_delta = Kept((n,), dtype, dtype, n, tensor=eager), Kept((n,), dtype, dtype, n, tensor=delta)
+    for dtype in (torch.float32, torch.float64, torch.complex64):
+        flat = torch.float32 if dtype.is_complex else dtype  # a complex tensor is kept and judged as its real view
+        values = 2 * n if dtype.is_complex else n
+        eager = torch.randn(values, dtype=flat)
+        delta = torch.randn(values, dtype=flat) * 1e-6
+        cand = eager + torch.randn(values, dtype=flat) * 1e-5
+        kept, kept_delta = Kept((n,), dtype, flat, values, tensor=eager), Kept((n,), dtype, flat, values, tensor=delta)
+        if dtype.is_complex:
+            cand = torch.view_as_complex(cand.reshape(n, 2))
         before = eager.clone()
         fast, _, top = numerics._compare("out", cand, kept, kept_delta)
         slow, _, slow_top = numerics._masked_compare("out", cand, kept, kept_delta)
         assert torch.equal(eager, before)
-        assert fast is not None and slow is not None and fast.n == slow.n == n and top == pytest.approx(slow_top, rel=1e-12)
+        assert fast is not None and slow is not None and fast.n == slow.n == values and top == pytest.approx(slow_top, rel=1e-12)
         for field in ("eager", "candidate", "scale"):
             assert getattr(fast, field) == pytest.approx(getattr(slow, field), rel=1e-9), field
         cand[n - 5] = float("inf")  # in the last chunk: eager and the reference are finite there

@@ -314,15 +314,16 @@ def _compare(name: str, cand: torch.Tensor, eager: Kept, delta: Kept) -> tuple[_
     or why it fails outright; and its largest difference from eager. Most tensors are finite throughout:
     their sums come from a few fused operations a chunk (`_finite_sums`, about 6x faster); a tensor with a
     non-finite value anywhere (its sums are not finite then) is judged value by value (`_masked_compare`)."""
-    sums = _finite_sums(flat(cand), eager, delta)
+    cf = flat(cand)
+    sums = _finite_sums(cf, eager, delta)
     if sums is None:
         return _masked_compare(name, cand, eager, delta)
     top, se, sc, sr = sums
-    count = cand.numel()
+    count = cf.numel()  # values summed: a complex tensor's real view has two per element
     if count == 0:
-        return _Row(name, cand.dtype, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0), None, top
+        return _Row(name, cand.dtype, cand.numel(), 0.0, 0.0, 0.0, 0.0, 0.0, 0), None, top
     errors = (math.sqrt(se / count), math.sqrt(sc / count), math.sqrt(sr / count))
-    return _Row(name, cand.dtype, count, *errors, se, sc, count), None, top
+    return _Row(name, cand.dtype, cand.numel(), *errors, se, sc, count), None, top
 
 
 def _finite_sums(cf: torch.Tensor, eager: Kept, delta: Kept) -> tuple[float, float, float, float] | None:
