@@ -228,12 +228,10 @@ class _Checker:
 
         return run
 
-    def check(self, variant: Variant, backend: str | None = None) -> tuple[rm.Verification, Findings | None]:
-        """Run the variant like the original and compare counts and outputs; compiled with `backend` (the
-        analysis's when None)."""
+    def check(self, variant: Variant) -> tuple[rm.Verification, Findings | None]:
+        """Run the variant like the original and compare counts and outputs."""
         t0 = time.perf_counter()
         ctx, workload = self.ctx, self.ctx.workload
-        settings = dataclasses.replace(ctx.settings, backend=backend) if backend else ctx.settings
         compiled: CompiledRun | None = None
         try:
             fixed = variant.workload_of(workload)  # before_call and loss_fn act on the copy (change_first: made now)
@@ -256,7 +254,7 @@ class _Checker:
             compiled_check = self.reference.judgement(from_call=since)
             eager_check = self.reference.judgement(from_call=since)
             with preserved_state(variant.model), like_eager:
-                compiled = CompiledRun(fixed, variant.calls, settings, dynamo_config=variant.config, sink=compiled_check)
+                compiled = CompiledRun(fixed, variant.calls, ctx.settings, dynamo_config=variant.config, sink=compiled_check)
                 compiled.run()
             release_memory(ctx.settings.where)  # the compiled run's activations, before the eager run makes its own
             with preserved_state(variant.model):
@@ -351,45 +349,26 @@ class _Fixer:
     def time_left(self) -> bool:
         return self.stop_at is None or time.perf_counter() + self.slowest <= self.stop_at
 
-    def check(self, suggestions: list[rm.Suggestion], backend: str | None = None) -> tuple[rm.Verification, Findings | None]:
+    def check(self, suggestions: list[rm.Suggestion]) -> tuple[rm.Verification, Findings | None]:
         try:
             actions = [s.action for s in suggestions if s.action is not None]
             variant = make_variant(self.model, self.ctx.calls, actions, self.ctx.settings.device, share=self.ctx.settings.shares)
         except VariantError as exc:
             return rm.Verification(applied=False, error=str(exc)), None
-        verification, findings = self.checker.check(variant, backend)
+        verification, findings = self.checker.check(variant)
         self.slowest = max(self.slowest, verification.duration_s)
         ti.fresh_dynamo_state()
         del variant
         release_memory(self.ctx.settings.where)  # the copy and its activations: the next check starts from the model alone
         return verification, findings
 
-    def checked_alone(self, suggestion: rm.Suggestion) -> tuple[rm.Verification, Findings | None]:
-        """The suggestion's check alone; a safe, effective one is then known to compile through AOTAutograd.
-        Under the `eager` backend the check itself compiles on `aot_eager` (Dynamo's graphs, counts and
-        outputs are the same; one run instead of a check and a replay); a check that fails there runs again
-        on `eager`, to tell a fix that fails from a PyTorch bug it walks into (`through_aot_autograd`)."""
-        if self.ctx.settings.backend != "eager":
-            verification, findings = self.check([suggestion])
-            if verification.safe and verification.effective:
-                verification.compiled_on = [self.ctx.settings.backend]
-            return verification, findings
-        verification, findings = self.check([suggestion], backend="aot_eager")
-        if verification.safe:
-            if verification.effective:
-                verification.compiled_on = ["eager", "aot_eager"]
-            return verification, findings
-        spent = verification.duration_s
-        verification, findings = self.check([suggestion])
-        verification.duration_s = round(verification.duration_s + spent, 3)
-        if verification.safe and verification.effective and self.time_left():
-            self.through_aot_autograd(suggestion, verification)
-        return verification, findings
-
     def through_aot_autograd(self, suggestion: rm.Suggestion, verification: rm.Verification) -> None:
         """A fix that held under Dynamo alone (the `eager` backend) compiled once more through AOTAutograd
         (`aot_eager`: cheap, no kernels), as any real backend compiles it: a fix that crashes there (a
         PyTorch bug its change walks into, e.g. a symbolic int under `%`) is not safe to recommend."""
+        if self.ctx.settings.backend != "eager":
+            verification.compiled_on = [self.ctx.settings.backend]
+            return
         t0 = time.perf_counter()
         # the fix's copy run through every call on aot_eager, as triage runs each backend (one runner for both)
         run, config = self.checker.replay([suggestion]), self.checker.config_of([suggestion])
@@ -443,7 +422,9 @@ class _Fixer:
                 if not advice:  # advice is the user's to follow: never applied with the fixes
                     chosen.append(suggestion)
                 continue
-            verification, self.findings[suggestion.id] = self.checked_alone(suggestion)
+            verification, self.findings[suggestion.id] = self.check([suggestion])
+            if verification.safe and verification.effective and self.time_left():
+                self.through_aot_autograd(suggestion, verification)
             addressed = [a for a in suggestion.applies_to if a.startswith("B")]
             # the addressed break is gone and another appeared: moved, not removed
             verification.moved_break = bool(addressed and set(addressed) & set(verification.fixed) and verification.new_sites)

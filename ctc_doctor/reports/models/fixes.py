@@ -146,9 +146,8 @@ class Verification(_Model):
     duration_s: float = 0.0
     """Wall time of the check."""
     compiled_on: list[str] = Field(default_factory=list)
-    """Backends the copy with the fix compiled and ran on: `eager` and `aot_eager` under the analysis's
-    `eager` backend, which stops at Dynamo (the check compiles through AOTAutograd; schema 1.17), else the
-    analysis's backend."""
+    """Backends the copy with the fix compiled and ran on: the check's own, then `aot_eager` (AOTAutograd)
+    when the check's backend (`eager`) stops at Dynamo (schema 1.17)."""
     breaks_compile: str | None = None
     """The fix works under Dynamo but the compile crashes further down: `aot_eager (AOTAutograd):
     BackendCompilerFailed: ...`. Such a fix is not applied, and the next one for the same cause is
