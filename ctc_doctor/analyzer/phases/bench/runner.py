@@ -169,7 +169,9 @@ class ArmRunner:
         warm: list[float] = []
         times: list[float] = []
         whole = 2 if arm.compiled else 1  # whole passes after which the arm needs no warm-up (one after one fewer)
+        moved: CpuWindow | None = None  # the load read over a warm-up pass that became the first timed one
         for i in range(self.bench.warmup):
+            window = CpuWindow.start()
             self.progress(ProgressEvent(Step.ARM, i, total, subject=arm.name, activity="timing", timing=True))
             t0 = time.perf_counter()
             self.run_pass(fn, arm, step=self.step(arm))
@@ -180,6 +182,7 @@ class ArmRunner:
             graphs = self.step(arm) is not None
             if not graphs and ran >= whole and len(warm) == 1:
                 times.append(warm.pop())  # warm already: its first pass after them is a timed one
+                moved = window
                 break
             agree = len(warm) >= 2 and abs(warm[-1] - warm[-2]) <= 0.1 * warm[-2]
             if (not graphs and ran >= 1 and ran + len(warm) >= whole) or agree:
@@ -194,8 +197,8 @@ class ArmRunner:
                 return spread(times) > 0.05
             return not settled(times) and sum(times) < AUTO_BUDGET_S and not behind(times, self.fastest_s)
 
-        def passes() -> float | None:
-            window = CpuWindow.start()
+        def passes(window: CpuWindow | None = None) -> float | None:
+            window = window or CpuWindow.start()
             while more():
                 done = self.bench.warmup + min(len(times), least)
                 self.progress(ProgressEvent(Step.ARM, done, total, subject=arm.name, activity="timing", timing=True))
@@ -209,7 +212,7 @@ class ArmRunner:
             return window.others()
 
         threads = torch.get_num_threads()
-        others = passes()
+        others = passes(moved)
         retimed = None
         if busy(others, threads) and self.quiet_wait_s > 0 and self.waited_for_quiet(threads):
             # timed under load: once the others have left the cores, timed again, and that figure kept
