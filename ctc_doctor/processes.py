@@ -1,6 +1,6 @@
 """Child process groups: signalling a child started in a session of its own; the heap of a one-shot
-process frozen before it compiles; the names a supervised run's command and its stage share (a leaf
-module).
+process frozen before it compiles; how a dead process is described (its signal, its last lines of
+stderr); the names and files a supervised run's command and its stage share (a leaf module).
 
 `ctc-doctor run` starts the user's script, and `ctc-doctor sweep` each target, with
 `start_new_session=True`, so that one signal to the group reaches everything the child started
@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import atexit
 import gc
+import json
 import os
+import signal
 import subprocess
 import sys
+from typing import Any
 
 
 def signal_group(process: subprocess.Popen[bytes], sig: int) -> None:
@@ -23,6 +26,23 @@ def signal_group(process: subprocess.Popen[bytes], sig: int) -> None:
         os.killpg(process.pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+STDERR_TAIL_LINES = 8
+"""Lines of a dead process's stderr kept in the report."""
+
+
+def stderr_tail(text: str) -> list[str]:
+    """The last non-empty lines (at most STDERR_TAIL_LINES) of what a dead process wrote to stderr."""
+    return [ln.rstrip() for ln in text.splitlines() if ln.strip()][-STDERR_TAIL_LINES:]
+
+
+def signal_name(number: int) -> str:
+    """`SIGSEGV`, or `signal N` for a number Python does not name."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def freeze_heap() -> None:
@@ -65,3 +85,16 @@ ARM_LOG = "arm.log"
 """The stderr of the arm running (Python and C level), whose tail a crash row keeps."""
 CRASH_FILE = "crash.json"
 """What the command knows of a stage's death during an arm (the stage that goes on reads it)."""
+
+
+def write_json(path: str, data: Any) -> None:
+    """`data` as JSON in `path`, whole or not at all (a death mid-write leaves the previous file)."""
+    part = path + ".part"
+    with open(part, "w", encoding="utf-8") as fh:
+        json.dump(data, fh)
+    os.replace(part, path)
+
+
+def read_json(path: str) -> Any:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)

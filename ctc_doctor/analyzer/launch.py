@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, Literal
 
 from ..errors import LogsInvalid, TargetInvalid, TargetNotFound
-from ..processes import signal_group
+from ..processes import signal_group, signal_name
 from ..progress import ProgressEvent, ProgressFn, Step, no_progress
 
 if TYPE_CHECKING:
@@ -239,15 +239,8 @@ def _run(
     if report.run.exit_code in (None, 0) and code != 0 and status != "timeout":
         report.run.exit_code = code
     if code < 0 and status == "failed" and report.run.script_error is None:  # a native crash: no traceback to quote
-        report.run.script_error = f"the script's process died ({_signal_name(-code)})"
+        report.run.script_error = f"the script's process died ({signal_name(-code)})"
     return RunResult(report, status, code, notes)
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 def _ended(status: Status, code: int) -> str:

@@ -19,7 +19,7 @@ so Linux only). A death of the stage outside an arm ends the command with 128 + 
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import re
 import shutil
@@ -30,9 +30,7 @@ import tempfile
 import time
 from typing import Any
 
-from ..processes import ARM_LOG, ARMS_FILE, CRASH_FILE, RESUME, STAGE, STARTED
-
-STDERR_TAIL_LINES = 8
+from ..processes import ARM_LOG, ARMS_FILE, CRASH_FILE, RESUME, STAGE, STARTED, read_json, signal_name, stderr_tail, write_json
 
 ENTRY: list[str] | None = None
 """The command's arguments when it runs as a program (`cli.main`); None under click's test runner, which
@@ -87,7 +85,7 @@ def run() -> int:
             # its own process group: a Ctrl-C at the terminal reaches this process only, and is passed on
             # once (a second SIGINT would end the stage while it writes its partial report)
             stage = subprocess.Popen(argv, env=env, pass_fds=fds, preexec_fn=os.setpgrp)
-            code = _wait(stage)
+            code = stage.wait()
             running = _running_arm(folder)
             # a death in an arm (a signal, or an exit that skipped Python's clean-up) costs that arm; the
             # same arm again, or a run asked to stop, ends here
@@ -99,14 +97,6 @@ def run() -> int:
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return 128 - code if code < 0 else code
-
-
-def _wait(stage: subprocess.Popen[bytes]) -> int:
-    while True:
-        try:
-            return stage.wait()
-        except InterruptedError:  # pragma: no cover - PEP 475 retries; kept for old kernels
-            continue
 
 
 def _inheritable_fds() -> tuple[int, ...]:
@@ -127,8 +117,7 @@ def _inheritable_fds() -> tuple[int, ...]:
 def _running_arm(folder: str) -> str | None:
     """The arm the stage had started when it died (None: it was not in an arm)."""
     try:
-        with open(os.path.join(folder, ARMS_FILE), encoding="utf-8") as fh:
-            return json.load(fh).get("running")
+        return read_json(os.path.join(folder, ARMS_FILE)).get("running")
     except (OSError, ValueError):
         return None
 
@@ -136,26 +125,13 @@ def _running_arm(folder: str) -> str | None:
 def _record_crash(folder: str, arm: str, code: int) -> None:
     """The death of the stage in `arm` (`code`: minus its signal, or its exit status) and the arm's last
     lines of stderr, for its row."""
-    if code > 0:
-        name = f"exit status {code}"
-    else:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
     tail: list[str] = []
-    try:
+    with contextlib.suppress(OSError):
         with open(os.path.join(folder, ARM_LOG), encoding="utf-8", errors="replace") as fh:
-            tail = [ln.rstrip() for ln in fh.read().splitlines() if ln.strip()][-STDERR_TAIL_LINES:]
-    except OSError:
-        pass
-    crashes = []
+            tail = stderr_tail(fh.read())
     path = os.path.join(folder, CRASH_FILE)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            crashes = json.load(fh)
-    except (OSError, ValueError):
-        pass
-    crashes.append({"arm": arm, "signal": name, "stderr_tail": tail})
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(crashes, fh)
+    crashes: list[dict[str, Any]] = []
+    with contextlib.suppress(OSError, ValueError):
+        crashes = read_json(path)
+    name = signal_name(-code) if code < 0 else f"exit status {code}"
+    write_json(path, [*crashes, {"arm": arm, "signal": name, "stderr_tail": tail}])

@@ -25,10 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...processes import signal_name, stderr_tail
 from .settings import RunSettings
-
-STDERR_TAIL_LINES = 8
-"""Lines of a dead child's stderr kept in the report."""
 
 _IMPORTABLE = re.compile(r"^[\w.\-/\\]+(:[\w.]+)?$")
 """`pkg.mod`, `pkg.mod:build`, `path/file.py:build`: what a child can load (`<workload>`, `pytest ...` cannot)."""
@@ -62,7 +60,7 @@ class Death:
     exit_code: int | None = None
     """Its exit status, when it exited."""
     stderr_tail: list[str] = field(default_factory=list)
-    """Its last non-empty lines of stderr (at most STDERR_TAIL_LINES)."""
+    """Its last non-empty lines of stderr (`processes.stderr_tail`)."""
 
     @property
     def how(self) -> str:
@@ -223,13 +221,9 @@ class ChildWorker:
         with open(self.log_path, "rb") as fh:
             fh.seek(self._log_offset)
             text = fh.read().decode("utf-8", errors="replace")
-        tail = [ln.rstrip() for ln in text.splitlines() if ln.strip()][-STDERR_TAIL_LINES:]
+        tail = stderr_tail(text)
         if code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
-            return Death(signal=name, stderr_tail=tail)
+            return Death(signal=signal_name(-code), stderr_tail=tail)
         return Death(exit_code=code, stderr_tail=tail)
 
     def close(self) -> None:

@@ -14,30 +14,16 @@ File names are `processes`'s, which the supervising command (no torch) shares.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ....processes import ARM_LOG, ARMS_FILE, CRASH_FILE, RUN_FILE
+from ....processes import ARM_LOG, ARMS_FILE, CRASH_FILE, RUN_FILE, read_json, write_json
 from ....reports import models as rm
 from ...running.worker import Death
 from .child import crash_row
-
-
-def _write(path: str, data: Any) -> None:
-    """`data` as JSON in `path`, whole or not at all (a death mid-write leaves the previous file)."""
-    part = path + ".part"
-    with open(part, "w", encoding="utf-8") as fh:
-        json.dump(data, fh)
-    os.replace(part, path)
-
-
-def _read(path: str) -> Any:
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
 
 
 @dataclass
@@ -67,7 +53,7 @@ class Checkpoint:
         a crash keeps the file its first stage wrote)."""
         if os.path.exists(self.path(RUN_FILE)):
             return
-        _write(
+        write_json(
             self.path(RUN_FILE),
             {
                 "report": report.model_dump(mode="json"),
@@ -78,7 +64,7 @@ class Checkpoint:
 
     def arm(self, name: str | None, result: rm.Benchmark) -> None:
         """`name` starts (None: none runs), after the arms in `result`."""
-        _write(self.path(ARMS_FILE), {"running": name, "benchmark": result.model_dump(mode="json")})
+        write_json(self.path(ARMS_FILE), {"running": name, "benchmark": result.model_dump(mode="json")})
 
     @contextlib.contextmanager
     def stderr(self) -> Iterator[None]:
@@ -111,11 +97,11 @@ class Checkpoint:
 def load(folder: str) -> Resumed:
     """What the stages before this one left: the report before the benchmark, the arms measured and a
     `crash` row for each arm a stage died in (its signal, the arm's last lines of stderr)."""
-    run = _read(os.path.join(folder, RUN_FILE))
-    arms = _read(os.path.join(folder, ARMS_FILE))
+    run = read_json(os.path.join(folder, RUN_FILE))
+    arms = read_json(os.path.join(folder, ARMS_FILE))
     crashes: list[dict[str, Any]] = []
     with contextlib.suppress(OSError, ValueError):
-        crashes = _read(os.path.join(folder, CRASH_FILE))
+        crashes = read_json(os.path.join(folder, CRASH_FILE))
     benchmark = rm.Benchmark.model_validate(arms["benchmark"])
     done = {a.name for a in benchmark.arms}
     for crash in crashes:
