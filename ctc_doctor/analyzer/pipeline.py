@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib.metadata
 import os
 import platform
@@ -126,24 +127,19 @@ def _resume(workload: Workload, options: AnalyzeOptions) -> rm.Report:
     ctx, _ = _context(workload, options, cost)
     facts = model_facts(workload.model, ctx.calls) if isinstance(workload.model, torch.nn.Module) else None
     ctx = dataclasses.replace(ctx, release=None, rebuild=_rebuilder(options), facts=facts, room=Room.beside(cost.footprint, cost.limit))
-    interrupted = False
     with contextlib.ExitStack() as resources:
         seen = resources.enter_context(collected_warnings())
         logged = resources.enter_context(ti.quiet_torch_stderr(True))
         phase_ctx = dataclasses.replace(ctx, budget_s=clock.planned(), report=report.model_copy(deep=True))
-        try:
-            with deadline(clock.remaining()), _quiet_output("bench", report.notes):
-                _merge_bench(report, run_bench(phase_ctx, options.bench, resumed=state.benchmark))
-        except Stopped as stop:
-            if stop.partial is not None:
-                _merge_bench(report, stop.partial)
-            report.errors.append(stop_record(stop, "bench", f"bench did not finish within {limit_text(options.timeout_s)}; partial report"))
-            interrupted = isinstance(stop, Interrupted)
-        except Exception as exc:  # noqa: BLE001 - the phases before it still stand
-            report.errors.append(rm.ErrorRecord(phase="bench", type=type(exc).__name__, message=describe_error(exc)[:500]))
-        finally:
-            ti.reset_dynamo_quietly()
-        if not interrupted:
+        stop = _phase_into(
+            report,
+            "bench",
+            functools.partial(run_bench, phase_ctx, options.bench, resumed=state.benchmark),
+            lambda section: _merge_bench(report, section),
+            clock.remaining(),
+            options.timeout_s,
+        )
+        if not isinstance(stop, Interrupted):
             accuracy_into(report, ctx, session)
         _merge_verdicts(report)
         derive(report)
@@ -475,25 +471,36 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, session: Session) -> No
         fit = session.fit(phase, ctx, report)
         if not fit.run:
             continue
-        try:
-            # the copies and timed passes run the model dozens of times: keep its prints off the terminal
-            with deadline(budget), _quiet_output(phase, report.notes):
-                section = run(phase_ctx, fit)
-            merge(section)
-        except Stopped as stop:
-            if stop.partial is not None:  # what the phase measured before the stop (the arms so far)
-                merge(stop.partial)
-            report.errors.append(stop_record(stop, phase, f"{phase} did not finish within {limit_text(options.timeout_s)}; partial report"))
+        stop = _phase_into(report, phase, functools.partial(run, phase_ctx, fit), merge, budget, options.timeout_s)
+        if stop is not None:
             interrupted = isinstance(stop, Interrupted)
             break
-        except Exception as exc:  # noqa: BLE001 - the phases before it still stand
-            report.errors.append(rm.ErrorRecord(phase=phase, type=type(exc).__name__, message=describe_error(exc)[:500]))
-        finally:
-            ti.reset_dynamo_quietly()
     session.close()
     if not interrupted:  # a signal asked the run to stop: what it found is reported now
         accuracy_into(report, ctx, session)
     _merge_verdicts(report)
+
+
+def _phase_into(
+    report: rm.Report, phase: rm.Phase, run: Callable[[], Any], merge: Callable[[Any], None], budget: float | None, timeout_s: float | None
+) -> Stopped | None:
+    """One later phase run within `budget` and merged into the report; a stop (the deadline, a signal) merges
+    what the phase measured before it (the arms so far), is recorded and returned; an error is a row."""
+    try:
+        # the copies and timed passes run the model dozens of times: keep its prints off the terminal
+        with deadline(budget), _quiet_output(phase, report.notes):
+            section = run()
+        merge(section)
+    except Stopped as stop:
+        if stop.partial is not None:  # what the phase measured before the stop (the arms so far)
+            merge(stop.partial)
+        report.errors.append(stop_record(stop, phase, f"{phase} did not finish within {limit_text(timeout_s)}; partial report"))
+        return stop
+    except Exception as exc:  # noqa: BLE001 - the phases before it still stand
+        report.errors.append(rm.ErrorRecord(phase=phase, type=type(exc).__name__, message=describe_error(exc)[:500]))
+    finally:
+        ti.reset_dynamo_quietly()
+    return None
 
 
 def accuracy_into(report: rm.Report, ctx: PhaseContext, session: Session, trigger: Trigger | None = None) -> None:
