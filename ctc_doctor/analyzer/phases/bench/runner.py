@@ -169,6 +169,7 @@ class ArmRunner:
         warm: list[float] = []
         times: list[float] = []
         whole = 2 if arm.compiled else 1  # whole passes after which the arm needs no warm-up (one after one fewer)
+        graphs = self.step(arm) is not None  # CUDA graphs record on later passes: warmed up until two agree
         moved: CpuWindow | None = None  # the load read over a warm-up pass that became the first timed one
         for i in range(self.bench.warmup):
             window = CpuWindow.start()
@@ -179,7 +180,6 @@ class ArmRunner:
             warm.append(time.perf_counter() - t0)
             if fixed or warm[-1] <= WARM_ENOUGH_S:
                 continue
-            graphs = self.step(arm) is not None
             if not graphs and ran >= whole and len(warm) == 1:
                 times.append(warm.pop())  # warm already: its first pass after them is a timed one
                 moved = window
