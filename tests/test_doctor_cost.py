@@ -425,16 +425,22 @@ def test_one_torch_at_a_time_the_command_supervises_the_run_without_a_model_of_i
     out = tmp_path / "r.json"
     args = [sys.executable, "-m", "ctc_doctor", "bench", "cost_targets:big_blocks", "--no-fix", *QUICK, "-q", "--json", str(out)]
     parent = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    own, runs, samples = 0, 0, 0
+    own, samples, seen = 0, 0, {}  # pid -> samples in which it ran as ctc_doctor
     while parent.poll() is None:
         own = max(own, rss_bytes(parent.pid) or 0)
-        runs = max(runs, sum("-m ctc_doctor" in _cmdline(p) for p in descendants(parent.pid)))
+        for pid in descendants(parent.pid):
+            cmdline = _cmdline(pid)
+            if "-m ctc_doctor" in cmdline:
+                seen.setdefault(pid, []).append(cmdline)
         samples += 1
         time.sleep(0.02)
     assert parent.returncode == 0, parent.stderr.read() if parent.stderr else ""
     report = load_report(out)
     assert samples > 10 and report.benchmark.isolation.reason.startswith("the arms ran in the analysing process")
-    assert 0 < own < 100 * 2**20 and runs == 1, (own / 2**20, runs)
+    # a child the run starts (inductor's compile workers, a probe) shows the run's own command line for the
+    # moment between its fork and its exec: a Python of ours is one seen in more than one sample
+    runs = {pid: lines[-1] for pid, lines in seen.items() if len(lines) > 1}
+    assert 0 < own < 100 * 2**20 and len(runs) == 1, (own / 2**20, runs, {pid: len(v) for pid, v in seen.items()})
 
 
 @pytest.mark.fast
