@@ -379,7 +379,12 @@ def test_a_packed_lstm_is_never_left_eager_whole_and_torchs_rnn_option_is_measur
         assert "rnn-eager" in rules
 
 
-def test_fixing_never_modifies_the_users_model_or_inputs():
+def test_fixing_never_modifies_the_users_model_and_a_dim_marked_dynamic_past_a_break_is_counted_through_aot_autograd():
+    """The showcase's fixes go on copies: the user's model, its classes and its inputs are untouched. Its
+    `mark_dynamic` fix, counted on the `eager` backend, removes 1 recompile of 11 (the functions resumed
+    after the breaks recompile on their first sizes there); through AOTAutograd, as inductor compiles it,
+    the mark carries past the breaks and all 11 go (inductor's own arm measured 0): the fix is counted
+    there, against the unchanged copy counted there, and the fixes together are counted there too."""
     workload = zoo.showcase()
     model = workload.model
     before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -390,6 +395,17 @@ def test_fixing_never_modifies_the_users_model_or_inputs():
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert "forward" not in vars(model.head)
     assert not hasattr(workload.args[0], "_dynamo_dynamic_indices")  # marks went on copies
+
+    mark = next(s for s in report.suggestions if s.rule == "mark-dynamic")
+    v = mark.verified
+    assert v.counted_on == "aot_eager" and v.compiled_on == ["eager", "aot_eager"] and v.safe and v.effective, v
+    assert v.before.recompile_count == 11 and v.after.recompile_count == 0 and v.after.unique_break_sites == 2, v.summary
+    [note] = [n for n in report.fix.notes if n.startswith(f"{mark.id} is counted through AOTAutograd")]
+    assert "where Dynamo alone (the eager backend) compiled 16 graph(s)" in note and "recompiles 11 -> 10" in note, note
+    where = next(s for s in report.suggestions if s.rule == "branchless-where")
+    assert where.verified.counted_on is None and where.verified.compiled_on == ["eager", "aot_eager"]
+    together = report.fix.verification
+    assert mark.id in report.fix.applied and together.counted_on == "aot_eager" and together.after.recompile_count == 0
 
 
 def test_a_source_patch_binds_the_rewritten_method_to_the_copy_only():

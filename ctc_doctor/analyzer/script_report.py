@@ -127,7 +127,10 @@ def _rank_report(
         notes.append(f"{primary.name}'s inputs were too big to keep: no module paths, bisection or fixes.")
     backend = config.get("backend") or "eager"
     device = _device_of(model)
-    settings = RunSettings(backend=backend, train=False, seed=0, device=device)  # the replays, seeded per call (`calls.seeded`)
+    modes = {r.grad_enabled for r in primary.recorded} if primary is not None else set()
+    # the replays, seeded per call (`calls.seeded`), in the grad mode the script made its calls in (a fix
+    # check of a script's `no_grad` calls run with gradients on compiles other graphs through AOTAutograd)
+    settings = RunSettings(backend=backend, train=False, seed=0, device=device, grad=modes.pop() if len(modes) == 1 else None)
     index = ModuleIndex(model)
     inputs = ModuleInputs(model) if model is not None and rank == 0 and config.get("bisect") else None
     lines_run = None

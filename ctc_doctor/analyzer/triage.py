@@ -92,11 +92,14 @@ class CatchingBackend:
         self.name = backend
         self.inner = ti.lookup_backend(backend)
         self.failed: tuple[torch.fx.GraphModule, list[Any], BaseException] | None = None
+        self.graphs = 0
+        """Graphs Dynamo handed it (recompiled ones included)."""
 
     def __repr__(self) -> str:
         return self.name
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Any:
+        self.graphs += 1
         try:
             return self.inner(gm, example_inputs, **kwargs)
         except Exception as exc:
@@ -112,6 +115,8 @@ class Attempt:
     backend: str
     error: BaseException | None = None
     graph: tuple[torch.fx.GraphModule, list[Any], BaseException] | None = None
+    graphs: int = 0
+    """Graphs compiled on the way (recompiled ones included)."""
 
     def line(self) -> str:
         what = "Dynamo only" if self.backend == "eager" else stage_of(self.backend)
@@ -138,6 +143,7 @@ def attempt(run: Callable[[Callable[..., Any]], Any], backend: str, config: dict
     except Exception as exc:  # noqa: BLE001 - the failure is what is being looked at
         out.error = exc
         out.graph = catcher.failed
+    out.graphs = catcher.graphs
     return out
 
 

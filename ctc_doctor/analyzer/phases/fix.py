@@ -69,6 +69,9 @@ class FixSection:
     """Suggestion id -> the PyTorch bug its compile walked into (`breaks_compile`), ready to file."""
 
 
+AOT = "aot_eager"
+"""The backend a fix that held under Dynamo alone is compiled on once more (AOTAutograd, no kernels)."""
+
 VERIFIED_ADVICE = ("change_first",)
 """Actions of advice the user applies in their own code, verified on a copy but never applied with the fixes."""
 
@@ -186,6 +189,8 @@ class _Checker:
         assert ctx.report is not None
         self.ctx = ctx
         self.base = _Base(ctx.report.graph_breaks, ctx.report.recompiles, ctx.report.summary)
+        self.bases: dict[str, _Base | None] = {}
+        """Another backend's measured baseline, with the report's ids (`base_on`; None: it could not be)."""
         self.reference = reference
 
     def measure_baseline(self, model: torch.nn.Module) -> tuple[rm.Verification, str | None]:
@@ -200,6 +205,20 @@ class _Checker:
         assert self.ctx.report is not None
         self.base = _with_report_ids(findings, self.ctx.report)
         return verification, None
+
+    def base_on(self, backend: str) -> _Base | None:
+        """The unchanged copy measured once on `backend`, as the checks counted there are compared with
+        it; None when it cannot be measured there."""
+        if backend not in self.bases:
+            self.bases[backend] = self.base  # what the measuring check compares with, until it is replaced
+            settings = self.ctx.settings
+            variant = make_variant(self.model_of(), self.ctx.calls, [], settings.device, share=settings.shares)
+            verification, findings = self.check(variant, backend)
+            wrong = verification.numerics_ok is False and (verification.error or "").startswith("changes compiled results")
+            measured = findings is not None and not (verification.error and not wrong)
+            assert self.ctx.report is not None
+            self.bases[backend] = _with_report_ids(findings, self.ctx.report) if measured and findings is not None else None
+        return self.bases[backend]
 
     def config_of(self, suggestions: list[rm.Suggestion]) -> dict[str, Any]:
         """The Dynamo config a copy with the suggestions compiles under."""
@@ -228,10 +247,14 @@ class _Checker:
 
         return run
 
-    def check(self, variant: Variant) -> tuple[rm.Verification, Findings | None]:
-        """Run the variant like the original and compare counts and outputs."""
+    def check(self, variant: Variant, backend: str | None = None) -> tuple[rm.Verification, Findings | None]:
+        """Run the variant like the original and compare counts and outputs; on `backend` (None: the
+        analysis's), compared with the unchanged copy's counts there (`base_on`)."""
         t0 = time.perf_counter()
         ctx, workload = self.ctx, self.ctx.workload
+        settings = ctx.settings if backend is None else dataclasses.replace(ctx.settings, backend=backend)
+        base = self.base if backend is None else self.bases[backend]
+        assert base is not None
         compiled: CompiledRun | None = None
         try:
             fixed = variant.workload_of(workload)  # before_call and loss_fn act on the copy (change_first: made now)
@@ -247,18 +270,18 @@ class _Checker:
             return rm.Verification(applied=False, error=error, duration_s=round(time.perf_counter() - t0, 3)), None
         try:
             # inductor draws random numbers its own way: the check compiles with eager's random kernels
-            like_eager = ti.random_like_eager() if ctx.settings.backend == "inductor" else contextlib.nullcontext()
+            like_eager = ti.random_like_eager() if settings.backend == "inductor" else contextlib.nullcontext()
             # each run judged as it goes: the copy's eager run (did the change alter the model?) and its
             # compiled run (did it alter what the compiled model computes?)
             since = variant.change_at or 0  # a change made first on purpose alters the calls before it
             compiled_check = self.reference.judgement(from_call=since)
             eager_check = self.reference.judgement(from_call=since)
             with preserved_state(variant.model), like_eager:
-                compiled = CompiledRun(fixed, variant.calls, ctx.settings, dynamo_config=variant.config, sink=compiled_check)
+                compiled = CompiledRun(fixed, variant.calls, settings, dynamo_config=variant.config, sink=compiled_check)
                 compiled.run()
             release_memory(ctx.settings.where)  # the compiled run's activations, before the eager run makes its own
             with preserved_state(variant.model):
-                eager = eager_pass(fixed, variant.calls, ctx.settings, sink=eager_check)
+                eager = eager_pass(fixed, variant.calls, settings, sink=eager_check)
             errors = [e for e in (eager.error, compiled.error) if e is not None]
         except ti.ConfigOptionMissing as exc:
             return rm.Verification(applied=False, error=str(exc), duration_s=round(time.perf_counter() - t0, 3)), None
@@ -271,7 +294,7 @@ class _Checker:
             return (
                 rm.Verification(
                     applied=True,
-                    before=effect_of(self.base.summary),
+                    before=effect_of(base.summary),
                     error=error,
                     summary=f"failed: {error}"[:300],
                     duration_s=round(time.perf_counter() - t0, 3),
@@ -279,7 +302,9 @@ class _Checker:
                 findings,
             )
         after = findings.summary(failed=False)
-        verification = rm.Verification(applied=True, before=effect_of(self.base.summary), after=effect_of(after))
+        verification = rm.Verification(applied=True, before=effect_of(base.summary), after=effect_of(after))
+        if backend is not None:
+            verification.compiled_on, verification.counted_on = [backend], backend
         # the copy's eager run first: a change that alters eager results alters the model, not the compile
         eager_result = eager_check.result()
         check = compiled_check.result() if eager_result.ok else eager_result
@@ -292,7 +317,7 @@ class _Checker:
             verification.error = f"changes compiled results: {check.problem}"
 
         # the same site by its innermost frame, as in `_with_report_ids` (`GraphBreakSite.key`)
-        before_sites = {s.key(own_frame=False): s for s in self.base.graph_breaks}
+        before_sites = {s.key(own_frame=False): s for s in base.graph_breaks}
         after_sites = {s.key(own_frame=False): s for s in findings.graph_breaks}
         after_lines = {k[1:] for k in after_sites}  # a line that breaks no more is fixed, whatever breaks there
         verification.fixed = [s.id for k, s in before_sites.items() if k[1:] not in after_lines]
@@ -300,7 +325,7 @@ class _Checker:
         after_recompiles: dict[tuple[Any, ...], int] = {}
         for rc in findings.recompiles:
             after_recompiles[_recompile_key(rc)] = after_recompiles.get(_recompile_key(rc), 0) + 1
-        for rc in self.base.recompiles:
+        for rc in base.recompiles:
             key = _recompile_key(rc)
             if after_recompiles.get(key, 0) > 0:
                 after_recompiles[key] -= 1
@@ -345,39 +370,46 @@ class _Fixer:
         self.checker = _Checker(ctx, make_fix_reference(ctx))
         self.findings: dict[str, Findings | None] = {}
         """Suggestion id -> what its copy's compiled run found, checked alone."""
+        self.counting: str | None = None
+        """The backend the suggestions together are counted on: None (the analysis's), or `aot_eager` once a
+        suggestion alone counted differently through AOTAutograd (`recounted`)."""
 
     def time_left(self) -> bool:
         return self.stop_at is None or time.perf_counter() + self.slowest <= self.stop_at
 
-    def check(self, suggestions: list[rm.Suggestion]) -> tuple[rm.Verification, Findings | None]:
+    def check(self, suggestions: list[rm.Suggestion], backend: str | None = None) -> tuple[rm.Verification, Findings | None]:
         try:
             actions = [s.action for s in suggestions if s.action is not None]
             variant = make_variant(self.model, self.ctx.calls, actions, self.ctx.settings.device, share=self.ctx.settings.shares)
         except VariantError as exc:
             return rm.Verification(applied=False, error=str(exc)), None
-        verification, findings = self.checker.check(variant)
+        verification, findings = self.checker.check(variant, backend)
         self.slowest = max(self.slowest, verification.duration_s)
         ti.fresh_dynamo_state()
         del variant
         release_memory(self.ctx.settings.where)  # the copy and its activations: the next check starts from the model alone
         return verification, findings
 
-    def through_aot_autograd(self, suggestion: rm.Suggestion, verification: rm.Verification) -> None:
+    def through_aot_autograd(self, suggestion: rm.Suggestion, verification: rm.Verification) -> rm.Verification:
         """A fix that held under Dynamo alone (the `eager` backend) compiled once more through AOTAutograd
         (`aot_eager`: cheap, no kernels), as any real backend compiles it: a fix that crashes there (a
-        PyTorch bug its change walks into, e.g. a symbolic int under `%`) is not safe to recommend."""
+        PyTorch bug its change walks into, e.g. a symbolic int under `%`) is not safe to recommend, and one
+        that compiles another number of graphs there is counted there (`recounted`)."""
         if self.ctx.settings.backend != "eager":
             verification.compiled_on = [self.ctx.settings.backend]
-            return
+            return verification
         t0 = time.perf_counter()
         # the fix's copy run through every call on aot_eager, as triage runs each backend (one runner for both)
         run, config = self.checker.replay([suggestion]), self.checker.config_of([suggestion])
-        aot = attempt(run, "aot_eager", config)
+        aot = attempt(run, AOT, config)
         release_memory(self.ctx.settings.where)
         verification.duration_s = round(verification.duration_s + time.perf_counter() - t0, 3)
         if aot.error is None:
-            verification.compiled_on = ["eager", "aot_eager"]
-            return
+            verification.compiled_on = ["eager", AOT]
+            after = verification.after
+            if after is not None and aot.graphs != after.graphs_compiled and self.time_left():
+                return self.recounted(suggestion, verification, aot.graphs)
+            return verification
         error = f"{type(aot.error).__name__}: {describe_error(aot.error)}"
         verification.compiled_on = ["eager"]
         verification.breaks_compile = f"aot_eager (AOTAutograd): {error}"[:500]
@@ -392,6 +424,34 @@ class _Fixer:
                 self.section.torch_bugs[suggestion.id] = found.bug
                 if self.options.repro_dir:
                     write_bug(found.bug, self.options.repro_dir, suggestion.id.lower())
+        return verification
+
+    def recounted(self, suggestion: rm.Suggestion, verification: rm.Verification, graphs: int) -> rm.Verification:
+        """A fix whose copy compiled `graphs` graphs through AOTAutograd, another number than under Dynamo
+        alone, counted there instead, against the unchanged copy counted there too: what the backend the
+        user runs sees (a dim marked dynamic carries past a graph break through AOTAutograd, not on the
+        `eager` backend, whose resumed functions then recompile on their first sizes). The suggestions
+        together are then counted there as well."""
+        result = self.section.result
+        after = verification.after
+        assert after is not None
+        alone = f"Dynamo alone (the eager backend) compiled {after.graphs_compiled} graph(s): {verification.summary}"
+        differs = f"{suggestion.id} compiled {graphs} graph(s) through AOTAutograd where {alone}"
+        if self.checker.base_on(AOT) is None:
+            result.notes.append(f"{differs}; the unchanged copy could not be counted there, so these counts stay.")
+            return verification
+        recount, findings = self.check([suggestion], AOT)
+        if recount.error is not None or recount.after is None:
+            result.notes.append(f"{differs}; counted there the check failed ({_why(recount)}), so these counts stay.")
+            return verification
+        recount.compiled_on = ["eager", AOT]
+        recount.duration_s = round(verification.duration_s + recount.duration_s, 3)
+        self.findings[suggestion.id] = findings
+        self.counting = AOT
+        result.notes.append(
+            f"{suggestion.id} is counted through AOTAutograd ({AOT}), as a real backend compiles it: {recount.summary}, where {alone}."
+        )
+        return recount
 
     def reproduced(self, suggestion: rm.Suggestion) -> bool:
         """Whether the measured baseline holds any of the sites and recompiles the suggestion addresses (a
@@ -424,7 +484,7 @@ class _Fixer:
                 continue
             verification, self.findings[suggestion.id] = self.check([suggestion])
             if verification.safe and verification.effective and self.time_left():
-                self.through_aot_autograd(suggestion, verification)
+                verification = self.through_aot_autograd(suggestion, verification)
             addressed = [a for a in suggestion.applies_to if a.startswith("B")]
             # the addressed break is gone and another appeared: moved, not removed
             verification.moved_break = bool(addressed and set(addressed) & set(verification.fixed) and verification.new_sites)
@@ -455,7 +515,7 @@ class _Fixer:
         if alone is not None:  # one suggestion: its check alone is the combined one
             verification, after = alone, self.findings.get(chosen[0].id)
         else:
-            verification, after = self.check(chosen)
+            verification, after = self.check(chosen, self.counting)
         if not verification.safe and len(chosen) > 1 and self.options.verify_each:
             verification, after, chosen = self.best_subset(chosen, verification)
         result.verification = verification
@@ -482,7 +542,7 @@ class _Fixer:
                 result.dropped[suggestion.id] = "--budget/--timeout: no time left to verify it with the others"
                 continue
             self.ctx.progress(ProgressEvent(Step.FIX, subject="+".join(s.id for s in [*kept, suggestion])))
-            verification, findings = self.check([*kept, suggestion])
+            verification, findings = self.check([*kept, suggestion], self.counting)
             if verification.safe:
                 kept.append(suggestion)
                 best = (verification, findings)

@@ -30,7 +30,8 @@ class RunSettings:
     grad: bool | None = None
     """Gradients on or off for the calls the analysis and the fix checks make (a `build()` target: on only
     to train, so an inference model is analyzed as it is benchmarked and served, under `no_grad`, and holds
-    no activations for a backward that never comes); None keeps the caller's mode (a script's replays)."""
+    no activations for a backward that never comes; a script: the mode its calls were made in); None keeps
+    the caller's mode (a script whose calls were made in both)."""
 
     @property
     def shares(self) -> bool:
