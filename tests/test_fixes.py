@@ -408,6 +408,35 @@ def test_fixing_never_modifies_the_users_model_and_a_dim_marked_dynamic_past_a_b
     assert mark.id in report.fix.applied and together.counted_on == "aot_eager" and together.after.recompile_count == 0
 
 
+@pytest.mark.parametrize("first", ["from the start", "once a check finds it"])
+def test_with_gradients_on_every_fix_of_the_showcase_is_counted_through_aot_autograd_against_one_baseline(monkeypatch, first):
+    """With gradients on, the unchanged showcase compiles 17 graphs on the `eager` backend and 15 through
+    AOTAutograd (as inductor does): a fix counted on eager against 17 and another through AOTAutograd
+    against 15 would not compare. Every fix, and the fixes together, are counted through AOTAutograd
+    against the unchanged copy counted there: from the start (gradients on and the `eager` backend), or,
+    when the analysis did not foresee it, once a fix's check finds the two backends count it otherwise and
+    the unchanged copy too, every fix checked before is checked again there."""
+    from ctc_doctor.analyzer.phases import fix
+
+    if first != "from the start":
+        monkeypatch.setattr(fix._Fixer, "count_through_aot_autograd", lambda self: None)
+    workload = zoo.showcase()
+    workload.grad = True
+    report = analyze(workload, AnalyzeOptions(explain=False, fix=FixOptions()))
+    checked = {s.rule: s.verified for s in report.suggestions if s.verified is not None}
+    assert {"branchless-where", "print-guard", "mark-dynamic"} <= set(checked), checked
+    assert all(v.counted_on == "aot_eager" and v.before.graphs_compiled == 15 for v in checked.values()), checked
+    assert checked["mark-dynamic"].after.recompile_count == 0 and checked["print-guard"].after.graphs_compiled == 12
+    together = report.fix.verification
+    assert together.counted_on == "aot_eager" and (together.before.graphs_compiled, together.after.graphs_compiled) == (15, 1)
+    why = (
+        "With gradients on, each fix is counted through AOTAutograd"
+        if first == "from the start"
+        else "every fix is checked through AOTAutograd"
+    )
+    assert sum(why in n for n in report.fix.notes) == 1, report.fix.notes
+
+
 def test_a_source_patch_binds_the_rewritten_method_to_the_copy_only():
     report = analyzed("print_in_forward")
     s = next(s for s in report.suggestions if s.rule == "print-guard")
@@ -546,7 +575,7 @@ def test_fix_and_bench_commands_write_the_sections_and_markdown_shows_them(cli, 
     assert "Suggestions" in headings and "Benchmark" in headings
     assert sum(1 for t in tokens if t.type == "table_open") >= 3  # sites, suggestions, benchmark
     assert "```diff" in text and "keep-tensor" not in text  # the diff is shown; rule ids stay in the JSON
-    assert json.loads(out.read_text())["schema_version"] == SCHEMA_VERSION == "1.20"
+    assert json.loads(out.read_text())["schema_version"] == SCHEMA_VERSION == "1.21"
 
 
 @pytest.mark.fast

@@ -151,8 +151,9 @@ class Verification(_Model):
     counted_on: str | None = None
     """The backend the counts before and after were taken on when not the analysis's: `aot_eager` for a fix
     whose copy compiles another number of graphs through AOTAutograd than under Dynamo alone (a dim marked
-    dynamic carries past a graph break there, not on the `eager` backend), and for the fixes together once
-    one of them was (schema 1.21)."""
+    dynamic carries past a graph break there, not on the `eager` backend), for the fixes together once one
+    of them was, and for every fix when the unchanged copy itself counts otherwise there (with gradients
+    on) (schema 1.21)."""
     breaks_compile: str | None = None
     """The fix works under Dynamo but the compile crashes further down: `aot_eager (AOTAutograd):
     BackendCompilerFailed: ...`. Such a fix is not applied, and the next one for the same cause is
