@@ -437,3 +437,40 @@ def test_module_inputs_are_recorded_and_the_trials_child_started_only_when_the_c
     assert inputs is not None and inputs.inputs and started == 1
     inputs, started = observe(zoo.clean(), inputs_if_broken=False)  # --bisect-always: recorded whatever it finds
     assert inputs is not None and inputs.inputs and started == 0
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA"))])
+def test_recorded_module_inputs_are_kept_on_the_host_and_each_trial_gets_them_back_on_the_device(device, tmp_path):
+    """Every module's first inputs together are about one forward pass's activations: on an accelerator
+    they are kept in host memory (with the device they ran on) and each trial's copy goes back there, its
+    requires_grad and its memo signature as the call had them; on the CPU nothing moves. The inputs file
+    a trial's child or a repro reads carries the device too."""
+    from ctc_doctor.analyzer.capture.inputs import CapturedCall, ModuleInputs, accelerator_of
+    from ctc_doctor.analyzer.phases.bisect.trials import saveable
+    from ctc_doctor.analyzer.running.modules import describe_inputs
+
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 4)).to(device)
+    inputs = ModuleInputs(model)
+    x = torch.randn(3, 8, device=device, requires_grad=True)
+    with inputs.record():
+        model(x)
+    captured = inputs.inputs["0"]
+    kept = captured.args[0]
+    assert kept.device.type == "cpu" and captured.device == (None if device == "cpu" else str(x.device))
+    assert kept.data_ptr() != x.data_ptr() and torch.equal(kept.cpu(), x.detach().cpu())
+    assert captured.signature == f"tuple(tuple(float32[3, 8]@{device}+g),{{}})" and inputs.calls["0"] == 1
+    (again,), _ = captured.fresh()
+    assert again.device == x.device and again.requires_grad and again.is_leaf and torch.equal(again, x.detach())
+    assert (
+        describe_inputs(captured.args, captured.kwargs, ["x"], captured.device)
+        == f"x: float32[3, 8]{'' if device == 'cpu' else f'@{x.device}'}"
+    )
+    assert accelerator_of((x, {"y": x.detach().cpu()})) is None  # two devices: the copies stay where they were
+    assert accelerator_of((torch.empty(2, device="meta"),)) is None
+
+    path = tmp_path / "inputs.pt"
+    assert saveable(captured, str(path))
+    data = torch.load(path, weights_only=True)
+    loaded = CapturedCall(tuple(data["args"]), dict(data["kwargs"]), bool(data["grad_enabled"]), "", device=data.get("device"))
+    assert loaded.fresh()[0][0].device == x.device and data["args"][0].device.type == "cpu"

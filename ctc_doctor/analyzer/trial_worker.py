@@ -83,7 +83,7 @@ class _Worker:
             return TrialOutcome("crashed", 0.0, reason=f"the rebuilt model has no submodule {path!r}")
         if request.get("inputs_file"):
             data = torch.load(request["inputs_file"], weights_only=True)
-            captured = CapturedCall(tuple(data["args"]), dict(data["kwargs"]), bool(data["grad_enabled"]), "")
+            captured = CapturedCall(tuple(data["args"]), dict(data["kwargs"]), bool(data["grad_enabled"]), "", device=data.get("device"))
         else:
             recorded = self._recorded_inputs()
             if path not in recorded.inputs:

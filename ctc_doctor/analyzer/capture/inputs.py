@@ -4,6 +4,10 @@ Recorded during the eager pass of the workload's first call (the analysis phase 
 bisection is asked for). Tensors are detached clones, with their requires_grad and the grad mode of
 the call kept; objects deepcopy refuses are copied attribute-wise or, failing that, shared (and
 named in `shared`). Bisection trials and repro scripts replay these inputs.
+
+On an accelerator the copies are kept in host memory and go back to the device for each trial
+(`CapturedCall.fresh`): every module's first inputs together are about one forward pass's activations
+(on a 7B Llama at 8 x 512 tokens, some 15 GB), which the device must not hold beside the model.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import torch
 
 from ..running.copying import fresh_copy
 from ..running.modules import forward_pre_hooks
+from ..running.tensors import map_tensors
 
 
 def signature(value: Any) -> str:
@@ -45,9 +50,21 @@ class CapturedCall:
     signature: str
     shared: list[str] = field(default_factory=list)
     """Types of input objects that could not be copied (the trial shares them with the model)."""
+    device: str | None = None
+    """The accelerator the call's tensors were on, when their copies are kept in host memory (None: kept
+    where they were)."""
 
     def fresh(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        return fresh_copy(self.args), fresh_copy(self.kwargs)
+        """Copies a trial can consume, on the device the call ran on."""
+        return fresh_copy(self.args, device=self.device), fresh_copy(self.kwargs, device=self.device)
+
+
+def accelerator_of(value: Any) -> str | None:
+    """The one accelerator every tensor of a call's arguments is on (None: the host, or several devices)."""
+    devices: set[torch.device] = set()
+    map_tensors(value, lambda t: devices.add(t.device))
+    (device,) = devices if len(devices) == 1 else (None,)
+    return str(device) if device is not None and device.type not in ("cpu", "meta") else None
 
 
 class ModuleInputs:
@@ -68,7 +85,10 @@ class ModuleInputs:
             self.calls[path] += 1
             if path not in self.inputs:
                 shared: list[str] = []
-                a, k = fresh_copy(tuple(args), shared), fresh_copy(dict(kwargs), shared)
-                self.inputs[path] = CapturedCall(a, k, torch.is_grad_enabled(), signature((a, k)), sorted(set(shared)))
+                device = accelerator_of((args, kwargs))
+                host = "cpu" if device is not None else None
+                a, k = fresh_copy(tuple(args), shared, device=host), fresh_copy(dict(kwargs), shared, device=host)
+                sig = signature((tuple(args), dict(kwargs)))  # the call's own devices: the memo keys of trials
+                self.inputs[path] = CapturedCall(a, k, torch.is_grad_enabled(), sig, sorted(set(shared)), device)
 
         return hook

@@ -80,24 +80,27 @@ def working_copy(model: torch.nn.Module, device: str | None, *, share: bool) -> 
     return copied
 
 
-def fresh_copy(value: Any, shared: list[str] | None = None, memo: dict[int, Any] | None = None, depth: int = 0) -> Any:
-    """A copy of a call's inputs that a trial can consume: detached leaf tensors, copied objects.
+def fresh_copy(
+    value: Any, shared: list[str] | None = None, memo: dict[int, Any] | None = None, depth: int = 0, device: str | None = None
+) -> Any:
+    """A copy of a call's inputs that a trial can consume: detached leaf tensors, copied objects; with
+    `device`, the tensors copied there (those of objects `copy.deepcopy` copies stay where they are).
 
     A tensor that appears twice is copied once (`memo`). Objects that `copy.deepcopy` refuses (a KV
     cache holding non-leaf tensors) are copied attribute by attribute, a few levels deep; what still
     cannot be copied is shared and its type appended to `shared`.
     """
     memo = {} if memo is None else memo
-    return map_tensors(value, lambda t: _fresh_tensor(t, memo), lambda v: _fresh_object(v, shared, memo, depth))
+    return map_tensors(value, lambda t: _fresh_tensor(t, memo, device), lambda v: _fresh_object(v, shared, memo, depth, device))
 
 
-def _fresh_tensor(value: torch.Tensor, memo: dict[int, Any]) -> torch.Tensor:
+def _fresh_tensor(value: torch.Tensor, memo: dict[int, Any], device: str | None) -> torch.Tensor:
     if id(value) not in memo:
-        memo[id(value)] = clone_tensor(value)
+        memo[id(value)] = clone_tensor(value, device)
     return memo[id(value)]  # type: ignore[no-any-return]
 
 
-def _fresh_object(value: Any, shared: list[str] | None, memo: dict[int, Any], depth: int) -> Any:
+def _fresh_object(value: Any, shared: list[str] | None, memo: dict[int, Any], depth: int, device: str | None) -> Any:
     if isinstance(value, _PLAIN):
         return value
     if id(value) in memo:
@@ -111,7 +114,7 @@ def _fresh_object(value: Any, shared: list[str] | None, memo: dict[int, Any], de
             memo[id(value)] = clone
             try:
                 for key, item in vars(value).items():
-                    clone.__dict__[key] = fresh_copy(item, shared, memo, depth + 1)
+                    clone.__dict__[key] = fresh_copy(item, shared, memo, depth + 1, device)
                 return clone
             except Exception:  # noqa: BLE001 - whatever the copy raises (a read-only __dict__...): share it
                 memo.pop(id(value), None)

@@ -28,27 +28,29 @@ def path_key(path: str) -> list[Any]:
     return [int(p) if p.isdigit() else p for p in path.split(".")] if path else []
 
 
-def describe_inputs(args: Sequence[Any], kwargs: dict[str, Any], names: Sequence[str] | None = None) -> str:
-    """`x: float32[4, 8], scale: float=2.0` for the report."""
+def describe_inputs(args: Sequence[Any], kwargs: dict[str, Any], names: Sequence[str] | None = None, device: str | None = None) -> str:
+    """`x: float32[4, 8], scale: float=2.0` for the report; `device`: the one the tensors ran on, where
+    these are host copies."""
     parts = []
     for i, a in enumerate(args):
         label = names[i] if names and i < len(names) else f"arg{i}"
-        parts.append(f"{label}: {_describe(a)}")
-    parts.extend(f"{k}: {_describe(v)}" for k, v in kwargs.items())
+        parts.append(f"{label}: {_describe(a, device)}")
+    parts.extend(f"{k}: {_describe(v, device)}" for k, v in kwargs.items())
     return ", ".join(parts)
 
 
-def _describe(value: Any) -> str:
+def _describe(value: Any, device: str | None = None) -> str:
     if isinstance(value, torch.Tensor):
         dtype = str(value.dtype).replace("torch.", "")
-        dev = "" if value.device.type == "cpu" else f"@{value.device}"
+        where = device or str(value.device)
+        dev = "" if where == "cpu" else f"@{where}"
         return f"{dtype}{list(value.shape)}{dev}"
     if isinstance(value, (list, tuple)):
-        inner = ", ".join(_describe(v) for v in value[:4])
+        inner = ", ".join(_describe(v, device) for v in value[:4])
         more = ", ..." if len(value) > 4 else ""
         return f"{type(value).__name__}({inner}{more})"
     if isinstance(value, dict):
-        return "dict(" + ", ".join(f"{k}={_describe(v)}" for k, v in list(value.items())[:4]) + ")"
+        return "dict(" + ", ".join(f"{k}={_describe(v, device)}" for k, v in list(value.items())[:4]) + ")"
     if isinstance(value, (int, float, bool, str)) or value is None:
         return f"{type(value).__name__}={value!r}"
     return type(value).__name__

@@ -70,9 +70,10 @@ def detached(out: Any) -> list[torch.Tensor]:
     return [t.detach().clone() for t in iter_tensors(out)]
 
 
-def clone_tensor(value: torch.Tensor) -> torch.Tensor:
-    """A detached copy that requires grad when the original did (floating point and complex only)."""
-    out = value.detach().clone()
+def clone_tensor(value: torch.Tensor, device: str | None = None) -> torch.Tensor:
+    """A detached copy, on `device` (None: the original's), that requires grad when the original did
+    (floating point and complex only)."""
+    out = value.detach().clone() if device is None else value.detach().to(device, copy=True)
     return out.requires_grad_(True) if value.requires_grad and (out.is_floating_point() or out.is_complex()) else out
 
 

@@ -192,7 +192,7 @@ def _rows(tree: nx.DiGraph, search: Search, index: ModuleIndex | None) -> list[r
             parent=bisect_parent(tree, path) if path else None,
             parameters=node["parameters"],
             calls=node["calls"],
-            inputs=describe_inputs(captured.args, captured.kwargs, node["arg_names"]) if captured else None,
+            inputs=describe_inputs(captured.args, captured.kwargs, node["arg_names"], captured.device) if captured else None,
         )
         outcome = search.outcomes.get(path)
         if not node["exercised"]:

@@ -112,7 +112,8 @@ def crashed_or_unrunnable(module: torch.nn.Module, captured: CapturedCall, exc: 
 def saveable(captured: CapturedCall, path: str) -> bool:
     """Save the inputs where `torch.load(weights_only=True)` can read them back; False if it cannot."""
     try:
-        torch.save({"args": captured.args, "kwargs": captured.kwargs, "grad_enabled": captured.grad_enabled}, path)
+        data = {"args": captured.args, "kwargs": captured.kwargs, "grad_enabled": captured.grad_enabled, "device": captured.device}
+        torch.save(data, path)
         torch.load(path, weights_only=True)
         return True
     except Exception:  # noqa: BLE001 - custom objects (caches...): the child recaptures instead
