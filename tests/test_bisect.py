@@ -444,8 +444,8 @@ def test_module_inputs_are_recorded_and_the_trials_child_started_only_when_the_c
 def test_recorded_module_inputs_are_kept_on_the_host_and_each_trial_gets_them_back_on_the_device(device, tmp_path):
     """Every module's first inputs together are about one forward pass's activations: on an accelerator
     they are kept in host memory (with the device they ran on) and each trial's copy goes back there, its
-    requires_grad and its memo signature as the call had them; on the CPU nothing moves. The inputs file
-    a trial's child or a repro reads carries the device too."""
+    requires_grad and its memo signature as the call had them; on the CPU nothing moves, nor does a call
+    that holds an object. The inputs file a trial's child or a repro reads carries the device too."""
     from ctc_doctor.analyzer.capture.inputs import CapturedCall, ModuleInputs, accelerator_of
     from ctc_doctor.analyzer.phases.bisect.trials import saveable
     from ctc_doctor.analyzer.running.modules import describe_inputs
@@ -468,6 +468,8 @@ def test_recorded_module_inputs_are_kept_on_the_host_and_each_trial_gets_them_ba
     )
     assert accelerator_of((x, {"y": x.detach().cpu()})) is None  # two devices: the copies stay where they were
     assert accelerator_of((torch.empty(2, device="meta"),)) is None
+    # an object (a KV cache) is copied where it is: a host copy of it would come back whole from deepcopy
+    assert accelerator_of((x, {"cache": nn.Identity()}, 3, None)) is None
 
     path = tmp_path / "inputs.pt"
     assert saveable(captured, str(path))

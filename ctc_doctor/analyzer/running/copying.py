@@ -17,7 +17,8 @@ import torch
 
 from .tensors import clone_tensor, map_tensors
 
-_PLAIN = (int, float, bool, complex, str, bytes, type(None), torch.dtype, torch.device, torch.Size)
+PLAIN = (int, float, bool, complex, str, bytes, type(None), torch.dtype, torch.device, torch.Size)
+"""Values a copy shares as they are: immutable, and holding no tensor."""
 _MAX_DEPTH = 4
 
 
@@ -101,7 +102,7 @@ def _fresh_tensor(value: torch.Tensor, memo: dict[int, Any], device: str | None)
 
 
 def _fresh_object(value: Any, shared: list[str] | None, memo: dict[int, Any], depth: int, device: str | None) -> Any:
-    if isinstance(value, _PLAIN):
+    if isinstance(value, PLAIN):
         return value
     if id(value) in memo:
         return memo[id(value)]
@@ -125,7 +126,7 @@ def _fresh_object(value: Any, shared: list[str] | None, memo: dict[int, Any], de
 
 def _is_state(item: Any) -> bool:
     """An input object a call may change in place (a KV cache): not a plain value, a module, a type or a function."""
-    return not isinstance(item, (*_PLAIN, torch.nn.Module, type)) and not callable(item)
+    return not isinstance(item, (*PLAIN, torch.nn.Module, type)) and not callable(item)
 
 
 def _holds_state(value: Any) -> bool:

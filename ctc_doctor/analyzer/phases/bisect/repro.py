@@ -81,11 +81,24 @@ def make(spec):
     return spec[1]
 
 
+def to_device(value, device):
+    if isinstance(value, torch.Tensor):
+        return value.detach().to(device).requires_grad_(value.requires_grad)
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_device(v, device) for v in value)
+    if isinstance(value, dict):
+        return {{k: to_device(v, device) for k, v in value.items()}}
+    return value
+
+
 def inputs():
     here = os.path.dirname(os.path.abspath(__file__))
     if INPUTS_FILE and os.path.exists(os.path.join(here, INPUTS_FILE)):
         data = torch.load(os.path.join(here, INPUTS_FILE), weights_only=True)
-        return tuple(data["args"]), dict(data["kwargs"])
+        args, kwargs = tuple(data["args"]), dict(data["kwargs"])
+        if data.get("device"):  # kept in host memory: back to the device the call ran on
+            args, kwargs = to_device(args, data["device"]), to_device(kwargs, data["device"])
+        return args, kwargs
     if ARG_SPECS is None:
         sys.exit("the inputs file is missing and the inputs cannot be recreated from their shapes")
     return tuple(make(s) for s in ARG_SPECS), {{k: make(s) for k, s in KWARG_SPECS.items()}}
@@ -98,8 +111,7 @@ def module_and_inputs():
     submodule = model.get_submodule(MODULE_PATH)
     args, kwargs = inputs()
     if DEVICE:
-        args = tuple(a.to(DEVICE) if isinstance(a, torch.Tensor) else a for a in args)
-        kwargs = {{k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}}
+        args, kwargs = to_device(args, DEVICE), to_device(kwargs, DEVICE)
     return submodule, args, kwargs
 
 

@@ -29,7 +29,7 @@ from ...running.memory import release_memory
 from ...running.numerics import Reference, loose_backend, tolerance
 from ...triage import Attempt, attempt, is_torch_failure, triage, write_bug
 from ..context import PhaseContext
-from .check import AOT, Checker, counted, make_fix_reference, remaining_labels
+from .check import AOT, Base, Checker, counted, make_fix_reference, remaining_labels
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ class _Fixer:
         grad = settings.grad if settings.grad is not None else settings.train or torch.is_grad_enabled()
         if settings.backend != "eager" or not grad:
             return
-        base = self.checker.base_on(AOT)
+        base = self.baseline_on(AOT)
         if base is None:
             self.section.result.notes.append(f"The unchanged copy could not be counted on {AOT}: fixes are counted on eager.")
             return
@@ -126,16 +126,29 @@ class _Fixer:
             f"the unchanged copy counted there ({counted(base.summary)}; the analysis, on eager: {counted(self.checker.base.summary)})."
         )
 
+    def baseline_on(self, backend: str) -> Base | None:
+        """The unchanged copy counted on `backend` (`Checker.base_on`), timed as a check is."""
+        t0 = time.perf_counter()
+        base = self.checker.base_on(backend)
+        self.slowest = max(self.slowest, time.perf_counter() - t0)
+        ti.fresh_dynamo_state()
+        release_memory(self.ctx.settings.where)
+        return base
+
     def check_alone(self, suggestion: rm.Suggestion) -> rm.Verification:
         """`suggestion` on its own copy, counted on `counting`; on eager, then through AOTAutograd as well
         (`through_aot_autograd`), as is a fix whose compile fails on aot_eager (the stage it fails in is
-        then named)."""
+        then named; without the time to, its failure there stands)."""
+        failed = None
         if self.counting is not None:
             verification, self.findings[suggestion.id] = self.check([suggestion], self.counting)
             if verification.after is not None or not verification.applied:
                 return verification
+            failed = verification
         verification, self.findings[suggestion.id] = self.check([suggestion])
-        if verification.safe and verification.effective and self.time_left():
+        if verification.safe and verification.effective:
+            if not self.time_left():
+                return failed or verification
             verification = self.through_aot_autograd(suggestion, verification)
         return verification
 
@@ -201,7 +214,7 @@ class _Fixer:
         alone = f"Dynamo alone (the eager backend) compiled {after.graphs_compiled} graph(s): {verification.summary}"
         differs = f"{suggestion.id} compiled {graphs} graph(s) through AOTAutograd where {alone}"
         t0 = time.perf_counter()
-        base = self.checker.base_on(AOT)
+        base = self.baseline_on(AOT)
         verification.duration_s = round(verification.duration_s + time.perf_counter() - t0, 3)
         if base is None:
             result.notes.append(f"{differs}; the unchanged copy could not be counted there, so these counts stay.")
@@ -245,6 +258,7 @@ class _Fixer:
             for kept in (result.unsafe, result.ineffective, result.redundant):
                 kept.clear()
             self.section.verified.clear()
+            self.section.torch_bugs.clear()  # triaged again as the fixes are checked again
             self.findings.clear()
             result.notes.append(self.restart)
             self.restart = None
