@@ -676,3 +676,27 @@ def test_the_verified_edits_come_out_as_a_patch_git_applies_and_write_refuses_a_
     assert is_library("/usr/lib/python3/site-packages/transformers/modeling_utils.py")
     bad = cli("fix", "models.py:build", "--diff", "--json", "-", cwd=repo / "proj")
     assert bad.returncode == 2 and "--diff prints the patch on stdout" in bad.stderr
+
+
+@pytest.mark.fast
+def test_a_measured_baseline_names_only_what_the_report_found_and_a_check_never_claims_another_of_its_ids():
+    """A baseline measured on the replayed calls or on another backend (the saved showcase's own findings,
+    plus a break site and a recompile the report never had): what matches carries the report's id, what
+    does not carries none, so its own numbering (B1, R1) cannot name one of the report's as fixed."""
+    from ctc_doctor.analyzer.capture.live import Findings
+    from ctc_doctor.analyzer.phases.fix.check import with_report_ids
+
+    from .conftest import saved
+
+    report = saved("analyzed-showcase")
+    site = report.graph_breaks[0]
+    other_site = site.model_copy(
+        update={"id": "B1", "user_frame": site.user_frame.model_copy(update={"line": site.user_frame.line + 1000})}
+    )
+    rc = report.recompiles[0]
+    other_rc = rc.model_copy(update={"id": "R1", "function": "another_function"})
+    measured = Findings([*report.graph_breaks, other_site], [*report.recompiles, other_rc], report.graphs, [], [], [], [], {}, 0)
+    base = with_report_ids(measured, report)
+    assert [s.id for s in base.graph_breaks] == [s.id for s in report.graph_breaks] + [""]
+    assert [r.id for r in base.recompiles] == [r.id for r in report.recompiles] + [""]
+    assert base.summary.unique_break_sites == report.summary.unique_break_sites + 1

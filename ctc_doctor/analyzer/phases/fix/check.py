@@ -118,16 +118,18 @@ class Base:
 
 def with_report_ids(findings: Findings, report: rm.Report) -> Base:
     """A measured baseline whose sites and recompiles carry the ids of the report's matching ones (a
-    site by its innermost frame: the report's own frames may be the script's, `GraphBreakSite.key`)."""
+    site by its innermost frame: the report's own frames may be the script's, `GraphBreakSite.key`);
+    one the report has not (another backend's, a replay's) carries none: its own numbering would name
+    another of the report's as fixed."""
     site_ids = {s.key(own_frame=False): s.id for s in report.graph_breaks}
     recompile_ids: dict[tuple[Any, ...], list[str]] = {}
     for rc in report.recompiles:
         recompile_ids.setdefault(recompile_key(rc), []).append(rc.id)
-    sites = [s.model_copy(update={"id": site_ids.get(s.key(own_frame=False), s.id)}) for s in findings.graph_breaks]
+    sites = [s.model_copy(update={"id": site_ids.get(s.key(own_frame=False), "")}) for s in findings.graph_breaks]
     recompiles = []
     for rc in findings.recompiles:
         ids = recompile_ids.get(recompile_key(rc))
-        recompiles.append(rc.model_copy(update={"id": ids.pop(0)}) if ids else rc)
+        recompiles.append(rc.model_copy(update={"id": ids.pop(0) if ids else ""}))
     return Base(sites, recompiles, findings.summary(failed=False))
 
 
@@ -276,7 +278,7 @@ class Checker:
         before_sites = {s.key(own_frame=False): s for s in base.graph_breaks}
         after_sites = {s.key(own_frame=False): s for s in findings.graph_breaks}
         after_lines = {k[1:] for k in after_sites}  # a line that breaks no more is fixed, whatever breaks there
-        verification.fixed = [s.id for k, s in before_sites.items() if k[1:] not in after_lines]
+        verification.fixed = [s.id for k, s in before_sites.items() if k[1:] not in after_lines and s.id]
         verification.new_sites = [site_label(s) for k, s in after_sites.items() if k not in before_sites]
         after_recompiles: dict[tuple[Any, ...], int] = {}
         for rc in findings.recompiles:
@@ -285,7 +287,7 @@ class Checker:
             key = recompile_key(rc)
             if after_recompiles.get(key, 0) > 0:
                 after_recompiles[key] -= 1
-            else:
+            elif rc.id:
                 verification.fixed.append(rc.id)
         b, a = verification.before, verification.after
         assert b is not None and a is not None
