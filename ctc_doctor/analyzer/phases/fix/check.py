@@ -146,15 +146,11 @@ class Checker:
 
     def measure_baseline(self, model: torch.nn.Module) -> tuple[rm.Verification, str | None]:
         """Measure the unchanged copy and compare later checks with it: its check, and None or why it could
-        not. A copy whose compile departs from float64 still gives its counts (the compile is wrong, not a
-        fix: the checks after it depart alike, and the report leads with it)."""
-        settings = self.ctx.settings
-        verification, findings = self.check(make_variant(model, self.ctx.calls, [], settings.device, share=settings.shares))
-        wrong = verification.numerics_ok is False and (verification.error or "").startswith("changes compiled results")
-        if findings is None or (verification.error and not wrong):
+        not."""
+        verification, base = self.unchanged(model)
+        if base is None:
             return verification, verification.error or "the unchanged copy could not be measured"
-        assert self.ctx.report is not None
-        self.base = with_report_ids(findings, self.ctx.report)
+        self.base = base
         return verification, None
 
     def base_on(self, backend: str) -> Base | None:
@@ -165,18 +161,24 @@ class Checker:
         self.bases[backend] = self.base  # what the measuring check compares with, until it is replaced
         measured: Base | None = None
         try:
-            settings = self.ctx.settings
-            variant = make_variant(self.model_of(), self.ctx.calls, [], settings.device, share=settings.shares)
-            verification, findings = self.check(variant, backend)
-            wrong = verification.numerics_ok is False and (verification.error or "").startswith("changes compiled results")
-            if findings is not None and not (verification.error and not wrong):
-                assert self.ctx.report is not None
-                measured = with_report_ids(findings, self.ctx.report)
+            _, measured = self.unchanged(self.model_of(), backend)
         except VariantError:
             pass
         finally:
             self.bases[backend] = measured
         return measured
+
+    def unchanged(self, model: torch.nn.Module, backend: str | None = None) -> tuple[rm.Verification, Base | None]:
+        """The unchanged copy's check on `backend`, and its counts with the report's ids (None: it could not
+        be measured). A copy whose compile departs from float64 still gives its counts (the compile is
+        wrong, not a fix: the checks after it depart alike, and the report leads with it)."""
+        settings = self.ctx.settings
+        verification, findings = self.check(make_variant(model, self.ctx.calls, [], settings.device, share=settings.shares), backend)
+        wrong = verification.numerics_ok is False and (verification.error or "").startswith("changes compiled results")
+        if findings is None or (verification.error and not wrong):
+            return verification, None
+        assert self.ctx.report is not None
+        return verification, with_report_ids(findings, self.ctx.report)
 
     def config_of(self, suggestions: list[rm.Suggestion]) -> dict[str, Any]:
         """The Dynamo config a copy with the suggestions compiles under."""
