@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import types
 
 import pytest
 import torch
@@ -469,7 +470,7 @@ def test_recorded_module_inputs_are_kept_on_the_host_and_each_trial_gets_them_ba
     assert accelerator_of((x, {"y": x.detach().cpu()})) is None  # two devices: the copies stay where they were
     assert accelerator_of((torch.empty(2, device="meta"),)) is None
     # an object (a KV cache) is copied where it is: a host copy of it would come back whole from deepcopy
-    assert accelerator_of((x, {"cache": nn.Identity()}, 3, None)) is None
+    assert accelerator_of((x, {"cache": types.SimpleNamespace(k=x)}, 3, None)) is None
 
     path = tmp_path / "inputs.pt"
     assert saveable(captured, str(path))

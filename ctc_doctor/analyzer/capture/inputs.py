@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from ..running.copying import PLAIN, fresh_copy
+from ..running.copying import fresh_copy, holds_state
 from ..running.modules import forward_pre_hooks
 from ..running.tensors import map_tensors
 
@@ -60,14 +60,17 @@ class CapturedCall:
 
 
 def accelerator_of(value: Any) -> str | None:
-    """The one accelerator every tensor of a call's arguments is on, when they are tensors and plain values
-    alone (None: the host, several devices, or an object: a KV cache is copied where it is, its tensors
-    perhaps on several devices, and a host copy of it would come back whole from `copy.deepcopy`)."""
+    """The one accelerator every tensor of a call's arguments is on, when they hold no stateful object
+    (None: the host, several devices, or a KV cache: it is copied where it is, its tensors perhaps on
+    several devices, and a host copy of it would come back whole from `copy.deepcopy`)."""
+    if holds_state(value):
+        return None
     devices: set[torch.device] = set()
-    objects: list[Any] = []
-    map_tensors(value, lambda t: devices.add(t.device), lambda v: v if isinstance(v, PLAIN) else objects.append(v))
-    (device,) = devices if len(devices) == 1 and not objects else (None,)
-    return str(device) if device is not None and device.type not in ("cpu", "meta") else None
+    map_tensors(value, lambda t: devices.add(t.device))
+    if len(devices) != 1:
+        return None
+    (device,) = devices
+    return str(device) if device.type not in ("cpu", "meta") else None
 
 
 class ModuleInputs:

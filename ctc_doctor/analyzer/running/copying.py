@@ -17,8 +17,7 @@ import torch
 
 from .tensors import clone_tensor, map_tensors
 
-PLAIN = (int, float, bool, complex, str, bytes, type(None), torch.dtype, torch.device, torch.Size)
-"""Values a copy shares as they are: immutable, and holding no tensor."""
+_PLAIN = (int, float, bool, complex, str, bytes, type(None), torch.dtype, torch.device, torch.Size)
 _MAX_DEPTH = 4
 
 
@@ -102,7 +101,7 @@ def _fresh_tensor(value: torch.Tensor, memo: dict[int, Any], device: str | None)
 
 
 def _fresh_object(value: Any, shared: list[str] | None, memo: dict[int, Any], depth: int, device: str | None) -> Any:
-    if isinstance(value, PLAIN):
+    if isinstance(value, _PLAIN):
         return value
     if id(value) in memo:
         return memo[id(value)]
@@ -126,10 +125,10 @@ def _fresh_object(value: Any, shared: list[str] | None, memo: dict[int, Any], de
 
 def _is_state(item: Any) -> bool:
     """An input object a call may change in place (a KV cache): not a plain value, a module, a type or a function."""
-    return not isinstance(item, (*PLAIN, torch.nn.Module, type)) and not callable(item)
+    return not isinstance(item, (*_PLAIN, torch.nn.Module, type)) and not callable(item)
 
 
-def _holds_state(value: Any) -> bool:
+def holds_state(value: Any) -> bool:
     """Whether the inputs hold a stateful object (`_is_state`) beside their tensors and plain values."""
     found = False
 
@@ -150,7 +149,7 @@ def replayable(calls: list[Any]) -> list[Any]:
     a cache that several calls share stays shared, and the pass re-runs them in order as the script
     did); a pass of tensors and plain values alone gets the calls as they are, at no cost.
     """
-    if not any(_holds_state((c.args, c.kwargs)) for c in calls):
+    if not any(holds_state((c.args, c.kwargs)) for c in calls):
         return calls
     memo: dict[int, Any] = {}
     return [type(c)(fresh_copy(tuple(c.args), memo=memo), fresh_copy(dict(c.kwargs), memo=memo)) for c in calls]
