@@ -16,7 +16,7 @@ from rich.console import Console
 from ctc_doctor import AnalyzeOptions, BenchOptions, FixOptions, analyze
 from ctc_doctor.analyzer.phases.bisect.accuracy import AccuracyOptions
 from ctc_doctor.analyzer.target import load_workload
-from ctc_doctor.reports import render
+from ctc_doctor.reports import load_report, render
 from ctc_doctor.reports.advice import next_steps
 from ctc_doctor.reports.markdown import render_markdown
 
@@ -39,6 +39,20 @@ def _bench(target: str, repro_dir=None):
         accuracy=AccuracyOptions(repro_dir=str(repro_dir) if repro_dir else None, target=target),
     )
     return analyze(workload, options)
+
+
+def test_the_clis_accuracy_bisection_copies_the_model_it_holds_instead_of_building_a_second(cli, tmp_path):
+    """`ctc-doctor bench` (the CLI hands the workload over): the compiled arm departs from float64, and the
+    accuracy bisection runs on a copy that shares the analysis's weights; the analysing process builds the
+    model once (it built a second beside the first before)."""
+    out, builds = tmp_path / "r.json", tmp_path / "builds.txt"
+    target = f"{TARGETS / 'accuracy_targets.py'}:six_blocks_counted"
+    argv = ("bench", target, "--bench-backend", "eager", "--iters", "2", "--warmup", "0", "--no-fix", "--json", str(out), "-q")
+    result = cli(*argv, env={"CTC_TEST_BUILDS": str(builds)})
+    assert result.returncode == 0, result.stderr
+    a = load_report(out).accuracy
+    assert a is not None and a.trigger.startswith("the compiled arm: error ") and a.module_path == "blocks.3", a
+    assert len(builds.read_text().split()) == 1, builds.read_text()
 
 
 def test_the_bisection_names_the_wrong_block_and_its_repro_fails_until_the_block_is_fixed(tmp_path):

@@ -302,10 +302,13 @@ def test_a_run_stopped_by_a_signal_writes_its_report_with_the_arms_measured_befo
     assert "B1" in stdout  # the summary of what was found is printed too
 
 
-def test_the_early_bisection_child_builds_no_second_model_while_the_analysis_runs(tmp_path):
+@pytest.mark.parametrize("limit", [None, "200"])
+def test_the_early_bisection_child_builds_no_second_model_while_the_analysis_runs(tmp_path, limit):
     """The trials' child starts before the analysis so that its imports overlap it, but it builds the model
     only when the bisection asks for it, once the preflight said a second model fits: during the analysis
-    it holds no copy of the 256 MB model (measured on the process tree), during the bisection it does."""
+    it holds no copy of the 256 MB model (measured on the process tree), during the bisection it does.
+    With --memory-limit 200 (MB) a second model does not fit: the trials run in this process, and the
+    child, idle, is gone before they start."""
     import time
 
     from ctc_doctor.analyzer.running.memory import descendants, rss_bytes
@@ -318,7 +321,7 @@ def test_the_early_bisection_child_builds_no_second_model_while_the_analysis_run
     os.set_blocking(read, False)
     env = {**os.environ, "PYTHONPATH": str(TARGETS)}
     args = [sys.executable, "-m", "ctc_doctor", "cost_targets:big_blocks", "--no-fix", *QUICK, "-q"]
-    args += ["--json", str(out), "--progress-fd", str(write)]
+    args += ["--json", str(out), "--progress-fd", str(write), *(["--memory-limit", limit] if limit else [])]
     parent = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, pass_fds=(write,))
     os.close(write)
     phase, buffer = Step.LOAD, b""
@@ -342,6 +345,11 @@ def test_the_early_bisection_child_builds_no_second_model_while_the_analysis_run
     os.close(read)
     assert parent.returncode == 0, parent.stderr.read() if parent.stderr else ""
     report = load_report(out)
+    if limit:
+        assert report.bisect is not None and not report.bisect.isolated and report.bisect.trials, report.bisect
+        assert any("the trials ran in this process instead" in n for n in report.notes), report.notes
+        assert child_mb["analysis"] > 0 and child_mb["bisection"] == 0, child_mb  # started early, gone before the trials
+        return
     assert report.bisect is not None and report.bisect.isolated and report.bisect.child_processes >= 1
     model_mb = report.cost.footprint.model_mb
     assert child_mb["analysis"] > 0 and child_mb["bisection"] > 0, child_mb  # both stages were sampled

@@ -327,11 +327,14 @@ def test_a_crash_in_the_backends_code_generation_is_staged_reduced_to_its_operat
     """A registered backend that cannot lower `tanh` (as an inductor lowering bug): the compiled arm crashes;
     eager and aot_eager compile, so the stage is the backend; the operation is `tanh` in `act`, the repro
     imports the file that registers the backend and fails the same way under plain python, and leaving
-    `act` eager is the verified way around. The backend is not PyTorch's: its owner is named."""
-    out = tmp_path / "r.json"
+    `act` eager is the verified way around. The backend is not PyTorch's: its owner is named. The triage
+    runs on the model the analysis holds: the analysing process builds it once."""
+    out, builds = tmp_path / "r.json", tmp_path / "builds.txt"
     target = f"{TARGETS / 'user_targets.py'}:with_tanh"
-    result = cli("bench", target, "--bench-backend", "ctc_test_no_tanh", "--no-fix", "--json", str(out), "--repro-dir", str(tmp_path))
+    argv = ("bench", target, "--bench-backend", "ctc_test_no_tanh", "--no-fix", "--json", str(out), "--repro-dir", str(tmp_path))
+    result = cli(*argv, env={"CTC_TEST_BUILDS": str(builds)})
     assert result.returncode == 0, result.stderr
+    assert len(builds.read_text().split()) == 1, builds.read_text()
     report = load_report(out)
     [bug] = report.torch_bugs
     assert bug.stage == "the backend (ctc_test_no_tanh)" and bug.owner == "user_targets" and bug.kind == "crash", bug

@@ -47,7 +47,7 @@ from .resources.preflight import NotEnoughMemory
 from .running.calls import calls_on
 from .running.copying import CopyError, copy_model, light_copy, working_copy
 from .running.deadline import Interrupted, Stopped, deadline, limit_text, stop_record, stoppable
-from .running.memory import free_tensors, release_memory
+from .running.memory import free_tensors, let_go, release_memory
 from .running.modules import describe_inputs, forward_arg_names
 from .running.precision import Room
 from .running.settings import RunSettings, measured_on
@@ -206,6 +206,8 @@ def _run(
             bisect = options.bisect
             if session.fit("bisect", ctx, report, isolated=bisect.isolate).in_process:
                 bisect = dataclasses.replace(bisect, isolate=False)  # a second model would not fit beside this one: no child builds it
+                if early.worker is not None:
+                    early.worker.shutdown()  # its torch, imported early, goes now rather than idle through the trials
             worker = early.worker
             inputs = BisectInputs(analysis.module_inputs, analysis.index, worker if bisect.isolate else None)
             bisect_into(report, ctx, bisect, inputs, clock, bisect_only=not options.compile)
@@ -525,8 +527,8 @@ def accuracy_into(report: rm.Report, ctx: PhaseContext, session: Session, trigge
         return
     device = ctx.settings.device
     source = ctx.pristine if ctx.pristine is not None else ctx.workload.model
-    try:  # a fresh model: rebuilt when the caller handed the workload over (the benchmark may have let go of it)
-        workload = ctx.rebuild() if ctx.rebuild is not None else None
+    try:  # a copy (sharing the weights for inference); rebuilt only when the benchmark's child had it let go
+        workload = ctx.rebuild() if ctx.rebuild is not None and let_go(source) else None
         model = workload.model if workload is not None else working_copy(source, device, share=ctx.settings.shares)
     except Exception as exc:  # noqa: BLE001 - a builder that fails now, a model that cannot be copied: said, and no bisection
         report.notes.append(f"The accuracy bisection needs a fresh model, and could not get one: {describe_error(exc)[:200]}.")

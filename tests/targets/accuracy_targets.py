@@ -42,6 +42,15 @@ def six_blocks():
     return SixBlocks(), (torch.randn(4, 16),)
 
 
+def six_blocks_counted():
+    """six_blocks, each build appended to the file $CTC_TEST_BUILDS names (the building process's pid)."""
+    import os
+
+    with open(os.environ["CTC_TEST_BUILDS"], "a", encoding="utf-8") as fh:
+        fh.write(f"{os.getpid()}\n")
+    return six_blocks()
+
+
 class RightBlocks(SixBlocks):
     def __init__(self):
         super().__init__()

@@ -235,5 +235,11 @@ class WithTanh(nn.Module):
 
 
 def with_tanh():
-    """One submodule whose operation `ctc_test_no_tanh` cannot compile."""
+    """One submodule whose operation `ctc_test_no_tanh` cannot compile; each build appended to the file
+    $CTC_TEST_BUILDS names, when set (the building process's pid)."""
+    import os
+
+    if os.environ.get("CTC_TEST_BUILDS"):
+        with open(os.environ["CTC_TEST_BUILDS"], "a", encoding="utf-8") as fh:
+            fh.write(f"{os.getpid()}\n")
     return WithTanh(), (torch.randn(2, 8),)

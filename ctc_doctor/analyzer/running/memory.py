@@ -59,6 +59,15 @@ def free_tensors(*modules: Any, keep: Any = None) -> int:
     return freed
 
 
+def let_go(model: Any) -> bool:
+    """Whether `free_tensors` let go of `model` (every parameter empty): it cannot run, and a phase that
+    needs it builds the workload again."""
+    if not isinstance(model, torch.nn.Module):
+        return False
+    params = list(model.parameters())
+    return bool(params) and all(p.numel() == 0 for p in params)
+
+
 def rss_bytes(pid: int | None = None) -> int | None:
     """Resident memory of a process (this one by default), from /proc; None where it cannot be read."""
     try:

@@ -32,7 +32,7 @@ from ...resources.load import conclude as conclude_load
 from ...resources.load import machine_at_start
 from ...running.calls import calls_on
 from ...running.deadline import Stopped
-from ...running.memory import release_memory
+from ...running.memory import let_go, release_memory
 from ...triage import is_torch_failure
 from ..context import PhaseContext
 from .arms import OPT_IN, Arm, arm_kind, arms_for, fix_arms, materialized, price_opt_in
@@ -92,8 +92,9 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions, resumed: rm.Benchmark | No
     compiled = next((a for a in result.arms if a.name == "compiled"), None)
     if compiled is not None and not compiled.out_of_memory and (is_torch_failure(compiled.error_type) or is_torch_failure(compiled.error)):
         ctx.progress(ProgressEvent(Step.BENCH, subject="compiled: PyTorch bug"))
-        try:  # the model, built again when this process let it go for the arms' child
-            here: PhaseContext | None = _rebuilt(ctx) if ctx.rebuild is not None else ctx
+        source = ctx.pristine if ctx.pristine is not None else ctx.workload.model
+        try:  # the model, built again only when this process let it go for the arms' child
+            here: PhaseContext | None = _rebuilt(ctx) if ctx.rebuild is not None and let_go(source) else ctx
         except Exception:  # noqa: BLE001 - it cannot be built again here: nothing to triage
             here = None
         bug = triage_compiled_arm(here, bench) if here is not None else None
