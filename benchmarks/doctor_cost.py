@@ -95,44 +95,53 @@ def tree_rss_bytes(pids: list[int]) -> int:
     return total
 
 
-def gpu_used_bytes(pids: list[int]) -> int | None:
-    """GPU memory in use by these processes (NVML's per-process figure, CUDA contexts included, on every
-    GPU), not the card's total: another job on the card does not count; None without NVML."""
+def gpu_used_bytes(pids: list[int]) -> tuple[int | None, int | None]:
+    """GPU memory in use (NVML, on every GPU): by these processes (NVML's per-process figure, CUDA contexts
+    included; another job on the card does not count; None when NVML lists none of them, as in a container
+    whose process ids it does not see), and in all on the cards. (None, None) without NVML."""
     try:
         import pynvml  # nvidia-ml-py
 
         pynvml.nvmlInit()
-        wanted, used = set(pids), 0
+        wanted, used, seen, total = set(pids), 0, False, 0
         for index in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            total += int(pynvml.nvmlDeviceGetMemoryInfo(handle).used)
             for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
                 if proc.pid in wanted and proc.usedGpuMemory:
-                    used += int(proc.usedGpuMemory)
-        return used
+                    used, seen = used + int(proc.usedGpuMemory), True
+        return (used if seen else None), total
     except Exception:  # noqa: BLE001 - no NVML, no GPU: the column stays empty
-        return None
+        return None, None
 
 
 class Run:
     """One measured command: wall seconds, peak resident memory of its tree and peak GPU memory its tree
-    used (GiB, NVML per process), exit code and stderr."""
+    used (GiB, NVML per process; where NVML sees none of the tree's processes, the cards' memory in use
+    above what it was before the command, `gpu_how`), exit code and stderr."""
 
     def __init__(self, argv: list[str], env: dict[str, str], gpu: bool) -> None:
         with tempfile.TemporaryDirectory() as cwd:  # not the repository: `python -m` would import its ctc_doctor first
+            base = gpu_used_bytes([])[1] if gpu else None
             t0 = time.perf_counter()
             proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            peak, gpu_peak, sampled = 0, 0, False
+            peak, own_peak, card_peak = 0, None, None
             while proc.poll() is None:
                 pids = tree_pids(proc.pid)
                 peak = max(peak, tree_rss_bytes(pids))
-                used = gpu_used_bytes(pids) if gpu else None
-                if used is not None:
-                    gpu_peak, sampled = max(gpu_peak, used), True
+                if gpu:
+                    own, card = gpu_used_bytes(pids)
+                    if own is not None:
+                        own_peak = max(own_peak or 0, own)
+                    if card is not None and base is not None:
+                        card_peak = max(card_peak or 0, card - base)
                 time.sleep(0.05)
             self.wall = time.perf_counter() - t0
             self.stderr = proc.stderr.read() if proc.stderr else ""
         self.rss_gib, self.code = peak / 2**30, proc.returncode
-        self.gpu_gib = gpu_peak / 2**30 if sampled else None
+        chosen = own_peak if own_peak is not None else card_peak
+        self.gpu_gib = chosen / 2**30 if chosen is not None else None
+        self.gpu_how = "per process" if own_peak is not None else "the cards' total above the start" if card_peak is not None else None
         if proc.returncode:
             print(f"  {' '.join(argv[2:5])}... failed ({proc.returncode}): {self.stderr[-800:]}", file=sys.stderr)
 
@@ -192,6 +201,8 @@ def main() -> None:
             extra = args.extra.split()
             if args.limit_share:
                 peak_gib = alone[-1].gpu_gib if gpu else alone[-1].rss_gib
+                if not peak_gib:
+                    sys.exit(f"{target}: the workload's own peak was not measured (NVML), so --limit-share has nothing to share")
                 extra += ["--memory-limit", str(max(1, int(args.limit_share * (peak_gib or 0) * 1024)))]
                 print(f"  {target}: --memory-limit {extra[-1]} ({args.limit_share:g} x the workload's own peak)", flush=True)
             run, said = _doctor(args.python, target, args.train, args.device, extra)
@@ -206,6 +217,8 @@ def main() -> None:
             a_gpu, d_gpu = med(alone, "gpu_gib"), med(doctor, "gpu_gib")
             row += [a_gpu, d_gpu, d_gpu / a_gpu if a_gpu else float("nan")]
             said += "; alone: " + alone[-1].stderr.strip().splitlines()[-1] if alone[-1].stderr.strip() else ""
+            hows = {r.gpu_how for r in alone + doctor} - {None}
+            said += f"; GPU memory: {', '.join(sorted(hows))}" if hows else "; GPU memory: not read (NVML)"
         print(f"{target:<26} " + " ".join(f"{x:10.2f}" for x in row) + f"   {said}", flush=True)
 
 
