@@ -477,3 +477,62 @@ def test_recorded_module_inputs_are_kept_on_the_host_and_each_trial_gets_them_ba
     data = torch.load(path, weights_only=True)
     loaded = CapturedCall(tuple(data["args"]), dict(data["kwargs"]), bool(data["grad_enabled"]), "", device=data.get("device"))
     assert loaded.fresh()[0][0].device == x.device and data["args"][0].device.type == "cpu"
+
+
+class _Add(nn.Module):
+    def forward(self, x, s):
+        return x + s
+
+
+class _Written(nn.Module):
+    """Passes one state tensor to two children, written in place between their calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = _Add(), _Add()
+        self.register_buffer("state", torch.zeros(2))
+
+    def forward(self, x):
+        self.state.add_(1)
+        y = self.a(x, self.state)
+        self.state.add_(1)
+        return self.b(y, self.state)
+
+
+def test_a_kv_cache_every_layer_receives_is_copied_once_per_layers_entry_and_replays_exactly():
+    """A transformers decoder hands its KV cache to every layer: each layer's recorded copy held the cache as
+    filled so far, a copy per call (the square of the layer count in all); now a tensor unchanged since an
+    earlier call's copy (same object, same version) lends that copy, so each layer's keys and values are
+    copied once, and each layer replayed from its copy gives what it gave in the forward. A tensor written
+    in place between two calls is copied again for the second."""
+    import transformers
+
+    from ctc_doctor.analyzer.capture.inputs import ModuleInputs
+
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=4
+    )
+    model = transformers.LlamaForCausalLM(config).eval()
+    outs = {}
+    hooks = [layer.register_forward_hook(lambda m, a, o, i=i: outs.__setitem__(i, o)) for i, layer in enumerate(model.model.layers)]
+    inputs = ModuleInputs(model)
+    with inputs.record(), torch.no_grad():
+        model(torch.randint(0, 100, (2, 16)))
+    for h in hooks:
+        h.remove()
+    caches = [inputs.inputs[f"model.layers.{i}"].kwargs["cache"] for i in range(6)]
+    first = caches[1].layers[0].keys
+    assert all(c.layers[0].keys is first for c in caches[2:]), "layer 0's keys copied once, lent to every later layer's call"
+    for i in (0, 3, 5):
+        args, kwargs = inputs.inputs[f"model.layers.{i}"].fresh()
+        assert kwargs["cache"].layers[0].keys is not first  # each replay gets its own copy
+        with torch.no_grad():
+            out = model.model.layers[i](*args, **kwargs)
+        assert torch.equal(out[0] if isinstance(out, tuple) else out, outs[i][0] if isinstance(outs[i], tuple) else outs[i])
+
+    written = _Written()
+    inputs = ModuleInputs(written)
+    with inputs.record():
+        written(torch.ones(2))
+    assert inputs.inputs["a"].args[1].tolist() == [1.0, 1.0] and inputs.inputs["b"].args[1].tolist() == [2.0, 2.0]

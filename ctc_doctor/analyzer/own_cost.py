@@ -80,6 +80,7 @@ class RunCost:
         """The run's device, once known (a script's model): the preflight sizes phases there, and on a GPU
         each phase's CUDA allocator peaks are read from now on (the script's own phase, its run, included)."""
         self.device = measured_on(device)
+        self.meter.device = self.device
         self.meter.cuda = self.device.startswith("cuda") and torch.cuda.is_available()
 
     def let_go(self, freed: int, what: str) -> None:

@@ -51,6 +51,7 @@ from .running.memory import free_tensors, let_go, release_memory
 from .running.modules import describe_inputs, forward_arg_names
 from .running.precision import Room
 from .running.settings import RunSettings, measured_on
+from .running.tensors import iter_tensors
 from .running.warning_notes import collected_warnings, warning_notes
 from .session import AnalyzeOptions, Clock, Session
 
@@ -63,6 +64,7 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
 
 
 def _analyze(workload: Workload, options: AnalyzeOptions) -> rm.Report:
+    options, placed = _placed(workload, options)
     if options.resume:
         return _resume(workload, options)
     started_at = rm.started_now()
@@ -79,8 +81,26 @@ def _analyze(workload: Workload, options: AnalyzeOptions) -> rm.Report:
         report = _run(workload, calls, ctx, session, started_at, copy_note, worker)
     report.notes.extend(warning_notes(seen))
     report.notes.extend(ti.torch_log_notes(logged, "during the run"))
+    if placed:
+        report.notes.append(placed)
     report.cost = cost.finish(report)
     return report
+
+
+def _placed(workload: Workload, options: AnalyzeOptions) -> tuple[AnalyzeOptions, str | None]:
+    """Without --device, a model and calls the builder put on one CUDA device are measured there (its
+    synchronisation, allocator peaks, preflight and float64 reference ways), as if `--device` named it;
+    the note that says so. Anything else (the CPU, tensors on several devices) keeps the builder's placement."""
+    if options.device is not None or not isinstance(workload.model, torch.nn.Module):
+        return options, None
+    model = workload.model
+    devices = {t.device for t in [*model.parameters(), *model.buffers()]}
+    devices |= {t.device for call in workload.calls() for t in iter_tensors((tuple(call.args), dict(call.kwargs)))}
+    if len(devices) != 1 or next(iter(devices)).type != "cuda":
+        return options, None
+    device = str(next(iter(devices)))
+    note = f"Measured on {device}, where the target put the model and its inputs (no --device)."
+    return dataclasses.replace(options, device=device), note
 
 
 def _context(workload: Workload, options: AnalyzeOptions, cost: RunCost) -> tuple[PhaseContext, str | None]:
@@ -235,11 +255,12 @@ def _pristine_copy(workload: Workload, options: AnalyzeOptions) -> tuple[Any, st
     model and one copy at most."""
     if not (options.compile and (options.fix or options.bench)) or not isinstance(workload.model, torch.nn.Module):
         return None, None
-    try:
-        pristine = light_copy(workload.model) if not options.train else copy_model(workload.model)
+    accelerator = options.device is not None and options.device != "cpu"
+    try:  # training on an accelerator: copied straight to the host (a model built there is not doubled on it)
+        pristine = light_copy(workload.model) if not options.train else copy_model(workload.model, to="cpu" if accelerator else None)
     except CopyError as exc:
         return None, f"{exc}: fix and bench copied the model after the analysis ran it (first-call set-up done)."
-    if options.train and options.device is not None and options.device != "cpu":
+    if options.train and accelerator:
         pristine.to("cpu")
     return pristine, None
 

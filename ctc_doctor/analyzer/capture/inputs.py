@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from ..running.copying import fresh_copy, holds_state
+from ..running.copying import Reuse, fresh_copy, holds_state
 from ..running.modules import forward_pre_hooks
 from ..running.tensors import map_tensors
 
@@ -81,6 +81,8 @@ class ModuleInputs:
         self.modules: dict[str, torch.nn.Module] = dict(model.named_modules()) if isinstance(model, torch.nn.Module) else {}
         self.inputs: dict[str, CapturedCall] = {}
         self.calls: Counter[str] = Counter()
+        self.reuse = Reuse()
+        """Copies lent between calls (a KV cache every layer receives is copied once per layer's entry)."""
 
     def record(self) -> contextlib.AbstractContextManager[None]:
         """Record for the duration of the block."""
@@ -93,7 +95,9 @@ class ModuleInputs:
                 shared: list[str] = []
                 device = accelerator_of((args, kwargs))
                 host = "cpu" if device is not None else None
-                a, k = fresh_copy(tuple(args), shared, device=host), fresh_copy(dict(kwargs), shared, device=host)
+                memo = self.reuse.memo(host)
+                a, k = fresh_copy(tuple(args), shared, memo, device=host), fresh_copy(dict(kwargs), shared, memo, device=host)
+                self.reuse.learn(memo, host)
                 sig = signature((tuple(args), dict(kwargs)))  # the call's own devices: the memo keys of trials
                 self.inputs[path] = CapturedCall(a, k, torch.is_grad_enabled(), sig, sorted(set(shared)), device)
 

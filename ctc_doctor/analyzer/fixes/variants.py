@@ -28,7 +28,7 @@ from .. import torch_internals as ti
 from ..running.calls import run_call
 from ..running.copying import CopyError, working_copy
 from ..running.modules import forward_arg_names
-from ..running.tensors import clone_inputs
+from ..running.tensors import clone_inputs, iter_tensors
 from .rewrite import RewriteError, build_function, parse_edits, plan_rewrite
 
 
@@ -149,7 +149,9 @@ def _transform_calls(calls: list[Call], names: list[str], action: rm.FixAction) 
         else:  # scalar_to_tensor
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise VariantError(f"{action.argument} is not a Python number")
-            value = torch.tensor(float(value))
+            # on the call's own device: a host scalar beside CUDA tensors would keep CUDA graphs off the fixed copy
+            on = next(iter_tensors((tuple(call.args), dict(call.kwargs))), None)
+            value = torch.tensor(float(value), device=on.device if on is not None else None)
         if slot[0] == "kw":
             kwargs[slot[1]] = value
         else:

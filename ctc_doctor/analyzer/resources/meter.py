@@ -10,6 +10,7 @@ and slows down while an arm is timed, so it does not disturb what it measures.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ import torch
 
 from ...progress import ProgressEvent, Step
 from ...reports import models as rm
+from ..running.device import watching_resets
 from ..running.memory import descendants, rss_bytes
 
 _SAMPLE_S = 0.1
@@ -68,6 +70,7 @@ class CostMeter:
     """Wall time and peak memory per phase of the doctor's run (see the module doc)."""
 
     def __init__(self, device: str) -> None:
+        self.device = device
         self.cuda = device.startswith("cuda") and torch.cuda.is_available()
         self.phases: dict[str, _Phase] = {}
         self.current: str | None = None
@@ -83,6 +86,8 @@ class CostMeter:
         self._pids_at = 0.0
         self._thread = threading.Thread(target=self._sample_loop, name="ctc-doctor-cost", daemon=True)
         self._thread.start()
+        self._watch = contextlib.ExitStack()
+        self._watch.enter_context(watching_resets(self._fold_locked))
 
     def progress(self, event: ProgressEvent) -> None:
         """A progress event: the phase it belongs to starts (or goes on). A phase's first and last moments
@@ -100,16 +105,25 @@ class CostMeter:
                 self.phases[phase] = _Phase(start_self=rss_bytes() or 0)
         self.sample()
         if self.cuda:
-            torch.cuda.reset_peak_memory_stats()
+            torch.cuda.reset_peak_memory_stats(self.device)
+
+    def fold_cuda_peak(self) -> None:
+        """The CUDA allocator's peaks so far into the current phase's (before a reset within it:
+        `device.watching_resets`, which the run's cost account sets up)."""
+        if self.cuda and self.current is not None:
+            phase = self.phases[self.current]
+            phase.peak_cuda = max(phase.peak_cuda, torch.cuda.max_memory_allocated(self.device))
+            phase.peak_cuda_reserved = max(phase.peak_cuda_reserved, torch.cuda.max_memory_reserved(self.device))
+
+    def _fold_locked(self) -> None:
+        with self._lock:
+            self.fold_cuda_peak()
 
     def _close(self) -> None:
         now = time.perf_counter()
         if self.current is not None:
-            phase = self.phases[self.current]
-            phase.wall_s += now - self.since
-            if self.cuda:
-                phase.peak_cuda = max(phase.peak_cuda, torch.cuda.max_memory_allocated())
-                phase.peak_cuda_reserved = max(phase.peak_cuda_reserved, torch.cuda.max_memory_reserved())
+            self.phases[self.current].wall_s += now - self.since
+            self.fold_cuda_peak()
         self.since = now
 
     def _children_rss(self) -> int:
@@ -151,6 +165,7 @@ class CostMeter:
         """Stop sampling; each phase's wall time and peaks."""
         self._stop.set()
         self._thread.join(timeout=2.0)
+        self._watch.close()
         with self._lock:
             self._close()
             self.current = None

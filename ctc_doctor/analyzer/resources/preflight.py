@@ -24,7 +24,7 @@ import torch
 
 from ...errors import CtcDoctorError, ExitCode
 from ...reports import models as rm
-from ..running.device import free_bytes
+from ..running.device import cuda_mark, cuda_peak_above, free_bytes
 from ..running.tensors import iter_tensors
 
 
@@ -72,19 +72,14 @@ def measuring(model: Any, device: str, train: bool) -> Iterator[rm.Footprint]:
                 largest[1] += size
 
         handles = [m.register_forward_hook(seen) for m in model.modules()]
-    base = 0
-    if cuda:
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
+    base = cuda_mark(device) if cuda else 0
     try:
         yield footprint
     finally:
         for h in handles:
             h.remove()
         if cuda:
-            torch.cuda.synchronize()
-            footprint.activations_mb = round((torch.cuda.max_memory_allocated() - base) / 2**20, 1)
+            footprint.activations_mb = round(cuda_peak_above(device, base) / 2**20, 1)
             footprint.method = "CUDA allocator peak above the model"
         else:
             # inference holds a few module outputs at a time; training keeps every leaf's for backward

@@ -11,6 +11,7 @@ deep with its tensors detached (so a trial never writes into the model's own cac
 from __future__ import annotations
 
 import copy
+import weakref
 from typing import Any
 
 import torch
@@ -33,10 +34,13 @@ def try_deepcopy(value: Any, memo: dict[int, Any] | None = None) -> tuple[bool, 
         return False, None
 
 
-def copy_model(model: torch.nn.Module, *, share_parameters: bool = False) -> torch.nn.Module:
+def copy_model(model: torch.nn.Module, *, share_parameters: bool = False, to: str | None = None) -> torch.nn.Module:
     """A deep copy; attributes deepcopy refuses (locks, handles) are shared with the original, and with
-    `share_parameters` the parameters too (`light_copy`)."""
+    `share_parameters` the parameters too (`light_copy`). With `to` (the host), the parameters and buffers
+    are copied straight there: a model on an accelerator is never doubled on it."""
     shared: dict[int, Any] = {id(p): p for p in model.parameters()} if share_parameters else {}
+    if to is not None and not share_parameters:
+        shared = _copies_on(model, to)
     ok, out = try_deepcopy(model, dict(shared))
     if ok:
         return out  # type: ignore[no-any-return]
@@ -49,6 +53,19 @@ def copy_model(model: torch.nn.Module, *, share_parameters: bool = False) -> tor
         return copy.deepcopy(model, memo)
     except Exception as exc:
         raise CopyError(f"cannot copy the model: {type(exc).__name__}: {exc}") from exc
+
+
+def _copies_on(model: torch.nn.Module, device: str) -> dict[int, Any]:
+    """A deepcopy memo: each parameter and buffer of `model` copied to `device` (tied ones once)."""
+    memo: dict[int, Any] = {}
+    with torch.no_grad():
+        for p in model.parameters():
+            if id(p) not in memo:
+                memo[id(p)] = torch.nn.Parameter(p.detach().to(device, copy=True), requires_grad=p.requires_grad)
+        for b in model.buffers():
+            if id(b) not in memo:
+                memo[id(b)] = b.detach().to(device, copy=True)
+    return memo
 
 
 def light_copy(model: torch.nn.Module) -> torch.nn.Module:
@@ -97,7 +114,37 @@ def fresh_copy(
 def _fresh_tensor(value: torch.Tensor, memo: dict[int, Any], device: str | None) -> torch.Tensor:
     if id(value) not in memo:
         memo[id(value)] = clone_tensor(value, device)
+        memo.setdefault(id(memo), []).append(value)  # the original, as deepcopy keeps it (`Reuse.learn`)
     return memo[id(value)]  # type: ignore[no-any-return]
+
+
+class Reuse:
+    """The tensor copies one recording made, lent to its later calls while each original is unchanged (the
+    same object, its version counter not moved by an in-place write). A transformers decoder passes one KV
+    cache to every layer, each layer's call holding the cache as filled so far: copied whole per call, the
+    copies grew with the square of the layer count; reused, each layer's keys and values are copied once.
+    Copies are not written into (each trial copies its own), so sharing them between calls is safe."""
+
+    def __init__(self) -> None:
+        self._made: dict[tuple[int, str | None], tuple[weakref.ref[torch.Tensor], int, torch.Tensor]] = {}
+
+    def memo(self, device: str | None) -> dict[int, Any]:
+        """A `fresh_copy` memo holding the copies still good for a call copied to `device`."""
+        memo: dict[int, Any] = {}
+        for key, (ref, version, made) in list(self._made.items()):
+            original = ref()
+            if original is None or original._version != version:
+                del self._made[key]
+            elif key[1] == device:
+                memo[key[0]] = made
+        return memo
+
+    def learn(self, memo: dict[int, Any], device: str | None) -> None:
+        """The tensors a `fresh_copy` into `memo` copied (the originals its keep-alive list holds)."""
+        for original in memo.get(id(memo), []):
+            made = memo.get(id(original))
+            if isinstance(original, torch.Tensor) and isinstance(made, torch.Tensor) and made is not original:
+                self._made[(id(original), device)] = (weakref.ref(original), original._version, made)
 
 
 def _fresh_object(value: Any, shared: list[str] | None, memo: dict[int, Any], depth: int, device: str | None) -> Any:
@@ -105,8 +152,11 @@ def _fresh_object(value: Any, shared: list[str] | None, memo: dict[int, Any], de
         return value
     if id(value) in memo:
         return memo[id(value)]
-    ok, out = try_deepcopy(value)
+    trial = dict(memo)  # the tensors copied before are reused; what a failed deepcopy left goes with it
+    ok, out = try_deepcopy(value, trial)
     if ok:
+        memo.setdefault(id(memo), []).extend(trial.pop(id(trial), []))
+        memo.update(trial)
         return out
     if depth < _MAX_DEPTH and hasattr(value, "__dict__") and not isinstance(value, torch.nn.Module):
         ok, clone = _shallow(value)

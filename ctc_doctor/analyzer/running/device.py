@@ -5,14 +5,48 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable, Iterator
 
 import torch
+
+_BEFORE_RESET: list[Callable[[], None]] = []
+"""Called before the CUDA allocator's peak is reset (`watching_resets`): the cost meter folds the peak so
+far into its phase, so a reset inside a phase (a reference way's mark, an arm's) does not lose it."""
+
+
+@contextlib.contextmanager
+def watching_resets(fold: Callable[[], None]) -> Iterator[None]:
+    """`fold` called before every peak reset of `reset_peak_memory` and `cuda_mark` while the block runs."""
+    _BEFORE_RESET.append(fold)
+    try:
+        yield
+    finally:
+        _BEFORE_RESET.remove(fold)
+
+
+def _reset_cuda_peak(device: str) -> None:
+    torch.cuda.synchronize(device)
+    for fold in list(_BEFORE_RESET):
+        fold()
+    torch.cuda.reset_peak_memory_stats(device)
+
+
+def cuda_mark(device: str) -> int:
+    """The CUDA allocator's peak reset (what it was folded first) and the bytes allocated now: the base
+    `cuda_peak_above` measures from."""
+    _reset_cuda_peak(device)
+    return int(torch.cuda.memory_allocated(device))
+
+
+def cuda_peak_above(device: str, base: int) -> int:
+    """The CUDA allocator's peak since `cuda_mark`, above its base."""
+    torch.cuda.synchronize(device)
+    return max(0, int(torch.cuda.max_memory_allocated(device)) - base)
 
 
 def reset_peak_memory(device: str) -> None:
     if device.startswith("cuda"):
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
+        _reset_cuda_peak(device)
         return
     with contextlib.suppress(OSError):  # Linux: "5" resets the process's peak RSS (VmHWM)
         with open("/proc/self/clear_refs", "w") as fh:
@@ -22,7 +56,7 @@ def reset_peak_memory(device: str) -> None:
 def peak_memory_mb(device: str) -> float | None:
     """CUDA: peak allocated since the reset. CPU: the process's peak RSS (Linux), else None."""
     if device.startswith("cuda"):
-        return round(torch.cuda.max_memory_allocated() / 2**20, 1)
+        return round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
     try:
         with open("/proc/self/status") as fh:
             for line in fh:
@@ -36,13 +70,13 @@ def peak_memory_mb(device: str) -> float | None:
 def peak_reserved_mb(device: str) -> float | None:
     """CUDA: the caching allocator's peak reserved since the reset (allocated plus cached); None elsewhere."""
     if device.startswith("cuda"):
-        return round(torch.cuda.max_memory_reserved() / 2**20, 1)
+        return round(torch.cuda.max_memory_reserved(device) / 2**20, 1)
     return None
 
 
 def synchronize(device: str) -> None:
     if device.startswith("cuda"):
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(device)
 
 
 def device_problem(name: str) -> str | None:

@@ -41,7 +41,7 @@ from ...reports import models as rm
 from ...workload import Call, Workload
 from .calls import Sample, preserved_state, run_pass
 from .copying import cast_copy
-from .device import free_bytes
+from .device import cuda_mark, cuda_peak_above, free_bytes
 from .memory import out_of_memory
 from .modules import block_share, cast_blockwise, checkpointed, repeated_blocks, saved_on_host
 from .numerics import _LOW, CHUNK, STEP_NOTE, KeptResults, Reference, tolerance
@@ -75,6 +75,17 @@ def _float_tensors(model: torch.nn.Module) -> list[torch.Tensor]:
     return list(seen.values())
 
 
+def _cast_tensors(model: torch.nn.Module, device: str | None) -> list[torch.Tensor]:
+    """What a cast to another dtype changes: the floating-point parameters and buffers, and with `device`
+    (the host's reference) the others too (token ids, masks), each once: none is left behind."""
+    if device is None:
+        return _float_tensors(model)
+    seen: dict[int, torch.Tensor] = {}
+    for t in [*model.parameters(), *model.buffers()]:
+        seen.setdefault(id(t), t)
+    return list(seen.values())
+
+
 def _largest_module(model: torch.nn.Module, itemsize: int | None = None) -> int:
     """Bytes of the floating-point tensors the largest single module owns (not its children's)."""
     sizes = [
@@ -105,12 +116,12 @@ def cast_in_place(model: torch.nn.Module, dtype: torch.dtype, device: str | None
     back in their own dtype and device. Exact both ways: float64 holds every float32, bfloat16 and float16
     value, so the model comes back bit for bit. No copy of the model: the memory is the cast model's alone
     (the original tensors are freed while it runs, unless something else holds them)."""
-    tensors = _float_tensors(model)
+    tensors = _cast_tensors(model, device)
     before = [(t.dtype, t.device) for t in tensors]
     try:
         with torch.no_grad():
             for t in tensors:
-                t.data = t.data.to(device=device or t.device, dtype=dtype)
+                t.data = t.data.to(device=device or t.device, dtype=dtype if t.is_floating_point() else t.dtype)
         yield
     finally:
         with torch.no_grad():
@@ -123,14 +134,14 @@ def cast_for_training(model: torch.nn.Module, dtype: torch.dtype, device: str | 
     """The model's floating-point parameters and buffers in `dtype` (and on `device`) for a training run
     (an optimizer may move them, backward fills their gradients), then back as they were: their own values
     are kept on the host meanwhile (no copy on an accelerator), and their gradients put back."""
-    tensors = _float_tensors(model)
+    tensors = _cast_tensors(model, device)
     before = [(t.dtype, t.device) for t in tensors]
     kept = [t.detach().to("cpu", copy=True) for t in tensors]
     grads = {p: p.grad for p in model.parameters()}
     try:
         with torch.no_grad():
             for t in tensors:
-                t.data = t.data.to(device=device or t.device, dtype=dtype)
+                t.data = t.data.to(device=device or t.device, dtype=dtype if t.is_floating_point() else t.dtype)
         for p in model.parameters():
             p.grad = None
         yield
@@ -488,9 +499,10 @@ def _run_in(
                 raise _NotSliceable(sink.problem)
 
 
-_OWN_FAILURES = ("blockwise", "checkpointed", "offloaded")
+_OWN_FAILURES = ("blockwise", "checkpointed", "offloaded", "host")
 """Ways whose failure says nothing of the others (a module reading another's weight, a block whose
-recomputation differs from its forward)."""
+recomputation differs from its forward, a tensor the model keeps outside its parameters and buffers left
+on the device)."""
 
 
 class _NotSliceable(Exception):
@@ -518,6 +530,7 @@ def make_reference(
     room: Room | None = None,
     placements: tuple[Placement, ...] | None = None,
     slices: tuple[int, ...] | None = None,
+    random: bool = False,
 ) -> Reference:
     """Run the calls at float64 (float32 for a bf16/fp16 model that cannot have a float64 run) and keep how
     far each result is from eager's (`eager`: its kept results; a `Sample` is emptied into a store);
@@ -525,7 +538,9 @@ def make_reference(
 
     The model itself is cast for the run and comes back as it was, so the caller lends a model nothing
     else runs meanwhile. Where it runs is the first way that fits `room` (see the module doc; default:
-    free memory only); `placements` and `slices` restrict the ways tried (tests, a phase that knows)."""
+    free memory only); `placements` and `slices` restrict the ways tried (tests, a phase that knows).
+    `random`: the model draws random numbers (eager from another seed differs), so it never runs on the
+    host for a model on an accelerator (the host's generator draws other numbers from the same seed)."""
     t0 = time.perf_counter()
     room = room or Room(None)
     kept = eager if isinstance(eager, KeptResults) else KeptResults.of(eager)
@@ -544,6 +559,10 @@ def make_reference(
             continue
         if (dtype, "any") in failed or (dtype, way.placement) in failed or (way.slices > 1 and sliceable is not None):
             continue
+        if random and way.placement == "host":
+            failed.add((dtype, "host"))
+            problems.append(f"not on the host: the model draws random numbers, and the host's differ from {device}'s")
+            continue
         if (dtype, way.placement, way.slices) in tried:
             continue
         ok, why = _fits(way, device, room if bounded else Room(None), work)
@@ -559,7 +578,7 @@ def make_reference(
                 continue
         tried.add((dtype, way.placement, way.slices))
         recorder = _DeltaRecorder(kept, store)
-        base = _cuda_mark(cuda)
+        base = _cuda_mark(cuda, device)
         try:
             _run_in(way, model, workload, calls, recorder, seed=seed, train=train, steps=steps, where=device)
         except Exception as exc:  # noqa: BLE001 - an op without this dtype, out of memory: the next way, said so
@@ -572,7 +591,7 @@ def make_reference(
             elif not out_of_memory(exc):  # an op without this dtype fails anywhere; a way's own failure (_OWN_FAILURES) only there
                 failed.add((dtype, way.placement if way.placement in _OWN_FAILURES else "any"))
             continue
-        peak = _cuda_peak(cuda, base)
+        peak = _cuda_peak(cuda, device, base)
         method = "float64_reference" if dtype == torch.float64 else "float32_reference"
         notes = []
         if way.placement != "whole" or way.slices > 1 or problems:
@@ -616,20 +635,13 @@ def _run_record(
     )
 
 
-def _cuda_mark(cuda: bool) -> int:
-    if not cuda:
-        return 0
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    return int(torch.cuda.memory_allocated())
+def _cuda_mark(cuda: bool, device: str) -> int:
+    return cuda_mark(device) if cuda else 0
 
 
-def _cuda_peak(cuda: bool, base: int) -> int | None:
+def _cuda_peak(cuda: bool, device: str, base: int) -> int | None:
     """The CUDA allocator's peak since `_cuda_mark`, above what was allocated then."""
-    if not cuda:
-        return None
-    torch.cuda.synchronize()
-    return max(0, int(torch.cuda.max_memory_allocated()) - base)
+    return cuda_peak_above(device, base) if cuda else None
 
 
 def _name(dtype: torch.dtype) -> str:

@@ -290,7 +290,7 @@ class ArmRunner:
         self.progress(ProgressEvent(Step.BENCH_REFERENCE))
         self.reference = make_reference(
             model, self.workload, calls, self.eager, seed=self.seed, train=self.train,
-            device=self.device, loose=loose_backend(self.bench.backend), steps=self.steps, room=self.room,
+            device=self.device, loose=loose_backend(self.bench.backend), steps=self.steps, room=self.room, random=self.random,
         )  # fmt: skip
         ti.fresh_dynamo_state()
         return self.reference
@@ -393,6 +393,7 @@ class ArmRunner:
                     ti.fresh_dynamo_state()
                     with ti.count_compiles() as warm:
                         self.run_pass(fn, arm, step=step)
+                        dev.synchronize(self.device)  # its queued work ends here, not in the first timed pass
                     out.warm_compile_time_s = round(warm.compile_time_s, 4)
             passes = 1 + (out.warm_compile_time_s is not None)
             if kept is not None:

@@ -163,7 +163,7 @@ def record_inputs(model: torch.nn.Module, ctx: PhaseContext) -> ModuleInputs:
     """Each module's inputs on the workload's first call, run eagerly on `model` (a fresh copy)."""
     inputs = ModuleInputs(model)
     settings = ctx.settings
-    with inputs.record(), preserved_state(model, parameters=True):
+    with inputs.record(), preserved_state(model):  # no optimizer: the parameters stay as they are, no copy of them
         run_call(model, ctx.workload, ctx.calls[0], 0, seed=settings.seed, train=settings.train, model=model)
     return inputs
 

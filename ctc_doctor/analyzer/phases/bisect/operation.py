@@ -26,7 +26,7 @@ import torch
 from ....reports import models as rm
 from ... import torch_internals as ti
 from ...capture.inputs import CapturedCall
-from ...running.calls import lines_run
+from ...running.calls import lines_run, seeded
 from ...running.deadline import DeadlineExceeded, deadline
 from ...running.numerics import multiplier, tolerance
 from ...running.precision import cast_in_place
@@ -155,8 +155,7 @@ def _at_float64(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 def _run(fn: Any, args: list[Any]) -> list[torch.Tensor]:
     """`fn` on a fresh copy of `args` (a graph may update an input in place), from one seed."""
     fresh = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
+    with seeded(0):  # every generator in use, CUDA's too, put back after
         return _outputs(fn(*fresh))
 
 

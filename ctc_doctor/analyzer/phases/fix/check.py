@@ -96,7 +96,7 @@ def make_fix_reference(ctx: PhaseContext) -> Reference:
     # the copy the eager run used is cast for the reference run (inference: in place, put back exact)
     reference = make_reference(
         model, ctx.workload, ctx.calls, eager, seed=seed, train=train,
-        device=ctx.settings.where, loose=loose_backend(ctx.settings.backend), room=ctx.room,
+        device=ctx.settings.where, loose=loose_backend(ctx.settings.backend), room=ctx.room, random=random,
     )  # fmt: skip
     del model
     release_memory(ctx.settings.where)  # the reference's float64 activations: the checks start from what the model holds
