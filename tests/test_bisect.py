@@ -536,3 +536,38 @@ def test_a_kv_cache_every_layer_receives_is_copied_once_per_layers_entry_and_rep
     with inputs.record():
         written(torch.ones(2))
     assert inputs.inputs["a"].args[1].tolist() == [1.0, 1.0] and inputs.inputs["b"].args[1].tolist() == [2.0, 2.0]
+
+
+def test_a_bisection_stopped_by_a_signal_keeps_the_trials_it_ran(tmp_path):
+    """SIGTERM (a job's time limit) in the middle of a bisection: the report is written with the trials run
+    before the stop, each with its status (they were dropped), the note that the search has no answer,
+    and the run ends with exit 130."""
+    import signal
+
+    from ctc_doctor.errors import ExitCode
+    from ctc_doctor.progress import ProgressEvent, Step
+
+    from .conftest import REPO
+
+    out = tmp_path / "r.json"
+    read, write = os.pipe()
+    env = {**os.environ, "PYTHONPATH": str(TARGETS)}
+    args = [sys.executable, "-m", "ctc_doctor", "bisect", "user_targets:slow_trials", "--no-memo", "--strategy", "bottom-up"]
+    args += ["--json", str(out), "-q", "--progress-fd", str(write)]
+    parent = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, pass_fds=(write,))
+    os.close(write)
+    with os.fdopen(read, encoding="utf-8") as events:
+        for line in events:
+            event = ProgressEvent.parse(line)
+            if event is not None and event.step is Step.BISECT and event.subject == "2":  # blocks 0 and 1 tried
+                parent.send_signal(signal.SIGTERM)
+                break
+    _, stderr = parent.communicate(timeout=120)
+    assert parent.returncode == ExitCode.INTERRUPTED, stderr
+    report = load_report(out)
+    assert report.errors[-1].phase == "interrupted" and report.errors[-1].type == "SIGTERM"
+    b = report.bisect
+    assert b is not None and not b.smallest_failing and b.trial_count >= 2, b
+    rows = {t.module_path: t.status for t in b.trials}
+    assert rows["0"] == rows["1"] == "passed" and rows["5"] == "skipped", rows
+    assert any(n.startswith("The run was stopped during the bisection: the trials run before it are kept (0, 1") for n in b.notes), b.notes

@@ -362,7 +362,9 @@ def bisect_into(
     try:
         phase_ctx = dataclasses.replace(ctx, budget_s=clock.planned(), report=report.model_copy(deep=True))
         report.bisect = run_bisect(phase_ctx, options, inputs)
-    except Stopped as stop:  # the trials run so far are in no section: the analysis stands
+    except Stopped as stop:  # the trials run before it are kept (`run_bisect`), and the analysis stands
+        if isinstance(stop.partial, rm.Bisect):
+            report.bisect = stop.partial
         report.errors.append(stop_record(stop, "bisect", "the bisection did not finish within --timeout; partial report"))
     except Exception as exc:  # noqa: BLE001 - the analysis part of the report still stands
         report.errors.append(rm.ErrorRecord(phase="bisect", type=type(exc).__name__, message=describe_error(exc)[:500]))

@@ -243,3 +243,20 @@ def with_tanh():
         with open(os.environ["CTC_TEST_BUILDS"], "a", encoding="utf-8") as fh:
             fh.write(f"{os.getpid()}\n")
     return WithTanh(), (torch.randn(2, 8),)
+
+
+class _LongTrace(nn.Module):
+    def __init__(self, k: float) -> None:
+        super().__init__()
+        self.k = k
+
+    def forward(self, x):
+        for _ in range(1500):  # compiles whole, but tracing it takes a while: a slow trial
+            x = x + self.k
+        return x
+
+
+def slow_trials():
+    """Six blocks (each its own constant: no two judged alike) whose fullgraph trials pass after a long
+    trace: a bisection that runs for seconds, to be stopped in the middle."""
+    return nn.Sequential(*[_LongTrace(float(i)) for i in range(6)]), (torch.randn(2, 4),)

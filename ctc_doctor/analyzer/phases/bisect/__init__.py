@@ -22,7 +22,7 @@ from ...capture.inputs import CapturedCall, ModuleInputs
 from ...readers.findings import frame as _frame
 from ...readers.sources import classify_file
 from ...running.calls import preserved_state
-from ...running.deadline import enforceable
+from ...running.deadline import Stopped, enforceable
 from ...running.modules import describe_inputs, path_key
 from ...running.worker import rebuild_setup
 from ..context import PhaseContext
@@ -127,13 +127,24 @@ def run_bisect(ctx: PhaseContext, options: BisectOptions, inputs: BisectInputs) 
         stop_at = time.monotonic() + ctx.budget_s if ctx.budget_s is not None else None
         search = Search(tree, run, memoize=options.memoize, max_trials=options.max_trials, progress=ctx.progress, stop_at=stop_at)
         answers: dict[str, tuple[list[str], bool, int]] = {}
-        for name in ("top-down", "bottom-up") if options.strategy == "both" else (options.strategy,):
-            search.consulted = set()
-            if name == "top-down":
-                found, complete = top_down(search, "", inputs.index)
-            else:
-                found, complete = bottom_up(search, "")
-            answers[name] = (sorted(found, key=path_key), complete, len(search.consulted))
+        try:
+            for name in ("top-down", "bottom-up") if options.strategy == "both" else (options.strategy,):
+                search.consulted = set()
+                if name == "top-down":
+                    found, complete = top_down(search, "", inputs.index)
+                else:
+                    found, complete = bottom_up(search, "")
+                answers[name] = (sorted(found, key=path_key), complete, len(search.consulted))
+        except Stopped as stop:  # the trials run before the stop are kept: each row says what its module did
+            result.trial_count = search.trials_run
+            result.child_processes = worker.starts if worker is not None else 0
+            result.exhaustive_count = sum(1 for _, d in tree.nodes(data=True) if d["exercised"])
+            result.trials = _rows(tree, search, inputs.index)
+            tried = ", ".join(p or "(root)" for p in search.outcomes) or "none"
+            result.notes = [*notes, f"The run was stopped during the bisection: the trials run before it are kept ({tried}); no answer."]
+            result.duration_s = round(time.perf_counter() - t0, 3)
+            stop.partial = result
+            raise
 
     result.by_strategy = {
         name: rm.BisectStrategyResult(smallest_failing=found, trial_count=count, complete=complete)
