@@ -629,3 +629,54 @@ def test_a_model_its_target_put_on_cuda_is_measured_there_and_a_random_one_never
         model, workload, calls, eager, seed=0, train=False, device="cuda", loose=False, placements=("host",), random=True
     )
     assert reference.method == "elementwise" and "not on the host: the model draws random numbers" in reference.note, reference.note
+
+
+def test_with_an_arms_child_the_analysing_process_gives_its_model_back_before_the_child_builds_its_own(tmp_path):
+    """--arm-memory-limit runs the arms in a child process that rebuilds the 256 MB model: the analysing
+    process lets go of its model and pristine copy first (the report says how much), so the two never hold
+    it at once: measured on the processes, the analysing one holds about a model less while the child runs."""
+    import time
+
+    from ctc_doctor.analyzer.running.memory import descendants, rss_bytes
+    from ctc_doctor.progress import ProgressEvent, Step
+
+    from .conftest import REPO, TARGETS
+
+    out = tmp_path / "r.json"
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    env = {**os.environ, "PYTHONPATH": str(TARGETS)}
+    args = [sys.executable, "-m", "ctc_doctor", "bench", "cost_targets:big_blocks", "--no-fix", *QUICK, "-q"]
+    args += ["--arm-memory-limit", "4096", "--json", str(out), "--progress-fd", str(write)]
+    root = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, pass_fds=(write,))
+    os.close(write)
+    step, buffer = Step.LOAD, b""
+    mb: dict[str, float] = {"analysis": 0.0, "arms": 0.0, "child": 0.0}
+    while root.poll() is None:
+        try:
+            buffer += os.read(read, 65536)
+        except BlockingIOError:
+            pass
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            event = ProgressEvent.parse(line.decode())
+            if event is not None:
+                step = event.step
+        tree = [root.pid, *descendants(root.pid)]
+        workers = [p for p in tree if "bench_worker" in _cmdline(p)]
+        analysing = max((p for p in tree if "cost_targets:big_blocks" in _cmdline(p)), key=lambda p: rss_bytes(p) or 0, default=None)
+        own = (rss_bytes(analysing) or 0) / 2**20 if analysing else 0.0
+        if step in (Step.EAGER, Step.REPORT):
+            mb["analysis"] = max(mb["analysis"], own)
+        elif step is Step.ARM and workers:
+            mb["arms"] = max(mb["arms"], own)
+            mb["child"] = max(mb["child"], sum(rss_bytes(p) or 0 for p in workers) / 2**20)
+        time.sleep(0.02)
+    os.close(read)
+    assert root.returncode == 0, root.stderr.read() if root.stderr else ""
+    report = load_report(out)
+    assert report.benchmark.isolation.isolated and report.benchmark.isolation.child_processes >= 1
+    released = report.cost.released or ""
+    assert "its pristine copy before the arms' child rebuilt the model (256 MB)" in released, released
+    assert mb["analysis"] > 0 and mb["arms"] > 0 and mb["child"] > 256, mb
+    assert mb["analysis"] - mb["arms"] > 0.7 * 256, mb  # the analysing process gave the model back
