@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -238,6 +240,38 @@ def test_the_run_does_not_outlive_a_command_stopped_by_sigkill(tmp_path):
     assert not any(_alive(p) for p in children), [_cmdline(p) for p in children]
 
 
+def _run_sampled(args: list[str], sample: Callable[[Any, int], None]) -> subprocess.Popen[str]:
+    """`python -m ctc_doctor ARGS --progress-fd FD` from the repository root, with the test targets
+    importable; `sample(step, pid)` every 20 ms with the step of its latest progress event, until it exits."""
+    import time
+
+    from ctc_doctor.progress import ProgressEvent, Step
+
+    from .conftest import REPO, TARGETS
+
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    env = {**os.environ, "PYTHONPATH": str(TARGETS)}
+    argv = [sys.executable, "-m", "ctc_doctor", *args, "--progress-fd", str(write)]
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, pass_fds=(write,))
+    os.close(write)
+    step, buffer = Step.LOAD, b""
+    while proc.poll() is None:
+        try:
+            buffer += os.read(read, 65536)
+        except BlockingIOError:
+            pass
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            event = ProgressEvent.parse(line.decode())
+            if event is not None:
+                step = event.step
+        sample(step, proc.pid)
+        time.sleep(0.02)
+    os.close(read)
+    return proc
+
+
 def _cmdline(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
@@ -309,40 +343,21 @@ def test_the_early_bisection_child_builds_no_second_model_while_the_analysis_run
     it holds no copy of the 256 MB model (measured on the process tree), during the bisection it does.
     With --memory-limit 200 (MB) a second model does not fit: the trials run in this process, and the
     child, idle, is gone before they start."""
-    import time
-
     from ctc_doctor.analyzer.running.memory import descendants, rss_bytes
-    from ctc_doctor.progress import ProgressEvent, Step
-
-    from .conftest import REPO, TARGETS
+    from ctc_doctor.progress import Step
 
     out = tmp_path / "r.json"
-    read, write = os.pipe()
-    os.set_blocking(read, False)
-    env = {**os.environ, "PYTHONPATH": str(TARGETS)}
-    args = [sys.executable, "-m", "ctc_doctor", "cost_targets:big_blocks", "--no-fix", *QUICK, "-q"]
-    args += ["--json", str(out), "--progress-fd", str(write), *(["--memory-limit", limit] if limit else [])]
-    parent = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, pass_fds=(write,))
-    os.close(write)
-    phase, buffer = Step.LOAD, b""
+    args = ["cost_targets:big_blocks", "--no-fix", *QUICK, "-q", "--json", str(out), *(["--memory-limit", limit] if limit else [])]
     child_mb: dict[str, float] = {"analysis": 0.0, "bisection": 0.0}
-    while parent.poll() is None:
-        try:
-            buffer += os.read(read, 65536)
-        except BlockingIOError:
-            pass
-        *lines, buffer = buffer.split(b"\n")
-        for line in lines:
-            event = ProgressEvent.parse(line.decode())
-            if event is not None:
-                phase = event.step
+
+    def sample(step: Step, parent: int) -> None:
         analysis = (Step.LOAD, Step.COMPILE, Step.EAGER, Step.EXPLAIN)
-        stage = "bisection" if phase is Step.BISECT else "analysis" if phase in analysis else None
-        trials = [p for p in descendants(parent.pid) if "trial_worker" in _cmdline(p)]
+        stage = "bisection" if step is Step.BISECT else "analysis" if step in analysis else None
+        trials = [p for p in descendants(parent) if "trial_worker" in _cmdline(p)]
         if stage is not None and trials:
             child_mb[stage] = max(child_mb[stage], sum((rss_bytes(p) or 0) for p in trials) / 2**20)
-        time.sleep(0.02)
-    os.close(read)
+
+    parent = _run_sampled(args, sample)
     assert parent.returncode == 0, parent.stderr.read() if parent.stderr else ""
     report = load_report(out)
     if limit:
@@ -635,34 +650,16 @@ def test_with_an_arms_child_the_analysing_process_gives_its_model_back_before_th
     """--arm-memory-limit runs the arms in a child process that rebuilds the 256 MB model: the analysing
     process lets go of its model and pristine copy first (the report says how much), so the two never hold
     it at once: measured on the processes, the analysing one holds about a model less while the child runs."""
-    import time
 
     from ctc_doctor.analyzer.running.memory import descendants, rss_bytes
-    from ctc_doctor.progress import ProgressEvent, Step
-
-    from .conftest import REPO, TARGETS
+    from ctc_doctor.progress import Step
 
     out = tmp_path / "r.json"
-    read, write = os.pipe()
-    os.set_blocking(read, False)
-    env = {**os.environ, "PYTHONPATH": str(TARGETS)}
-    args = [sys.executable, "-m", "ctc_doctor", "bench", "cost_targets:big_blocks", "--no-fix", *QUICK, "-q"]
-    args += ["--arm-memory-limit", "4096", "--json", str(out), "--progress-fd", str(write)]
-    root = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, pass_fds=(write,))
-    os.close(write)
-    step, buffer = Step.LOAD, b""
+    args = ["bench", "cost_targets:big_blocks", "--no-fix", *QUICK, "-q", "--arm-memory-limit", "4096", "--json", str(out)]
     mb: dict[str, float] = {"analysis": 0.0, "arms": 0.0, "child": 0.0}
-    while root.poll() is None:
-        try:
-            buffer += os.read(read, 65536)
-        except BlockingIOError:
-            pass
-        *lines, buffer = buffer.split(b"\n")
-        for line in lines:
-            event = ProgressEvent.parse(line.decode())
-            if event is not None:
-                step = event.step
-        tree = [root.pid, *descendants(root.pid)]
+
+    def sample(step: Step, root: int) -> None:
+        tree = [root, *descendants(root)]
         workers = [p for p in tree if "bench_worker" in _cmdline(p)]
         analysing = max((p for p in tree if "cost_targets:big_blocks" in _cmdline(p)), key=lambda p: rss_bytes(p) or 0, default=None)
         own = (rss_bytes(analysing) or 0) / 2**20 if analysing else 0.0
@@ -671,8 +668,8 @@ def test_with_an_arms_child_the_analysing_process_gives_its_model_back_before_th
         elif step is Step.ARM and workers:
             mb["arms"] = max(mb["arms"], own)
             mb["child"] = max(mb["child"], sum(rss_bytes(p) or 0 for p in workers) / 2**20)
-        time.sleep(0.02)
-    os.close(read)
+
+    root = _run_sampled(args, sample)
     assert root.returncode == 0, root.stderr.read() if root.stderr else ""
     report = load_report(out)
     assert report.benchmark.isolation.isolated and report.benchmark.isolation.child_processes >= 1
