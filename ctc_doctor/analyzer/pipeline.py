@@ -373,8 +373,9 @@ def bisect_into(
         statuses = {t.status for t in report.bisect.trials} if report.bisect else {"crashed"}
         if "failed" in statuses:
             report.summary.verdict = "graph_breaks"
-        else:
-            report.summary.verdict = "failed" if statuses & {"timeout", "crashed"} else "clean"
+        else:  # a bisection stopped with modules untried is no pass
+            untried = report.bisect is not None and bool(report.bisect.untried)
+            report.summary.verdict = "failed" if statuses & {"timeout", "crashed"} or untried else "clean"
         report.notes.insert(
             0,
             "Bisection only: the break, recompile and graph counts were not measured (run `ctc-doctor TARGET` for the full analysis).",

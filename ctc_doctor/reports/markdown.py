@@ -448,6 +448,8 @@ def render_markdown(report: Report) -> str:
                 what = f"{', '.join(row.registry_ids)} {row.gb_type or row.reason or ''}".strip() + where
                 md.add(f"| {_cell(path or '(root)')} | {_cell(row.module_class)} | {_cell(status)} | {_cell(what)} |")
             md.add("")
+        elif b.untried:
+            md.para(f"No answer: the bisection stopped with {len(b.untried)} module(s) untried.")
         else:
             md.para("No module fails `torch.compile(fullgraph=True)` on its captured inputs.")
         md.block([f"Repro: `python {path}`" for path in b.repro_paths])

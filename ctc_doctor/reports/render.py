@@ -97,6 +97,8 @@ def verdict_panel(report: Report) -> Panel:
             headline = "BISECTION DID NOT RUN"
         else:
             headline = "FAILS fullgraph=True" if s.verdict != "clean" else "PASSES fullgraph=True"
+            if b.untried and not b.smallest_failing:
+                headline = "NO ANSWER: the bisection stopped before it ended"
         lines.append(headline + " (bisection only)\n", style=style)
         found = f"{len(b.smallest_failing)} smallest failing module(s)" if b else "bisection did not run"
         lines.append(f"{found} · break and recompile counts not measured: run `ctc-doctor TARGET` for them")

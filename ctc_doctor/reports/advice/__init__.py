@@ -65,7 +65,7 @@ def next_steps(report: Report) -> list[str]:
     steps.extend(_bisect_steps(report))
     b = report.bisect
     if not report.summary.analysis_run:
-        if b is not None and not b.smallest_failing:
+        if b is not None and not b.smallest_failing and not b.untried:
             steps.append(
                 "Every exercised module compiles with fullgraph=True on its first-call inputs; "
                 "run the full analysis (`ctc-doctor TARGET`) for recompiles."

@@ -116,12 +116,14 @@ def render_bisect(b: Bisect) -> list[object]:
         body.append(tree)
     if b.smallest_failing:
         body.append(Text("look at: " + module_label(b.smallest_failing, 100), style="bold"))
+    elif b.untried:
+        body.append(Text("no answer: the bisection stopped before it found the failing modules", style="yellow"))
     else:
         body.append(Text("no submodule fails torch.compile(fullgraph=True) on its captured inputs", style="green"))
     for path in b.repro_paths:
         body.append(Text(f"repro: python {path}", style="cyan"))
     if b.untried:
-        body.append(Text(f"untried (trial budget): {module_label(b.untried, 80)}", style="yellow"))
+        body.append(Text(f"untried: {module_label(b.untried, 80)}", style="yellow"))
     for note in b.notes:
         body.append(Text(f"note: {note}", style="dim"))
     parts.append(Panel(Group(*body), title="bisection: smallest modules that fail fullgraph=True", title_align="left", expand=True))  # type: ignore[arg-type]

@@ -58,7 +58,13 @@ def _phases(report: Report) -> Table:
     if b is None:
         bisect = Text(NOT_RUN, style="dim")
     else:
-        found = f"smallest failing: {module_label(b.smallest_failing, 60)}" if b.smallest_failing else "no failing submodule"
+        found = (
+            f"smallest failing: {module_label(b.smallest_failing, 60)}"
+            if b.smallest_failing
+            else "no answer: stopped before it ended"
+            if b.untried
+            else "no failing submodule"
+        )
         bisect = Text(f"{found} · {bisect_summary_line(b)}")
     table.add_row("bisection", bisect)
     if report.suggestions:

@@ -22,7 +22,7 @@ from ...capture.inputs import CapturedCall, ModuleInputs
 from ...readers.findings import frame as _frame
 from ...readers.sources import classify_file
 from ...running.calls import preserved_state
-from ...running.deadline import Stopped, enforceable
+from ...running.deadline import Interrupted, Stopped, enforceable
 from ...running.modules import describe_inputs, path_key
 from ...running.worker import rebuild_setup
 from ..context import PhaseContext
@@ -127,24 +127,21 @@ def run_bisect(ctx: PhaseContext, options: BisectOptions, inputs: BisectInputs) 
         stop_at = time.monotonic() + ctx.budget_s if ctx.budget_s is not None else None
         search = Search(tree, run, memoize=options.memoize, max_trials=options.max_trials, progress=ctx.progress, stop_at=stop_at)
         answers: dict[str, tuple[list[str], bool, int]] = {}
-        try:
-            for name in ("top-down", "bottom-up") if options.strategy == "both" else (options.strategy,):
-                search.consulted = set()
+        stopped: Stopped | None = None
+        for name in ("top-down", "bottom-up") if options.strategy == "both" else (options.strategy,):
+            search.consulted = set()
+            try:
                 if name == "top-down":
                     found, complete = top_down(search, "", inputs.index)
                 else:
                     found, complete = bottom_up(search, "")
-                answers[name] = (sorted(found, key=path_key), complete, len(search.consulted))
-        except Stopped as stop:  # the trials run before the stop are kept: each row says what its module did
-            result.trial_count = search.trials_run
-            result.child_processes = worker.starts if worker is not None else 0
-            result.exhaustive_count = sum(1 for _, d in tree.nodes(data=True) if d["exercised"])
-            result.trials = _rows(tree, search, inputs.index)
-            tried = ", ".join(p or "(root)" for p in search.outcomes) or "none"
-            result.notes = [*notes, f"The run was stopped during the bisection: the trials run before it are kept ({tried}); no answer."]
-            result.duration_s = round(time.perf_counter() - t0, 3)
-            stop.partial = result
-            raise
+            except Stopped as stop:  # --timeout or a signal: the trials run before it are kept, the rest untried
+                stopped = stop
+                answers[name] = ([], False, len(search.consulted))
+                done = set(search.outcomes)
+                search.untried.extend(p for p, d in tree.nodes(data=True) if d["exercised"] and p not in done and p not in search.untried)
+                break
+            answers[name] = (sorted(found, key=path_key), complete, len(search.consulted))
 
     result.by_strategy = {
         name: rm.BisectStrategyResult(smallest_failing=found, trial_count=count, complete=complete)
@@ -171,6 +168,8 @@ def run_bisect(ctx: PhaseContext, options: BisectOptions, inputs: BisectInputs) 
     result.untried = sorted(search.untried, key=path_key)
     if result.untried:
         why = "--max-trials" if options.max_trials is not None and search.trials_run >= options.max_trials else "the time limit"
+        if isinstance(stopped, Interrupted):
+            why = stopped.signal_name
         notes.append(f"{why} stopped the bisection: {len(result.untried)} module(s) left untried; the answer may be incomplete.")
     first_call = [s.id for s in (ctx.report.graph_breaks if ctx.report else []) if s.first_call_only]
     if first_call:
@@ -189,6 +188,9 @@ def run_bisect(ctx: PhaseContext, options: BisectOptions, inputs: BisectInputs) 
         for row in result.trials:  # an inferred row shares its representative's script
             row.repro_path = scripts.get(row.inferred_from if row.inferred_from is not None else row.module_path)
     result.duration_s = round(time.perf_counter() - t0, 3)
+    if stopped is not None:  # what ran before the stop is the bisection's section (`pipeline.bisect_into`)
+        stopped.partial = result
+        raise stopped
     return result
 
 
@@ -209,7 +211,7 @@ def _rows(tree: nx.DiGraph, search: Search, index: ModuleIndex | None) -> list[r
         if not node["exercised"]:
             row.reason = "not exercised: never called during the first call"
         elif outcome is None:
-            row.reason = "untried: over the trial budget" if path in search.untried else "not needed by the strategy"
+            row.reason = "untried: over the trial budget or the time limit" if path in search.untried else "not needed by the strategy"
         else:
             rep = search.inferred_from.get(path)
             row.status = "inferred" if rep is not None else outcome.status  # type: ignore[assignment]
