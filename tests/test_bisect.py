@@ -495,7 +495,7 @@ class _Written(nn.Module):
     def forward(self, x):
         self.state.add_(1)
         y = self.a(x, self.state)
-        self.state.add_(1)
+        self.state.data.add_(1)  # moves no version counter (as a custom kernel's write)
         return self.b(y, self.state)
 
 
@@ -504,7 +504,8 @@ def test_a_kv_cache_every_layer_receives_is_copied_once_per_layers_entry_and_rep
     filled so far, a copy per call (the square of the layer count in all); now a tensor unchanged since an
     earlier call's copy (same object, same version) lends that copy, so each layer's keys and values are
     copied once, and each layer replayed from its copy gives what it gave in the forward. A tensor written
-    in place between two calls is copied again for the second."""
+    in place between two calls (through `.data` too, which moves no version counter) is copied again for
+    the second; inference tensors are copied each time."""
     import transformers
 
     from ctc_doctor.analyzer.capture.inputs import ModuleInputs
@@ -536,12 +537,18 @@ def test_a_kv_cache_every_layer_receives_is_copied_once_per_layers_entry_and_rep
     with inputs.record():
         written(torch.ones(2))
     assert inputs.inputs["a"].args[1].tolist() == [1.0, 1.0] and inputs.inputs["b"].args[1].tolist() == [2.0, 2.0]
+    with torch.inference_mode():  # inference tensors keep no version counter: copied each time, no error
+        x = torch.ones(2)
+        inputs = ModuleInputs(written)
+        with inputs.record():
+            written(x)
+    assert inputs.inputs["b"].args[1].tolist() == [4.0, 4.0]
 
 
 def test_a_bisection_stopped_by_a_signal_keeps_the_trials_it_ran(tmp_path):
     """SIGTERM (a job's time limit) in the middle of a bisection: the report is written with the trials run
-    before the stop, each with its status (they were dropped), the note that the search has no answer,
-    and the run ends with exit 130."""
+    before the stop, each with its status (they were dropped), the modules not reached untried, and no
+    pass claimed ("no answer"); the run ends with exit 130."""
     import signal
 
     from ctc_doctor.errors import ExitCode
@@ -553,7 +560,7 @@ def test_a_bisection_stopped_by_a_signal_keeps_the_trials_it_ran(tmp_path):
     read, write = os.pipe()
     env = {**os.environ, "PYTHONPATH": str(TARGETS)}
     args = [sys.executable, "-m", "ctc_doctor", "bisect", "user_targets:slow_trials", "--no-memo", "--strategy", "bottom-up"]
-    args += ["--json", str(out), "-q", "--progress-fd", str(write)]
+    args += ["--json", str(out), "--progress-fd", str(write)]
     parent = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, pass_fds=(write,))
     os.close(write)
     with os.fdopen(read, encoding="utf-8") as events:
@@ -562,12 +569,14 @@ def test_a_bisection_stopped_by_a_signal_keeps_the_trials_it_ran(tmp_path):
             if event is not None and event.step is Step.BISECT and event.subject == "2":  # blocks 0 and 1 tried
                 parent.send_signal(signal.SIGTERM)
                 break
-    _, stderr = parent.communicate(timeout=120)
+    stdout, stderr = parent.communicate(timeout=120)
     assert parent.returncode == ExitCode.INTERRUPTED, stderr
     report = load_report(out)
     assert report.errors[-1].phase == "interrupted" and report.errors[-1].type == "SIGTERM"
     b = report.bisect
     assert b is not None and not b.smallest_failing and b.trial_count >= 2, b
-    rows = {t.module_path: t.status for t in b.trials}
-    assert rows["0"] == rows["1"] == "passed" and rows["5"] == "skipped", rows
-    assert any(n.startswith("The run was stopped during the bisection: the trials run before it are kept (0, 1") for n in b.notes), b.notes
+    rows = {t.module_path: t for t in b.trials}
+    assert rows["0"].status == rows["1"].status == "passed" and rows["5"].status == "skipped", rows
+    assert "5" in b.untried and "" in b.untried and rows["5"].reason.startswith("untried"), b.untried
+    assert any(n.startswith("SIGTERM stopped the bisection: ") for n in b.notes), b.notes
+    assert report.summary.verdict == "failed" and "NO ANSWER: the bisection stopped" in stdout, stdout

@@ -171,8 +171,12 @@ def grad_mode(settings: RunSettings) -> contextlib.AbstractContextManager[Any]:
 
 
 def to_device(value: Any, device: str | None) -> Any:
-    """A call's inputs with every tensor moved to `device` (None: unchanged)."""
+    """A call's inputs with every tensor moved to `device` (None, or every tensor there already: the inputs
+    themselves, their containers not rebuilt)."""
     if device is None:
+        return value
+    want = torch.device(device)
+    if all(t.device.type == want.type and (want.index is None or t.device.index == want.index) for t in iter_tensors(value)):
         return value
     return map_tensors(value, lambda t: t.to(device))
 

@@ -40,7 +40,7 @@ def copy_model(model: torch.nn.Module, *, share_parameters: bool = False, to: st
     are copied straight there: a model on an accelerator is never doubled on it."""
     shared: dict[int, Any] = {id(p): p for p in model.parameters()} if share_parameters else {}
     if to is not None and not share_parameters:
-        shared = _copies_on(model, to)
+        shared = _copies_on(model, to) or {}  # {}: a deep copy where the model is, moved after by the caller
     ok, out = try_deepcopy(model, dict(shared))
     if ok:
         return out  # type: ignore[no-any-return]
@@ -55,16 +55,23 @@ def copy_model(model: torch.nn.Module, *, share_parameters: bool = False, to: st
         raise CopyError(f"cannot copy the model: {type(exc).__name__}: {exc}") from exc
 
 
-def _copies_on(model: torch.nn.Module, device: str) -> dict[int, Any]:
-    """A deepcopy memo: each parameter and buffer of `model` copied to `device` (tied ones once)."""
+def _copies_on(model: torch.nn.Module, device: str) -> dict[int, Any] | None:
+    """A deepcopy memo: each parameter and buffer of `model` copied to `device` (tied ones once); None for
+    a model whose parameters a plain `nn.Parameter` would not carry (a subclass, a lazy module's
+    uninitialised ones, a tensor subclass inside) or that cannot be copied so."""
     memo: dict[int, Any] = {}
-    with torch.no_grad():
-        for p in model.parameters():
-            if id(p) not in memo:
-                memo[id(p)] = torch.nn.Parameter(p.detach().to(device, copy=True), requires_grad=p.requires_grad)
-        for b in model.buffers():
-            if id(b) not in memo:
-                memo[id(b)] = b.detach().to(device, copy=True)
+    try:
+        with torch.no_grad():
+            for p in model.parameters():
+                if type(p) is not torch.nn.Parameter or type(p.data) is not torch.Tensor:
+                    return None
+                if id(p) not in memo:
+                    memo[id(p)] = torch.nn.Parameter(p.detach().to(device, copy=True), requires_grad=p.requires_grad)
+            for b in model.buffers():
+                if id(b) not in memo:
+                    memo[id(b)] = b.detach().to(device, copy=True)
+    except Exception:  # noqa: BLE001 - whatever a parameter's own type raises: the deep copy does it
+        return None
     return memo
 
 
@@ -119,32 +126,92 @@ def _fresh_tensor(value: torch.Tensor, memo: dict[int, Any], device: str | None)
 
 
 class Reuse:
-    """The tensor copies one recording made, lent to its later calls while each original is unchanged (the
-    same object, its version counter not moved by an in-place write). A transformers decoder passes one KV
-    cache to every layer, each layer's call holding the cache as filled so far: copied whole per call, the
-    copies grew with the square of the layer count; reused, each layer's keys and values are copied once.
-    Copies are not written into (each trial copies its own), so sharing them between calls is safe."""
+    """The tensor copies one recording made, lent to its later calls while each original is unchanged. A
+    transformers decoder passes one KV cache to every layer, each layer's call holding the cache as filled
+    so far: copied whole per call, the copies grew with the square of the layer count; lent, each layer's
+    keys and values are copied once. Unchanged means the same object, its version counter unmoved, the same
+    shape, strides, dtype and requires_grad, and its values equal to the copy's (a write through `.data`
+    or a custom kernel moves no version counter). Views and inference tensors are copied each time (a view
+    of a lent tensor would not alias its copy). Copies are never written into (each trial copies its own),
+    so sharing them between calls is safe."""
 
     def __init__(self) -> None:
-        self._made: dict[tuple[int, str | None], tuple[weakref.ref[torch.Tensor], int, torch.Tensor]] = {}
+        self._made: dict[tuple[int, str | None], tuple[weakref.ref[torch.Tensor], tuple[Any, ...], torch.Tensor]] = {}
 
     def memo(self, device: str | None) -> dict[int, Any]:
-        """A `fresh_copy` memo holding the copies still good for a call copied to `device`."""
-        memo: dict[int, Any] = {}
-        for key, (ref, version, made) in list(self._made.items()):
-            original = ref()
-            if original is None or original._version != version:
-                del self._made[key]
-            elif key[1] == device:
-                memo[key[0]] = made
-        return memo
+        """A `fresh_copy` memo for a call copied to `device` that lends the copies still good, each checked
+        when the call's copy first meets its original (`_Lending`)."""
+        return _Lending((), self, device)
+
+    def lend(self, key: int, device: str | None) -> torch.Tensor | None:
+        """The copy of the live tensor whose id is `key`, when it is still good for `device`."""
+        entry = self._made.get((key, device))
+        if entry is None:
+            return None
+        ref, state, made = entry
+        original = ref()
+        if original is None or _state(original) != state or not _equal(original, made):
+            del self._made[(key, device)]
+            return None
+        return made
 
     def learn(self, memo: dict[int, Any], device: str | None) -> None:
         """The tensors a `fresh_copy` into `memo` copied (the originals its keep-alive list holds)."""
         for original in memo.get(id(memo), []):
             made = memo.get(id(original))
-            if isinstance(original, torch.Tensor) and isinstance(made, torch.Tensor) and made is not original:
-                self._made[(id(original), device)] = (weakref.ref(original), original._version, made)
+            if not isinstance(original, torch.Tensor) or not isinstance(made, torch.Tensor) or made is original:
+                continue
+            state = _state(original)
+            if state is not None:
+                self._made[(id(original), device)] = (weakref.ref(original), state, made)
+
+
+class _Lending(dict):  # type: ignore[type-arg]
+    """A deepcopy memo that asks `Reuse` for an original it does not hold yet (deepcopy, `_fresh_tensor` and
+    torch's own `__deepcopy__` look up by `id`, with `in`, `[]` and `get`)."""
+
+    def __init__(self, data: Any, reuse: Reuse, device: str | None) -> None:
+        super().__init__(data)
+        self.reuse, self.device = reuse, device
+
+    def _has(self, key: Any) -> bool:
+        if dict.__contains__(self, key):
+            return True
+        made = self.reuse.lend(key, self.device) if isinstance(key, int) else None
+        if made is None:
+            return False
+        dict.__setitem__(self, key, made)
+        return True
+
+    def __contains__(self, key: Any) -> bool:
+        return self._has(key)
+
+    def __getitem__(self, key: Any) -> Any:
+        self._has(key)
+        return dict.__getitem__(self, key)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return dict.__getitem__(self, key) if self._has(key) else default
+
+    def fork(self) -> _Lending:
+        """A copy that lends alike (a deepcopy tried on it leaves this one as it was if it fails)."""
+        return _Lending(self, self.reuse, self.device)
+
+
+def _state(t: torch.Tensor) -> tuple[Any, ...] | None:
+    """What a lent copy must still match (None: never lent: a view, an inference or storage-less tensor)."""
+    try:
+        if t.is_inference() or t._base is not None or t.is_sparse:
+            return None
+        return (t._version, tuple(t.shape), t.stride(), t.dtype, t.requires_grad)
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+def _equal(original: torch.Tensor, made: torch.Tensor) -> bool:
+    with torch.no_grad():
+        here = original.detach() if original.device == made.device else original.detach().to(made.device)
+        return bool(torch.equal(here, made))
 
 
 def _fresh_object(value: Any, shared: list[str] | None, memo: dict[int, Any], depth: int, device: str | None) -> Any:
@@ -152,7 +219,7 @@ def _fresh_object(value: Any, shared: list[str] | None, memo: dict[int, Any], de
         return value
     if id(value) in memo:
         return memo[id(value)]
-    trial = dict(memo)  # the tensors copied before are reused; what a failed deepcopy left goes with it
+    trial = memo.fork() if isinstance(memo, _Lending) else dict(memo)  # a failed deepcopy's leftovers go with it
     ok, out = try_deepcopy(value, trial)
     if ok:
         memo.setdefault(id(memo), []).extend(trial.pop(id(trial), []))

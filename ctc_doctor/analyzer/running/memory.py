@@ -60,12 +60,12 @@ def free_tensors(*modules: Any, keep: Any = None) -> int:
 
 
 def let_go(model: Any) -> bool:
-    """Whether `free_tensors` let go of `model` (every parameter empty): it cannot run, and a phase that
-    needs it builds the workload again."""
+    """Whether `free_tensors` let go of `model` (every parameter and buffer empty): it cannot run, and a
+    phase that needs it builds the workload again."""
     if not isinstance(model, torch.nn.Module):
         return False
-    params = list(model.parameters())
-    return bool(params) and all(p.numel() == 0 for p in params)
+    tensors = [*model.parameters(), *model.buffers()]
+    return bool(tensors) and all(t.numel() == 0 for t in tensors)
 
 
 def rss_bytes(pid: int | None = None) -> int | None:

@@ -539,8 +539,10 @@ def make_reference(
     The model itself is cast for the run and comes back as it was, so the caller lends a model nothing
     else runs meanwhile. Where it runs is the first way that fits `room` (see the module doc; default:
     free memory only); `placements` and `slices` restrict the ways tried (tests, a phase that knows).
-    `random`: the model draws random numbers (eager from another seed differs), so it never runs on the
-    host for a model on an accelerator (the host's generator draws other numbers from the same seed)."""
+    `random`: the caller found that the model draws random numbers (eager from another seed differs: the
+    fix phase, the benchmark), so it never runs on the host for a model on an accelerator (the host's
+    generator draws other numbers from the same seed). The accuracy bisection's per-module references do
+    not look."""
     t0 = time.perf_counter()
     room = room or Room(None)
     kept = eager if isinstance(eager, KeptResults) else KeptResults.of(eager)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from ....reports import models as rm
 from ...running.calls import grad_mode, preserved_state, run_call
 from ...triage import triage_calls
@@ -12,11 +14,10 @@ from ..context import PhaseContext
 from .options import BenchOptions
 
 
-def triage_compiled_arm(here: PhaseContext, bench: BenchOptions) -> rm.TorchBug | None:
+def triage_compiled_arm(here: PhaseContext, model: torch.nn.Module, bench: BenchOptions) -> rm.TorchBug | None:
     """The compiled arm crashed inside torch: the stage, the user's line, a verified repro and the issue
-    text, with a workaround checked on the workload's calls (`triage`). The model is built again when this
-    process let it go for the arms' child: `here` is the context with the model (the caller builds it)."""
-    model = here.pristine if here.pristine is not None else here.workload.model
+    text, with a workaround checked on the workload's calls (`triage`), on `model` (a copy of the pristine
+    model, or the model built again when this process let it go for the arms' child: the caller's)."""
     settings = here.settings
 
     def call_all(compiled: Any) -> None:

@@ -31,6 +31,7 @@ from ...fixes.variants import VariantError
 from ...resources.load import conclude as conclude_load
 from ...resources.load import machine_at_start
 from ...running.calls import calls_on
+from ...running.copying import working_copy
 from ...running.deadline import Stopped
 from ...running.memory import let_go, release_memory
 from ...triage import is_torch_failure
@@ -93,12 +94,19 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions, resumed: rm.Benchmark | No
     if compiled is not None and not compiled.out_of_memory and (is_torch_failure(compiled.error_type) or is_torch_failure(compiled.error)):
         ctx.progress(ProgressEvent(Step.BENCH, subject="compiled: PyTorch bug"))
         source = ctx.pristine if ctx.pristine is not None else ctx.workload.model
-        try:  # the model, built again only when this process let it go for the arms' child
-            here: PhaseContext | None = _rebuilt(ctx) if ctx.rebuild is not None and let_go(source) else ctx
-        except Exception:  # noqa: BLE001 - it cannot be built again here: nothing to triage
-            here = None
-        bug = triage_compiled_arm(here, bench) if here is not None else None
-        release_memory(ctx.settings.where)  # the model built again for it, and its compiles
+        try:  # a copy of the pristine model (its weights shared for inference), or the model built again
+            # when this process let it go for the arms' child: triage's runs and workarounds leave the pristine
+            # model as it was for the accuracy bisection after it
+            if ctx.rebuild is not None and let_go(source):
+                here: PhaseContext | None = _rebuilt(ctx)
+                model = here.workload.model if here is not None else None
+            else:
+                here, model = ctx, working_copy(source, ctx.settings.device, share=ctx.settings.shares)
+        except Exception:  # noqa: BLE001 - it cannot be built again or copied here: nothing to triage
+            here = model = None
+        bug = triage_compiled_arm(here, model, bench) if here is not None and model is not None else None
+        del model
+        release_memory(ctx.settings.where)  # the model copied or built again for it, and its compiles
         if bug is not None:
             section.torch_bugs.append(bug)
     result.duration_s = round(time.perf_counter() - t0, 3)
