@@ -182,6 +182,19 @@ def test_diff_compares_recompile_causes_and_a_new_cause_is_a_regression():
     assert "new recompile cause: x dim 0 changes 2 → 3 (1 recompile(s))" in back.regressions
 
 
+@pytest.mark.fast
+def test_diff_does_not_read_a_stopped_bisection_as_one_that_found_nothing():
+    from ctc_doctor.reports.diff import diff_reports, render_diff_text
+
+    done = saved("bisected-showcase")
+    stopped = done.model_copy(deep=True)
+    assert done.bisect is not None and done.bisect.smallest_failing and stopped.bisect is not None
+    stopped.bisect.smallest_failing, stopped.bisect.untried = [], ["blocks.0"]
+    assert diff_reports(done, done).bisect is not None
+    d = diff_reports(done, stopped)
+    assert d.bisect is None and "smallest failing" not in render_diff_text(d)
+
+
 def _collapse(text: str) -> str:
     return " ".join(text.replace("│", " ").split())
 
