@@ -29,6 +29,7 @@ from ..progress import ProgressEvent
 from ..reports import models as rm
 from .resources.meter import CostMeter, script_figures, summary_line, workload_figures
 from .resources.preflight import CHILD_IMPORTS, Need, NotEnoughMemory, phase_need
+from .running.copying import SPILLED
 from .running.settings import ProgressFn, measured_on
 from .running.worker import importable
 
@@ -138,7 +139,8 @@ class RunCost:
         if shares:
             return 0
         host_is_device = not self.device.startswith("cuda") and self.device != "mps"
-        return int(pristine is not None and host_is_device) + int(not self.owns_workload)
+        in_memory = pristine is not None and getattr(pristine, SPILLED, None) is None  # not kept in a file
+        return int(in_memory and host_is_device) + int(not self.owns_workload)
 
     def _child_need(self, footprint: rm.Footprint, held: int, shares: bool) -> Need:
         """The arms' child beside what this process keeps: its weights (inference: the arms share them;

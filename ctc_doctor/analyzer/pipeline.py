@@ -43,9 +43,9 @@ from .phases.suggest import compile_cache_suggestion, renumber, run_suggest
 from .readers.assembly import derive
 from .readers.gb_registry import graph_break_registry
 from .readers.text import describe_error
-from .resources.preflight import NotEnoughMemory
+from .resources.preflight import NotEnoughMemory, model_bytes
 from .running.calls import calls_on
-from .running.copying import CopyError, copy_model, light_copy, working_copy
+from .running.copying import CopyError, copy_model, light_copy, spilled_copy, working_copy
 from .running.deadline import Interrupted, Stopped, deadline, limit_text, stop_record, stoppable
 from .running.memory import free_tensors, let_go, release_memory
 from .running.modules import describe_inputs, forward_arg_names
@@ -256,6 +256,16 @@ def _pristine_copy(workload: Workload, options: AnalyzeOptions) -> tuple[Any, st
     if not (options.compile and (options.fix or options.bench)) or not isinstance(workload.model, torch.nn.Module):
         return None, None
     accelerator = options.device is not None and options.device != "cpu"
+    limit = options.memory_limit_mb * 2**20 if options.memory_limit_mb else None
+    if options.train and not accelerator and limit is not None and model_bytes(workload.model) > limit:
+        # a whole copy on the host would pass --memory-limit by itself: it is kept in a file instead
+        spilled = spilled_copy(workload.model)
+        if spilled is not None:
+            size = model_bytes(workload.model) / 2**20
+            return spilled, (
+                f"Memory: the copy of the model taken before the analysis ({size:.0f} MB) was kept in a temporary file, "
+                f"not in memory (--memory-limit {options.memory_limit_mb} MB); each copy a later phase runs is read back from it."
+            )
     try:  # training on an accelerator: copied straight to the host (a model built there is not doubled on it)
         pristine = light_copy(workload.model) if not options.train else copy_model(workload.model, to="cpu" if accelerator else None)
     except CopyError as exc:

@@ -39,6 +39,13 @@ def big_blocks() -> Workload:
     return Workload(Blocks(WIDTH, 4), args=(torch.randn(2, WIDTH),), name="big-blocks")
 
 
+def big_blocks_unpicklable() -> Workload:
+    """big_blocks holding a lambda (pickle refuses it, deepcopy shares it): a model no file can keep."""
+    workload = big_blocks()
+    workload.model.scale = lambda x: x  # type: ignore[assignment]
+    return workload
+
+
 class AllocatesUnderCompile(nn.Module):
     """Small in eager; its compiled code builds a 4 GB scratch tensor (a compile path that needs far more
     memory than eager: what an out-of-memory arm looks like)."""

@@ -10,7 +10,10 @@ deep with its tensors detached (so a trial never writes into the model's own cac
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
+import tempfile
 import weakref
 from typing import Any
 
@@ -34,10 +37,46 @@ def try_deepcopy(value: Any, memo: dict[int, Any] | None = None) -> tuple[bool, 
         return False, None
 
 
+SPILLED = "_ctc_doctor_spilled"
+"""The attribute of a model kept in a temporary file (`spilled_copy`): the file's path."""
+
+
+def spilled_copy(model: torch.nn.Module) -> torch.nn.Module | None:
+    """A copy of `model` kept in a temporary file instead of memory: the module tree with every tensor
+    empty, whose copies (`copy_model`, `working_copy`) are each read back from the file whole; the file is
+    removed with it. None when the model cannot be saved so (an attribute pickle refuses)."""
+    fd, path = tempfile.mkstemp(prefix="ctc-doctor-pristine-", suffix=".pt")
+    os.close(fd)
+    try:
+        torch.save(model, path)
+        skeleton = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    except Exception:  # noqa: BLE001 - whatever pickling the user's model raises: it stays in memory
+        os.unlink(path)
+        return None
+    with torch.no_grad():
+        for t in [*skeleton.parameters(), *skeleton.buffers()]:
+            t.data = torch.empty(0, dtype=t.dtype)  # the file's pages let go: nothing of it stays mapped
+    setattr(skeleton, SPILLED, path)
+    weakref.finalize(skeleton, _unlink, path)
+    return skeleton  # type: ignore[no-any-return]
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
 def copy_model(model: torch.nn.Module, *, share_parameters: bool = False, to: str | None = None) -> torch.nn.Module:
     """A deep copy; attributes deepcopy refuses (locks, handles) are shared with the original, and with
     `share_parameters` the parameters too (`light_copy`). With `to` (the host), the parameters and buffers
-    are copied straight there: a model on an accelerator is never doubled on it."""
+    are copied straight there: a model on an accelerator is never doubled on it. A model kept in a file
+    (`spilled_copy`) is read back from it (on the host)."""
+    spilled = getattr(model, SPILLED, None)
+    if isinstance(spilled, str):
+        try:
+            return torch.load(spilled, map_location="cpu", weights_only=False)  # type: ignore[no-any-return]
+        except Exception as exc:
+            raise CopyError(f"cannot read the model back from {spilled}: {type(exc).__name__}: {exc}") from exc
     shared: dict[int, Any] = {id(p): p for p in model.parameters()} if share_parameters else {}
     if to is not None and not share_parameters:
         shared = _copies_on(model, to) or {}  # {}: a deep copy where the model is, moved after by the caller
