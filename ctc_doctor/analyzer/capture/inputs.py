@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from .. import torch_internals as ti
 from ..running.copying import Reuse, fresh_copy, holds_state
 from ..running.modules import forward_pre_hooks
 from ..running.tensors import map_tensors
@@ -81,7 +82,7 @@ class ModuleInputs:
         self.modules: dict[str, torch.nn.Module] = dict(model.named_modules()) if isinstance(model, torch.nn.Module) else {}
         self.inputs: dict[str, CapturedCall] = {}
         self.calls: Counter[str] = Counter()
-        self.reuse = Reuse()
+        self.reuse = Reuse(ti.tensor_state)
         """Copies lent between calls (a KV cache every layer receives is copied once per layer's entry)."""
 
     def record(self) -> contextlib.AbstractContextManager[None]:

@@ -15,6 +15,7 @@ import copy
 import os
 import tempfile
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -174,8 +175,10 @@ class Reuse:
     of a lent tensor would not alias its copy). Copies are never written into (each trial copies its own),
     so sharing them between calls is safe."""
 
-    def __init__(self) -> None:
+    def __init__(self, state: Callable[[torch.Tensor], tuple[Any, ...] | None]) -> None:
         self._made: dict[tuple[int, str | None], tuple[weakref.ref[torch.Tensor], tuple[Any, ...], torch.Tensor]] = {}
+        self._state = state
+        """What a lent copy's original must still match (`torch_internals.tensor_state`; None: never lent)."""
 
     def memo(self, device: str | None) -> dict[int, Any]:
         """A `fresh_copy` memo for a call copied to `device` that lends the copies still good, each checked
@@ -189,7 +192,7 @@ class Reuse:
             return None
         ref, state, made = entry
         original = ref()
-        if original is None or _state(original) != state or not _equal(original, made):
+        if original is None or self._state(original) != state or not _equal(original, made):
             del self._made[(key, device)]
             return None
         return made
@@ -200,7 +203,7 @@ class Reuse:
             made = memo.get(id(original))
             if not isinstance(original, torch.Tensor) or not isinstance(made, torch.Tensor) or made is original:
                 continue
-            state = _state(original)
+            state = self._state(original)
             if state is not None:
                 self._made[(id(original), device)] = (weakref.ref(original), state, made)
 
@@ -235,16 +238,6 @@ class _Lending(dict):  # type: ignore[type-arg]
     def fork(self) -> _Lending:
         """A copy that lends alike (a deepcopy tried on it leaves this one as it was if it fails)."""
         return _Lending(self, self.reuse, self.device)
-
-
-def _state(t: torch.Tensor) -> tuple[Any, ...] | None:
-    """What a lent copy must still match (None: never lent: a view, an inference or storage-less tensor)."""
-    try:
-        if t.is_inference() or t._base is not None or t.is_sparse:
-            return None
-        return (t._version, tuple(t.shape), t.stride(), t.dtype, t.requires_grad)
-    except (RuntimeError, NotImplementedError):
-        return None
 
 
 def _equal(original: torch.Tensor, made: torch.Tensor) -> bool:

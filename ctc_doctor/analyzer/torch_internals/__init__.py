@@ -13,7 +13,8 @@ The pieces, each the only owner of the state it keeps:
   the notes they fold into, and handlers on torch's artifact loggers;
 - dynamo: Dynamo reset/counters, preserved config, backend lookup, Dynamo exception types, explain, and
   which frames a compiled version served (`counting_frames`);
-- knobs: config patches, mark_dynamic, disable, inductor caches, backends, regional compile;
+- knobs: config patches, mark_dynamic, disable, inductor caches, backends, regional compile, a tensor's
+  version counter (`tensor_state`);
 - script: a script's own `torch.compile` replaced for `ctc-doctor run`;
 - cudagraphs: step marks, and the recordings and skips torch logs (the blocks in force);
 - aot: torch.export + AOTInductor packages, and portable compile-cache artifacts;
@@ -66,6 +67,7 @@ from .knobs import (
     random_like_eager,
     regional_compile,
     skip_frame,
+    tensor_state,
     uncompiled,
 )
 from .loggers import COMPILER_LOGGERS, quiet_torch_stderr, torch_log_notes
@@ -106,6 +108,7 @@ __all__ = [
     "current_compile_id",
     "disable",
     "skip_frame",
+    "tensor_state",
     "dynamo_config",
     "export_program",
     "fresh_dynamo_state",

@@ -78,6 +78,22 @@ def mark_dynamic(tensor: torch.Tensor, dim: int) -> None:
     torch._dynamo.mark_dynamic(tensor, dim)
 
 
+def tensor_state(t: torch.Tensor) -> tuple[Any, ...] | None:
+    """What a copy of `t` must still match to stand for it: its version counter (an in-place write through
+    autograd moves it), shape, strides, dtype and requires_grad. None for a view (its copy would not alias
+    its base's), an inference tensor (no version counter), a sparse one, or where this torch has no
+    `_version` or `_base`."""
+    try:
+        if t.is_inference() or t.is_sparse or getattr(t, "_base", None) is not None:
+            return None
+        version = getattr(t, "_version", None)
+        if not isinstance(version, int):
+            return None
+        return (version, tuple(t.shape), t.stride(), t.dtype, t.requires_grad)
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
 def skip_frame(code: Any) -> bool:
     """Dynamo never traces frames of `code` (as torch's own compile wrapper): `eval_frame.skip_code`,
     private; False where this torch lacks it."""
