@@ -11,12 +11,15 @@ the sweep's parent imports it.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
+import glob
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 from typing import Any
 
 
@@ -98,3 +101,34 @@ def write_json(path: str, data: Any) -> None:
 def read_json(path: str) -> Any:
     with open(path, encoding="utf-8") as fh:
         return json.load(fh)
+
+
+SPILL_PREFIX = "ctc-doctor-pristine-"
+"""The files a model copy is kept in (`analyzer.running.copying.spilled_copy`): `PREFIX{run}-*.pt`."""
+
+
+def spill_dirs() -> list[str]:
+    """Where a model copy may be kept on disk, in order: the temporary directory, then /var/tmp; a folder
+    in memory (tmpfs, ramfs) is no disk and is skipped."""
+    memory = set()
+    with contextlib.suppress(OSError):
+        with open("/proc/mounts", encoding="utf-8") as fh:
+            mounts = [line.split()[1:3] for line in fh if len(line.split()) > 2]
+        memory = {point for point, kind in mounts if kind in ("tmpfs", "ramfs")}
+    out = []
+    for folder in (tempfile.gettempdir(), "/var/tmp"):
+        if not os.path.isdir(folder) or folder in out:
+            continue
+        real = os.path.realpath(folder)
+        mount = max((m for m in [*memory, "/"] if real == m or real.startswith(m.rstrip("/") + "/")), key=len)
+        if mount not in memory:
+            out.append(folder)
+    return out
+
+
+def remove_spilled(run: str) -> None:
+    """Remove what a run kept on disk under `run` (its stage folder's name), whatever ended it."""
+    for folder in spill_dirs():
+        for path in glob.glob(os.path.join(folder, f"{SPILL_PREFIX}{glob.escape(run)}-*.pt")):
+            with contextlib.suppress(OSError):
+                os.unlink(path)

@@ -690,3 +690,25 @@ def test_with_an_arms_child_the_analysing_process_gives_its_model_back_before_th
     assert "its pristine copy before the arms' child rebuilt the model (256 MB)" in released, released
     assert mb["analysis"] > 0 and mb["arms"] > 0 and mb["child"] > 256, mb
     assert mb["analysis"] - mb["arms"] > 0.7 * 256, mb  # the analysing process gave the model back
+
+
+@pytest.mark.fast
+def test_a_model_copy_kept_on_disk_is_removed_by_its_run_whatever_ended_the_stage():
+    """The supervisor removes what its stage kept on disk (a stage killed in an arm cannot), by the run's
+    name, and nothing of another run's; the folders are on disk (a tmpfs is memory, skipped)."""
+    from ctc_doctor.processes import SPILL_PREFIX, remove_spilled, spill_dirs
+
+    folders = spill_dirs()
+    assert folders and all(os.path.isdir(f) for f in folders)
+    ours = os.path.join(folders[0], f"{SPILL_PREFIX}ctc-doctor-run-test{os.getpid()}-x.pt")
+    other = os.path.join(folders[0], f"{SPILL_PREFIX}ctc-doctor-run-other{os.getpid()}-x.pt")
+    for path in (ours, other):
+        with open(path, "wb") as fh:
+            fh.write(b"0")
+    try:
+        remove_spilled(f"ctc-doctor-run-test{os.getpid()}")
+        assert not os.path.exists(ours) and os.path.exists(other)
+    finally:
+        for path in (ours, other):
+            if os.path.exists(path):
+                os.unlink(path)

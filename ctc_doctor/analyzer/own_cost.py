@@ -74,6 +74,8 @@ class RunCost:
         self.footprint: rm.Footprint | None = None
         self.notes: list[str] = []
         self.released: str | None = None
+        self.spilled = False
+        """The training pristine model is kept in a file (`copying.spilled_copy`), not beside the arms."""
         self.reference: rm.ReferenceRun | None = None
         """Where the fix phase's numerics reference ran and what it cost (the benchmark's own is its section's)."""
 
@@ -188,6 +190,7 @@ class RunCost:
         # training, on the host (on an accelerator it is not on the device); for inference the arms share its
         # weights (nothing beside)
         kept_beside = self.footprint is not None and self.train and not self.device.startswith("cuda")
+        kept_beside = kept_beside and (isolated or not self.spilled)  # a pristine model kept in a file is not beside
         pristine_mb = self.footprint.model_mb if kept_beside and self.footprint is not None else 0.0
         # on the host, that process and its compile workers during the eager and compiled arms, as a process
         # of the user's would have them: the arms' child's tree, or this process's own (the meter's samples)

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from ..processes import STAGE
 from ..progress import ProgressEvent, Step
 from ..reports import models as rm
 from ..reports.verdicts import judge_one, site_costs
@@ -45,7 +46,7 @@ from .readers.gb_registry import graph_break_registry
 from .readers.text import describe_error
 from .resources.preflight import NotEnoughMemory, model_bytes
 from .running.calls import calls_on
-from .running.copying import CopyError, copy_model, light_copy, spilled_copy, working_copy
+from .running.copying import SPILLED, CopyError, copy_model, light_copy, spilled_copy, working_copy
 from .running.deadline import Interrupted, Stopped, deadline, limit_text, stop_record, stoppable
 from .running.memory import free_tensors, let_go, release_memory
 from .running.modules import describe_inputs, forward_arg_names
@@ -114,6 +115,7 @@ def _context(workload: Workload, options: AnalyzeOptions, cost: RunCost) -> tupl
         grad=options.train or bool(workload.grad),
     )
     pristine, copy_note = _pristine_copy(workload, options)
+    cost.spilled = getattr(pristine, SPILLED, None) is not None
     if options.device is not None and isinstance(workload.model, torch.nn.Module):
         workload.model.to(options.device)
     ctx = PhaseContext(
@@ -259,12 +261,13 @@ def _pristine_copy(workload: Workload, options: AnalyzeOptions) -> tuple[Any, st
     limit = options.memory_limit_mb * 2**20 if options.memory_limit_mb else None
     if options.train and not accelerator and limit is not None and model_bytes(workload.model) > limit:
         # a whole copy on the host would pass --memory-limit by itself: it is kept in a file instead
-        spilled = spilled_copy(workload.model)
+        spilled = spilled_copy(workload.model, os.path.basename(os.environ.get(STAGE, "")) or str(os.getpid()))
         if spilled is not None:
             size = model_bytes(workload.model) / 2**20
             return spilled, (
-                f"Memory: the copy of the model taken before the analysis ({size:.0f} MB) was kept in a temporary file, "
-                f"not in memory (--memory-limit {options.memory_limit_mb} MB); each copy a later phase runs is read back from it."
+                f"Memory: the copy of the model taken before the analysis ({size:.0f} MB) was kept in a temporary file "
+                f"({getattr(spilled, SPILLED)}), not in memory (--memory-limit {options.memory_limit_mb} MB); each copy a "
+                "later phase runs is read back from it."
             )
     try:  # training on an accelerator: copied straight to the host (a model built there is not doubled on it)
         pristine = light_copy(workload.model) if not options.train else copy_model(workload.model, to="cpu" if accelerator else None)

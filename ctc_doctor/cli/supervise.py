@@ -30,7 +30,19 @@ import tempfile
 import time
 from typing import Any
 
-from ..processes import ARM_LOG, ARMS_FILE, CRASH_FILE, RESUME, STAGE, STARTED, read_json, signal_name, stderr_tail, write_json
+from ..processes import (
+    ARM_LOG,
+    ARMS_FILE,
+    CRASH_FILE,
+    RESUME,
+    STAGE,
+    STARTED,
+    read_json,
+    remove_spilled,
+    signal_name,
+    stderr_tail,
+    write_json,
+)
 
 ENTRY: list[str] | None = None
 """The command's arguments when it runs as a program (`cli.main`); None under click's test runner, which
@@ -96,6 +108,7 @@ def run() -> int:
             env = {**env, RESUME: "1"}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+        remove_spilled(os.path.basename(folder))  # a stage that died left its model copy on disk
     return 128 - code if code < 0 else code
 
 

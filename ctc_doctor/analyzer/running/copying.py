@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from ...processes import SPILL_PREFIX, spill_dirs
 from .tensors import clone_tensor, map_tensors
 
 _PLAIN = (int, float, bool, complex, str, bytes, type(None), torch.dtype, torch.device, torch.Size)
@@ -42,24 +43,33 @@ SPILLED = "_ctc_doctor_spilled"
 """The attribute of a model kept in a temporary file (`spilled_copy`): the file's path."""
 
 
-def spilled_copy(model: torch.nn.Module) -> torch.nn.Module | None:
-    """A copy of `model` kept in a temporary file instead of memory: the module tree with every tensor
-    empty, whose copies (`copy_model`, `working_copy`) are each read back from the file whole; the file is
-    removed with it. None when the model cannot be saved so (an attribute pickle refuses)."""
-    fd, path = tempfile.mkstemp(prefix="ctc-doctor-pristine-", suffix=".pt")
-    os.close(fd)
-    try:
-        torch.save(model, path)
-        skeleton = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
-    except Exception:  # noqa: BLE001 - whatever pickling the user's model raises: it stays in memory
-        os.unlink(path)
-        return None
-    with torch.no_grad():
-        for t in [*skeleton.parameters(), *skeleton.buffers()]:
-            t.data = torch.empty(0, dtype=t.dtype)  # the file's pages let go: nothing of it stays mapped
-    setattr(skeleton, SPILLED, path)
-    weakref.finalize(skeleton, _unlink, path)
-    return skeleton  # type: ignore[no-any-return]
+def spilled_copy(model: torch.nn.Module, run: str) -> torch.nn.Module | None:
+    """A copy of `model` kept in a file on disk instead of memory (`processes.spill_dirs`: not a folder in
+    memory, with room for it; named for `run`, whose supervisor removes it whatever ends the stage): the
+    module tree with every parameter and buffer empty, whose copies (`copy_model`, `working_copy`) are each
+    read back from the file whole; the file is removed with it. None when no folder has room or the model
+    cannot be saved so (an attribute pickle refuses)."""
+    need = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
+    for folder in spill_dirs():
+        with contextlib.suppress(OSError):
+            stat = os.statvfs(folder)
+            if stat.f_bavail * stat.f_frsize < 1.2 * need + 2**26:
+                continue
+        fd, path = tempfile.mkstemp(prefix=f"{SPILL_PREFIX}{run}-", suffix=".pt", dir=folder)
+        os.close(fd)
+        try:
+            torch.save(model, path)
+            skeleton = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+        except Exception:  # noqa: BLE001 - whatever pickling the user's model raises: it stays in memory
+            _unlink(path)
+            return None
+        with torch.no_grad():
+            for t in [*skeleton.parameters(), *skeleton.buffers()]:
+                t.data = torch.empty(0, dtype=t.dtype)  # the file's pages let go (a plain tensor attribute keeps its own)
+        setattr(skeleton, SPILLED, path)
+        weakref.finalize(skeleton, _unlink, path)
+        return skeleton  # type: ignore[no-any-return]
+    return None
 
 
 def _unlink(path: str) -> None:

@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from .copying import SPILLED
+
 
 def release_memory(device: str) -> None:
     """Give back what was freed: garbage collected, the CUDA cache emptied, glibc's free heap returned."""
@@ -62,8 +64,8 @@ def free_tensors(*modules: Any, keep: Any = None) -> int:
 def let_go(model: Any) -> bool:
     """Whether `free_tensors` let go of `model` (every parameter and buffer empty): it cannot run, and a
     phase that needs it builds the workload again."""
-    if not isinstance(model, torch.nn.Module):
-        return False
+    if not isinstance(model, torch.nn.Module) or getattr(model, SPILLED, None) is not None:
+        return False  # a model kept in a file (`copying.spilled_copy`) is copied from it
     tensors = [*model.parameters(), *model.buffers()]
     return bool(tensors) and all(t.numel() == 0 for t in tensors)
 

@@ -31,7 +31,7 @@ from ...fixes.variants import VariantError
 from ...resources.load import conclude as conclude_load
 from ...resources.load import machine_at_start
 from ...running.calls import calls_on
-from ...running.copying import working_copy
+from ...running.copying import CopyError, working_copy
 from ...running.deadline import Stopped
 from ...running.memory import let_go, release_memory
 from ...triage import is_torch_failure
@@ -193,8 +193,9 @@ def measure_arm(ctx: PhaseContext, runner: ArmRunner, arm: Arm) -> tuple[rm.Benc
         with materialized(arm, source, ctx.settings.device, share=ctx.settings.shares) as ready:
             measured = runner.run_arm(ready, ctx.report)
             settings = after_eager(runner, ready.model, ctx.calls) if arm.name == "eager" and not measured.error else {}
-    except VariantError as exc:
-        row = rm.BenchmarkArm(name=arm.name, description=arm.description, code=arm.code, error=f"the fixed copy: {exc}"[:500])
+    except (VariantError, CopyError) as exc:  # this arm's copy: the arms before and after it stand
+        what = "the fixed copy" if isinstance(exc, VariantError) else "the arm's copy"
+        row = rm.BenchmarkArm(name=arm.name, description=arm.description, code=arm.code, error=f"{what}: {exc}"[:500])
         row.error_type = type(exc).__name__
         return row, {}
     finally:
