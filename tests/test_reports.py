@@ -193,6 +193,7 @@ def test_diff_does_not_read_a_stopped_bisection_as_one_that_found_nothing():
     assert diff_reports(done, done).bisect is not None
     d = diff_reports(done, stopped)
     assert d.bisect is None and "smallest failing" not in render_diff_text(d)
+    assert "bisections not compared: one stopped with modules untried" in d.notes
 
 
 def _collapse(text: str) -> str:

@@ -142,9 +142,11 @@ def diff_reports(before: Report, after: Report) -> ReportDiff:
     for name in (*_COUNTS, "compile_time_s"):
         out.counts[name] = (getattr(before.summary, name), getattr(after.summary, name))
     out.verdict = (before.summary.verdict, after.summary.verdict)
-    answered = [b for b in (before.bisect, after.bisect) if b is not None and (b.smallest_failing or not b.untried)]
-    if len(answered) == 2:  # a bisection stopped with modules untried and none failing has no answer to compare
-        out.bisect = (answered[0].smallest_failing, answered[1].smallest_failing)
+    if before.bisect is not None and after.bisect is not None:
+        if before.bisect.untried or after.bisect.untried:  # what one never tried would read as fixed or new
+            out.notes.append("bisections not compared: one stopped with modules untried")
+        else:
+            out.bisect = (before.bisect.smallest_failing, after.bisect.smallest_failing)
     if before.benchmark is not None and after.benchmark is not None:
         arms_after = {a.name: a for a in after.benchmark.arms}
         for arm in before.benchmark.arms:
