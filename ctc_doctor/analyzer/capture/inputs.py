@@ -22,7 +22,7 @@ import torch
 from .. import torch_internals as ti
 from ..running.copying import Reuse, fresh_copy, holds_state
 from ..running.modules import forward_pre_hooks
-from ..running.tensors import map_tensors
+from ..running.tensors import iter_tensors
 
 
 def signature(value: Any) -> str:
@@ -66,8 +66,7 @@ def accelerator_of(value: Any) -> str | None:
     several devices, and a host copy of it would come back whole from `copy.deepcopy`)."""
     if holds_state(value):
         return None
-    devices: set[torch.device] = set()
-    map_tensors(value, lambda t: devices.add(t.device))
+    devices = {t.device for t in iter_tensors(value)}
     if len(devices) != 1:
         return None
     (device,) = devices

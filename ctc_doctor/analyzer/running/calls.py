@@ -14,7 +14,7 @@ import torch
 from ...workload import Call, Workload
 from .copying import replayable
 from .settings import RunSettings
-from .tensors import detached, iter_tensors, map_tensors
+from .tensors import detached, is_on, iter_tensors, map_tensors
 
 
 def loss_of(output: Any) -> torch.Tensor | None:
@@ -176,7 +176,7 @@ def to_device(value: Any, device: str | None) -> Any:
     if device is None:
         return value
     want = torch.device(device)
-    if all(t.device.type == want.type and (want.index is None or t.device.index == want.index) for t in iter_tensors(value)):
+    if all(is_on(t, want) for t in iter_tensors(value)):
         return value
     return map_tensors(value, lambda t: t.to(device))
 

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from ...processes import SPILL_PREFIX, spill_dirs
-from .tensors import clone_tensor, map_tensors
+from .tensors import clone_tensor, is_on, map_tensors
 
 _PLAIN = (int, float, bool, complex, str, bytes, type(None), torch.dtype, torch.device, torch.Size)
 _MAX_DEPTH = 4
@@ -138,7 +138,7 @@ def on_device(model: torch.nn.Module, device: str | None) -> bool:
     if device is None:
         return True
     want = torch.device(device)
-    return all(p.device.type == want.type and (want.index is None or p.device.index == want.index) for p in model.parameters())
+    return all(is_on(p, want) for p in model.parameters())
 
 
 def working_copy(model: torch.nn.Module, device: str | None, *, share: bool) -> torch.nn.Module:

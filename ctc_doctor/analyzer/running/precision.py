@@ -66,23 +66,13 @@ def _bytes(model: torch.nn.Module, itemsize: int | None = None) -> int:
     return sum(t.numel() * (itemsize or t.element_size()) for t in _float_tensors(model))
 
 
-def _float_tensors(model: torch.nn.Module) -> list[torch.Tensor]:
-    """The model's floating-point parameters and buffers, each once (tied weights counted once)."""
+def _float_tensors(model: torch.nn.Module, *, every: bool = False) -> list[torch.Tensor]:
+    """The model's floating-point parameters and buffers, each once (tied weights counted once); with
+    `every`, the others too (token ids, masks: what a move to the host must not leave behind)."""
     seen: dict[int, torch.Tensor] = {}
     for t in [*model.parameters(), *model.buffers()]:
-        if t.is_floating_point():
+        if every or t.is_floating_point():
             seen.setdefault(id(t), t)
-    return list(seen.values())
-
-
-def _cast_tensors(model: torch.nn.Module, device: str | None) -> list[torch.Tensor]:
-    """What a cast to another dtype changes: the floating-point parameters and buffers, and with `device`
-    (the host's reference) the others too (token ids, masks), each once: none is left behind."""
-    if device is None:
-        return _float_tensors(model)
-    seen: dict[int, torch.Tensor] = {}
-    for t in [*model.parameters(), *model.buffers()]:
-        seen.setdefault(id(t), t)
     return list(seen.values())
 
 
@@ -116,7 +106,7 @@ def cast_in_place(model: torch.nn.Module, dtype: torch.dtype, device: str | None
     back in their own dtype and device. Exact both ways: float64 holds every float32, bfloat16 and float16
     value, so the model comes back bit for bit. No copy of the model: the memory is the cast model's alone
     (the original tensors are freed while it runs, unless something else holds them)."""
-    tensors = _cast_tensors(model, device)
+    tensors = _float_tensors(model, every=device is not None)
     before = [(t.dtype, t.device) for t in tensors]
     try:
         with torch.no_grad():
@@ -134,7 +124,7 @@ def cast_for_training(model: torch.nn.Module, dtype: torch.dtype, device: str | 
     """The model's floating-point parameters and buffers in `dtype` (and on `device`) for a training run
     (an optimizer may move them, backward fills their gradients), then back as they were: their own values
     are kept on the host meanwhile (no copy on an accelerator), and their gradients put back."""
-    tensors = _cast_tensors(model, device)
+    tensors = _float_tensors(model, every=device is not None)
     before = [(t.dtype, t.device) for t in tensors]
     kept = [t.detach().to("cpu", copy=True) for t in tensors]
     grads = {p: p.grad for p in model.parameters()}
@@ -580,7 +570,7 @@ def make_reference(
                 continue
         tried.add((dtype, way.placement, way.slices))
         recorder = _DeltaRecorder(kept, store)
-        base = _cuda_mark(cuda, device)
+        base = cuda_mark(device) if cuda else 0
         try:
             _run_in(way, model, workload, calls, recorder, seed=seed, train=train, steps=steps, where=device)
         except Exception as exc:  # noqa: BLE001 - an op without this dtype, out of memory: the next way, said so
@@ -593,7 +583,7 @@ def make_reference(
             elif not out_of_memory(exc):  # an op without this dtype fails anywhere; a way's own failure (_OWN_FAILURES) only there
                 failed.add((dtype, way.placement if way.placement in _OWN_FAILURES else "any"))
             continue
-        peak = _cuda_peak(cuda, device, base)
+        peak = cuda_peak_above(device, base) if cuda else None  # the allocator's peak above the way's start
         method = "float64_reference" if dtype == torch.float64 else "float32_reference"
         notes = []
         if way.placement != "whole" or way.slices > 1 or problems:
@@ -635,15 +625,6 @@ def _run_record(
         duration_s=duration,
         not_taken=problems,
     )
-
-
-def _cuda_mark(cuda: bool, device: str) -> int:
-    return cuda_mark(device) if cuda else 0
-
-
-def _cuda_peak(cuda: bool, device: str, base: int) -> int | None:
-    """The CUDA allocator's peak since `_cuda_mark`, above what was allocated then."""
-    return cuda_peak_above(device, base) if cuda else None
 
 
 def _name(dtype: torch.dtype) -> str:

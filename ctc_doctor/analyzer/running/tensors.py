@@ -51,6 +51,11 @@ def _same_mapping(original: dict[Any, Any], items: dict[Any, Any]) -> dict[Any, 
     return out
 
 
+def is_on(t: torch.Tensor, want: torch.device) -> bool:
+    """Whether `t` is on `want` (a device without an index matches any of its type)."""
+    return t.device.type == want.type and (want.index is None or t.device.index == want.index)
+
+
 def iter_tensors(value: Any) -> Iterator[torch.Tensor]:
     """The tensors in `value`, in the order `map_tensors` visits them."""
     if isinstance(value, torch.Tensor):

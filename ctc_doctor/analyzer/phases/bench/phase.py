@@ -94,12 +94,14 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions, resumed: rm.Benchmark | No
     if compiled is not None and not compiled.out_of_memory and (is_torch_failure(compiled.error_type) or is_torch_failure(compiled.error)):
         ctx.progress(ProgressEvent(Step.BENCH, subject="compiled: PyTorch bug"))
         source = ctx.pristine if ctx.pristine is not None else ctx.workload.model
+        here: PhaseContext | None
+        model: torch.nn.Module | None
         try:  # a copy of the pristine model (its weights shared for inference), or the model built again
             # when this process let it go for the arms' child: triage's runs and workarounds leave the pristine
             # model as it was for the accuracy bisection after it
             if ctx.rebuild is not None and let_go(source):
-                here: PhaseContext | None = _rebuilt(ctx)
-                model = here.workload.model if here is not None else None
+                here = _rebuilt(ctx)
+                model = here.workload.model
             else:
                 here, model = ctx, working_copy(source, ctx.settings.device, share=ctx.settings.shares)
         except Exception:  # noqa: BLE001 - it cannot be built again or copied here: nothing to triage
