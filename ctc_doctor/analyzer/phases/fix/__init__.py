@@ -22,7 +22,7 @@ from ....progress import ProgressEvent, Step
 from ....reports import models as rm
 from ... import torch_internals as ti
 from ...capture.live import Findings
-from ...fixes.variants import VariantError, make_variant
+from ...fixes.variants import VariantError
 from ...readers.text import describe_error
 from ...running.deadline import Stopped
 from ...running.memory import release_memory
@@ -91,8 +91,8 @@ class _Fixer:
     """The fix phase's loop: each suggestion alone, then the safe, effective ones together, then, when the
     set fails together, the best subset that holds."""
 
-    def __init__(self, ctx: PhaseContext, options: FixOptions, section: FixSection, model: torch.nn.Module) -> None:
-        self.ctx, self.options, self.section, self.model = ctx, options, section, model
+    def __init__(self, ctx: PhaseContext, options: FixOptions, section: FixSection) -> None:
+        self.ctx, self.options, self.section = ctx, options, section
         self.t0 = time.perf_counter()
         self.stop_at = self.t0 + ctx.budget_s if ctx.budget_s is not None else None
         self.slowest = 0.0  # the longest check so far: a check that cannot finish in the time left is not started
@@ -155,7 +155,7 @@ class _Fixer:
     def check(self, suggestions: list[rm.Suggestion], backend: str | None = None) -> tuple[rm.Verification, Findings | None]:
         try:
             actions = [s.action for s in suggestions if s.action is not None]
-            variant = make_variant(self.model, self.ctx.calls, actions, self.ctx.settings.device, share=self.ctx.settings.shares)
+            variant = self.checker.variant(actions)
         except VariantError as exc:
             return rm.Verification(applied=False, error=str(exc)), None
         verification, findings = self.checker.check(variant, backend)
@@ -381,9 +381,7 @@ def run_fix(ctx: PhaseContext, options: FixOptions) -> FixSection:
         )
         result.duration_s = round(time.perf_counter() - t0, 3)
         return section
-    model = ctx.pristine if ctx.pristine is not None else ctx.workload.model
-    assert isinstance(model, torch.nn.Module)
-    fixer = _Fixer(ctx, options, section, model)
+    fixer = _Fixer(ctx, options, section)
     kept = False
     section.reference_run = fixer.checker.reference.run
     try:
@@ -430,12 +428,11 @@ def _workarounds(section: FixSection, suggestions: list[rm.Suggestion]) -> None:
 def _verify(ctx: PhaseContext, options: FixOptions, fixer: _Fixer, candidates: list[rm.Suggestion]) -> None:
     """Each candidate alone, then the chosen ones together, into the fixer's section."""
     result = fixer.section.result
-    model = fixer.model
     reference = fixer.checker.reference
     if reference.method != "float64_reference":
         result.notes.append(f"Numerics: {reference.method.replace('_', ' ')} ({reference.note}).")
     if options.measure_baseline:
-        result.baseline, problem = fixer.checker.measure_baseline(model)
+        result.baseline, problem = fixer.checker.measure_baseline()
         if problem is not None:
             result.notes.append(f"The unchanged copy could not be measured ({problem}): nothing was verified.")
             return

@@ -18,6 +18,7 @@ import torch
 from ....progress import ProgressEvent, Step
 from ....reports import models as rm
 from ....reports.labels import module_path_of
+from ....workload import Call
 from ... import torch_internals as ti
 from ...capture.live import CompiledRun, Findings, eager_pass, findings_of
 from ...fixes.variants import Variant, VariantError, make_variant
@@ -144,10 +145,10 @@ class Checker:
         """Another backend's measured baseline, with the report's ids (`base_on`; None: it could not be)."""
         self.reference = reference
 
-    def measure_baseline(self, model: torch.nn.Module) -> tuple[rm.Verification, str | None]:
+    def measure_baseline(self) -> tuple[rm.Verification, str | None]:
         """Measure the unchanged copy and compare later checks with it: its check, and None or why it could
         not."""
-        verification, base = self.unchanged(model)
+        verification, base = self.unchanged()
         if base is None:
             return verification, verification.error or "the unchanged copy could not be measured"
         self.base = base
@@ -161,19 +162,18 @@ class Checker:
         self.bases[backend] = self.base  # what the measuring check compares with, until it is replaced
         measured: Base | None = None
         try:
-            _, measured = self.unchanged(self.model_of(), backend)
+            _, measured = self.unchanged(backend)
         except VariantError:
             pass
         finally:
             self.bases[backend] = measured
         return measured
 
-    def unchanged(self, model: torch.nn.Module, backend: str | None = None) -> tuple[rm.Verification, Base | None]:
+    def unchanged(self, backend: str | None = None) -> tuple[rm.Verification, Base | None]:
         """The unchanged copy's check on `backend`, and its counts with the report's ids (None: it could not
         be measured). A copy whose compile departs from float64 still gives its counts (the compile is
         wrong, not a fix: the checks after it depart alike, and the report leads with it)."""
-        settings = self.ctx.settings
-        verification, findings = self.check(make_variant(model, self.ctx.calls, [], settings.device, share=settings.shares), backend)
+        verification, findings = self.check(self.variant([]), backend)
         wrong = verification.numerics_ok is False and (verification.error or "").startswith("changes compiled results")
         if findings is None or (verification.error and not wrong):
             return verification, None
@@ -182,12 +182,20 @@ class Checker:
 
     def config_of(self, suggestions: list[rm.Suggestion]) -> dict[str, Any]:
         """The Dynamo config a copy with the suggestions compiles under."""
-        actions = [s.action for s in suggestions if s.action is not None]
-        return make_variant(self.model_of(), self.ctx.calls[:1], actions, self.ctx.settings.device, share=self.ctx.settings.shares).config
+        return self.variant([s.action for s in suggestions if s.action is not None], self.ctx.calls[:1]).config
 
     def model_of(self) -> torch.nn.Module:
+        """The model every check copies: the pristine one, else the workload's."""
         ctx = self.ctx
-        return ctx.pristine if ctx.pristine is not None else ctx.workload.model  # type: ignore[no-any-return]
+        model = ctx.pristine if ctx.pristine is not None else ctx.workload.model
+        assert isinstance(model, torch.nn.Module)
+        return model
+
+    def variant(self, actions: list[rm.FixAction], calls: list[Call] | None = None) -> Variant:
+        """A fresh copy of `model_of()` with `actions` applied, on the run's device, over `calls` (default:
+        the workload's); raises VariantError when they cannot be applied."""
+        settings = self.ctx.settings
+        return make_variant(self.model_of(), self.ctx.calls if calls is None else calls, actions, settings.device, share=settings.shares)
 
     def replay(self, suggestions: list[rm.Suggestion]) -> Callable[[Callable[..., Any]], None]:
         """`run(compile)`: a fresh copy with the suggestions applied, warmed up as the check does, then every
@@ -196,7 +204,7 @@ class Checker:
         actions = [s.action for s in suggestions if s.action is not None]
 
         def run(compile_: Callable[..., Any]) -> None:
-            variant = make_variant(self.model_of(), ctx.calls, actions, ctx.settings.device, share=ctx.settings.shares)
+            variant = self.variant(actions)
             fixed = variant.workload_of(ctx.workload)
             with preserved_state(variant.model):
                 variant.run_warm_up(fixed, ctx.settings.seed)
