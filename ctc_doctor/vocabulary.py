@@ -27,6 +27,7 @@ ARMS: dict[str, str] = {
     "regional": "",
     "regional_fixed": "",
     "modular": "",
+    "submodules": "the clean submodules compiled alone (a compile-submodules suggestion)",
     "dynamic": "",
     "marked": "",
     "padded": "",

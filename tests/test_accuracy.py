@@ -214,7 +214,7 @@ def test_the_step_counter_cliff_names_its_call_and_torchs_own_fix_is_verified_on
 
 @pytest.mark.fast
 def test_a_string_attribute_gets_no_integer_advice():
-    from ctc_doctor.analyzer.phases.suggest.recompiles import Failures, int_attributes
+    from ctc_doctor.analyzer.phases.suggest.state import Failures, int_attributes
     from ctc_doctor.reports import models as rm
 
     def guard(source, expected):

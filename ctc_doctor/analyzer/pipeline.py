@@ -42,6 +42,7 @@ from .phases.observe import Observation, ObserveOptions, run_observe
 from .phases.probe import run_probe
 from .phases.suggest import compile_cache_suggestion, renumber, run_suggest
 from .readers.assembly import derive
+from .readers.expected import mark_one_offs, one_off_note
 from .readers.gb_registry import graph_break_registry
 from .readers.text import describe_error
 from .resources.preflight import NotEnoughMemory, model_bytes
@@ -219,6 +220,8 @@ def _run(
         ),
     )
     report = _report(workload, calls, options, analysis, started_at, clock)
+    if mark_one_offs(report):  # before the suggestions: none is made for them
+        report.notes.append(one_off_note(report) or "")
     cost.footprint = analysis.footprint
     if copy_note:
         report.notes.append(copy_note)
@@ -402,7 +405,9 @@ def bisect_into(
 
 def _merge_fix(report: rm.Report, section: FixSection) -> None:
     report.fix = section.result
-    report.torch_bugs.extend(section.torch_bugs.values())
+    for sid, bug in section.torch_bugs.items():
+        bug.suggestion = sid  # the candidate fix's bug: it stays on that fix
+        report.torch_bugs.append(bug)
     for suggestion in report.suggestions:
         if suggestion.id in section.verified:
             suggestion.verified = section.verified[suggestion.id]

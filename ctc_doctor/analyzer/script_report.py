@@ -36,7 +36,7 @@ from .phases.fix import FixOptions
 from .phases.suggest import suggest
 from .pipeline import accuracy_into, after_analysis, bisect_into, environment
 from .readers.assembly import derive
-from .readers.expected import mark_decoding_recompiles
+from .readers.expected import mark_one_offs, one_off_note
 from .readers.failures import failure_hint
 from .running.calls import preserved_state
 from .running.deadline import DeadlineExceeded, deadline
@@ -205,11 +205,8 @@ def _rank_report(
     report.environment.backend = primary.options.get("backend", "inductor") if primary else backend
     for rc in report.recompiles:
         rc.trigger = primary.triggers.get(rc.call_index) if primary is not None and rc.call_index is not None else None
-    if mark_decoding_recompiles(report, primary.driver if primary else None):
-        report.notes.append(
-            f"{report.summary.expected_recompiles} recompile(s) are one-offs every decoding loop pays (the causes "
-            "marked expected): not in the verdict, and no suggestion for them."
-        )
+    if mark_one_offs(report, primary.driver if primary else None):
+        report.notes.append(one_off_note(report) or "")
     if rank == 0 and model is not None and calls and outcome.stopped is None and is_torch_failure(outcome.error):
         _torch_bug(report, model, calls, primary, config, clock)
     if rank == 0 and not report.torch_bugs and is_torch_failure(outcome.error) and getattr(outcome, "traced", None):

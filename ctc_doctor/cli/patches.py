@@ -58,7 +58,7 @@ def source_edits(report: Report) -> tuple[list[FileEdit], list[Suggestion]]:
     from ..analyzer.fixes.rewrite import RewriteError, apply_replacements, parse_edits, patch_path, plan_rewrite
 
     by_id = {s.id: s for s in report.suggestions}
-    groups: dict[str, dict[tuple[str | None, str | None], list[tuple[str, int]]]] = {}
+    groups: dict[str, dict[tuple[str | None, str | None], list[tuple[str, int, str]]]] = {}
     owners: dict[str, list[str]] = {}
     other: list[Suggestion] = []
     for sid in report.fix.applied if report.fix else []:

@@ -133,7 +133,12 @@ def suggestion_deltas(report: rm.Report, s: rm.Suggestion) -> list[rm.Delta]:
         return out
     arms = {a.name: a for a in bench.arms}
     applied = report.fix.applied if report.fix else []
-    if s.rule == "regional-compile":
+    if s.rule == "compile-submodules":
+        whole, alone = arms.get("compiled"), arms.get("submodules")
+        if _usable(whole) and _usable(alone):
+            assert whole is not None and alone is not None
+            out += _arm_deltas(whole, alone, "benchmark compiled -> submodules")
+    elif s.rule == "regional-compile":
         whole = arms.get("compiled_fixed") if "regional_fixed" in arms else arms.get("compiled")
         regional = arms.get("regional_fixed") or arms.get("regional")
         if _usable(whole) and _usable(regional):
@@ -197,7 +202,8 @@ def _rel(deltas: Iterable[rm.Delta], metric: str) -> float:
 def score(s: rm.Suggestion, objective: rm.Objective) -> float:
     """Measured benefit on the objective (higher first): the timing gains, then, a hundredth as heavy, how much
     of the graphs, break sites and recompiles it removed (17 -> 5 graphs before 17 -> 16)."""
-    counts = sum(_rel(s.deltas, metric) for metric in ("graphs", "break_sites", "recompiles"))
+    moved = s.verified is not None and s.verified.moved_break  # a break it only moved is not one it removed
+    counts = sum(_rel(s.deltas, metric) for metric in ("graphs", "break_sites", "recompiles") if not (moved and metric == "break_sites"))
     latency, compile_ = _rel(s.deltas, "latency_ms"), _rel(s.deltas, "cold_compile_s")
     if objective == "latency":
         return latency + 0.01 * counts
@@ -206,13 +212,14 @@ def score(s: rm.Suggestion, objective: rm.Objective) -> float:
     return latency + compile_ + 0.01 * counts
 
 
-def rank_key(s: rm.Suggestion, objective: rm.Objective) -> tuple[int, int, float]:
+def rank_key(s: rm.Suggestion, objective: rm.Objective) -> tuple[int, float, int]:
     """Sort key: verdict (recommended first; under `balanced` a trade-off that costs latency after the
-    plainly good), then fix before workaround before advice, then measured benefit."""
+    plainly good), then the measured benefit on the objective (graphs 23 -> 9 before 23 -> 22, whatever
+    each is called), then fix before workaround before advice."""
     verdict = _ORDER.get(s.verdict or "unmeasured", 2)
     if s.verdict == "trade_off" and objective != "compile" and _rel(s.deltas, "latency_ms") < 0:
         verdict = _ORDER["no_effect"]  # it costs what the user asked for: after what does not
-    return (verdict, _CATEGORY_ORDER.get(s.category, 1), -score(s, objective))
+    return (verdict, -round(score(s, objective), 9), _CATEGORY_ORDER.get(s.category, 1))
 
 
 def broken_in_benchmark(report: rm.Report, s: rm.Suggestion) -> str | None:

@@ -131,8 +131,15 @@ class CompiledRun:
         collect: bool = False,
         sink: Sink | None = None,
         count_frames: bool = False,
+        compile_only: list[str] | None = None,
+        compile_options: dict[str, Any] | None = None,
     ) -> None:
         self.workload = workload
+        self.compile_only = compile_only or []
+        """Submodules compiled in place instead of the whole model (the rest runs eagerly): a fix check's
+        `compile_only` copy."""
+        self.compile_options = compile_options or {}
+        """torch.compile keyword arguments beyond the backend (a fix check's `dynamic=True`)."""
         self.calls = calls
         self.settings = settings
         self.dynamo_config = dynamo_config or {}
@@ -158,8 +165,16 @@ class CompiledRun:
         """
         ti.fresh_dynamo_state()
         self.backend = RecordingBackend(self.settings.backend)
-        compiled = torch.compile(self.workload.model, backend=self.backend)
+        model, backend, options = self.workload.model, self.backend, self.compile_options
+        in_place: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+        if self.compile_only:  # the submodules compiled in place, the model's own code eager around them
+            modules = [model.get_submodule(p) for p in self.compile_only]
+            in_place = ti.compiled_in_place(modules, lambda fn: torch.compile(fn, backend=backend, **options))
+            compiled = model
+        else:
+            compiled = torch.compile(model, backend=backend, **options)
         with (
+            in_place,
             ti.capture(backend=self.settings.backend, keep_guard_text=self.keep_guard_text) as cap,
             ti.dynamo_config(self.dynamo_config),
             grad_mode(self.settings),

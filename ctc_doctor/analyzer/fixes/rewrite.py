@@ -6,7 +6,9 @@ Three rewrites, each keyed by the line of the break:
 - `where`: a data-dependent `if` that only picks a value -> `torch.where(cond, a, b)` (both sides
   are computed; no Python branch, no break). Shapes handled: `if c: v = a` (optionally `else: v = b`),
   `if c: return a` followed by `return b`, `if c: return a else: return b`;
-- `keep_tensor`: `v = t.item()` -> `v = t`, then every later `if` on `v` gets the `where` rewrite.
+- `keep_tensor`: `v = t.item()` -> `v = t`, then every later `if` on `v` gets the `where` rewrite;
+- `keyword`: a call at the line gets one more keyword argument (`keyword@19:global_mean_pool:size=4`): a
+  parameter the user left out, which the library then computes from the data (`call_site`).
 
 The same plan gives a unified diff for the report (user's formatting kept: expressions are copied as
 written) and, for `fix`, a new function compiled from the rewritten AST with the original file name and
@@ -25,7 +27,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-EDIT_KINDS = ("guard", "where", "keep_tensor")
+EDIT_KINDS = ("guard", "where", "keep_tensor", "keyword")
 
 
 class RewriteError(Exception):
@@ -203,16 +205,47 @@ class _Rewriter:
             raise RewriteError(f"no statement at {os.path.basename(self.file)}:{line}")
         return found
 
-    def apply(self, kind: str, line: int) -> None:
+    def apply(self, kind: str, line: int, payload: str = "") -> None:
         if kind == "guard":
             self.guard(line)
         elif kind == "where":
             self.where(line)
         elif kind == "keep_tensor":
             self.keep_tensor(line)
+        elif kind == "keyword":
+            self.keyword(line, payload)
         else:
             raise RewriteError(f"unknown rewrite {kind!r}")
-        self.edits.append(f"{kind}@{line}")
+        self.edits.append(f"{kind}@{line}" + (f":{payload}" if payload else ""))
+
+    def keyword(self, line: int, payload: str) -> None:
+        """`callee:name=expression`: the one call of `callee` in the statement at `line` gets `name=expression`."""
+        callee, _, assignment = payload.partition(":")
+        name, _, source = assignment.partition("=")
+        try:
+            value = ast.parse(source, mode="eval").body
+        except SyntaxError as exc:
+            raise RewriteError(f"bad keyword value {source!r}") from exc
+        if not (callee and name.isidentifier()):
+            raise RewriteError(f"bad keyword edit {payload!r}")
+        body, i = self.find(line)
+        stmt = body[i]
+        calls = [n for n in ast.walk(stmt) if isinstance(n, ast.Call) and _called_name(n) == callee]
+        if len(calls) != 1:
+            raise RewriteError(f"no single call of {callee} at line {line}")
+        call = calls[0]
+        if any(k.arg == name or k.arg is None for k in call.keywords):
+            raise RewriteError(f"{callee} already gets {name} (or **kwargs) at line {line}")
+        call.keywords.append(ast.keyword(arg=name, value=value))
+        end = call.end_lineno or call.lineno
+        raw = self.lines[end - 1].rstrip("\n")
+        upto = raw.encode("utf-8")[: call.end_col_offset].decode("utf-8", errors="replace")  # ast columns count bytes
+        if not upto.endswith(")"):
+            raise RewriteError(f"the call of {callee} at line {line} does not end with `)`")
+        head = upto[:-1].rstrip()
+        sep = "" if head.endswith(("(", ",")) else ", "
+        sep = " " if head.endswith(",") else sep
+        self.replacements.append((end, end, [f"{head}{sep}{name}={source})" + raw[len(upto) :]]))
 
     def guard(self, line: int) -> None:
         body, i = self.find(line)
@@ -315,31 +348,44 @@ class _Rewriter:
         )
 
 
+def _called_name(call: ast.Call) -> str | None:
+    if isinstance(call.func, ast.Name):
+        return call.func.id
+    return call.func.attr if isinstance(call.func, ast.Attribute) else None
+
+
 def _single_name(stmt: ast.Assign) -> str | None:
     if len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
         return stmt.targets[0].id
     return None
 
 
-def plan_rewrite(file: str, edits: list[tuple[str, int]]) -> Plan:
-    """Plan rewrites (kind, line) inside one function of `file`. Raises RewriteError when not possible."""
+def plan_rewrite(file: str, edits: list[tuple[str, int]] | list[tuple[str, int, str]]) -> Plan:
+    """Plan rewrites (kind, line[, payload]) inside one function of `file`. Raises RewriteError when not possible."""
     if not edits:
         raise RewriteError("no edits")
     rewriter = _Rewriter(file, edits[0][1])
-    for kind, line in edits:
-        rewriter.apply(kind, line)
+    for kind, line, *payload in edits:
+        rewriter.apply(kind, line, *payload)
     return rewriter.plan()
 
 
-def parse_edits(edits: list[str]) -> list[tuple[str, int]]:
-    """`["guard@46"]` -> `[("guard", 46)]` (the form kept in the report's FixAction)."""
+def parse_edits(edits: list[str]) -> list[tuple[str, int, str]]:
+    """`["guard@46", "keyword@19:pool:size=4"]` -> `[("guard", 46, ""), ("keyword", 19, "pool:size=4")]` (the
+    form kept in the report's FixAction)."""
     out = []
     for edit in edits:
-        kind, _, line = edit.partition("@")
+        kind, _, rest = edit.partition("@")
+        line, _, payload = rest.partition(":")
         if kind not in EDIT_KINDS or not line.isdigit():
             raise RewriteError(f"bad edit {edit!r}")
-        out.append((kind, int(line)))
+        out.append((kind, int(line), payload))
     return out
+
+
+def edit_line(edit: str) -> int:
+    """The line of an edit in its kept form (`keyword@19:pool:size=4` -> 19)."""
+    return int(edit.partition("@")[2].partition(":")[0])
 
 
 def build_function(plan: Plan, globals_: dict[str, Any], owner: type | None, torch_module: Any) -> Any:

@@ -8,15 +8,19 @@ copy's instances a subclass whose method is the rewritten one (see `rewrite`); `
 `counter_to_tensor` keeps an integer attribute as a 0-d int64 buffer in every module that holds it;
 `warm_up` has whoever compiles the copy call it once eagerly first; `change_first` makes the change a
 build() target's `before_call` makes before one call on the copy before it is compiled (`Variant.workload_of`);
-`regional` is the benchmark's
-business and is ignored here. The user's model, inputs and modules'
+`compile_only` has whoever compiles the copy compile those submodules in place and run the rest
+eagerly (`Variant.compiled`); `regional` is the benchmark's business and is ignored here. The user's model, inputs and modules'
 globals are never modified.
 """
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import dataclasses
 import inspect
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +33,7 @@ from ..running.calls import run_call
 from ..running.copying import CopyError, working_copy
 from ..running.modules import forward_arg_names
 from ..running.tensors import clone_inputs, iter_tensors
-from .rewrite import RewriteError, build_function, parse_edits, plan_rewrite
+from .rewrite import RewriteError, build_function, edit_line, parse_edits, plan_rewrite
 
 
 class VariantError(Exception):
@@ -47,6 +51,21 @@ class Variant:
     """Call the model once eagerly on the first call's inputs before compiling it."""
     change_at: int | None = None
     """change_first: the call whose `before_call` change is made before compiling (and not again then)."""
+    compile_only: list[str] = field(default_factory=list)
+    """compile_only: the submodules compiled (in place); the rest of the model runs eagerly."""
+    compile_options: dict[str, Any] = field(default_factory=dict)
+    """compile_options: torch.compile keyword arguments the copy is compiled with (`dynamic=True`)."""
+
+    @contextlib.contextmanager
+    def compiled(self, compile_fn: Callable[..., Any]) -> Iterator[Any]:
+        """What the copy's calls go through: `compile_fn(model)`, or with compile_only the model itself, each of
+        those submodules compiled in place by `compile_fn` for the duration of the block."""
+        if not self.compile_only:
+            yield compile_fn(self.model, **self.compile_options)
+            return
+        modules = [self.model.get_submodule(p) for p in self.compile_only]
+        with ti.compiled_in_place(modules, lambda fn: compile_fn(fn, **self.compile_options)):
+            yield self.model
 
     def workload_of(self, workload: Workload) -> Workload:
         """The workload on this copy. With change_first, the workload's own `before_call` for that call runs
@@ -94,7 +113,7 @@ def _patch_sources(model: torch.nn.Module, actions: list[rm.FixAction]) -> None:
         grouped.setdefault((a.file, a.function, a.class_name), []).extend(e for e in a.edits)
     for (file, function, class_name), edits in grouped.items():
         try:
-            plan = plan_rewrite(file, parse_edits(sorted(set(edits), key=lambda e: int(e.split("@")[1]))))
+            plan = plan_rewrite(file, parse_edits(sorted(set(edits), key=edit_line)))
         except RewriteError as exc:
             raise VariantError(str(exc)) from exc
         targets = [m for m in model.modules() if any(c.__name__ == class_name and function in c.__dict__ for c in type(m).__mro__)]
@@ -185,6 +204,9 @@ def make_variant(
                 module.forward = ti.disable(module.forward)  # instance attribute on the copy
         elif action.type == "source_patch":
             sources.append(action)
+        elif action.type == "call_argument":  # the value the library computed from the data, passed from the call
+            value = library_value(model, calls, action, device)
+            sources.append(action.model_copy(update={"edits": [f"{e}={value!r}" for e in action.edits]}))
         elif action.type == "mark_dynamic" and action.marks:  # tensors marked together: one cause
             for argument, dims in action.marks.items():
                 one = action.model_copy(update={"argument": argument, "dims": dims, "marks": {}})
@@ -195,6 +217,15 @@ def make_variant(
             variant.warm_up = True
         elif action.type == "change_first":
             variant.change_at = action.call
+        elif action.type == "compile_options":
+            variant.compile_options.update(action.config)
+        elif action.type == "compile_only":
+            for path in action.module_paths:
+                try:
+                    variant.model.get_submodule(path)
+                except AttributeError as exc:
+                    raise VariantError(f"no submodule {path!r}") from exc
+            variant.compile_only = list(action.module_paths)
         elif action.type == "set_attribute":
             if not action.attribute:
                 raise VariantError("set_attribute needs an attribute")
@@ -206,6 +237,61 @@ def make_variant(
     if sources:
         _patch_sources(variant.model, sources)
     return variant
+
+
+def library_value(model: torch.nn.Module, calls: list[Call], action: rm.FixAction, device: str | None = None) -> Any:
+    """call_argument: the value the library's own line computes from the data (`action.computed_at`, its local
+    `action.local`) when reached from the user's call, read on an eager run of a throwaway copy (inference,
+    sharing the weights, so the copy the check compiles stays fresh); the one value every call gave, or
+    VariantError (it differs between calls, it is no literal, the line never ran from the user's call)."""
+    at, local = action.computed_at, action.local
+    if at is None or not local or not action.file or not action.edits:
+        raise VariantError("call_argument needs the library's line, its local and the user's call")
+    own_line = edit_line(action.edits[0])
+    values: list[Any] = []
+
+    def watch(frame: Any, event: str, _arg: Any) -> None:
+        if event != "return" or frame.f_code.co_filename != at.file or frame.f_code.co_name != at.function:
+            return
+        caller = frame.f_back
+        while caller is not None:  # reached from the user's own line
+            if caller.f_code.co_filename == action.file and caller.f_lineno == own_line:
+                values.append(frame.f_locals.get(local))
+                return
+            caller = caller.f_back
+
+    try:
+        probe = working_copy(model, device, share=True).eval()
+    except CopyError as exc:
+        raise VariantError(str(exc)) from exc
+    previous = sys.getprofile()
+    sys.setprofile(watch)
+    try:
+        with torch.no_grad():
+            for call in calls:
+                probe(*clone_inputs(call.args), **clone_inputs(dict(call.kwargs)))
+    except Exception as exc:  # noqa: BLE001 - the model's own error on the probe: the value cannot be read
+        raise VariantError(f"reading the value {at.function} computes raised {type(exc).__name__}") from exc
+    finally:
+        sys.setprofile(previous)
+        del probe
+    where = f"{at.file.rsplit('/', 1)[-1]}:{at.line}"
+    if not values:
+        raise VariantError(f"{where} did not run from your call: no value to pass")
+    distinct = list(dict.fromkeys(repr(v) for v in values))
+    if len(distinct) > 1:
+        raise VariantError(
+            f"the value {where} computes differs between calls ({', '.join(distinct[:4])}): no single value stands for it "
+            "on a copy; pass it from your data"
+        )
+    value = values[0]
+    try:
+        literal = ast.literal_eval(repr(value)) == value
+    except (ValueError, SyntaxError):
+        literal = False
+    if not literal:
+        raise VariantError(f"{where} computes a {type(value).__name__}, not a plain value to pass")
+    return value
 
 
 def _counters_to_tensors(model: torch.nn.Module, path: str) -> int:

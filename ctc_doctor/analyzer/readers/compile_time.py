@@ -220,6 +220,8 @@ def recurrence(cause: rm.RecompileCause, report: rm.Report) -> tuple[rm.Recurren
     if entry.recurrence == "one_off" or source.endswith(".training"):
         what = "grad mode" if "grad" in " ".join([*cause.values, cause.summary]).lower() else (source or cause.kind)
         return "one_off", f"{what} switches between training and evaluation: one extra compile per function, once"
+    if cause.first_call == 1 and len(values) == 2 and "None" in cause.values[:1]:
+        return "one_off", None  # set on the first call, held since (lazy state): one eager call first removes it
     per_code = len(cause.recompiles) / max(cause.code_objects, 1)
     if entry.recurrence == "by_values" and len(values) >= RECURRING_VALUES and per_code >= 2:
         return "recurring", None

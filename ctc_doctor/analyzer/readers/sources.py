@@ -34,11 +34,16 @@ def _roots() -> tuple[str | None, str | None, str, tuple[str, ...]]:
 
 @lru_cache(maxsize=8192)  # every frame of every break asks; realpath is a syscall per component
 def classify_file(path: str) -> tuple[bool, str | None]:
-    """(own_code, library) for a source path. Fixture models count as the user's own code."""
+    """(own_code, library) for a source path. Fixture models count as the user's own code, the zoo's stand-in
+    libraries (`fixtures/libs/<name>/`) as the library `<name>`'s."""
     if not path or path.startswith("<"):
         return False, "python"
     torch_dir, pkg_dir, stdlib, fixtures = _roots()
     real = os.path.realpath(path)
+    for f in fixtures:
+        stand_ins = os.path.join(os.path.realpath(f), "libs") + os.sep
+        if real.startswith(stand_ins):  # the zoo's stand-in libraries (`fixtures/libs/<name>/`): a library's code
+            return False, real[len(stand_ins) :].split(os.sep)[0].removesuffix(".py")
     if any(real.startswith(os.path.realpath(f) + os.sep) for f in fixtures):
         return True, None
     if torch_dir and real.startswith(os.path.realpath(torch_dir) + os.sep):
@@ -54,6 +59,17 @@ def classify_file(path: str) -> tuple[bool, str | None]:
     if real.startswith(stdlib + os.sep) or _FOREIGN_STDLIB.search(path):
         return False, "stdlib"  # this interpreter's, or another machine's (paths in logs read offline)
     return True, None
+
+
+@lru_cache(maxsize=256)
+def module_file(name: str) -> str | None:
+    """Where a top-level module or package lives (its `__init__.py`), found without importing it; None when
+    it cannot be found."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    return spec.origin if spec is not None and spec.origin not in (None, "built-in", "frozen") else None
 
 
 def is_dynamo_file(path: str) -> bool:

@@ -59,6 +59,7 @@ from .dynamo import (
 from .knobs import (
     ConfigOptionMissing,
     backend_names,
+    compiled_in_place,
     config_has,
     disable,
     dynamo_config,
@@ -124,6 +125,7 @@ __all__ = [
     "quiet_torch_stderr",
     "random_like_eager",
     "regional_compile",
+    "compiled_in_place",
     "reset_dynamo_quietly",
     "run_explain",
     "save_cache_artifacts",

@@ -190,6 +190,25 @@ def uncompiled(module: Any) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def compiled_in_place(modules: list[torch.nn.Module], compile_fn: Callable[[Any], Any]) -> Iterator[None]:
+    """Each module's `forward` through `compile_fn(its forward)` for the duration of the block (an instance
+    attribute, then removed), so the model's own code runs eagerly around them. Not `module.compile()`: on
+    a `torch.nn` container (a `Sequential`) that compiles nothing on torch 2.13, its `_call_impl` being
+    torch's own code, which Dynamo skips; a compiled `forward` is the user's frame either way."""
+    saved = [m.__dict__.get("forward") for m in modules]
+    try:
+        for m in modules:
+            m.forward = compile_fn(m.forward)
+        yield
+    finally:
+        for m, previous in zip(modules, saved, strict=True):
+            if previous is None:
+                m.__dict__.pop("forward", None)
+            else:
+                m.forward = previous
+
+
+@contextlib.contextmanager
 def regional_compile(modules: list[torch.nn.Module], **compile_kwargs: Any) -> Iterator[None]:
     """`module.compile(**kw)` on each block for the duration of the block, then undone.
 

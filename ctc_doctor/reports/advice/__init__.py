@@ -8,7 +8,7 @@ engine), else from the break sites' own hints and the one line of advice each gu
 from __future__ import annotations
 
 from ..labels import accuracy_line, cliff_line, failure_text, module_label, module_path_of, short_path, suggestion_status
-from ..models import FAILED_PHASES, Report
+from ..models import FAILED_PHASES, Report, Suggestion
 from ..verdicts import rank_key
 from .guard_kinds import guard_kind
 
@@ -32,12 +32,17 @@ def next_steps(report: Report) -> list[str]:
     steps.extend(_torch_bug_steps(report))
     steps.extend(_strategy_steps(report))
     calls = report.target.calls if report.target.kind in ("build", "script") else None
+    rows = _suggestion_steps(report) if report.suggestions else []
+    changes = [text for text, _ in rows]
+    # the best measured change leads; a cliff is what the cause below it costs, said after the change
+    lead = changes[:1] if rows and rows[0][1] else []
+    steps.extend(lead)
     for cliff in report.recompile_cliffs:
-        fix = f"; its cause {cliff.cause} is below" if cliff.cause else ""
+        fix = f"; its cause {cliff.cause} is {'above' if lead or not changes else 'below'}" if cliff.cause else ""
         steps.append(f"{cliff_line(cliff, calls)}{fix}")
     if report.suggestions:
-        steps.extend(_suggestion_steps(report))
-        return steps + _bisect_steps(report)
+        steps.extend(changes[len(lead) :])
+        return steps + _bisect_steps(report) + _candidate_bug_steps(report)
     for site in [s for s in report.graph_breaks if not s.expected][:3]:
         frame = site.own_frame or site.user_frame
         where = f"{short_path(frame.file)}:{frame.line}"
@@ -63,6 +68,7 @@ def next_steps(report: Report) -> list[str]:
         if len(seen) >= 3:
             break
     steps.extend(_bisect_steps(report))
+    steps.extend(_candidate_bug_steps(report))
     b = report.bisect
     if not report.summary.analysis_run:
         if b is not None and not b.smallest_failing and not b.untried:
@@ -91,6 +97,13 @@ def next_steps(report: Report) -> list[str]:
                 f"code, eager by design (they split each call into {report.summary.graph_count} graphs{largest})."
                 + (alternative + "." if alternative else "")
             )
+    elif report.summary.verdict == "clean" and report.summary.expected_recompiles:
+        reasons = list(dict.fromkeys(rc.expected.split(":")[0] for rc in report.recompiles if rc.expected))
+        n = report.summary.expected_recompiles
+        steps.append(
+            f"Nothing to fix: one graph per call; the {n} recompile{'s are' if n != 1 else ' is'} expected, paid once "
+            f"({'; '.join(reasons[:3])}): see the causes."
+        )
     elif report.summary.verdict == "clean":
         steps.append("Nothing to fix: this workload compiles to one graph per call without recompiles.")
     return steps
@@ -121,9 +134,12 @@ def _wrong_result_steps(report: Report) -> list[str]:
 
 
 def _torch_bug_steps(report: Report) -> list[str]:
-    """A crash inside PyTorch: the way around it, then the issue to file (its repro and text written)."""
+    """A crash inside PyTorch that the user's own compile hits: the way around it, then the issue to file (its
+    repro and text written). A bug that only a candidate fix walks into stays on that fix (`_candidate_bug_steps`)."""
     steps = []
     for bug in report.torch_bugs:
+        if bug.suggestion is not None:
+            continue
         if bug.workaround:
             around = f"{bug.workaround}" + ("" if bug.workaround_verified else " (not verified)")
         else:
@@ -135,6 +151,23 @@ def _torch_bug_steps(report: Report) -> list[str]:
             repro = f"; repro: python {bug.repro_path}" + (" (fails the same way)" if bug.repro_verified else "") if bug.repro_path else ""
             upstream = f"with {bug.owner}'s authors" if bug.owner else "upstream"
             steps.append(f"File it {upstream}: {bug.issue_path or 'the issue text is in the report'}{repro}")
+    return steps
+
+
+def _candidate_bug_steps(report: Report) -> list[str]:
+    """PyTorch bugs that only one of the doctor's own candidate fixes walks into: ready to file, last. The user
+    does not need that fix (it is left out, and what else addresses its cause is above)."""
+    steps = []
+    for bug in report.torch_bugs:
+        if bug.suggestion is None:
+            continue
+        whose = f"{bug.owner}'s backend bug" if bug.owner else "A PyTorch bug"
+        where = bug.issue_path or "the issue text is in the report"
+        repro = f"; repro: python {bug.repro_path}" + (" (fails the same way)" if bug.repro_verified else "") if bug.repro_path else ""
+        steps.append(
+            f"{whose} in candidate fix {bug.suggestion} only, not in your code (it is left out): {bug.stage} "
+            f"({bug.error_type}); ready to file: {where}{repro}"
+        )
     return steps
 
 
@@ -167,18 +200,27 @@ def _bisect_steps(report: Report) -> list[str]:
     return [f"Bisection: start with {module_label(b.smallest_failing, 60)}{why}{repro}"]
 
 
-def _suggestion_steps(report: Report, limit: int = 5) -> list[str]:
-    """One step per addressed site: the applied (or best) suggestion first, with what it measured."""
-    steps = []
+def _one_off_only(s: Suggestion, one_offs: set[str]) -> bool:
+    """The suggestion addresses recompiles of one-off causes only (a first-call set-up, a switch made once): it
+    saves a compile once, so it comes after what removes breaks or recurring recompiles."""
+    return bool(s.applies_to) and set(s.applies_to) <= one_offs
+
+
+def _suggestion_steps(report: Report, limit: int = 5) -> list[tuple[str, bool]]:
+    """One step per addressed site, with whether it carries a measurement: the best measured change first (by
+    verdict, then the measured gain on the objective, then fix before workaround before advice), what
+    addresses only a one-off after the rest."""
+    steps: list[tuple[str, bool]] = []
     covered: set[str] = set()
     objective = report.benchmark.objective if report.benchmark is not None else "balanced"
     if any(s.verdict is not None for s in report.suggestions):
-        # measured: by verdict (recommended, then trade-offs), fix before workaround, then benefit on the objective
         ranked = sorted(report.suggestions, key=lambda s: rank_key(s, objective))
     else:
         ranked = sorted(
             report.suggestions, key=lambda s: {"applied": 0, "works": 1, "measured": 1}.get(suggestion_status(s, report.fix), 2)
         )
+    one_offs = {r for c in report.recompile_causes if c.recurrence == "one_off" for r in c.recompiles}
+    ranked = [s for s in ranked if not _one_off_only(s, one_offs)] + [s for s in ranked if _one_off_only(s, one_offs)]
     expected = {rc.id for rc in report.recompiles if rc.expected}
     listed: set[str] = set()
     for s in ranked:
@@ -190,20 +232,23 @@ def _suggestion_steps(report: Report, limit: int = 5) -> list[str]:
         if s.verdict != "trade_off" and s.applies_to and set(s.applies_to) <= covered:
             continue  # a trade-off is always listed: what it costs is worth knowing
         covered.update(s.applies_to)
+        measured = ""
         if s.verdict is not None and s.verdict_reason:
             label = "trade-off" if s.verdict == "trade_off" else s.verdict.replace("_", " ")
             measured = f" — {label}: {s.verdict_reason}"
-        else:
-            measured = f" — measured: {s.verified.summary}" if s.verified and s.verified.summary else ""
+        elif s.verified and s.verified.summary:
+            measured = f" — measured: {s.verified.summary}"
         if s.not_recommended:
             measured = f" — not recommended: {s.not_recommended}"
         kind = f", {s.category}" if s.category == "workaround" else ""
+        if _one_off_only(s, one_offs):
+            kind += ", saves a one-off compile"
         target = ",".join(s.applies_to[:3]) + (f" +{len(s.applies_to) - 3}" if len(s.applies_to) > 3 else "") if s.applies_to else "model"
         title = s.title
         if title.startswith("Or ") and not set(s.applies_to) & listed:  # what it is an alternative to is not listed
             title = title[3].upper() + title[4:]
         listed.update(s.applies_to)
-        steps.append(f"{target}: {title} [{s.id}, {status}{kind}]{measured}")
+        steps.append((f"{target}: {title} [{s.id}, {status}{kind}]{measured}", bool(measured) and not s.not_recommended))
         if len(steps) >= limit:
             break
     return steps

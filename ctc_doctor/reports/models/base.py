@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-SCHEMA_VERSION = "1.21"
+SCHEMA_VERSION = "1.22"
 """major.minor: a minor bump adds optional fields; a major bump renames or removes fields."""
 Verdict = Literal["clean", "graph_breaks", "recompiles", "graph_breaks_and_recompiles", "failed"]
 GuardKind = Literal[
@@ -72,6 +72,9 @@ ActionType = Literal[
     "warm_up",
     "counter_to_tensor",
     "change_first",
+    "compile_only",
+    "call_argument",
+    "compile_options",
 ]
 ExplainMethod = Literal["same_trace", "separate_call"]
 

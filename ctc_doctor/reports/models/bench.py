@@ -37,7 +37,8 @@ class BenchmarkArm(_Model):
     name: str
     """eager, compiled, compiled[MODE] (`--modes`), or one of the optional arms: compiled_optimizer,
     compiled_fixed, fixed[S1] (that fix alone) or fixed[-S1] (every fix but that one), regional,
-    regional_fixed, modular, dynamic, marked, padded, aot, aot_regional, aot_fixed."""
+    regional_fixed, modular, submodules (schema 1.22: the clean submodules of a `compile-submodules`
+    suggestion compiled alone, the rest eager), dynamic, marked, padded, aot, aot_regional, aot_fixed."""
     description: str = ""
     """What the arm runs, one line."""
     compile_time_s: float | None = None

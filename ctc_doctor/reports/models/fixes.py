@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from .base import ActionType, DeltaMetric, MeasuredVerdict, SuggestionCategory, SuggestionKind, _Model
+from .findings import Frame
 
 
 class FixAction(_Model):
@@ -22,11 +23,18 @@ class FixAction(_Model):
     counter_to_tensor (schema 1.17: an integer attribute of the modules that hold it, `attribute`, kept as a
     0-d int64 buffer instead, so a new value changes no guard), change_first (schema 1.19: the change a
     build() target's `before_call` made to the model before call `call` made once before compiling, and not
-    again at that call: "prune or quantize first", verified; advice, never applied with the fixes)."""
+    again at that call: "prune or quantize first", verified; advice, never applied with the fixes), compile_only
+    (schema 1.22: compile the submodules `module_paths` only, each in place, and run the rest of the model
+    eagerly: "compile the network, not the module that also runs the augmentation"; verified on a copy,
+    advice, never applied with the fixes), call_argument (schema 1.22: the user's call at `edits`' line passes
+    one more keyword argument, the parameter a library computes from the data when it is left out; checked on
+    a copy passing the value the library computed in each call, `computed_at`), compile_options (schema 1.22:
+    torch.compile keyword arguments for the copy, `config`: `{"dynamic": true}`)."""
     config: dict[str, Any] = Field(default_factory=dict)
-    """dynamo_config: option name -> value; functions are named by dotted path (`print`, `logging.Logger.debug`)."""
+    """dynamo_config: option name -> value; functions are named by dotted path (`print`, `logging.Logger.debug`);
+    compile_options: torch.compile keyword arguments (`dynamic`)."""
     module_paths: list[str] = Field(default_factory=list)
-    """disable / set_attribute / regional: the modules it applies to."""
+    """disable / set_attribute / regional / compile_only: the modules it applies to."""
     call: int | None = None
     """change_first: the call before which the model was changed (schema 1.19)."""
     attribute: str | None = None
@@ -49,7 +57,13 @@ class FixAction(_Model):
     class_name: str | None = None
     """source_patch: the nn.Module class whose method is rewritten."""
     edits: list[str] = Field(default_factory=list)
-    """source_patch: the rewrites, as `kind@line` (`guard@46`, `where@114`, `keep_tensor@113`)."""
+    """source_patch: the rewrites, as `kind@line` (`guard@46`, `where@114`, `keep_tensor@113`); call_argument:
+    `keyword@line:callee:argument` (`keyword@19:global_mean_pool:size`)."""
+    computed_at: Frame | None = None
+    """call_argument: the library's line that computes the value from the data when the argument is left out
+    (schema 1.22)."""
+    local: str | None = None
+    """call_argument: the name the value has at `computed_at` (`dim_size`) (schema 1.22)."""
 
 
 class Effect(_Model):
@@ -350,3 +364,6 @@ class TorchBug(_Model):
     """A way around it on the user's code: the fix verified in its place, or a change checked on a replay."""
     workaround_verified: bool = False
     """The workaround was compiled and run on the user's code (a copy, or the script's recorded call)."""
+    suggestion: str | None = None
+    """The suggestion whose candidate fix walked into it (`S3`), when the user's own compile does not: the bug
+    stays on that fix (ready to file), and never leads what to do next (schema 1.22)."""

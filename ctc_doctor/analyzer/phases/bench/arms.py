@@ -58,17 +58,18 @@ def materialized(arm: Arm, source: torch.nn.Module | None, device: str | None, *
     arm, a copy with the fixes applied for a fixed one, on `device` (the pristine model may live on the
     host; with `share`, inference, the copy shares its parameters: `copying.working_copy`); planned as it
     was afterwards, the copy dropped. Raises VariantError when the fixes cannot be applied to a copy."""
-    planned = (arm.model, arm.calls, arm.config)
+    planned = (arm.model, arm.calls, arm.config, arm.compile_options)
     try:
         if arm.actions is not None:
             arm.variant = make_variant(source if source is not None else arm.model, arm.calls, arm.actions, device, share=share)
             arm.model, arm.calls = arm.variant.model, arm.variant.calls
             arm.config = {**arm.config, **arm.variant.config}
+            arm.compile_options = {**arm.compile_options, **arm.variant.compile_options}
         elif arm.fresh and source is not None:
             arm.model = working_copy(source, device, share=share)
         yield arm
     finally:
-        arm.model, arm.calls, arm.config = planned
+        arm.model, arm.calls, arm.config, arm.compile_options = planned
         arm.variant = None
 
 
@@ -129,6 +130,7 @@ def arms_for(
         )
     if steps and bench.regional:
         arms += _modular_arm(model, calls, facts)
+    arms += _submodules_arm(report, model, calls) if report is not None else []
     if bench.regional and facts is not None and facts.repeated:
         paths = [p for g in facts.repeated for p in g.paths]
         shown = ", ".join(f"{len(g.paths)}x {g.class_name}" for g in facts.repeated)
@@ -190,6 +192,20 @@ def arms_for(
 def _fresh_compiled(name: str, description: str, model: torch.nn.Module, calls: list[Call], **kw: Any) -> Arm:
     """A whole-model compiled arm on a fresh copy of the model (its cold pass is a user's), options in `kw`."""
     return Arm(name, description, model, calls, True, {}, [], fresh=True, **kw)
+
+
+def _submodules_arm(report: rm.Report, model: torch.nn.Module, calls: list[Call]) -> list[Arm]:
+    """The clean submodules a `compile-submodules` suggestion names, compiled alone on a fresh copy, the rest
+    eager: its latency and compile time against compiling the whole model. Only when its check held."""
+    s = next((s for s in report.suggestions if s.rule == "compile-submodules" and s.action is not None), None)
+    if s is None or s.action is None or s.verified is None or not (s.verified.safe and s.verified.effective):
+        return []
+    paths = s.action.module_paths
+    shown = ", ".join(paths[:3]) + (" ..." if len(paths) > 3 else "")
+    code = "; ".join(f"model.get_submodule({p!r}).forward = torch.compile(model.get_submodule({p!r}).forward)" for p in paths[:3])
+    return [
+        Arm("submodules", f"{shown} compiled alone ({s.id}), the rest eager", model, calls, True, {}, [], actions=[s.action], code=code)
+    ]
 
 
 def _modular_arm(model: torch.nn.Module, calls: list[Call], facts: ModelFacts | None) -> list[Arm]:

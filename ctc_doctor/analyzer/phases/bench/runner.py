@@ -119,9 +119,14 @@ class ArmRunner:
         if not arm.compiled:
             yield arm.model
             return
+        if arm.variant is not None and arm.variant.compile_only:  # submodules compiled in place, the rest eager
+            options = {**self.compile_kwargs(), **arm.compile_options}
+            with arm.variant.compiled(lambda fn, **kw: torch.compile(fn, **{**options, **kw})) as compiled:
+                yield compiled
+            return
         if arm.regional_paths:
             blocks = [arm.model.get_submodule(p) for p in arm.regional_paths]
-            with ti.regional_compile(blocks, **self.compile_kwargs()):
+            with ti.regional_compile(blocks, **{**self.compile_kwargs(), **arm.compile_options}):
                 yield arm.model
             return
         yield torch.compile(arm.model, **{**self.compile_kwargs(), **arm.compile_options})

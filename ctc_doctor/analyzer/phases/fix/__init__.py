@@ -63,7 +63,7 @@ class FixSection:
     """Suggestion id -> the PyTorch bug its compile walked into (`breaks_compile`), ready to file."""
 
 
-VERIFIED_ADVICE = ("change_first",)
+VERIFIED_ADVICE = ("change_first", "compile_only")
 """Actions of advice the user applies in their own code, verified on a copy but never applied with the fixes."""
 
 
@@ -81,6 +81,21 @@ def _gain(v: rm.Verification) -> int:
         return 0
     b, a = v.before, v.after
     return (b.graphs_compiled - a.graphs_compiled) + (b.unique_break_sites - a.unique_break_sites) + (b.recompile_count - a.recompile_count)
+
+
+def _advice_note(suggestion: rm.Suggestion, verification: rm.Verification) -> str:
+    """The fix section's note on advice that held on a copy (it is the user's to follow, never applied)."""
+    measured = verification.summary or "see its row"
+    assert suggestion.action is not None
+    if suggestion.action.type == "compile_only":
+        return (
+            f"{suggestion.id} held on a copy with only {', '.join(suggestion.action.module_paths)} compiled ({measured}): "
+            "compile that in your code instead of the whole model; it is not a patch, so nothing is applied for it."
+        )
+    return (
+        f"{suggestion.id} held on a copy changed before it was compiled ({measured}): "
+        "make that change in your code; it is not a patch, so nothing is applied for it."
+    )
 
 
 def _why(v: rm.Verification) -> str:
@@ -295,10 +310,7 @@ class _Fixer:
             covered = {f for c in chosen for f in (section.verified[c.id].fixed if c.id in section.verified else [])}
             if advice:  # the user moves their own code
                 if verification.safe and verification.effective:
-                    result.notes.append(
-                        f"{suggestion.id} held on a copy changed before it was compiled ({verification.summary or 'see its row'}): "
-                        "make that change in your code; it is not a patch, so nothing is applied for it."
-                    )
+                    result.notes.append(_advice_note(suggestion, verification))
                 continue
             if not verification.safe:
                 result.unsafe.append(suggestion.id)
@@ -370,7 +382,9 @@ def run_fix(ctx: PhaseContext, options: FixOptions) -> FixSection:
     rtol, atol = tolerance(torch.float32, loose_backend(backend))
     section = FixSection(rm.FixResult(backend=backend, tolerance={"rtol": rtol, "atol": atol}))
     result = section.result
-    candidates = list(iter_auto(report.suggestions))
+    # a fix before a workaround that runs around the same cause: the one checked first is kept, the other,
+    # when it fixes nothing more, is redundant (a call-site argument before `capture_scalar_outputs`)
+    candidates = sorted(iter_auto(report.suggestions), key=lambda s: s.category == "workaround")
     if not candidates:
         regional = [s.id for s in report.suggestions if s.auto_applicable and s.action is not None and s.action.type == "regional"]
         result.notes.append(

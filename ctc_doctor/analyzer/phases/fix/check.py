@@ -208,8 +208,7 @@ class Checker:
             fixed = variant.workload_of(ctx.workload)
             with preserved_state(variant.model):
                 variant.run_warm_up(fixed, ctx.settings.seed)
-            compiled = compile_(variant.model)
-            with preserved_state(variant.model), grad_mode(ctx.settings):
+            with variant.compiled(compile_) as compiled, preserved_state(variant.model), grad_mode(ctx.settings):
                 for i, call in enumerate(variant.calls):
                     run_call(compiled, fixed, call, i, seed=ctx.settings.seed, train=ctx.settings.train)
 
@@ -245,7 +244,10 @@ class Checker:
             compiled_check = self.reference.judgement(from_call=since)
             eager_check = self.reference.judgement(from_call=since)
             with preserved_state(variant.model), like_eager:
-                compiled = CompiledRun(fixed, variant.calls, settings, dynamo_config=variant.config, sink=compiled_check)
+                compiled = CompiledRun(
+                    fixed, variant.calls, settings, dynamo_config=variant.config, sink=compiled_check,
+                    compile_only=variant.compile_only, compile_options=variant.compile_options,
+                )  # fmt: skip
                 compiled.run()
             release_memory(ctx.settings.where)  # the compiled run's activations, before the eager run makes its own
             with preserved_state(variant.model):

@@ -20,6 +20,7 @@ from ....reports import models as rm
 from ...fixes.facts import ModelFacts
 from ..context import PhaseContext
 from .base import RuleContext
+from .boundary import boundary_suggestions
 from .breaks import break_suggestions
 from .model import compile_cache_suggestion, model_suggestions
 from .recompiles import recompile_suggestions
@@ -49,6 +50,7 @@ def suggest(report: rm.Report, facts: ModelFacts | None = None) -> list[rm.Sugge
     break_suggestions(ctx)
     recompile_suggestions(ctx)
     model_suggestions(ctx)
+    boundary_suggestions(ctx)
     merged: dict[tuple[Any, ...], rm.Suggestion] = {}
     for s in ctx.out:
         key = _key(s)

@@ -120,18 +120,18 @@ def config(
     )
 
 
-MOST_OF_THE_MODEL = 0.9
-"""A module holding this share of the model or more is never left eager as a workaround: that is turning
-compilation off (a YOLO model's `model` Sequential holds every layer; a causal LM's `model` all but its
-head)."""
+MOST_OF_THE_MODEL = 0.5
+"""Modules holding more than this share of the model, together, are never left eager as a workaround: that is
+turning compilation off (a YOLO model's `model` Sequential holds every layer; a causal LM's `model` all but
+its head; an augmentation stage and the network after it, called in one loop)."""
 
 
 def suggest_disable(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str], why: str) -> None:
     """`torch.compiler.disable` on the smallest modules that hold the break, as a workaround: never the
     root, never a module that is most of the model."""
     shares = ctx.facts.shares if ctx.facts is not None else {}
-    targets = [p for p in site.module_paths if p and shares.get(p, 0.0) < MOST_OF_THE_MODEL]
-    if not targets:
+    targets = [p for p in site.module_paths if p and shares.get(p, 0.0) <= MOST_OF_THE_MODEL]
+    if not targets or sum(shares.get(p, 0.0) for p in targets) > MOST_OF_THE_MODEL:
         return
     bisect = ctx.report.bisect
     confirmed = bisect is not None and any(p in bisect.smallest_failing for p in targets)

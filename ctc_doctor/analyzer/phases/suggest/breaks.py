@@ -7,7 +7,10 @@ import re
 from collections.abc import Callable
 
 from ....reports import models as rm
+from ...fixes.call_site import find_call_site
+from ...fixes.rewrite import RewriteError, plan_rewrite
 from .base import RuleContext, config, own_line, refs, source_edit, suggest_disable, where
+from .boundary import in_library
 from .schedulers import scheduler_frame, scheduler_suggestion
 
 
@@ -136,6 +139,9 @@ def _dynamic_op_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[st
 def _branch_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
     if not _is(site, ("GB0170",), r"^Data-dependent branching"):
         return False
+    if in_library(site):  # not the user's `if` to rewrite: leave the smallest module that holds it eager
+        suggest_disable(ctx, site, applies, f"The branch is in {site.library}'s code, which you cannot rewrite.")
+        return True
     source_edit(
         ctx,
         site,
@@ -213,9 +219,16 @@ _UNTRACEABLE = (
 def _untraceable_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
     for ids, pattern, rule, title, why, snippet in _UNTRACEABLE:
         if _is(site, ids, pattern):
-            ctx.add(
-                rule, title, f"{why} (at {where(site)})", "source_edit", applies, snippet=snippet, references=refs(site, "troubleshooting")
-            )
+            if not in_library(site):  # the library's own call is not the user's to move
+                ctx.add(
+                    rule,
+                    title,
+                    f"{why} (at {where(site)})",
+                    "source_edit",
+                    applies,
+                    snippet=snippet,
+                    references=refs(site, "troubleshooting"),
+                )
             suggest_disable(ctx, site, applies, "Until the code changes, the break can be isolated.")
             return True
     return False
@@ -249,25 +262,6 @@ def _scheduler_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str
         return False
     scheduler_suggestion(ctx, applies, frame)
     return True
-
-
-def _library_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
-    if site.own_code or site.library in (None, "stdlib", "torch"):
-        return False
-    version = getattr(ctx.report.environment, site.library or "", None)
-    at = f"{site.library} {version}" if isinstance(version, str) else site.library
-    ctx.add(
-        "library-upgrade",
-        f"The break is inside {at}: check a newer release",
-        f"{site.user_frame.file.rsplit('/', 1)[-1]}:{site.user_frame.line} is library code, so the fix belongs "
-        f"there; torch.compile support in {site.library} improves release by release. Until then, the "
-        "suggestions for your own call site apply.",
-        "upgrade",
-        applies,
-        snippet=f"pip install -U {site.library}",
-        references=refs(site),
-    )
-    return False  # advice only: other rules still run
 
 
 def _rnn_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
@@ -308,6 +302,19 @@ def _rnn_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> 
 def _fallback_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
     hints = [h for h in site.hints if h and not h.startswith("Please report")]
     rationale = (site.explanation or site.reason) + (" Torch's hints: " + " ".join(hints) if hints else "")
+    if in_library(site):
+        at = f"{site.user_frame.file.rsplit('/', 1)[-1]}:{site.user_frame.line}"
+        ctx.add(
+            "registry-hints",
+            f"Keep {site.library}'s code at {at} out of the compiled region ({site.gb_type})",
+            f"{rationale} The line is {site.library}'s, not yours to rewrite: compile around it (the boundary "
+            "suggestions), or leave the smallest module that holds it eager.",
+            "source_edit",
+            applies,
+            references=refs(site, "troubleshooting"),
+        )
+        suggest_disable(ctx, site, applies, "The break can be isolated.")
+        return True
     ctx.add(
         "registry-hints",
         f"Rewrite the code at {where(site)}: {site.gb_type}",
@@ -318,6 +325,58 @@ def _fallback_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]
     )
     suggest_disable(ctx, site, applies, "If the code cannot change, the break can be isolated.")
     return True
+
+
+def _call_site_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
+    """A break in a library function that computes a value from the data only because the user's call left a
+    parameter at its default (`fixes.call_site`): pass it from the call. Checked on a copy that passes the
+    value the library computed in each call. The break's own rules still run (alternatives, ranked by what
+    each measures)."""
+    if not in_library(site):
+        return False
+    found = find_call_site(site)
+    if found is None:
+        return False
+    own = f"{found.frame.file.rsplit('/', 1)[-1]}:{found.frame.line}"
+    at = f"{found.computed.file.rsplit('/', 1)[-1]}:{found.computed.line}"
+    payload = f"{found.callee}:{found.argument}"
+    try:
+        plan = plan_rewrite(found.frame.file, [("keyword", found.frame.line, f"{payload}={found.argument}")])
+    except RewriteError:
+        plan = None
+    line = plan.replacements[0][2][0].strip() if plan is not None else None
+    action = (
+        rm.FixAction(
+            type="call_argument",
+            file=plan.file,
+            function=plan.function,
+            class_name=plan.class_name,
+            edits=[f"keyword@{found.frame.line}:{payload}"],
+            argument=found.argument,
+            computed_at=found.computed,
+            local=found.local,
+        )  # fmt: skip
+        if plan is not None and plan.class_name is not None
+        else None
+    )
+    ctx.add(
+        "call-site-argument",
+        f"Pass `{found.argument}=` to `{found.callee}` at {own}: left out, {found.library} computes it from the data",
+        f"Your call `{found.callee}(...)` at {own} leaves `{found.argument}` at its default (None), so {found.library} "
+        f"computes it from tensor values ({at}: `{found.local} = {found.expression}`), which ends the graph there "
+        f"({site.gb_type}). Passed from your call, a value known before the model runs, nothing is read from the "
+        f"data. A Python int that changes between calls recompiles once, then automatic dynamic shapes cover it. "
+        "Checked on a copy that passes the value the library computed in each call.",
+        "source_edit",
+        applies,
+        category="fix",
+        auto_applicable=action is not None,
+        snippet=f"# {found.library} computes `{found.argument}` from the data when it is left out ({at}):\n"
+        f"#     {found.local} = {found.expression}\n# pass what you know before the call instead:\n{line or found.frame.code or ''}",
+        references=refs(site, "troubleshooting"),
+        action=action,
+    )
+    return False  # the break's own rules still run
 
 
 def _first_call_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
@@ -343,9 +402,9 @@ def _first_call_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[st
 
 _BREAK_RULES: tuple[Callable[[RuleContext, rm.GraphBreakSite, list[str]], bool], ...] = (
     _first_call_rule,
+    _call_site_rule,
     _transformers_loss_rule,
     _scheduler_rule,
-    _library_rule,
     _print_rule,
     _logger_rule,
     _item_rule,

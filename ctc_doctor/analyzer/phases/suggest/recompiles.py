@@ -13,12 +13,13 @@ from ....reports.advice.guard_kinds import guard_kind, rules
 from ....reports.labels import module_path_of
 from ....reports.links import DOCS
 from ...fixes.facts import ModelFacts
-from ...readers.causes import of_self, recompile_causes
+from ...readers.causes import of_self, recompile_causes, trigger
 from ...readers.compile_time import hit_the_limit
 from .adapters import adapter_rule
-from .base import Failures, RuleContext, config
-from .changes import changed_rule, made_inside_libraries, swapped_once, swapped_rule
+from .base import Failures, RuleContext
+from .changes import changed_rule, made_inside_libraries
 from .schedulers import in_scheduler, scheduler_suggestion
+from .state import INT, state_rule
 
 
 def _argument(source: str | None, facts: ModelFacts | None) -> str | None:
@@ -229,6 +230,7 @@ def _size_rule(ctx: RuleContext, failures: Failures) -> None:
     if not failures.items:
         return
     marked = False
+    padded: dict[str, list[int]] = {}
     for group in _mark_groups(ctx, failures):
         marks = group.by_argument(ctx.facts.arg_names if ctx.facts else [])
         (arg, ordered), *others = marks.items()
@@ -238,6 +240,7 @@ def _size_rule(ctx: RuleContext, failures: Failures) -> None:
         if sizes & {0, 1}:
             _specialized_size(ctx, group, arg, dims, sizes)
             continue
+        padded = padded or marks
         if others:
             names = ", ".join(f"`{a}`" for a in marks)
             title = f"Mark {names} {dims} dynamic together before the first call"
@@ -266,18 +269,57 @@ def _size_rule(ctx: RuleContext, failures: Failures) -> None:
         marked = True
     if made_inside_libraries(ctx, failures, marked):
         return
-    how = "compile with `dynamic=True`, or pad inputs to a few bucket sizes"
+    pad = pad_snippet(padded, ctx.facts)
+    how = "compile with `dynamic=True`" + (", or pad inputs to a few bucket sizes" if pad else "")
     ctx.add(
         "dynamic-or-buckets",
         f"Or {how}" if marked else how[0].upper() + how[1:],  # an alternative only after what it is one to
-        "`dynamic=True` makes every dimension symbolic from the start (slower kernels in some cases); padding "
-        "sequence lengths to e.g. multiples of 64 bounds the number of distinct shapes, and so of compiles.",
+        "`dynamic=True` makes every dimension symbolic from the start (slower kernels in some cases)"
+        + (
+            f"; padding {_dims_text(padded)} to e.g. multiples of 64 (with a value the model ignores: a pad token, a "
+            "masked position) bounds the number of distinct shapes, and so of compiles."
+            if pad
+            else "."
+        ),
         "dynamic_shapes",
         failures.ids(),
-        snippet="compiled = torch.compile(model, dynamic=True)\n# or: pad to a bucket\n"
-        "length = -(-x.shape[1] // 64) * 64\nx = torch.nn.functional.pad(x, (0, 0, 0, length - x.shape[1]))",
+        auto_applicable=True,  # the `dynamic=True` half, checked on a copy compiled with it
+        snippet="compiled = torch.compile(model, dynamic=True)" + (f"\n# or: pad to a bucket\n{pad}" if pad else ""),
         references=[DOCS["dynamic"]],
+        action=DYNAMIC,
     )
+
+
+DYNAMIC = rm.FixAction(type="compile_options", config={"dynamic": True})
+"""What `fix` checks of "compile with `dynamic=True`": a copy compiled with it."""
+
+
+def _dims_text(marks: dict[str, list[int]]) -> str:
+    """`x dim 0` / `input_ids, attention_mask dim 1`: what changes, as the marks name it."""
+    dims = {tuple(d) for d in marks.values()}
+    if len(dims) == 1:
+        return f"{', '.join(f'`{a}`' for a in marks)} dim {', '.join(map(str, next(iter(dims))))}"
+    return ", ".join(f"`{a}` dim {', '.join(map(str, d))}" for a, d in marks.items())
+
+
+def pad_snippet(marks: dict[str, list[int]], facts: ModelFacts | None) -> str | None:
+    """Code that pads each changing dimension of the forward arguments that change (the dims the marks name,
+    of the rank each argument has) up to a multiple of 64; None when no argument of the user's call changes
+    size (padding what the model makes inside would not bound it)."""
+    lines: list[str] = []
+    for arg, dims in marks.items():
+        shapes = [s for s in (facts.arg_shapes.get(arg, []) if facts else []) if s is not None]
+        if not shapes or not arg.isidentifier():
+            continue
+        rank = len(shapes[0])
+        for dim in dims:
+            if not 0 <= dim < rank:
+                continue
+            size = f"{arg}.shape[{dim}]"
+            # F.pad takes (left, right) pairs from the last dimension backwards: the pair of `dim` last
+            pairs = ["0, 0"] * (rank - 1 - dim) + [f"0, -(-{size} // 64) * 64 - {size}"]
+            lines.append(f"{arg} = torch.nn.functional.pad({arg}, ({', '.join(pairs)}))  # dim {dim} up to a multiple of 64")
+    return "\n".join(lines) or None
 
 
 def _dtype_rule(ctx: RuleContext, failures: Failures) -> None:
@@ -300,7 +342,7 @@ def _global_counter(ctx: RuleContext, failures: Failures) -> None:
     """An integer global the code reads (`STEP`) and that keeps changing: no option makes it dynamic (torch
     specializes integer globals), so the advice is a tensor."""
     found = {
-        g.source: m.group("name") for _, g in failures.items if g.source and (m := _GLOBAL.match(g.source)) and _INT.match(g.expected or "")
+        g.source: m.group("name") for _, g in failures.items if g.source and (m := _GLOBAL.match(g.source)) and INT.match(g.expected or "")
     }
     if not found:
         return
@@ -349,124 +391,6 @@ def _value_rule(ctx: RuleContext, failures: Failures) -> None:
                 [rc.id],
                 references=[DOCS["dynamic"]],
             )
-
-
-_SELF_ATTRIBUTE = re.compile(r"^(?:self|L\['self'\])(?:\._modules\['\w+'\]|\.\w+)*\.(?P<name>[A-Za-z_]\w*)$")
-_INT = re.compile(r"^-?\d+$")
-
-
-def int_attributes(failures: Failures) -> dict[str, list[str]]:
-    """Integer attributes of a module that the failed guards pinned (`self.step == 7`): source -> the
-    recompiles. Dynamo treats them as static, so a counter recompiles once per value."""
-    out: dict[str, list[str]] = {}
-    for rc, guard in failures.items:
-        if guard.kind == "attribute" and guard.source and _SELF_ATTRIBUTE.match(guard.source) and _INT.match(guard.expected or ""):
-            out.setdefault(guard.source, []).append(rc.id)
-    return out
-
-
-def _int_attribute_rule(ctx: RuleContext, attributes: dict[str, list[str]]) -> None:
-    """A module's integer attribute that keeps changing (a step counter): torch's own option makes it a
-    symbolic int at its first recompile (verified on a copy), or the counter moves into a tensor."""
-    names = ", ".join(f"`{module_path_of(s)}`" for s in list(attributes)[:3])
-    applies = list(dict.fromkeys(r for ids in attributes.values() for r in ids))
-    limit = any(hit_the_limit(m) for m in ctx.report.compile_metrics)
-    cliff = " until the recompile limit, after which the frame runs eagerly" if limit else ""
-    option = "allow_unspec_int_on_nn_module"
-    if ctx.facts is None or option in ctx.facts.config_options:
-        config(
-            ctx,
-            "unspec-int-attribute",
-            f"Let the integer attribute {names} be dynamic: `torch._dynamo.config.{option} = True`",
-            f"Dynamo treats integer attributes of an nn.Module as static: {names} compiles once per value{cliff}. "
-            "With this option its first recompile makes it a symbolic integer and later values reuse that graph. "
-            "Scope it to the compiled calls with `torch._dynamo.config.patch`, or set it once before the first call.",
-            applies,
-            (option, True),
-            f"with torch._dynamo.config.patch({option}=True):\n    out = compiled_model(x)",
-            [DOCS["troubleshooting"]],
-        )
-    first = list(attributes)[0]
-    name = first.rsplit(".", 1)[-1]
-    relative = module_path_of(first).removeprefix("self.")
-    keep = f"keep {names} in a tensor buffer"
-    ctx.add(
-        "tensor-counter",
-        keep[0].upper() + keep[1:],  # an alternative that reads alone: "what to do next" may list it without S1
-        f"A tensor is an input like any other: a new value of `{name}` then changes no guard. Update it in place "
-        "(`+=` on the buffer, or `.fill_(value)`), never by assigning a Python int. Verified on a copy whose "
-        "modules hold it as a 0-d int64 buffer.",
-        "source_edit",
-        applies,
-        auto_applicable=True,
-        snippet=f"self.register_buffer('{name}', torch.zeros((), dtype=torch.long), persistent=False)\n"
-        f"# each step, instead of assigning an int:\nmodel.{name}.fill_(step)",
-        references=[DOCS["troubleshooting"]],
-        action=rm.FixAction(type="counter_to_tensor", attribute=relative),
-    )
-
-
-def _lazy_state_rule(ctx: RuleContext, failures: Failures) -> None:
-    """State a module (or its library: torchvision's RoIAlign scales, a cache made on first use) sets on its
-    first call: the first compile guarded on `None`, the second call recompiles once for the value it now
-    holds. Nothing changes it after that, so "stop changing it" is wrong; one eager call before compiling
-    sets it up outside the compiled code (verified by `fix`, as for first-call breaks)."""
-    sources = sorted({module_path_of(g.source) for _, g in failures.items if g.source})
-    shown = ", ".join(f"`{s}`" for s in sources[:3]) or "module state"
-    applies = failures.ids()
-    existing = next((s for s in ctx.out if s.rule == "warm-up-before-compile"), None)
-    if existing is not None:  # a first-call break asked for the same eager call: one suggestion for both
-        existing.applies_to = list(dict.fromkeys([*existing.applies_to, *applies]))
-        return
-    ctx.add(
-        "warm-up-before-compile",
-        "Call the model once eagerly before compiling it",
-        f"{shown} is set on the model's first call (the first compile saw it as None), so the second call "
-        "recompiles once for the value it now holds; nothing changes it after that. One eager call before "
-        "`torch.compile` sets it up outside the compiled code, and the compile sees it as it stays.",
-        "source_edit",
-        applies,
-        auto_applicable=True,
-        snippet="with torch.no_grad():\n    model(*example_args, **example_kwargs)  # first-call set-up runs eagerly\n"
-        "compiled = torch.compile(model)",
-        references=[DOCS["troubleshooting"]],
-        action=rm.FixAction(type="warm_up"),
-    )
-
-
-def _state_rule(ctx: RuleContext, failures: Failures) -> None:
-    attributes = int_attributes(failures)
-    if attributes:
-        _int_attribute_rule(ctx, attributes)
-        counted = {r for ids in attributes.values() for r in ids}
-        failures = Failures(failures.kinds, [(rc, g) for rc, g in failures.items if rc.id not in counted])
-        if not failures.items:
-            return
-    swapped = swapped_once(failures)
-    if swapped:
-        swapped_rule(ctx, Failures(failures.kinds, swapped))
-        failures = Failures(failures.kinds, [(rc, g) for rc, g in failures.items if (rc, g) not in swapped])
-        if not failures.items:
-            return
-    lazy = [(rc, g) for rc, g in failures.items if g.expected == "None" and rc.call_index == 1]
-    if lazy:
-        _lazy_state_rule(ctx, Failures(failures.kinds, lazy))
-        failures = Failures(failures.kinds, [(rc, g) for rc, g in failures.items if (rc, g) not in lazy])
-        if not failures.items:
-            return
-    sources = sorted({module_path_of(g.source) for _, g in failures.items if g.source})
-    shown = ", ".join(f"`{s}`" for s in sources[:3]) or "module state"
-    ctx.add(
-        "state-recompile",
-        f"Stop changing {shown} between calls, or compile one model per setting",
-        "Compiled code guards on module attributes and object identities it read. Flipping them between calls "
-        "recompiles, and alternating settings can exhaust the recompile limit. Fix the setting before "
-        "compiling, keep one compiled wrapper per setting, or read the flag from a tensor.",
-        "source_edit",
-        failures.ids(),
-        snippet="fast_gelu = torch.compile(model_with_gelu)\nfast_relu = torch.compile(model_with_relu)",
-        references=[DOCS["troubleshooting"]],
-    )
 
 
 _PARAMETER = re.compile(r"(?:\._parameters|\.__dict__\[(['\"])_parameters\1\])\[(['\"])[^'\"]*\2\]$")
@@ -585,7 +509,7 @@ RULES: dict[str, Callable[[RuleContext, Failures], None]] = {
     "size": _size_rule,
     "dtype": _dtype_rule,
     "value": _value_rule,
-    "state": _state_rule,
+    "state": state_rule,
     "requires_grad": _requires_grad_rule,
     "global_state": _global_state_rule,
     "advice": _advice_rule,
@@ -621,7 +545,10 @@ def recompile_suggestions(ctx: RuleContext) -> None:
     if scheduled:  # a scheduler's counter: one answer, whatever the guard's kind
         scheduler_suggestion(ctx, scheduled)
     for rc in (r for r in recompiles if r.id not in scheduled):
-        for guard in rc.failed_guards:
+        # a rule answers the guard that explains the recompile (its cause's), not an older cache entry's failure
+        # that rode along: no "keep grad mode fixed" on a recompile a size change made
+        guard = trigger(rc)
+        if guard is not None:
             by_kind.setdefault(guard.kind, []).append((rc, guard))
     for rule, kinds in rules():
         items = [item for kind in kinds for item in by_kind.get(kind, [])]
