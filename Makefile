@@ -15,7 +15,9 @@ COMPAT_STAMP := $(COMPAT)/.installed-$(COMPAT_TORCH)
 # real libraries where their releases for that torch install (tests/test_libraries.py): torchvision from
 # this machine's disk, and ultralytics, which needs it (the dev set-up has torchao; PyPI's torchvision does
 # not import beside its torch)
-COMPAT_LIBRARIES := $(if $(filter 2.14.1,$(COMPAT_TORCH)),torchvision==0.29.1 torchao==0.18.0 ultralytics==8.4.190,)
+# and the libraries of issue 62's advice cases (pure Python: tests/targets/ecosystem_targets.py, the `ecosystem` extra)
+ECOSYSTEM := torch_geometric==2.8.1 kornia==0.9.0 monai==1.6.1 torchdiffeq==0.2.5 gpytorch==1.15.2 nnAudio==0.3.4 litgpt==0.5.13 e3nn==0.6.0
+COMPAT_LIBRARIES := $(if $(filter 2.14.1,$(COMPAT_TORCH)),torchvision==0.29.1 torchao==0.18.0 ultralytics==8.4.190 $(ECOSYSTEM),)
 
 .PHONY: demo test test-fast compat check lint schema bench clean
 

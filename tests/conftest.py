@@ -165,6 +165,19 @@ def fixed(name: str) -> Report:
 
 
 @shared
+def advised(name: str) -> Report:
+    """A zoo fixture as `ctc-doctor fix` analyzes it: bisection, suggestions and the verified fix (eager
+    backend), once per process: what the next steps of the ecosystem fixtures are judged on."""
+    from ctc_doctor import FixOptions
+
+    spec = all_fixtures()[name]
+    torch.manual_seed(0)
+    workload = spec.builder()()
+    options = AnalyzeOptions(spec=spec.target, explain=False, bisect=BisectOptions(strategy="top-down"), fix=FixOptions())
+    return analyze(workload, options)
+
+
+@shared
 def bisected(name: str, strategy: str = "both", train: bool = False) -> Report:
     """Bisect a zoo fixture once per test process (bisection only, no analysis compile)."""
     spec = all_fixtures()[name]

@@ -55,6 +55,13 @@ RULES = {
     "per_layer_cache": {"state-recompile", "regional-compile"},
     "rare_expensive_branch": {"branchless-where", "torch-cond"},
     "train_step": {"logger-ignore", "logger-guard", "mark-dynamic"},
+    # the ecosystem's library patterns (no bisection here: their boundary advice is tests/test_advice.py's)
+    "pool_size_from_data": {"call-site-argument", "capture-scalar-outputs", "dynamic-or-buckets"},
+    "augment_with_net": {"capture-scalar-outputs", "disable-module"},
+    "sliding_window_routine": {"capture-scalar-outputs", "mark-dynamic"},
+    "ode_solver_routine": {"capture-scalar-outputs"},
+    "static_cache_decoder": set(),  # its one recompile is expected: nothing to suggest
+    "last_partial_batch": set(),
 }
 
 

@@ -8,7 +8,7 @@ import pytest
 from ctc_doctor import AnalyzeOptions, FixOptions, analyze
 from ctc_doctor.analyzer.target import load_workload
 
-from .conftest import TARGETS
+from .conftest import TARGETS, run_cli
 
 
 @pytest.mark.compat
@@ -73,3 +73,104 @@ def test_ultralytics_yolo_built_from_its_yaml_gets_one_eager_call_first_and_neve
     for s in report.suggestions:
         if s.action is not None and s.action.type == "disable":
             assert "" not in s.action.module_paths and "model" not in s.action.module_paths, s.action
+
+
+# --- issue 62: advice on libraries the doctor was not tuned on (tests/targets/ecosystem_targets.py) ----------
+
+
+def _advised(target: str):
+    """`target` of ecosystem_targets.py as `ctc-doctor fix` analyzes it: bisection, suggestions, verified fixes."""
+    from ctc_doctor.analyzer.phases.bisect import BisectOptions
+    from ctc_doctor.reports.advice import next_steps
+
+    spec = f"{TARGETS / 'ecosystem_targets.py'}:{target}"
+    options = AnalyzeOptions(spec=spec, explain=False, bisect=BisectOptions(strategy="top-down"), fix=FixOptions())
+    report = analyze(load_workload(spec, seed=0), options)
+    return report, next_steps(report)
+
+
+@pytest.mark.compat
+@pytest.mark.parametrize(
+    ("library", "target", "rule", "module"),
+    [
+        ("kornia", "augmentation", "compile-submodules", "net"),
+        ("monai", "sliding_window", "compile-submodules", "net"),
+        ("torchdiffeq", "neural_ode", "compile-submodules", "func"),
+        ("gpytorch", "deep_kernel_gp", "compile-submodules", "features"),
+    ],
+)
+def test_a_library_compiled_whole_gets_the_network_inside_it_compiled_alone_as_step_one(library, target, rule, module):
+    """An augmentation stage with the CNN after it (kornia), a sliding-window routine and its predictor (MONAI),
+    an ODE solver and its dynamics (torchdiffeq), a GP on a neural feature extractor (gpytorch): the breaks are
+    the library's, the bisection's clean submodule holds the network. Step 1 compiles it alone, checked on a
+    copy (every break left); no `torch.compiler.disable` of most of the model, no "check a newer release", no
+    "stop changing" the library's own state."""
+    pytest.importorskip(library, reason=f"{library} installs in the compat venv (make compat)")
+    report, steps = _advised(target)
+    [s] = [s for s in report.suggestions if s.rule == rule]
+    assert s.action is not None and s.action.module_paths == [module] and s.verdict == "recommended", (s.verdict, s.verdict_reason)
+    assert s.verified.after.unique_break_sites == 0 and s.verified.after.graphs_compiled >= 1 and s.verified.numerics_ok
+    assert steps[0].split(": ", 1)[1].startswith(f"Compile `{module}` alone"), steps
+    text = " ".join(steps)
+    assert "newer release" not in text and "Stop changing" not in text, steps
+
+
+@pytest.mark.compat
+def test_torch_geometric_pooling_gets_size_from_the_call_and_dynamic_shapes_for_its_node_counts():
+    """GraphSAGE pooled with `global_mean_pool(x, batch)`: torch_geometric computes the graph count from the data
+    (`int(index.max()) + 1` in `scatter`) because `size` is left out; step 1 passes it from the call, checked on a
+    copy. Mini-batches of other node counts: `dynamic=True` checked too, its padding on the node dimension."""
+    pytest.importorskip("torch_geometric", reason="torch_geometric installs in the compat venv (make compat)")
+    report, steps = _advised("graph_pooling")
+    rules = {s.rule: s for s in report.suggestions}
+    arg = rules["call-site-argument"]
+    assert arg.verdict == "recommended" and arg.verified.after.unique_break_sites < arg.verified.before.unique_break_sites
+    assert steps[0].split(": ", 1)[1].startswith("Pass `size=` to `global_mean_pool`"), steps
+    dynamic = rules["dynamic-or-buckets"]
+    assert dynamic.verdict == "recommended" and "pad(x, (0, 0, 0, -(-x.shape[0] // 64)" in (dynamic.snippet or ""), dynamic.snippet
+
+
+@pytest.mark.compat
+def test_nnaudio_over_a_dataloader_with_a_partial_last_batch_is_clean_its_recompile_expected():
+    """A DataLoader of batch size 8 over 29 clips ends on a batch of 5: one compile more, once (`drop_last=True`
+    avoids it), not a cause to fix: the verdict is clean and no padding or `dynamic=True` is offered."""
+    pytest.importorskip("nnAudio", reason="nnAudio installs in the compat venv (make compat)")
+    report, steps = _advised("keyword_spotting")
+    assert report.summary.verdict == "clean" and report.summary.expected_recompiles == report.summary.recompile_count >= 1
+    assert all("last, smaller batch" in rc.expected for rc in report.recompiles)
+    assert not report.suggestions and steps[0].startswith("Nothing to fix: one graph per call"), steps
+
+
+@pytest.mark.compat
+def test_litgpt_generate_with_a_static_cache_gets_no_padding_or_dynamic_advice_for_its_decode_step(tmp_path):
+    """litgpt's `generate` on a compiled GPT with its static KV cache, two prompts of 8 and 11 tokens: the first
+    one-token step compiles once for the length 1 (expected, out of the verdict); the second prompt's length
+    compiles once more and automatic dynamic shapes serve the rest (a one-off). Neither is answered with
+    padding (which would break the cache's positions) or `dynamic=True`."""
+    pytest.importorskip("litgpt", reason="litgpt installs in the compat venv (make compat)")
+    from ctc_doctor.reports import load_report
+
+    out = tmp_path / "report.json"
+    result = run_cli("run", "--json", str(out), "--", str(TARGETS / "litgpt_generate.py"), timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = load_report(out)
+    decode = [rc for rc in report.recompiles if rc.expected]
+    assert len(decode) == 1 and decode[0].expected.startswith("a size of 1, once"), [rc.expected for rc in report.recompiles]
+    one_offs = [c for c in report.recompile_causes if not c.expected]
+    assert all(c.recurrence == "one_off" for c in one_offs), [(c.summary, c.recurrence) for c in one_offs]
+    assert not {s.rule for s in report.suggestions} & {"dynamic-or-buckets", "mark-dynamic"}, [s.rule for s in report.suggestions]
+
+
+@pytest.mark.compat
+def test_e3nn_dropout_crashing_dynamos_guard_building_gets_a_repro_and_a_verified_workaround(tmp_path):
+    """e3nn's `nn.Dropout` in training: its `Irrep.__len__` raises, Dynamo calls it building a guard (torch
+    2.13/2.14). Triaged: the stage, e3nn's line, a torch-only repro that fails the same way, and the Dropout left
+    eager, checked on the model."""
+    pytest.importorskip("e3nn", reason="e3nn installs in the compat venv (make compat)")
+    target = f"{TARGETS / 'ecosystem_targets.py'}:e3nn_dropout"
+    report = analyze(load_workload(target, seed=0), AnalyzeOptions(spec=target, explain=False, fix=FixOptions(repro_dir=str(tmp_path))))
+    if not report.torch_bugs:
+        pytest.skip("this torch builds e3nn's guards without calling Irrep.__len__")
+    [bug] = report.torch_bugs
+    assert bug.stage == "Dynamo (building a guard)" and "e3nn" in (bug.user_line or "") and bug.repro_verified, bug
+    assert bug.workaround_verified and bug.workaround.startswith("leave `1` eager until torch is fixed"), bug.workaround

@@ -46,7 +46,7 @@ from .readers.expected import mark_one_offs, one_off_note
 from .readers.gb_registry import graph_break_registry
 from .readers.text import describe_error
 from .resources.preflight import NotEnoughMemory, model_bytes
-from .running.calls import calls_on
+from .running.calls import calls_on, grad_mode, preserved_state, run_call
 from .running.copying import SPILLED, CopyError, copy_model, light_copy, spilled_copy, working_copy
 from .running.deadline import Interrupted, Stopped, deadline, limit_text, stop_record, stoppable
 from .running.memory import free_tensors, let_go, release_memory
@@ -56,6 +56,7 @@ from .running.settings import RunSettings, measured_on
 from .running.tensors import iter_tensors
 from .running.warning_notes import collected_warnings, warning_notes
 from .session import AnalyzeOptions, Clock, Session
+from .triage import TRIAGE_MIN_S, is_torch_failure, triage_calls
 
 
 def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Report:
@@ -226,6 +227,8 @@ def _run(
     if copy_note:
         report.notes.append(copy_note)
     stopped = any(e.phase in ("eager", "timeout", "interrupted") for e in report.errors)
+    if not stopped:
+        _compile_bug(report, ctx, options, clock)
     try:
         if options.bisect is not None and analysis.module_inputs is not None and not stopped and _should_bisect(report, options):
             bisect = options.bisect
@@ -248,6 +251,36 @@ def _run(
     derive(report)
     report.run.duration_s = clock.elapsed()
     return report
+
+
+def _compile_bug(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions, clock: Clock) -> None:
+    """The analysis's own compile crashed inside torch (while tracing, in a backend, or while building a guard):
+    triaged on a copy as a script's crash is (`triage.triage_calls`): the stage, the user's line, a verified
+    repro, the issue text and a workaround checked on the workload's calls, into `report.torch_bugs`."""
+    error = next((e for e in report.errors if e.phase == "compile" and is_torch_failure(e.message)), None)
+    source = ctx.pristine if ctx.pristine is not None else ctx.workload.model
+    if error is None or not isinstance(source, torch.nn.Module):
+        return
+    left = clock.remaining()
+    if left is not None and left < TRIAGE_MIN_S:
+        report.notes.append(f"The compile crashed inside torch; no time left to triage it (--timeout/--budget: {left:.0f} s).")
+        return
+    settings = ctx.settings
+    model = working_copy(source, settings.device, share=settings.shares)
+
+    def calls(compiled: Any) -> None:
+        with preserved_state(model), grad_mode(settings):
+            for i, call in enumerate(ctx.calls):
+                run_call(compiled, ctx.workload, call, i, seed=settings.seed, train=settings.train, model=model)
+
+    folder = options.fix.repro_dir if options.fix is not None else None
+    bug = triage_calls(
+        calls, model, settings.backend, where=f"the compile of {report.target.model_class}", untried=None, repro_dir=folder, slug="compile"
+    )
+    if bug is None:
+        return
+    report.torch_bugs.append(bug)
+    error.hint = f"a bug inside PyTorch ({bug.stage}), not in your code: triaged below, with a repro and the issue text"
 
 
 def _pristine_copy(workload: Workload, options: AnalyzeOptions) -> tuple[Any, str | None]:

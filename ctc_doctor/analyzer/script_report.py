@@ -42,7 +42,7 @@ from .running.calls import preserved_state
 from .running.deadline import DeadlineExceeded, deadline
 from .running.settings import RunSettings
 from .session import AnalyzeOptions, Clock, Session
-from .triage import is_torch_failure, triage_calls, write_bug
+from .triage import TRIAGE_MIN_S, is_torch_failure, triage_calls, write_bug
 from .triage import issue_text as triage_issue_text
 from .triage import issue_title as triage_issue_title
 
@@ -228,10 +228,6 @@ def _rank_report(
     report.run.duration_s = rm.elapsed_s(t0)
     report.cost = cost.finish(report)
     return report
-
-
-TRIAGE_MIN_S = 120.0
-"""Seconds the triage of a crash inside torch needs at least (a few compiles, a repro run)."""
 
 
 def _torch_bug(

@@ -6,9 +6,9 @@ triage. Given the module and one call that crash, this:
 
 1. compiles it with the cheaper backends first (`eager`: Dynamo only; `aot_eager`: Dynamo and
    AOTAutograd; then the backend that crashed), so the report says which stage fails;
-2. keeps the FX graph the failing backend was handed (a wrapper around it), cuts it after each
-   operation in turn (a binary search over the prefixes, each compiled alone) and finds the first
-   operation whose graph fails: its stack trace names the user's line that triggers the bug;
+2. keeps the FX graph the failing backend was handed (a wrapper around it), cuts it after each operation
+   in turn (a binary search over the prefixes) and finds the first whose graph fails: its stack trace names
+   the user's line; a crash while Dynamo builds a guard names the guard, its object and the code that raised;
 3. writes a standalone repro of that cut graph (torch only: the graph as a `Repro` module, torch's own
    minifier printer, random inputs of the same shapes, the same config and backend), runs it under
    plain `python` in a fresh process and keeps whether it failed the same way;
@@ -20,6 +20,7 @@ A workaround is the caller's: the fix phase names the fix verified in place of t
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import functools
 import os
@@ -50,7 +51,8 @@ TORCH_FAILURES = (
 
 STAGES = {"eager": "Dynamo", "aot_eager": "AOTAutograd"}
 """The stage a backend adds over the one before it."""
-
+TRIAGE_MIN_S = 120.0
+"""Seconds the triage of a crash inside torch needs at least (a few compiles, a repro run)."""
 REPRO_TIMEOUT_S = 180.0
 """A repro that neither fails nor passes in this long is not verified."""
 REDUCE_BUDGET_S = 60.0
@@ -463,6 +465,8 @@ class Triage:
     bug: rm.TorchBug | None = None
     module_path: str | None = None
     """The module the triggering operation ran in (None: the root, or not found)."""
+    guard: ti.GuardCrash | None = None
+    """A crash while Dynamo built a guard (tracing had finished): the guard and the object it read."""
 
 
 def triage(
@@ -509,12 +513,58 @@ def triage(
             reduced.graph, args, failed.backend, config, dynamic, where=where, stage=stage, error=error, importing=importing
         )
         check_repro(bug, error_type, owner, importing, run=verify)
+    elif (guard := ti.guard_crash(failed.error)) is not None:
+        out.guard = guard
+        guard_bug(bug, guard, failed.backend, verify)
     else:
         bug.repro_note = f"the failure is in {stage}'s tracing, before any graph: no graph to reduce"
-    bug.issue_title = issue_title(stage, error, bug.operation)
+    bug.issue_title = issue_title(bug.stage, error, bug.operation)
     bug.issue_text = issue_text(bug)
     out.bug = bug
     return out
+
+
+GUARD_REPRO = '''"""{title}: standalone repro (torch only). `Stand` stands for `{value_type}`, a {base} whose
+`{method}` raises {error_type}: Dynamo traces the function, then calls it building the {builder} guard."""
+import torch
+
+
+class Stand({base}):
+    def {method}(self):
+        raise {error_type}("raised by the object's own {method}")
+
+
+torch.compile(lambda x, obj: x * obj[0], backend={backend!r})(torch.ones(3), Stand((2, 1)))
+'''  # a guard crash's repro, for an object that derives from `tuple` or `list` whose `__len__` raises
+
+
+def guard_bug(bug: rm.TorchBug, guard: ti.GuardCrash, backend: str, verify: bool) -> None:
+    """A crash while Dynamo built a guard: the stage, the object's code that raised as the user line, and a
+    torch-only repro where the guard and the object are of a kind one can stand for (`GUARD_REPRO`)."""
+    bug.stage = "Dynamo (building a guard)"
+    bug.operation = f"the {guard.builder} guard on {guard.guard} ({guard.value_type})"
+    file, line, method, code = guard.frame or ("", 0, None, None)
+    if file:
+        bug.user_line, bug.user_code = f"{file}:{line}", code
+    base = next((b for b in guard.bases if b in ("tuple", "list")), None)
+    builtin = isinstance(getattr(builtins, guard.error_type, None), type)  # a repro can raise it without the library
+    if method == "__len__" and base is not None and builtin:
+        title = issue_title(bug.stage, bug.error, bug.operation)
+        bug.repro = GUARD_REPRO.format(
+            title=title,
+            value_type=guard.value_type,
+            base=base,
+            method=method,
+            error_type=guard.error_type,
+            builder=guard.builder,
+            backend=backend,
+        )
+        check_repro(bug, guard.error_type, None, None, run=verify)
+    else:
+        bug.repro_note = (
+            f"the object's own `{method or '?'}` raised while Dynamo built the {guard.builder} guard (tracing had finished): "
+            "a repro needs that object, no graph stands for it"
+        )
 
 
 def write_bug(bug: rm.TorchBug, folder: str, slug: str) -> None:
@@ -554,6 +604,8 @@ def workaround(
     integers kept static when the failing graph had symbolic ones, else the module that holds the
     triggering operation left eager (never the root: that is no compile at all). (text, verified), or
     (None, False) when none holds."""
+    if found.guard is not None:  # the module that holds the guarded object, left eager first
+        found.module_path = found.module_path or _holding_module(model, found.guard.guard)
     failed = next((a for a in found.attempts if a.error is not None), None)
     symbolic = failed is not None and failed.graph is not None and any(ti.symint_hint(v) is not None for v in failed.graph[1])
     if symbolic and attempt(lambda compile_: call(compile_(model, dynamic=False)), backend, config).error is None:
@@ -578,7 +630,57 @@ def workaround(
         if attempt(leave_eager, backend, config).error is None:
             code = f"model.get_submodule({path!r}).forward = torch.compiler.disable(model.get_submodule({path!r}).forward)"
             return f"leave `{path}` eager until torch is fixed: `{code}`", True
+    if found.guard is not None:  # the object's own dunder that the guard calls, made plain for the check
+        around = _guard_workaround(call, found.guard, backend, model, config)
+        if around is not None:
+            return around, True
     return None, False
+
+
+def _holding_module(model: torch.nn.Module, source: str) -> str | None:
+    """The submodule (not the root) that holds the guarded object: the longest module path the guard's source
+    starts with (`L['self']._modules['dropout'].irreps[0][1]` -> `dropout`), through torch.compile's own
+    wrappers (`fn.`, `_orig_mod.`)."""
+    from .readers.compile_time import stack_path
+
+    parts = stack_path(source).split(".")
+    for n in range(len(parts), 0, -1):
+        path = ".".join(parts[:n])
+        with contextlib.suppress(AttributeError):
+            model.get_submodule(path)
+            return path
+    return None
+
+
+def _guard_workaround(
+    call: Callable[[Any], Any], guard: ti.GuardCrash, backend: str, model: torch.nn.Module, config: dict[str, Any]
+) -> str | None:
+    """A guard that crashed because the object's own dunder raises (an e3nn `Irrep`'s `__len__`): the builtin
+    base's method in its place for the time of the check; the text when the user's calls then compile."""
+    cls, method = guard.value_class, guard.frame[2] if guard.frame is not None else None
+    base = next((getattr(builtins, b) for b in guard.bases if b in ("tuple", "list", "dict")), None)
+    if cls is None or base is None or not method or not (method.startswith("__") and hasattr(base, method)):
+        return None
+    own = cls.__dict__.get(method)
+
+    def patched(compile_: Callable[..., Any]) -> None:
+        setattr(cls, method, getattr(base, method))
+        try:
+            call(compile_(model))
+        finally:
+            if own is None:
+                delattr(cls, method)
+            else:
+                setattr(cls, method, own)
+
+    if attempt(patched, backend, config).error is not None:
+        return None
+    short = cls.__qualname__
+    return (
+        f"until torch is fixed, give `{guard.value_type}` the plain `{base.__name__}.{method}` before compiling "
+        f"(`{short}.{method} = {base.__name__}.{method}`, after importing it): Dynamo's {guard.builder} guard calls it, "
+        f"and its own raises {guard.error_type}. It changes `{method}` of those objects for the rest of your code too"
+    )
 
 
 def triage_calls(

@@ -134,6 +134,8 @@ def suggestion_status(s: Suggestion, fix: FixResult | None) -> str:
     """applied / safe, no effect / redundant / unsafe / not applied / advice."""
     if fix is not None and s.id in fix.applied:
         return "applied"
+    if fix is not None and s.id in fix.redundant and s.verified is None:  # not checked: what it addresses was removed already
+        return "redundant"
     if s.verified is not None:
         if not s.verified.applied or not s.verified.safe:
             return "unsafe" if s.verified.applied and s.verified.numerics_ok is False else "failed"

@@ -210,3 +210,55 @@ def keyword_spotting():
     clips = torch.randn(29, 16000)
     batches = [(b,) for b in torch.utils.data.DataLoader(clips, batch_size=8)]
     return Workload(KeywordNet().eval(), batches[0], variants=batches[1:])
+
+
+# --- a crash while Dynamo builds a guard ----------------------------------------------------------------
+
+
+class Irrep(tuple):
+    """As e3nn's `o3.Irrep`: a (degree, parity) pair whose `len()` is refused on purpose."""
+
+    def __len__(self):
+        raise NotImplementedError  # BREAK:GUARD_LEN
+
+
+class IrrepDropout(nn.Module):
+    """Drops whole irreps, as e3nn's `nn.Dropout` does in training, walking its irreps in forward."""
+
+    def __init__(self, irreps, p=0.1):
+        super().__init__()
+        self.irreps, self.p = irreps, p
+
+    def forward(self, x):
+        chunks, start = [], 0
+        for mul, (degree, _parity) in self.irreps:
+            width = mul * (2 * degree + 1)
+            keep = (torch.rand(x.shape[0], mul, 1) > self.p).to(x.dtype) / (1 - self.p)
+            chunks.append((x[:, start : start + width].view(x.shape[0], mul, -1) * keep).flatten(1))
+            start += width
+        return torch.cat(chunks, 1)
+
+
+class EquivariantBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(10, 10)
+        self.dropout = IrrepDropout(((4, Irrep((0, 1))), (2, Irrep((1, -1)))))
+
+    def forward(self, x):
+        return self.dropout(self.lin(x))
+
+
+def guard_len_crash():
+    """A Linear, then a dropout over irreps whose `__len__` raises (e3nn's pattern), in training mode: Dynamo traces
+    it, then crashes building the SEQUENCE_LENGTH guard on an irrep (torch 2.13)."""
+    torch.manual_seed(0)
+    return EquivariantBlock().train(), (torch.randn(5, 10),)
+
+
+def e3nn_dropout():
+    """e3nn's own `nn.Dropout` after a Linear, in training mode: its `Irrep.__len__` raises NotImplementedError."""
+    from e3nn import nn as enn
+
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(10, 10), enn.Dropout("4x0e + 2x1o", p=0.1)).train(), (torch.randn(5, 10),)

@@ -66,6 +66,11 @@ def trigger(rc: rm.Recompile) -> rm.FailedGuard | None:
     return next((g for g in rc.failed_guards if g.kind != "other"), rc.failed_guards[0])
 
 
+def to_one(g: rm.FailedGuard) -> bool:
+    """A size guard whose new size is 0 or 1 where the compiled one was not: torch specializes those sizes."""
+    return g.kind == "size" and g.actual in ("0", "1") and g.expected not in (None, "0", "1")
+
+
 def _code(rc: rm.Recompile) -> tuple[object, ...]:
     """What identifies the recompiled code: Dynamo's frame id (one per code object: `0` of `0/3`, with
     its rank prefix), else the function's file and line."""
@@ -95,6 +100,8 @@ def _values(events: list[tuple[rm.Recompile, rm.FailedGuard | None]]) -> list[st
         if g is None:
             continue
         same = [f for f in rc.failed_guards if f.kind == g.kind and instance_pattern(f.source) == instance_pattern(g.source)]
+        if g.kind == "size" and not to_one(g):  # the entry compiled for a size of 1 is that one-off's, not this change's
+            same = [f for f in same if f.expected not in ("0", "1")]
         for f in sorted(same, key=lambda f: _entry_order(f.cache_entry)):
             add(f.expected)
         add(g.actual)
@@ -158,8 +165,10 @@ def recompile_causes(
             code_key: tuple[object, ...] = (*code, "none", rc.failed_guards[0].reason if rc.failed_guards else "")
             change_key: tuple[object, ...] | None = None
         else:
-            # an adapter's guards (how many, which is active, its scale) are one change of one structure
-            code_key = (*code, g.kind, "lora" if g.kind == "adapter" else instance_pattern(g.source), g.dim)
+            # an adapter's guards (how many, which is active, its scale) are one change of one structure; a size
+            # that becomes 0 or 1 (torch specializes them: a decoder's one-token step) is a cause of its own,
+            # apart from the other sizes the same dim takes (a new prompt length)
+            code_key = (*code, g.kind, "lora" if g.kind == "adapter" else instance_pattern(g.source), g.dim, to_one(g))
             # a tensor property travels into every frame the tensor reaches; a Python value of one
             # frame says nothing about another frame's value unless both sides of the change are known
             known = g.expected is not None and (g.actual is not None or guard_kind(g.kind).travels)

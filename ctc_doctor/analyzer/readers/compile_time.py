@@ -208,6 +208,20 @@ def drove_to_the_limit(cause: rm.RecompileCause, report: rm.Report) -> bool:
     return False
 
 
+SETTLED_CALLS = 2
+"""Calls after a size cause's only change that ran without recompiling: automatic dynamic shapes settled it."""
+
+
+def settled_after_one(cause: rm.RecompileCause, report: rm.Report) -> bool:
+    """A size that changed once (one recompile per compiled frame, in one call), and the calls after it (at
+    least `SETTLED_CALLS`) ran without recompiling on it: automatic dynamic shapes compiled the dim as
+    dynamic and served the rest. Marking it dynamic first saves that one compile, once."""
+    if cause.kind != "size" or cause.first_call is None or len(cause.recompiles) != cause.code_objects:
+        return False
+    calls = {rc.call_index for rc in report.recompiles if rc.id in set(cause.recompiles)}
+    return calls == {cause.first_call} and report.target.calls - cause.first_call - 1 >= SETTLED_CALLS
+
+
 def recurrence(cause: rm.RecompileCause, report: rm.Report) -> tuple[rm.Recurrence, str | None]:
     """(how the cause recurs, why it is expected when it is a one-off)."""
     if drove_to_the_limit(cause, report):
@@ -222,6 +236,8 @@ def recurrence(cause: rm.RecompileCause, report: rm.Report) -> tuple[rm.Recurren
         return "one_off", f"{what} switches between training and evaluation: one extra compile per function, once"
     if cause.first_call == 1 and len(values) == 2 and "None" in cause.values[:1]:
         return "one_off", None  # set on the first call, held since (lazy state): one eager call first removes it
+    if settled_after_one(cause, report):
+        return "one_off", None  # one new size, then automatic dynamic shapes served every later call
     per_code = len(cause.recompiles) / max(cause.code_objects, 1)
     if entry.recurrence == "by_values" and len(values) >= RECURRING_VALUES and per_code >= 2:
         return "recurring", None

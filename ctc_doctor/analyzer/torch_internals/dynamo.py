@@ -292,3 +292,74 @@ def traced_frames(exc: BaseException) -> list[tuple[str, int, str]]:
                 out.append(frame)
         tb = tb.tb_next
     return out
+
+
+@dataclass(frozen=True)
+class GuardCrash:
+    """A compile that crashed while Dynamo built a guard (tracing had finished): the guard, the object it read
+    and the user's (or a library's) code that raised when the guard called it."""
+
+    guard: str
+    """The guarded source (`L['self'].irreps[0][1]`)."""
+    builder: str
+    """The guard's kind, as `GuardBuilder` names it (`SEQUENCE_LENGTH`)."""
+    value_type: str
+    """The guarded object's class, qualified (`e3nn.o3._irreps.Irrep`)."""
+    bases: tuple[str, ...]
+    """The builtin classes it derives from (`tuple`), for a repro that stands for it."""
+    frame: RawFrame | None
+    """The innermost frame outside torch that raised (`_irreps.py`, 264, `__len__`, its code)."""
+    error_type: str
+    """What it raised (`NotImplementedError`)."""
+    value_class: type | None = None
+    """The guarded object's class itself (a workaround patches it for the time of a check)."""
+
+
+def guard_crash(exc: BaseException) -> GuardCrash | None:
+    """Whether `exc` (what `torch.compile` raised) is a crash while building a guard, and which: read off the
+    traceback's frames (`torch/_guards.py`'s `Guard.create` holds the guard, the `GuardBuilder` method the
+    object). torch 2.6-2.15 build guards there; None on a torch that does not, or for another failure."""
+    import linecache
+    import os
+
+    chain, seen = [], set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:  # the wrapper and what it wraps
+        seen.add(id(current))
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    for error in reversed(chain):  # innermost first
+        frames = []
+        tb = error.__traceback__
+        while tb is not None:
+            frames.append(tb.tb_frame)
+            tb = tb.tb_next
+        creating = next(
+            (f for f in frames if f.f_code.co_name == "create" and f.f_code.co_filename.endswith(os.path.join("torch", "_guards.py"))), None
+        )
+        guard = creating.f_locals.get("self") if creating is not None else None
+        builder = getattr(getattr(guard, "create_fn", None), "__name__", None)
+        if guard is None or builder is None:
+            continue
+        building = next((f for f in frames if f.f_code.co_name == builder and "value" in f.f_locals), None)
+        value = building.f_locals["value"] if building is not None else None
+        torch_dir = os.path.dirname(torch.__file__) + os.sep
+        outside = [f for f in frames if not f.f_code.co_filename.startswith(torch_dir)]
+        raised = outside[-1] if outside and outside[-1] is not frames[0] else None
+        frame: RawFrame | None = None
+        if raised is not None:
+            code = linecache.getline(raised.f_code.co_filename, raised.f_lineno).strip() or None
+            frame = (raised.f_code.co_filename, raised.f_lineno, raised.f_code.co_name, code)
+        cls = type(value)
+        return GuardCrash(
+            guard=str(getattr(guard, "name", "?")),
+            builder=builder,
+            value_type=f"{cls.__module__}.{cls.__qualname__}" if building is not None else "?",
+            bases=tuple(b.__name__ for b in cls.__mro__[1:] if b.__module__ == "builtins" and b is not object)
+            if building is not None
+            else (),
+            frame=frame,
+            error_type=type(error).__name__,
+            value_class=cls if building is not None else None,
+        )
+    return None

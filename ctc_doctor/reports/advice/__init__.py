@@ -18,7 +18,7 @@ def next_steps(report: Report) -> list[str]:
     steps: list[str] = []
     failed = [e for e in report.errors if e.phase in FAILED_PHASES]
     for err in failed[:2]:
-        if err.phase == "script" and report.torch_bugs:
+        if err.phase in ("script", "compile") and any(b.suggestion is None for b in report.torch_bugs):
             continue  # a crash inside PyTorch: its own steps below say what happened and the way around it
         if err.phase == "script":
             steps.append(f"The script failed: {err.hint}" if err.hint else f"The script failed; fix that first: {err.message}")

@@ -54,6 +54,18 @@ REPORTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "analyzed-python_scalar_arg": ("analyzed", ("python_scalar_arg",)),
     "bisected-showcase": ("bisected", ("showcase",)),
     "bisected-deepcopy_in_forward": ("bisected", ("deepcopy_in_forward",)),
+    # the ecosystem fixtures as `ctc-doctor fix` analyzes them: their next steps are judged in the fast tier
+    **{
+        f"advised-{name}": ("advised", (name,))
+        for name in (
+            "pool_size_from_data",
+            "augment_with_net",
+            "sliding_window_routine",
+            "ode_solver_routine",
+            "static_cache_decoder",
+            "last_partial_batch",
+        )
+    },
 }
 """File name (without `.json`) -> the `tests/conftest.py` helper and its arguments."""
 

@@ -295,6 +295,12 @@ class _Fixer:
                     "(the script changed the module's state between its calls, which a replay of its inputs does not)."
                 )
                 continue
+            covered = {f for c in chosen for f in (section.verified[c.id].fixed if c.id in section.verified else [])}
+            if suggestion.action is not None and suggestion.action.type == "compile_options" and set(suggestion.applies_to) <= covered:
+                # `dynamic=True` recompiles the whole model shape-generic (75 s on a detector): not checked for
+                # recompiles a fix checked before it already removes
+                result.redundant.append(suggestion.id)
+                continue
             advice = suggestion.action is not None and suggestion.action.type in VERIFIED_ADVICE
             if not self.options.verify_each:
                 if not advice:  # advice is the user's to follow: never applied with the fixes
@@ -307,7 +313,6 @@ class _Fixer:
             # the addressed break is gone and another appeared: moved, not removed
             verification.moved_break = bool(addressed and set(addressed) & set(verification.fixed) and verification.new_sites)
             section.verified[suggestion.id] = verification
-            covered = {f for c in chosen for f in (section.verified[c.id].fixed if c.id in section.verified else [])}
             if advice:  # the user moves their own code
                 if verification.safe and verification.effective:
                     result.notes.append(_advice_note(suggestion, verification))

@@ -44,10 +44,8 @@ def made_inside_libraries(ctx: RuleContext, failures: Failures, marked: bool) ->
         "generic after its first recompile (the cause then settles: `bounded`).",
         "dynamic_shapes",
         failures.ids(),
-        auto_applicable=True,
         snippet="compiled = torch.compile(model, dynamic=True)",
         references=[DOCS["dynamic"]],
-        action=rm.FixAction(type="compile_options", config={"dynamic": True}),
     )
     return True
 

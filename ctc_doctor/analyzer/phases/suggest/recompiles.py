@@ -13,8 +13,8 @@ from ....reports.advice.guard_kinds import guard_kind, rules
 from ....reports.labels import module_path_of
 from ....reports.links import DOCS
 from ...fixes.facts import ModelFacts
-from ...readers.causes import of_self, recompile_causes, trigger
-from ...readers.compile_time import hit_the_limit
+from ...readers.causes import input_names, of_self, recompile_causes, trigger
+from ...readers.compile_time import hit_the_limit, settled_after_one
 from .adapters import adapter_rule
 from .base import Failures, RuleContext
 from .changes import changed_rule, made_inside_libraries
@@ -267,6 +267,8 @@ def _size_rule(ctx: RuleContext, failures: Failures) -> None:
             action=rm.FixAction(type="mark_dynamic", argument=arg, dims=ordered, marks=marks if others else {}),
         )
         marked = True
+    if set(failures.ids()) <= _settled(ctx.report):
+        return  # one new size, then automatic dynamic shapes served the rest: no `dynamic=True` or padding for a one-off
     if made_inside_libraries(ctx, failures, marked):
         return
     pad = pad_snippet(padded, ctx.facts)
@@ -292,6 +294,12 @@ def _size_rule(ctx: RuleContext, failures: Failures) -> None:
 
 DYNAMIC = rm.FixAction(type="compile_options", config={"dynamic": True})
 """What `fix` checks of "compile with `dynamic=True`": a copy compiled with it."""
+
+
+def _settled(report: rm.Report) -> set[str]:
+    """The recompiles of size causes that changed once and then settled (`compile_time.settled_after_one`)."""
+    causes = recompile_causes([r for r in report.recompiles if not r.expected], (), input_names(report))
+    return {r for c in causes if settled_after_one(c, report) for r in c.recompiles}
 
 
 def _dims_text(marks: dict[str, list[int]]) -> str:
