@@ -7,6 +7,8 @@ and neither padding nor `dynamic=True` removes them:
     graph of its own, once, whatever the model is;
   - the last, smaller batch (a DataLoader's last partial batch): dim 0 drops once, after two calls or more
     of the full size, and nothing recompiles after it; `drop_last=True` avoids it;
+  - one new size, once, then two calls or more that automatic dynamic shapes served without recompiling (a
+    second prompt of another length; graphs of another node count each batch);
   - in a decoding loop (`generate` drove the compiled object, or the recompiles themselves show it: a
     prefill → decode change, then a growth by one), the cache's first growth (N, then N + 1: automatic
     dynamic shapes compile that length as dynamic, and no later step recompiles) and a cache whose layers
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 from ...reports import models as rm
 from .causes import input_names, recompile_causes
-from .compile_time import recurrence
+from .compile_time import recurrence, settled_after_one
 
 PREFILL = (
     "prefill → decode: the first one-token step compiles once for the length 1 (torch specializes "
@@ -34,11 +36,15 @@ SIZE_ONE = (
 )
 LAZY = "the cache's lazy set-up: each layer's cache is created at the first step that writes it, once; every later step finds it set up"
 GROWTH = "the cache's first growth: automatic dynamic shapes compile this length as dynamic from here on, and no later step recompiles"
+SETTLED = (
+    "one new size, once: automatic dynamic shapes compiled the dimension as dynamic, and every later call (two or "
+    "more) reused that graph; marking it dynamic first would save that one compile"
+)
 PARTIAL_BATCH = (
     "the last, smaller batch (a DataLoader's last partial batch): it compiles once more, and nothing recompiles "
     "after it; `drop_last=True` on the DataLoader avoids it, or accept one extra compile"
 )
-ONE_OFFS = (PREFILL, SIZE_ONE, LAZY, GROWTH, PARTIAL_BATCH)
+ONE_OFFS = (PREFILL, SIZE_ONE, LAZY, GROWTH, PARTIAL_BATCH, SETTLED)
 """Every reason a recompile is marked expected here."""
 MIN_FULL_BATCHES = 2
 """Calls of the full size before a smaller one that make it a last partial batch (one call before it is a
@@ -58,7 +64,7 @@ def _one_call(cause: rm.RecompileCause, by_id: dict[str, rm.Recompile]) -> int |
     return calls.pop() if len(calls) == 1 else None
 
 
-def _why(cause: rm.RecompileCause, calls: int, by_id: dict[str, rm.Recompile]) -> str | None:
+def _why(cause: rm.RecompileCause, report: rm.Report, by_id: dict[str, rm.Recompile]) -> str | None:
     """The one-off this cause is, else None: SIZE_ONE and PARTIAL_BATCH wherever they happen,
     GROWTH and LAZY (the decoding loop's) for `mark_one_offs` to keep for loops."""
     lazy_flag = (cause.source or "").endswith("initialized") and set(cause.values) <= {"False", "True"}
@@ -71,13 +77,14 @@ def _why(cause: rm.RecompileCause, calls: int, by_id: dict[str, rm.Recompile]) -
         return None
     if after == 1 and before > 1:
         return SIZE_ONE
+    calls = report.target.calls
     settled = cause.first_call is not None and calls - cause.first_call >= 2  # later steps ran without recompiling
     if after == before + 1 and settled:
         return GROWTH
     at = _one_call(cause, by_id)
     if cause.dim == 0 and 1 < after < before and at is not None and at >= MIN_FULL_BATCHES:
         return PARTIAL_BATCH
-    return None
+    return SETTLED if settled_after_one(cause, report) else None
 
 
 def mark_one_offs(report: rm.Report, driver: str | None = None) -> int:
@@ -87,7 +94,7 @@ def mark_one_offs(report: rm.Report, driver: str | None = None) -> int:
     change and then a growth by one."""
     by_id = {rc.id: rc for rc in report.recompiles}
     causes = recompile_causes(report.recompiles, (), input_names(report))
-    why = {c.id: _why(c, report.target.calls, by_id) for c in causes}
+    why = {c.id: _why(c, report, by_id) for c in causes}
     looks_like_loop = SIZE_ONE in why.values() and GROWTH in why.values()
     in_loop = driver == "generate" or looks_like_loop
     marked = 0
@@ -96,6 +103,8 @@ def mark_one_offs(report: rm.Report, driver: str | None = None) -> int:
         if reason is None:  # a switch made once (grad mode, train/eval): its kind's own leaning, priced alike
             recurs, reason = recurrence(cause, report)
             reason = reason if recurs == "one_off" else None
+        if reason == GROWTH and not in_loop and settled_after_one(cause, report):
+            reason = SETTLED
         if reason is None or (reason in (GROWTH, LAZY) and not in_loop):
             continue
         if reason == SIZE_ONE and in_loop:

@@ -42,6 +42,9 @@ def next_steps(report: Report) -> list[str]:
         steps.append(f"{cliff_line(cliff, calls)}{fix}")
     if report.suggestions:
         steps.extend(changes[len(lead) :])
+        clean = report.summary.verdict == "clean" and not report.summary.expected_break_sites
+        if report.summary.analysis_run and clean and not failed and not lead:
+            steps.insert(0, _clean_line(report))  # the strategies below are for speed or compile time, nothing to fix
         return steps + _bisect_steps(report) + _candidate_bug_steps(report)
     for site in [s for s in report.graph_breaks if not s.expected][:3]:
         frame = site.own_frame or site.user_frame
@@ -97,16 +100,21 @@ def next_steps(report: Report) -> list[str]:
                 f"code, eager by design (they split each call into {report.summary.graph_count} graphs{largest})."
                 + (alternative + "." if alternative else "")
             )
-    elif report.summary.verdict == "clean" and report.summary.expected_recompiles:
-        reasons = list(dict.fromkeys(rc.expected.split(":")[0] for rc in report.recompiles if rc.expected))
-        n = report.summary.expected_recompiles
-        steps.append(
-            f"Nothing to fix: one graph per call; the {n} recompile{'s are' if n != 1 else ' is'} expected, paid once "
-            f"({'; '.join(reasons[:3])}): see the causes."
-        )
     elif report.summary.verdict == "clean":
-        steps.append("Nothing to fix: this workload compiles to one graph per call without recompiles.")
+        steps.append(_clean_line(report))
     return steps
+
+
+def _clean_line(report: Report) -> str:
+    """Nothing to fix, and the one-offs a clean verdict leaves out of it, when there are some."""
+    n = report.summary.expected_recompiles
+    if not n:
+        return "Nothing to fix: this workload compiles to one graph per call without recompiles."
+    reasons = list(dict.fromkeys(rc.expected.split(":")[0] for rc in report.recompiles if rc.expected))
+    return (
+        f"Nothing to fix: one graph per call; the {n} recompile{'s are' if n != 1 else ' is'} expected, paid once "
+        f"({'; '.join(reasons[:3])}): see the causes."
+    )
 
 
 def _wrong_result_steps(report: Report) -> list[str]:

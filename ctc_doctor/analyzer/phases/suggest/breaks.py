@@ -139,9 +139,8 @@ def _dynamic_op_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[st
 def _branch_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
     if not _is(site, ("GB0170",), r"^Data-dependent branching"):
         return False
-    if in_library(site):  # not the user's `if` to rewrite: leave the smallest module that holds it eager
-        suggest_disable(ctx, site, applies, f"The branch is in {site.library}'s code, which you cannot rewrite.")
-        return True
+    if in_library(site):  # not the user's `if` to rewrite
+        return _library_site(ctx, site, applies)
     source_edit(
         ctx,
         site,
@@ -219,16 +218,11 @@ _UNTRACEABLE = (
 def _untraceable_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
     for ids, pattern, rule, title, why, snippet in _UNTRACEABLE:
         if _is(site, ids, pattern):
-            if not in_library(site):  # the library's own call is not the user's to move
-                ctx.add(
-                    rule,
-                    title,
-                    f"{why} (at {where(site)})",
-                    "source_edit",
-                    applies,
-                    snippet=snippet,
-                    references=refs(site, "troubleshooting"),
-                )
+            if in_library(site):  # the library's own call is not the user's to move
+                return _library_site(ctx, site, applies)
+            ctx.add(
+                rule, title, f"{why} (at {where(site)})", "source_edit", applies, snippet=snippet, references=refs(site, "troubleshooting")
+            )
             suggest_disable(ctx, site, applies, "Until the code changes, the break can be isolated.")
             return True
     return False
@@ -303,18 +297,7 @@ def _fallback_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]
     hints = [h for h in site.hints if h and not h.startswith("Please report")]
     rationale = (site.explanation or site.reason) + (" Torch's hints: " + " ".join(hints) if hints else "")
     if in_library(site):
-        at = f"{site.user_frame.file.rsplit('/', 1)[-1]}:{site.user_frame.line}"
-        ctx.add(
-            "registry-hints",
-            f"Keep {site.library}'s code at {at} out of the compiled region ({site.gb_type})",
-            f"{rationale} The line is {site.library}'s, not yours to rewrite: compile around it (the boundary "
-            "suggestions), or leave the smallest module that holds it eager.",
-            "source_edit",
-            applies,
-            references=refs(site, "troubleshooting"),
-        )
-        suggest_disable(ctx, site, applies, "The break can be isolated.")
-        return True
+        return _library_site(ctx, site, applies)
     ctx.add(
         "registry-hints",
         f"Rewrite the code at {where(site)}: {site.gb_type}",
@@ -324,6 +307,25 @@ def _fallback_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]
         references=refs(site, "troubleshooting"),
     )
     suggest_disable(ctx, site, applies, "If the code cannot change, the break can be isolated.")
+    return True
+
+
+def _library_site(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
+    """A break in a library's line, which the user cannot rewrite: keep it out of the compiled region (the
+    boundary suggestions, when the bisection found where), and leave the smallest module that holds it eager."""
+    hints = [h for h in site.hints if h and not h.startswith("Please report")]
+    rationale = (site.explanation or site.reason) + (" Torch's hints: " + " ".join(hints) if hints else "")
+    at = f"{site.user_frame.file.rsplit('/', 1)[-1]}:{site.user_frame.line}"
+    ctx.add(
+        "registry-hints",
+        f"Keep {site.library}'s code at {at} out of the compiled region ({site.gb_type})",
+        f"{rationale} The line is {site.library}'s, not yours to rewrite: compile around it (the boundary "
+        "suggestions), or leave the smallest module that holds it eager.",
+        "source_edit",
+        applies,
+        references=refs(site, "troubleshooting"),
+    )
+    suggest_disable(ctx, site, applies, "The break can be isolated.")
     return True
 
 

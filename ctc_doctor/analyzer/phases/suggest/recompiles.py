@@ -85,11 +85,12 @@ def _mark_groups(ctx: RuleContext, failures: Failures) -> list[_Marks]:
     return groups
 
 
-def _sizes(facts: ModelFacts | None, marks: dict[str, list[int]]) -> set[int]:
-    """The sizes the marked dimensions took over the calls."""
+def _sizes(facts: ModelFacts | None, marks: dict[str, list[int]], first_only: bool = False) -> set[int]:
+    """The sizes the marked dimensions took over the calls (`first_only`: in the first call)."""
     out: set[int] = set()
     for arg, dims in marks.items():
-        for shape in facts.arg_shapes.get(arg, []) if facts else []:
+        shapes = facts.arg_shapes.get(arg, []) if facts else []
+        for shape in shapes[:1] if first_only else shapes:
             out.update(shape[d] for d in dims if shape is not None and d < len(shape))
     return out
 
@@ -231,12 +232,16 @@ def _size_rule(ctx: RuleContext, failures: Failures) -> None:
         return
     marked = False
     padded: dict[str, list[int]] = {}
+    settled = _settled(ctx.report)
     for group in _mark_groups(ctx, failures):
         marks = group.by_argument(ctx.facts.arg_names if ctx.facts else [])
         (arg, ordered), *others = marks.items()
         calls = "\n".join(f"torch._dynamo.mark_dynamic({a}, {d})" for a, ds in marks.items() for d in ds)
         dims = f"dim {', '.join(map(str, ordered))}"
         sizes = _sizes(ctx.facts, marks)
+        if set(group.applies) <= settled:  # the size of 1 (a decode step) is a cause of its own, expected already
+            actual = [g.actual for rc, g in failures.items if rc.id in group.applies]
+            sizes = _sizes(ctx.facts, marks, first_only=True) | {int(a) for a in actual if a is not None and a.isdigit()}
         if sizes & {0, 1}:
             _specialized_size(ctx, group, arg, dims, sizes)
             continue
@@ -267,7 +272,7 @@ def _size_rule(ctx: RuleContext, failures: Failures) -> None:
             action=rm.FixAction(type="mark_dynamic", argument=arg, dims=ordered, marks=marks if others else {}),
         )
         marked = True
-    if set(failures.ids()) <= _settled(ctx.report):
+    if set(failures.ids()) <= settled:
         return  # one new size, then automatic dynamic shapes served the rest: no `dynamic=True` or padding for a one-off
     if made_inside_libraries(ctx, failures, marked):
         return
