@@ -26,7 +26,7 @@ from ..reports.compile_id import qualified
 from ..reports.ranks import divergence as rank_divergence
 from ..reports.ranks import root_cause
 from .readers.assembly import derive
-from .readers.expected import mark_one_offs, one_off_note
+from .readers.expected import mark_one_offs
 from .readers.findings import (
     BreakRecord,
     break_record,
@@ -119,8 +119,7 @@ def ingest(paths: list[str], *, keep_guard_text: bool = False, command: str = ""
         raise LogsInvalid(f"{', '.join(paths)}: no torch log records found")
     kind: rm.LogKind = "torch_trace" if inputs.trace_files else "torch_logs"
     report = _report(state, sites, inputs.trace_files + inputs.text_files, paths, kind, command, started_at, t0)
-    if mark_one_offs(report):
-        report.notes.append(one_off_note(report) or "")
+    mark_one_offs(report)
     try:
         from .phases.suggest import suggest
 

@@ -42,7 +42,7 @@ from .phases.observe import Observation, ObserveOptions, run_observe
 from .phases.probe import run_probe
 from .phases.suggest import compile_cache_suggestion, renumber, run_suggest
 from .readers.assembly import derive
-from .readers.expected import mark_one_offs, one_off_note
+from .readers.expected import mark_one_offs, mark_settled
 from .readers.gb_registry import graph_break_registry
 from .readers.text import describe_error
 from .resources.preflight import NotEnoughMemory, model_bytes
@@ -221,8 +221,7 @@ def _run(
         ),
     )
     report = _report(workload, calls, options, analysis, started_at, clock)
-    if mark_one_offs(report):  # before the suggestions: none is made for them
-        report.notes.append(one_off_note(report) or "")
+    mark_one_offs(report)  # before the suggestions: none is made for them
     cost.footprint = analysis.footprint
     if copy_note:
         report.notes.append(copy_note)
@@ -485,6 +484,8 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, session: Session) -> No
     model = ctx.workload.model
     is_module = isinstance(model, torch.nn.Module)
     facts: ModelFacts | None = model_facts(model, ctx.calls) if is_module else None
+    if facts is not None:
+        mark_settled(report, facts.arg_shapes)  # before the suggestions: none is made for them
     room = Room.beside(cost.footprint, cost.limit)
     ctx = dataclasses.replace(ctx, facts=facts, room=room)
     if options.owns_workload and ctx.pristine is not None and not options.probe_shapes:

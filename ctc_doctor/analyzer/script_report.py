@@ -36,7 +36,7 @@ from .phases.fix import FixOptions
 from .phases.suggest import suggest
 from .pipeline import accuracy_into, after_analysis, bisect_into, environment
 from .readers.assembly import derive
-from .readers.expected import mark_one_offs, one_off_note
+from .readers.expected import mark_one_offs
 from .readers.failures import failure_hint
 from .running.calls import preserved_state
 from .running.deadline import DeadlineExceeded, deadline
@@ -205,8 +205,7 @@ def _rank_report(
     report.environment.backend = primary.options.get("backend", "inductor") if primary else backend
     for rc in report.recompiles:
         rc.trigger = primary.triggers.get(rc.call_index) if primary is not None and rc.call_index is not None else None
-    if mark_one_offs(report, primary.driver if primary else None):
-        report.notes.append(one_off_note(report) or "")
+    mark_one_offs(report, primary.driver if primary else None)
     if rank == 0 and model is not None and calls and outcome.stopped is None and is_torch_failure(outcome.error):
         _torch_bug(report, model, calls, primary, config, clock)
     if rank == 0 and not report.torch_bugs and is_torch_failure(outcome.error) and getattr(outcome, "traced", None):

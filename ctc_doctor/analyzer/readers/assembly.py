@@ -8,7 +8,8 @@ observed, recompiles and suggestions included, and then calls `derive` once. Its
      marks its recompiles expected (`compile_time.price_causes`);
   3. the recompile-limit cliffs: frames that ran eagerly from some call on (`compile_time.recompile_cliffs`);
   4. the verdict and the expected counts, recounted from the recompiles as now marked;
-  5. the compile profile: by phase, compile, cause and module (`compile_time.compile_profile`).
+  5. the compile profile: by phase, compile, cause and module (`compile_time.compile_profile`);
+  6. the note that says how many recompiles are one-offs paid once by design (`expected.one_off_note`).
 Nothing else changes the report behind the caller's back. Torch-free.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 from ...reports import models as rm
 from .causes import input_names, recompile_causes
 from .compile_time import compile_profile, price_causes, recompile_cliffs
+from .expected import one_off_note
 
 
 def derive(report: rm.Report) -> rm.Report:
@@ -27,4 +29,7 @@ def derive(report: rm.Report) -> rm.Report:
     report.recompile_cliffs = recompile_cliffs(report)
     rm.refresh_verdict(report)
     report.compile_profile = compile_profile(report)
+    note = one_off_note(report)
+    if note is not None and note not in report.notes:
+        report.notes.append(note)
     return report

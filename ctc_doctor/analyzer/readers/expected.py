@@ -7,8 +7,9 @@ and neither padding nor `dynamic=True` removes them:
     graph of its own, once, whatever the model is;
   - the last, smaller batch (a DataLoader's last partial batch): dim 0 drops once, after two calls or more
     of the full size, and nothing recompiles after it; `drop_last=True` avoids it;
-  - one new size, once, then two calls or more that automatic dynamic shapes served without recompiling (a
-    second prompt of another length; graphs of another node count each batch);
+  - one new size of an input, once, then two calls or more that automatic dynamic shapes served without
+    recompiling, the input taking no third size above 1 over the calls (a second prompt of another length
+    between one-token steps): `mark_settled`, once the calls' shapes are known;
   - in a decoding loop (`generate` drove the compiled object, or the recompiles themselves show it: a
     prefill → decode change, then a growth by one), the cache's first growth (N, then N + 1: automatic
     dynamic shapes compile that length as dynamic, and no later step recompiles) and a cache whose layers
@@ -84,7 +85,7 @@ def _why(cause: rm.RecompileCause, report: rm.Report, by_id: dict[str, rm.Recomp
     at = _one_call(cause, by_id)
     if cause.dim == 0 and 1 < after < before and at is not None and at >= MIN_FULL_BATCHES:
         return PARTIAL_BATCH
-    return SETTLED if settled_after_one(cause, report) else None
+    return None
 
 
 def mark_one_offs(report: rm.Report, driver: str | None = None) -> int:
@@ -103,8 +104,6 @@ def mark_one_offs(report: rm.Report, driver: str | None = None) -> int:
         if reason is None:  # a switch made once (grad mode, train/eval): its kind's own leaning, priced alike
             recurs, reason = recurrence(cause, report)
             reason = reason if recurs == "one_off" else None
-        if reason == GROWTH and not in_loop and settled_after_one(cause, report):
-            reason = SETTLED
         if reason is None or (reason in (GROWTH, LAZY) and not in_loop):
             continue
         if reason == SIZE_ONE and in_loop:
@@ -118,6 +117,28 @@ def mark_one_offs(report: rm.Report, driver: str | None = None) -> int:
     return marked
 
 
+def mark_settled(report: rm.Report, shapes: dict[str, list[tuple[int, ...] | None]]) -> int:
+    """Mark a size cause of an input expected (SETTLED) when it changed once and then settled
+    (`compile_time.settled_after_one`) and the input's dim took no third size above 1 over the calls
+    (`shapes`: each forward argument's shape per call); returns how many recompiles were marked. One that
+    keeps taking new sizes (batches of 4, 5, 6, 7) stays a cause: marking it dynamic saves its compile."""
+    by_id = {rc.id: rc for rc in report.recompiles}
+    marked = 0
+    for cause in recompile_causes([r for r in report.recompiles if not r.expected], (), input_names(report)):
+        if cause.dim is None or not settled_after_one(cause, report):
+            continue
+        seen = shapes.get(cause.source or "", [])
+        sizes = {s[cause.dim] for s in seen if s is not None and cause.dim < len(s) and s[cause.dim] > 1}
+        if not seen or len(sizes) > 2:
+            continue
+        for rid in cause.recompiles:
+            by_id[rid].expected = SETTLED
+            marked += 1
+    if marked:
+        rm.refresh_verdict(report)
+    return marked
+
+
 def one_off_note(report: rm.Report) -> str | None:
     """The note a report with one-offs marked carries: how many, and that they are not causes to fix."""
     n = report.summary.expected_recompiles
@@ -125,5 +146,5 @@ def one_off_note(report: rm.Report) -> str | None:
         return None
     return (
         f"{n} recompile(s) are one-offs the run pays once by design (the causes marked expected: a size of 1, the "
-        "last partial batch, a decoding loop's steps): not in the verdict, and no suggestion for them."
+        "last partial batch, a switch made once, a decoding loop's steps): not in the verdict, and no suggestion for them."
     )

@@ -42,7 +42,7 @@ def next_steps(report: Report) -> list[str]:
         steps.append(f"{cliff_line(cliff, calls)}{fix}")
     if report.suggestions:
         steps.extend(changes[len(lead) :])
-        clean = report.summary.verdict == "clean" and not report.summary.expected_break_sites
+        clean = report.summary.verdict == "clean" and not report.summary.expected_break_sites and not report.summary.wrong_results
         if report.summary.analysis_run and clean and not failed and not lead:
             steps.insert(0, _clean_line(report))  # the strategies below are for speed or compile time, nothing to fix
         return steps + _bisect_steps(report) + _candidate_bug_steps(report)
