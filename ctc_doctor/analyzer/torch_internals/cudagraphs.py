@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import torch
 import torch._dynamo
 
-from .loggers import artifact_handler, message_of
+from .loggers import Handler, artifact_handler, message_of
 
 
 def cudagraph_mark_step_begin() -> None:
@@ -60,7 +60,7 @@ _COMPILE_ID_PREFIX = re.compile(r"^\[[^\]]*\]\s*")
 _SKIP_PREFIX = "skipping cudagraphs due to "
 
 
-class _CudaGraphHandler(logging.Handler):
+class _CudaGraphHandler(Handler):
     def __init__(self, sink: CudaGraphLog) -> None:
         super().__init__(logging.DEBUG)
         self.sink = sink

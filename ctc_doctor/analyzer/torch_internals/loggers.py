@@ -35,6 +35,14 @@ COMPILER_LOGGERS = (
 DataLoader and the rest of the script's torch output stay where the script sent them)."""
 
 
+class Handler(logging.Handler):
+    """A handler `logging.shutdown` can always close: `Handler.__init__` registers the handler for shutdown
+    before it makes its lock, so a Ctrl-C between the two left one without a lock, and the exit raised
+    `AttributeError: ... no attribute 'lock'` over the run's own last line. `acquire` skips a None lock."""
+
+    lock = None
+
+
 def message_of(record: logging.LogRecord) -> str:
     """The record's formatted message, or its raw `msg` when torch formatted it badly."""
     try:

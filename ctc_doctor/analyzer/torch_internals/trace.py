@@ -25,7 +25,7 @@ from ..readers.compile_time import phase_split
 from ..readers.sources import RawFrame
 from ..readers.text import guard_line_count
 from .dynamo import break_details
-from .loggers import artifact_handler, message_of, quiet_torch_stderr
+from .loggers import Handler, artifact_handler, message_of, quiet_torch_stderr
 
 # Trace event kinds worth keeping; everything else (chromium_event, describe_*, bytecode dumps) is
 # dropped in the handler so memory stays small on big models.
@@ -112,7 +112,7 @@ def current_compile_id() -> str | None:
     return str(cid) if cid is not None else None
 
 
-class _TraceHandler(logging.Handler):
+class _TraceHandler(Handler):
     def __init__(self, sink: CaptureResult, keep_guard_text: bool) -> None:
         super().__init__(logging.DEBUG)
         self.sink = sink
@@ -149,7 +149,7 @@ class _TraceHandler(logging.Handler):
         self.sink.events.append(event)
 
 
-class _DdpBucketHandler(logging.Handler):
+class _DdpBucketHandler(Handler):
     """DDPOptimizer's `used bucket cap N and created K buckets` (INFO on its module's logger)."""
 
     def __init__(self, sink: CaptureResult) -> None:
@@ -182,7 +182,7 @@ def _ddp_bucket_log(sink: CaptureResult) -> Iterator[None]:
         log.propagate = saved[1]
 
 
-class _PerfHintHandler(logging.Handler):
+class _PerfHintHandler(Handler):
     def __init__(self, sink: CaptureResult) -> None:
         super().__init__(logging.DEBUG)
         self.sink = sink
