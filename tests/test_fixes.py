@@ -589,7 +589,7 @@ def test_fix_and_bench_commands_write_the_sections_and_markdown_shows_them(cli, 
     assert "Suggestions" in headings and "Benchmark" in headings
     assert sum(1 for t in tokens if t.type == "table_open") >= 3  # sites, suggestions, benchmark
     assert "```diff" in text and "keep-tensor" not in text  # the diff is shown; rule ids stay in the JSON
-    assert json.loads(out.read_text())["schema_version"] == SCHEMA_VERSION == "1.22"
+    assert json.loads(out.read_text())["schema_version"] == SCHEMA_VERSION == "1.23"
 
 
 @pytest.mark.fast
@@ -717,3 +717,54 @@ def test_a_measured_baseline_names_only_what_the_report_found_and_a_check_never_
     assert [s.id for s in base.graph_breaks] == [s.id for s in report.graph_breaks] + [""]
     assert [r.id for r in base.recompiles] == [r.id for r in report.recompiles] + [""]
     assert base.summary.unique_break_sites == report.summary.unique_break_sites + 1
+
+
+def test_recommended_means_it_ran_on_your_backend_a_fix_that_breaks_it_there_is_marked_and_the_rest_stay(cli, tmp_path):
+    """Four fixes pass their checks on eager and aot_eager; the user's backend (`ctc_test_no_where`, which
+    fails on `torch.where` as inductor fails on some operations) breaks on the applied set. The fix at fault
+    is found alone there, marked "breaks the compile on <backend>" with its bug triaged, and the other three
+    stay applied and recommended, compiled there together."""
+    out = tmp_path / "r.json"
+    result = cli(
+        "fix", f"{TARGETS / 'user_targets.py'}:four_problems", "--no-bisect", "--fix-backend", "ctc_test_no_where",
+        "--json", str(out), "-q",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    report = load_report(out)
+    by_rule = {s.rule: s for s in report.suggestions}
+    where = by_rule["branchless-where"]
+    check = report.fix.on_backend
+    assert check is not None and check.backend == "ctc_test_no_where" and check.breaks == [where.id], check
+    assert len(check.ran) == 3 and set(check.ran) == set(report.fix.applied) and where.id not in report.fix.applied
+    assert check.compiles >= 2 and where.id in report.fix.unsafe
+    assert where.verdict == "failed" and "breaks the compile on ctc_test_no_where" in where.verified.summary
+    [bug] = [b for b in report.torch_bugs if b.suggestion == where.id]
+    assert bug.stage == "the backend (ctc_test_no_where)" and "torch.where is not supported" in bug.error
+    for sid in check.ran:
+        kept = next(s for s in report.suggestions if s.id == sid)
+        assert kept.verdict == "recommended" and "ctc_test_no_where" in kept.verified.compiled_on, kept
+    # without the user's backend named, `fix` compiles on inductor, a full run on the benchmark's backend and mode
+    from ctc_doctor.cli.options import AnalysisArgs
+
+    assert AnalysisArgs().fix_options().user_backend == "inductor"
+    assert AnalysisArgs(bench_backend="aot_eager").fix_options().user_backend == "aot_eager"
+    assert AnalysisArgs(bench_backend="inductor", mode="max-autotune").fix_options().user_compile == {"mode": "max-autotune"}
+    assert AnalysisArgs(fix_backend="none").fix_options().user_backend is None
+
+
+def test_a_fix_masked_by_another_cause_is_measured_on_top_of_the_applied_set_and_joins_it(cli, tmp_path):
+    """The step counter's recompiles reach the recompile limit whether or not the batch dim is dynamic, so
+    marking it changes nothing alone ("no effect"); the applied counter fix leaves the size recompile, and
+    measured on top of it the mark removes it: applied with it, and said to be measured that way."""
+    out = tmp_path / "r.json"
+    target = f"{TARGETS / 'fix_targets.py'}:step_and_size"
+    result = cli("fix", target, "--no-bisect", "--fix-backend", "none", "--json", str(out), "-q")
+    assert result.returncode == 0, result.stderr
+    report = load_report(out)
+    by_rule = {s.rule: s for s in report.suggestions}
+    counter, mark = by_rule["unspec-int-attribute"], by_rule["mark-dynamic"]
+    assert report.fix.applied == [counter.id, mark.id] and not report.fix.ineffective
+    assert mark.verified.on_top_of == [counter.id] and mark.verified.summary.startswith(f"on top of {counter.id}: graphs 3 -> 2")
+    assert mark.verdict == "recommended" and report.fix.on_backend is None
+    assert not any("size x" in r for r in report.fix.remaining), report.fix.remaining
+    assert any(n.startswith(f"{mark.id} changed nothing alone") and "another cause masked it" in n for n in report.fix.notes)

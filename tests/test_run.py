@@ -315,6 +315,42 @@ def test_a_script_whose_compile_crashes_inside_torch_gets_the_bug_ready_to_file_
     assert "a PyTorch bug, ready to file" in result.stdout and "upstream" not in (report.errors[0].hint or "")
 
 
+def test_a_script_whose_own_dynamic_true_crashes_inside_torch_is_triaged_with_its_own_compile(cli, tmp_path):
+    """`torch.compile(model, dynamic=True)` makes the script's Python int symbolic and AOTAutograd crashes
+    (torch 2.13: `python_mod`). Replayed without the script's `dynamic=True` the calls compiled ("not
+    triaged"); replayed with it, the bug is named, its repro fails under plain `python`, `dynamic=False` is
+    verified on the recorded calls, and the whole script runs to its end with it (`run --compare static`)."""
+    script = tmp_path / "crash_dynamic.py"
+    script.write_text(
+        "import torch\n"
+        "class Net(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(8, 8)\n"
+        "    def forward(self, x, step):\n"
+        "        return self.fc(x) * (1.0 / (1 + step % 1000))\n"
+        "model = torch.compile(Net(), dynamic=True)\n"
+        "for step in range(4):\n"
+        "    model(torch.randn(4, 8), step)\n"
+    )
+    out = tmp_path / "r.json"
+    result = cli("run", "--no-bisect", "--no-fix", "--repro-dir", str(tmp_path), "--json", str(out), "--", str(script))
+    assert result.returncode == ExitCode.SCRIPT_FAILED, result.stderr
+    report = load_report(out)
+    if not report.torch_bugs and "python_mod" not in (report.errors[0].message if report.errors else ""):
+        pytest.skip(f"torch {torch.__version__}: this compile does not crash here")
+    assert not any("not triaged" in n for n in report.notes), report.notes
+    [bug] = report.torch_bugs
+    assert (bug.stage, bug.error_type) == ("AOTAutograd", "AttributeError") and bug.user_line == f"{script}:7"
+    assert bug.tried[-1] == "(each with the compile's own dynamic=True)", bug.tried
+    assert bug.repro_verified is True and "dynamic=True" in bug.repro
+    again = subprocess.run([sys.executable, bug.repro_path], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert again.returncode != 0 and "python_mod" in again.stderr
+    assert bug.workaround_verified and bug.workaround.startswith("compile with `dynamic=False` in place of your `dynamic=True`")
+    assert bug.workaround_strategy == "static" and bug.workaround_rerun.startswith("ran to its end (`run --compare static`"), bug
+    assert "the whole script with it: ran to its end" in " ".join(result.stdout.split())
+
+
 @pytest.mark.parametrize("name", ["showcase", "step_counter"])
 def test_a_model_gets_the_same_diagnosis_as_a_build_target_and_from_a_script_under_run(cli, tmp_path, name):
     """One doctor: the same zoo model analyzed as a build() target and called from a small script under

@@ -56,7 +56,8 @@ from .running.settings import RunSettings, measured_on
 from .running.tensors import iter_tensors
 from .running.warning_notes import collected_warnings, warning_notes
 from .session import AnalyzeOptions, Clock, Session
-from .triage import TRIAGE_MIN_S, is_torch_failure, triage_calls
+from .triage import TRIAGE_MIN_S, is_torch_failure
+from .triage.around import triage_calls
 
 
 def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Report:

@@ -42,9 +42,13 @@ from .running.calls import preserved_state
 from .running.deadline import DeadlineExceeded, deadline
 from .running.settings import RunSettings
 from .session import AnalyzeOptions, Clock, Session
-from .triage import TRIAGE_MIN_S, is_torch_failure, triage_calls, write_bug
+from .triage import TRIAGE_MIN_S, is_torch_failure, write_bug
 from .triage import issue_text as triage_issue_text
 from .triage import issue_title as triage_issue_title
+from .triage.around import triage_calls
+
+SCRIPT_COMPILE = ("dynamic", "mode", "options", "fullgraph")
+"""The script's own torch.compile arguments that compiling its module again passes (the backend apart)."""
 
 ATTRIBUTION_TIMEOUT_S = 120.0
 """The eager call that records module call sites: a model that needs its peers (collectives) would hang."""
@@ -105,7 +109,7 @@ def _rank_report(
     cost = cost if cost is not None else RunCost(None, no_progress, True)
     later = AnalyzeOptions(
         backend=config.get("backend") or "eager",
-        fix=FixOptions(measure_baseline=True) if config.get("fix") else None,
+        fix=_fix_options(recorder.primary) if config.get("fix") else None,
         timeout_s=budget_s,
         budget_s=plan_s,
         memory_limit_mb=config.get("memory_limit_mb"),
@@ -229,6 +233,21 @@ def _rank_report(
     return report
 
 
+def _fix_options(primary: WatchedObject | None) -> FixOptions:
+    """The fix checks of a script: measured on its kept calls, and the applied set compiled once more on the
+    script's own backend with its own options (a backend the script passed as a callable, not by name: not)."""
+    options = primary.options if primary is not None else {}
+    backend = options.get("backend") or "inductor"
+    try:
+        ti.lookup_backend(backend)
+    except Exception:  # noqa: BLE001 - the script's own backend callable: no name to compile with
+        return FixOptions(measure_baseline=True)
+    # not `fullgraph`: a break the fixes leave is no failure of the backend
+    literal = primary.literal_options if primary is not None else {}
+    own = {k: v for k, v in literal.items() if k in ("dynamic", "mode", "options") and v is not None}
+    return FixOptions(measure_baseline=True, user_backend=backend, user_compile=own)
+
+
 def _torch_bug(
     report: rm.Report, model: torch.nn.Module, calls: list[Call], primary: WatchedObject | None, config: dict[str, Any], clock: Clock
 ) -> None:
@@ -249,22 +268,27 @@ def _torch_bug(
             f"The compile crashed inside torch with the script's own backend {backend!r}: not triaged (not a named backend)."
         )
         return
-    grad = bool(primary.recorded[0].grad_enabled) if primary is not None and primary.recorded else False
+    first = primary.recorded[0] if primary is not None and primary.recorded else None
+    grad = bool(first.grad_enabled) if first is not None else False
+    cast = first.autocast if first is not None else None
 
     def call_once(compiled: Any) -> None:
-        with torch.set_grad_enabled(grad), preserved_state(model):
+        autocast = torch.autocast(cast[0], cast[1]) if cast is not None else contextlib.nullcontext()
+        with torch.set_grad_enabled(grad), autocast, preserved_state(model):
             for call in [*calls, calls[-1], calls[-1]]:
                 compiled(*call.args, **call.kwargs)
 
-    untried = options.get("mode") or options.get("options")
+    own = {k: v for k, v in (primary.literal_options if primary is not None else {}).items() if k in SCRIPT_COMPILE and v is not None}
+    untried = [k for k in SCRIPT_COMPILE if k in options and k not in own]  # a value not kept as plain data
     bug = triage_calls(
         call_once,
         model,
         backend,
         where=f"the script's compile of {primary.name if primary else 'its model'}",
-        untried=f"the script's mode/options, {untried}," if untried else None,
+        untried=f"the script's {', '.join(untried)}" if untried else None,
         repro_dir=config.get("repro_dir"),
         slug="script",
+        compile_kwargs=own,
     )
     if bug is None:
         report.notes.append("The script's compile crashed inside torch, but its recorded calls compile here: not triaged.")
@@ -380,7 +404,7 @@ def _later_phases(
         pristine=primary.pristine,
     )
     if config.get("accuracy_of"):  # `run --compare`'s row whose loss departed, run again: where its compile goes wrong
-        kept = {k: v for k, v in primary.literal_options.items() if k in ("mode", "dynamic", "options", "fullgraph") and v is not None}
+        kept = {k: v for k, v in primary.literal_options.items() if k in SCRIPT_COMPILE and v is not None}
         backend = str(primary.options.get("backend") or "inductor")
         try:
             ti.lookup_backend(backend)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..analyzer.phases.bench import BenchOptions
     from ..analyzer.phases.bisect import BisectOptions
     from ..analyzer.phases.bisect.accuracy import AccuracyOptions
+    from ..analyzer.phases.fix import FixOptions
     from ..analyzer.pipeline import AnalyzeOptions
     from ..progress import ProgressFn
     from ..reports.models import Strategy
@@ -164,6 +165,13 @@ def bisect_options(default_strategy: str, full_run: bool) -> Callable[[F], F]:
 def fix_options(full_run: bool) -> Callable[[F], F]:
     return option_group(
         [
+            click.option(
+                "--fix-backend",
+                default=None,
+                metavar="BACKEND",
+                help="Compile the verified fixes once more on this backend, the one you run, before they are recommended "
+                "[default: the --bench-backend, else inductor; 'none' skips it].",
+            ),
             click.option(
                 "--probe-shapes",
                 is_flag=True,
@@ -386,6 +394,7 @@ class AnalysisArgs:
     repro_dir: str | None = None
     # the verified fixes
     no_fix: bool = False
+    fix_backend: str | None = None
     probe_shapes: bool = False
     print_diff: bool = False
     write: bool = False
@@ -469,6 +478,19 @@ class AnalysisArgs:
         json_out = self.json_out
         return self.repro_dir or (os.path.dirname(os.path.abspath(json_out)) if json_out and json_out != "-" else None)
 
+    def fix_options(self) -> FixOptions:
+        """The fix phase's options: the verified set is compiled once more on the user's backend (`--fix-backend`,
+        else the benchmark's with its mode, else inductor; `none`: not)."""
+        from ..analyzer.phases.fix import FixOptions
+
+        backend = self.fix_backend or self.bench_backend or "inductor"
+        mode = self.mode if self.mode != "default" and backend == (self.bench_backend or "inductor") else None
+        return FixOptions(
+            repro_dir=self.repro_folder(),
+            user_backend=None if backend == "none" else backend,
+            user_compile={"mode": mode} if mode and backend == "inductor" else {},
+        )
+
     def for_accuracy(self, spec: str) -> AccuracyOptions | None:
         """The accuracy bisection's options (it runs when a compiled run fails the numerics check)."""
         if self.bisect_only:
@@ -485,12 +507,11 @@ class AnalysisArgs:
 
     def analyze_options(self, spec: str, progress: ProgressFn) -> AnalyzeOptions:
         """The analyzer's options for TARGET `spec`, reporting progress to `progress`."""
-        from ..analyzer.phases.fix import FixOptions
         from ..analyzer.pipeline import AnalyzeOptions
 
         bench = self.for_bench(spec)
         return AnalyzeOptions(
-            fix=None if self.no_fix or self.bisect_only else FixOptions(repro_dir=self.repro_folder()),
+            fix=None if self.no_fix or self.bisect_only else self.fix_options(),
             probe_shapes=self.probe_shapes,
             bench=bench,
             backend=self.backend,

@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -162,6 +163,7 @@ def run(command: tuple[str, ...], **kw: Any) -> None:
         with _fresh_inductor_cache(bool(strategies)):
             result = run_script(argv, options, say=say, progress=progress, stdout=stdout)
         report = result.report
+        _rerun_workarounds(argv, options, report, say, stdout)
         if strategies:
             from ..reports.verdicts import compared_suggestions, site_costs
 
@@ -261,6 +263,39 @@ def _compare(
     if options.bisect:
         _departed_accuracy(argv, options, rows, default, marks, say, stdout)
     return rows
+
+
+RERUN_MAX_S = 120.0
+"""A script whose own run (`cost.workload_wall_s`) took longer is not run again to check a workaround."""
+
+
+def _rerun_workarounds(argv: list[str], options: Any, report: Report, say: Any, stdout: Any) -> None:
+    """A PyTorch bug in the script's own compile whose workaround was verified on the recorded calls and has a
+    `run --compare` strategy (`static`: `dynamic=False`): the whole script once more with it (no bisection,
+    no fixes), when its own run was cheap, into `workaround_rerun`: whether it then runs to its end."""
+    import dataclasses
+
+    from ..analyzer.launch import run_script
+
+    own = report.cost.workload_wall_s if report.cost is not None else None
+    for bug in report.torch_bugs:
+        if not (bug.workaround_verified and bug.workaround_strategy) or bug.suggestion is not None:
+            continue
+        if own is None or own > RERUN_MAX_S:
+            bug.workaround_rerun = f"not run again: the script's own run took {own or 0:.0f} s (over {RERUN_MAX_S:.0f} s)"
+            continue
+        say(f"the script again, with the workaround ({bug.workaround_strategy})")
+        again = dataclasses.replace(options, strategy=bug.workaround_strategy, bisect=False, fix=False)
+        t0 = time.perf_counter()
+        found = run_script(argv, again, say=say, stdout=stdout)
+        took = time.perf_counter() - t0
+        how = f"`run --compare {bug.workaround_strategy}`, {took:.1f} s"
+        error = next((e for e in found.report.errors if e.phase == "script"), None)
+        if found.status == "finished" and error is None:
+            calls = found.report.analyzed_compile.calls if found.report.analyzed_compile is not None else None
+            bug.workaround_rerun = f"ran to its end ({how}{f', {calls} compiled calls' if calls else ''})"
+        else:
+            bug.workaround_rerun = f"still failed ({how}): {error.message if error else found.status}"
 
 
 _NOT_THE_MODULE = ("eager", "optimizer", "hotswap")

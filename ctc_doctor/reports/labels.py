@@ -583,4 +583,6 @@ def torch_bug_lines(bug: TorchBug) -> list[str]:
         lines.append(f"issue text, ready to file: {bug.issue_path}")
     if bug.workaround:
         lines.append(f"workaround{' (verified)' if bug.workaround_verified else ''}: {bug.workaround}")
+    if bug.workaround_rerun:
+        lines.append(f"the whole script with it: {bug.workaround_rerun}")
     return lines

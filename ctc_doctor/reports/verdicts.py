@@ -90,13 +90,16 @@ def _arm_deltas(before: rm.BenchmarkArm, after: rm.BenchmarkArm, source: str, to
         spread = max(before.latency_ms.iqr, after.latency_ms.iqr)
         pairs.insert(0, ("latency_ms", before.latency_ms.median, after.latency_ms.median, spread))
         shaky = "; ".join(f"{a.name}: {a.latency_ms.unstable}" for a in (before, after) if a.latency_ms and a.latency_ms.unstable) or None
+    # other processes on the cores: every timing of either arm is off (torch's threads wait on a descheduled
+    # peer: 270x slower on a 2-core box), so none of them judges the change either way
+    loaded = "; ".join(f"{a.name}: {BUSY_TEXT}" for a in (before, after) if _busy(a)) or None
     for metric, b, a, spread in pairs:
         if b is None or a is None:
             continue
         better = _better(metric, b, a, spread)
-        unstable = shaky if metric == "latency_ms" else None
-        if unstable and better:
-            better = None  # a gain read off a figure that cannot be trusted is no gain; a loss still warns
+        unstable = loaded if metric in BUSY_METRICS and loaded else (shaky if metric == "latency_ms" else None)
+        if unstable and (better or (loaded and metric in BUSY_METRICS)):
+            better = None  # a gain read off a figure that cannot be trusted is no gain; a loss still warns, unless the machine was busy
         out.append(
             rm.Delta(
                 metric=metric,  # type: ignore[arg-type]
@@ -109,6 +112,17 @@ def _arm_deltas(before: rm.BenchmarkArm, after: rm.BenchmarkArm, source: str, to
             )
         )  # type: ignore[arg-type]
     return out
+
+
+BUSY_TEXT = "not measured: busy machine"
+"""What a timing delta of an arm timed while other processes held the cores says (`Delta.unstable`)."""
+BUSY_METRICS = ("latency_ms", "cold_compile_s", "warm_compile_s")
+"""The deltas a busy machine makes meaningless (memory and counts stand)."""
+
+
+def _busy(arm: rm.BenchmarkArm) -> bool:
+    """The arm was timed while other processes used the cores torch computes on (`mark_unstable`'s reason)."""
+    return bool(arm.latency_ms and arm.latency_ms.unstable and "other processes used" in arm.latency_ms.unstable)
 
 
 def _usable(arm: rm.BenchmarkArm | None) -> bool:
@@ -179,6 +193,8 @@ def _verdict(s: rm.Suggestion, deltas: list[rm.Delta]) -> tuple[rm.MeasuredVerdi
         reason += f" ({'+'.join(together)} together, not measured alone)"
     if moved and v is not None:
         reason = f"moved the break to {'; '.join(v.new_sites[:2])}" + (f" ({reason})" if reason else "")
+    if any(d.unstable and BUSY_TEXT in d.unstable for d in decisive):  # the verdict rests on the counts
+        reason = f"{reason}; timings {BUSY_TEXT}" if reason else f"timings {BUSY_TEXT}"
     first = next((d for d in deltas if d.metric == "first_call_s"), None)
     if first is not None:  # told, not judged: one run of the script each
         reason = f"{reason}; {_LABELS[first.metric]} {first.before:.3g} -> {first.after:.3g} s (one run each)"

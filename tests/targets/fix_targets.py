@@ -308,3 +308,27 @@ class PackedTagger(torch.nn.Module):
 
 def packed_lstm():
     return Workload(PackedTagger().eval(), args=(torch.randint(0, 50, (4, 12)), torch.tensor([12, 9, 7, 3])), name="packed_lstm")
+
+
+class StepAndSize(torch.nn.Module):
+    """An integer step counter read in forward (a recompile per step up to the recompile limit) and a batch
+    size that changes half-way: marking the batch dim dynamic alone changes nothing (the counter's
+    recompiles reach the limit either way); on top of the counter's fix it removes the last recompile."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+        self.step = 0
+
+    def forward(self, x):
+        return torch.relu(self.fc(x)) * (1.0 + self.step * 0.01)
+
+
+def _count_step(model, index):
+    model.step = index
+
+
+def step_and_size():
+    torch.manual_seed(0)
+    calls = [(torch.randn(4 if i < 6 else i - 1, 8),) for i in range(12)]
+    return Workload(StepAndSize(), calls[0], variants=calls[1:], before_call=_count_step, name="step_and_size")

@@ -260,3 +260,37 @@ def slow_trials():
     """Six blocks (each its own constant: no two judged alike) whose fullgraph trials pass after a long
     trace: a bisection that runs for seconds, to be stopped in the middle."""
     return nn.Sequential(*[_LongTrace(float(i)) for i in range(6)]), (torch.randn(2, 4),)
+
+
+@_backend("ctc_test_no_where")
+def no_where_backend(gm, example_inputs):
+    """aot_eager, except on a graph that holds `torch.where`: a backend that fails on one operation (as
+    inductor fails on some with dynamic shapes), which Dynamo and AOTAutograd alone compile fine."""
+    if any(n.target in (torch.where, torch.ops.aten.where.self) for n in gm.graph.nodes):
+        raise RuntimeError("ctc_test_no_where: torch.where is not supported by this backend")
+    return torch._dynamo.lookup_backend("aot_eager")(gm, example_inputs)
+
+
+class FourProblems(nn.Module):
+    """A print, a data-dependent `if`, an `.item()`, a Python int that changes and a batch size that changes:
+    four fixes applied together, of which the `torch.where` one breaks the compile on `ctc_test_no_where`."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x, scale):
+        print("input", tuple(x.shape))
+        h = self.fc(x)
+        if h.sum() > 0:
+            h = h * 2
+        else:
+            h = h - 1
+        peak = h.abs().max().item()
+        return h * scale / (1.0 + peak)
+
+
+def four_problems():
+    torch.manual_seed(0)
+    calls = [(torch.randn(b, 8), s) for b, s in ((4, 1), (4, 2), (4, 3), (5, 3), (6, 3), (7, 3))]
+    return Workload(FourProblems(), calls[0], variants=calls[1:], name="four_problems")

@@ -71,6 +71,8 @@ class RecordedCall:
     """Which call of the object it was (0 = first)."""
     scalars: tuple[int | float, ...] = ()
     """The Python numbers among its arguments (Dynamo bakes each value into the graph)."""
+    autocast: tuple[str, torch.dtype] | None = None
+    """(device type, dtype) of the autocast the call ran under, None without."""
 
 
 def _scalars(value: Any) -> tuple[int | float, ...]:
@@ -378,7 +380,8 @@ class CompileRecorder:
         if index == 0:
             obj.driver = _driver(sys._getframe(1))
         self._adapters(obj)
-        autocast = any(torch.is_autocast_enabled(d) for d in ("cpu", "cuda"))
+        cast = next(((d, torch.get_autocast_dtype(d)) for d in ("cuda", "cpu") if torch.is_autocast_enabled(d)), None)
+        autocast = cast is not None
         context = (torch.is_grad_enabled(), autocast, getattr(obj.module, "training", None))
         if context != obj.context:
             obj.context = context
@@ -394,10 +397,10 @@ class CompileRecorder:
         description = describe_inputs(args, kwargs, names)
         size = sum(t.numel() * t.element_size() for t in iter_tensors((args, kwargs)))
         if size > MAX_CALL_BYTES:
-            obj.recorded.append(RecordedCall(None, None, torch.is_grad_enabled(), sig, description, index, scalars))
+            obj.recorded.append(RecordedCall(None, None, torch.is_grad_enabled(), sig, description, index, scalars, cast))
             return
         copied_args, copied_kwargs = fresh_copy(tuple(args)), fresh_copy(dict(kwargs))
-        obj.recorded.append(RecordedCall(copied_args, copied_kwargs, torch.is_grad_enabled(), sig, description, index, scalars))
+        obj.recorded.append(RecordedCall(copied_args, copied_kwargs, torch.is_grad_enabled(), sig, description, index, scalars, cast))
 
     @staticmethod
     def _adapters(obj: WatchedObject) -> None:

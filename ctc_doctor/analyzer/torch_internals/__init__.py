@@ -57,6 +57,7 @@ from .dynamo import (
     served_entries,
     symint_hint,
     traced_frames,
+    tuned_backend,
 )
 from .knobs import (
     ConfigOptionMissing,
@@ -124,6 +125,7 @@ __all__ = [
     "is_unsupported",
     "load_cache_artifacts",
     "lookup_backend",
+    "tuned_backend",
     "mark_dynamic",
     "preserved_dynamo_state",
     "quiet_torch_stderr",

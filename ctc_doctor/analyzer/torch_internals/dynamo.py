@@ -66,6 +66,16 @@ def lookup_backend(name: str) -> Callable[..., Any]:
     return torch._dynamo.lookup_backend(name)  # type: ignore[no-any-return]
 
 
+def tuned_backend(name: str, mode: str | None, options: dict[str, Any] | None, dynamic: bool | None) -> Callable[..., Any]:
+    """The backend `torch.compile(..., backend=name, mode=..., options=...)` would run: inductor with the mode's
+    and the options' settings (torch's `_TorchCompileInductorWrapper`), any other backend as registered (mode
+    and options are inductor's). Without that private wrapper, inductor's default settings."""
+    wrapper = getattr(torch, "_TorchCompileInductorWrapper", None)
+    if name != "inductor" or not (mode or options) or wrapper is None:
+        return lookup_backend(name)
+    return wrapper(mode, options, dynamic)  # type: ignore[no-any-return]
+
+
 def break_details(exc: BaseException | None) -> tuple[str | None, list[RawFrame], RawFrame | None]:
     """(gb_type, real_stack outermost first, innermost user frame) of a Dynamo `Unsupported` exception.
 

@@ -58,7 +58,19 @@ from .findings import (
     RecompileCliff,
     file_key,
 )
-from .fixes import Delta, Effect, FixAction, FixResult, NumericsCheck, ProbedDim, ShapeProbe, Suggestion, TorchBug, Verification
+from .fixes import (
+    BackendCheck,
+    Delta,
+    Effect,
+    FixAction,
+    FixResult,
+    NumericsCheck,
+    ProbedDim,
+    ShapeProbe,
+    Suggestion,
+    TorchBug,
+    Verification,
+)
 from .logs import LogSource, ParseStats, RankDivergence, RankSummary
 from .report import (
     FAILED_PHASES,
@@ -103,6 +115,7 @@ __all__ = [
     "FAILED_PHASES",
     "FailedGuard",
     "FixAction",
+    "BackendCheck",
     "FixResult",
     "Footprint",
     "Frame",

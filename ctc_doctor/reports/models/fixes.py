@@ -171,7 +171,11 @@ class Verification(_Model):
     breaks_compile: str | None = None
     """The fix works under Dynamo but the compile crashes further down: `aot_eager (AOTAutograd):
     BackendCompilerFailed: ...`. Such a fix is not applied, and the next one for the same cause is
-    (schema 1.17)."""
+    (schema 1.17). `<backend> (...)`: on the user's own backend (`FixResult.on_backend`; schema 1.23)."""
+    on_top_of: list[str] = Field(default_factory=list)
+    """Measured on top of these applied fixes, not alone: alone it changed nothing, as another cause masked
+    it (recompiles that reach the recompile limit anyway), and on top of them it removed what they left;
+    `before` is then their counts (schema 1.23)."""
 
 
 class Delta(_Model):
@@ -245,6 +249,26 @@ class Suggestion(_Model):
     wrong (`Report.accuracy`) (schema 1.14)."""
 
 
+class BackendCheck(_Model):
+    """The applied fixes compiled once more on the backend the user runs (inductor unless told), on a copy,
+    through every call: "recommended" means it ran there (schema 1.23)."""
+
+    backend: str
+    """The user's backend (`--fix-backend`; the benchmark's; under `run`, the script's own)."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """The compile's own options passed with it (`mode`, `dynamic`: the script's, the benchmark's mode)."""
+    ran: list[str] = Field(default_factory=list)
+    """The fixes that compiled and ran there together (the applied set, once the ones that broke it left)."""
+    breaks: list[str] = Field(default_factory=list)
+    """Fixes that break the compile there: taken out of the applied set, their PyTorch bug triaged."""
+    compiles: int = 0
+    """Compiles made on that backend: 1 when nothing fails; a culprit's search adds one per fix tried."""
+    duration_s: float = 0.0
+    """What the check cost."""
+    note: str | None = None
+    """Why it stopped short (no time left, no single fix found at fault)."""
+
+
 class FixResult(_Model):
     """`ctc-doctor fix`: the safe, effective suggestions applied together to a copy of the model."""
 
@@ -275,6 +299,9 @@ class FixResult(_Model):
     baseline: Verification | None = None
     """`run`: the unchanged copy measured on the script's kept calls, what each fix is compared with; its
     `numerics` say whether the compile itself departs from float64 (schema 1.16)."""
+    on_backend: BackendCheck | None = None
+    """The applied set compiled and run on the user's own backend (None: not done, or the checks' own
+    backend is that one) (schema 1.23)."""
 
 
 class ProbedDim(_Model):
@@ -364,6 +391,12 @@ class TorchBug(_Model):
     """A way around it on the user's code: the fix verified in its place, or a change checked on a replay."""
     workaround_verified: bool = False
     """The workaround was compiled and run on the user's code (a copy, or the script's recorded call)."""
+    workaround_strategy: str | None = None
+    """The `run --compare` strategy that applies the workaround to a whole script (`static`: `dynamic=False`),
+    where there is one (schema 1.23)."""
+    workaround_rerun: str | None = None
+    """`run`: what the script did when run again with the workaround (`workaround_strategy`), when its own run
+    was cheap enough to repeat (schema 1.23)."""
     suggestion: str | None = None
     """The suggestion whose candidate fix walked into it (`S3`), when the user's own compile does not: the bug
     stays on that fix (ready to file), and never leads what to do next (schema 1.22)."""

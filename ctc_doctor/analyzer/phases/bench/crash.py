@@ -9,7 +9,7 @@ import torch
 
 from ....reports import models as rm
 from ...running.calls import grad_mode, preserved_state, run_call
-from ...triage import triage_calls
+from ...triage.around import triage_calls
 from ..context import PhaseContext
 from .options import BenchOptions
 
@@ -30,7 +30,8 @@ def triage_compiled_arm(here: PhaseContext, model: torch.nn.Module, bench: Bench
         model,
         bench.backend,
         where=f"the benchmark's compiled arm ({bench.backend})",
-        untried=f"the arm's mode ({bench.mode}) and its settings" if bench.mode else None,
+        untried=None,
         repro_dir=bench.repro_dir,
         slug="compiled",
+        compile_kwargs={"mode": bench.mode} if bench.mode and bench.mode != "default" else None,
     )

@@ -12,9 +12,11 @@ verified once more. The section carries each suggestion's verification; the pipe
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -27,9 +29,9 @@ from ...readers.text import describe_error
 from ...running.deadline import Stopped
 from ...running.memory import release_memory
 from ...running.numerics import Reference, loose_backend, tolerance
-from ...triage import Attempt, attempt, is_torch_failure, triage, write_bug
+from ...triage import Attempt, attempt, error_line, is_torch_failure, stage_of, triage, write_bug
 from ..context import PhaseContext
-from .check import AOT, Base, Checker, counted, make_fix_reference, remaining_labels
+from .check import AOT, Base, Checker, counted, effect_summary, make_fix_reference, remaining_labels
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,11 @@ class FixOptions:
     """Hand the numerics reference over in the section (`FixSection.reference`) instead of closing it."""
     repro_dir: str | None = None
     """Where the repro and issue text of a PyTorch bug a fix walks into go (None: in the report only)."""
+    user_backend: str | None = None
+    """The backend the user runs (inductor unless told): the applied set is compiled and run there once
+    more before it is recommended (`_Fixer.on_backend`); None: not."""
+    user_compile: dict[str, Any] = field(default_factory=dict)
+    """The user's own compile options passed with it there (a script's `dynamic`, `mode`; the benchmark's mode)."""
 
 
 @dataclass
@@ -346,6 +353,158 @@ class _Fixer:
         if after is not None:
             result.remaining = remaining_labels(after.graph_breaks, after.recompiles)
 
+    def on_top(self, candidates: list[rm.Suggestion]) -> None:
+        """Fixes judged on top of each other: a fix that changed nothing alone, of a kind (recompiles, breaks)
+        the applied set still leaves, measured again on top of that set; it joins the set when it removes
+        some of what is left, and says it was measured that way (`on_top_of`)."""
+        result, verified = self.section.result, self.section.verified
+        for c in candidates:
+            left = result.verification.after if result.verification is not None else None
+            if left is None or not result.applied or c.id not in result.ineffective:
+                continue
+            kinds = {a[:1] for a in c.applies_to}
+            if not (("R" in kinds and left.recompile_count) or ("B" in kinds and left.unique_break_sites)):
+                continue
+            if not self.time_left():
+                result.notes.append(f"--budget/--timeout: no time left to measure {c.id} on top of {'+'.join(result.applied)}.")
+                return
+            applied = [x for x in candidates if x.id in result.applied]
+            on = "+".join(x.id for x in applied)
+            self.ctx.progress(ProgressEvent(Step.FIX, subject=f"{c.id} on top of {on}"))
+            verification, findings = self.check([*applied, c], self.together_on(applied))
+            after = verification.after
+            if not verification.safe or after is None:
+                continue
+            now = (after.graphs_compiled, after.recompile_count, after.unique_break_sites)
+            was = (left.graphs_compiled, left.recompile_count, left.unique_break_sites)
+            if not (all(a <= b for a, b in zip(now, was, strict=True)) and now != was):
+                result.notes.append(f"{c.id} changed nothing alone, nor on top of {on} ({effect_summary(left, after)}).")
+                continue
+            alone = verified[c.id].summary if c.id in verified else None
+            own = verification.model_copy(deep=True)
+            own.before, own.on_top_of = left, [x.id for x in applied]
+            own.fixed = [f for f in verification.fixed if f not in (result.verification.fixed if result.verification else [])]
+            own.summary = f"on top of {on}: {effect_summary(left, after)}"
+            verified[c.id] = own
+            result.ineffective.remove(c.id)
+            result.applied.append(c.id)
+            result.verification = verification
+            if findings is not None:
+                result.remaining = remaining_labels(findings.graph_breaks, findings.recompiles)
+            result.notes.append(
+                f"{c.id} changed nothing alone ({alone}): another cause masked it; measured on top of {on} it removes "
+                f"more ({effect_summary(left, after)}), so it is applied with them."
+            )
+
+    def on_backend(self, backend: str, kw: dict[str, Any], candidates: list[rm.Suggestion]) -> None:
+        """Recommended means it ran on the user's backend: the applied set compiled once on `backend` (with the
+        user's own options `kw`) on a copy and run through every call. When that fails, the fixes at fault
+        (`culprits`) are marked "breaks the compile on <backend>", their PyTorch bug triaged, and the rest
+        verified together again, then compiled there once more. One compile when nothing fails."""
+        result, verified = self.section.result, self.section.verified
+        applied = [c for c in candidates if c.id in result.applied]
+        if not applied or all(backend in (verified[c.id].compiled_on if c.id in verified else []) for c in applied):
+            return
+        t0 = time.perf_counter()
+        check = rm.BackendCheck(backend=backend, options=dict(kw))
+        result.on_backend = check
+        while applied:
+            if not self.time_left():
+                check.note = f"--budget/--timeout: no time left to compile {'+'.join(c.id for c in applied)} on {backend}"
+                break
+            self.ctx.progress(ProgressEvent(Step.FIX, subject=f"{'+'.join(c.id for c in applied)} on {backend}"))
+            tried = self.compile_on(backend, kw, applied)
+            check.compiles += 1
+            if tried.error is None:
+                check.ran = [c.id for c in applied]
+                for c in applied:
+                    if c.id in verified and backend not in verified[c.id].compiled_on:
+                        verified[c.id].compiled_on.append(backend)
+                break
+            at_fault = self.culprits(backend, kw, applied, tried, check)
+            if not at_fault:
+                check.note = (
+                    f"{'+'.join(c.id for c in applied)} together fail on {backend} ({error_line(tried.error)}), and no one fix "
+                    "alone or left out explains it: kept as verified on the checks' backends"
+                )
+                break
+            for culprit, failed in at_fault:
+                self.broke(culprit, backend, kw, failed)
+                check.breaks.append(culprit.id)
+            applied = [c for c in applied if c.id not in check.breaks]
+            result.applied = [a for a in result.applied if a not in check.breaks]
+            if applied:
+                self.together(applied)  # the rest verified together again, on the checks' backend
+                applied = [c for c in applied if c.id in result.applied]
+            else:
+                result.verification = None
+                base = (self.checker.bases.get(self.counting) if self.counting else None) or self.checker.base
+                result.remaining = remaining_labels(base.graph_breaks, base.recompiles)
+        check.duration_s = round(time.perf_counter() - t0, 3)
+        result.notes.append(
+            f"Compiled on {backend}, your backend, before they are recommended: "
+            + (f"{'+'.join(check.ran)} ran" if check.ran else "nothing ran")
+            + (f"; {', '.join(check.breaks)} break{'s' if len(check.breaks) == 1 else ''} the compile there" if check.breaks else "")
+            + f" ({check.compiles} compile{'s' if check.compiles != 1 else ''}, {check.duration_s:.1f} s)."
+        )
+
+    def compile_on(self, backend: str, kw: dict[str, Any], suggestions: list[rm.Suggestion]) -> Attempt:
+        """A fresh copy with `suggestions` applied, compiled on `backend` and run through every call."""
+        run, config = self.checker.replay(suggestions), self.checker.config_of(suggestions)
+        tried = attempt(lambda compile_: run(functools.partial(compile_, **kw)), backend, config)
+        ti.fresh_dynamo_state()
+        release_memory(self.ctx.settings.where)
+        return tried
+
+    def culprits(
+        self, backend: str, kw: dict[str, Any], applied: list[rm.Suggestion], together: Attempt, check: rm.BackendCheck
+    ) -> list[tuple[rm.Suggestion, Attempt]]:
+        """The fixes that break the compile on `backend`: the one fix of a set of one; else each fix alone
+        there; else, when none fails alone, the one whose leaving out lets the rest compile."""
+        if len(applied) == 1:
+            return [(applied[0], together)]
+        found: list[tuple[rm.Suggestion, Attempt]] = []
+        for c in applied:
+            if not self.time_left():
+                return found
+            alone = self.compile_on(backend, kw, [c])
+            check.compiles += 1
+            if alone.error is not None:
+                found.append((c, alone))
+        if found:
+            return found
+        for c in applied:
+            if not self.time_left():
+                break
+            rest = self.compile_on(backend, kw, [o for o in applied if o is not c])
+            check.compiles += 1
+            if rest.error is None:
+                return [(c, together)]
+        return []
+
+    def broke(self, suggestion: rm.Suggestion, backend: str, kw: dict[str, Any], failed: Attempt) -> None:
+        """`suggestion` breaks the compile on `backend`: not safe to recommend, its PyTorch bug triaged."""
+        verification = self.section.verified.get(suggestion.id)
+        assert failed.error is not None
+        error = error_line(failed.error)
+        if verification is not None:
+            verification.breaks_compile = f"{backend} ({stage_of(backend)}): {error}"[:500]
+            verification.error = f"breaks the compile on {backend}: {error}"[:500]
+            verification.summary = f"failed: {verification.error}"[:300]
+            verification.safe = verification.effective = False
+        self.section.result.unsafe.append(suggestion.id)
+        if not (is_torch_failure(f"{type(failed.error).__name__}: {error}") or failed.graph is not None) or not self.time_left():
+            return
+        self.ctx.progress(ProgressEvent(Step.FIX, subject=f"{suggestion.id}: PyTorch bug on {backend}"))
+        run, config = self.checker.replay([suggestion]), self.checker.config_of([suggestion])
+        known = [Attempt("eager"), Attempt(AOT), failed]  # the checks compiled it there: the stages are known
+        where = f"the compile with fix {suggestion.id} on {backend}"
+        found = triage(lambda compile_: run(functools.partial(compile_, **kw)), backend, config, where=where, known=known)
+        if found.bug is not None:
+            self.section.torch_bugs[suggestion.id] = found.bug
+            if self.options.repro_dir:
+                write_bug(found.bug, self.options.repro_dir, suggestion.id.lower())
+
     def together_on(self, chosen: list[rm.Suggestion]) -> str | None:
         """Where suggestions are counted together: where any of them was counted alone."""
         verified = self.section.verified
@@ -466,6 +625,9 @@ def _verify(ctx: PhaseContext, options: FixOptions, fixer: _Fixer, candidates: l
         chosen = []
     if chosen:
         fixer.together(chosen)
+        fixer.on_top(candidates)
+        if options.user_backend is not None and options.user_backend != ctx.settings.backend:
+            fixer.on_backend(options.user_backend, options.user_compile, candidates)
     else:
         base = (fixer.checker.bases.get(fixer.counting) if fixer.counting else None) or fixer.checker.base
         result.remaining = remaining_labels(base.graph_breaks, base.recompiles)

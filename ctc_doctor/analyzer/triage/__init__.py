@@ -15,7 +15,7 @@ triage. Given the module and one call that crash, this:
 4. writes the text of an issue: title, what fails, the repro, the error, what was tried, versions.
 
 A workaround is the caller's: the fix phase names the fix verified in place of the one that crashed;
-`run` checks, on the script's recorded call, the changes that step around the failing stage.
+`triage.around` checks, on the user's own calls and compile, the changes that step around the failing stage.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ from typing import Any
 
 import torch
 
-from ..reports import models as rm
-from . import torch_internals as ti
-from .readers.sources import is_dynamo_file
+from ...reports import models as rm
+from .. import torch_internals as ti
+from ..readers.sources import is_dynamo_file
 
 TORCH_FAILURES = (
     "BackendCompilerFailed",
@@ -93,12 +93,22 @@ class CatchingBackend:
     def __init__(self, backend: str) -> None:
         self.name = backend
         self.inner = ti.lookup_backend(backend)
+        self.tuning: dict[str, Any] = {}
+        """The compile's `mode` and `options`, where they reach the backend (inductor's)."""
         self.failed: tuple[torch.fx.GraphModule, list[Any], BaseException] | None = None
         self.graphs = 0
         """Graphs Dynamo handed it (recompiled ones included)."""
 
     def __repr__(self) -> str:
         return self.name
+
+    def compile(self, fn: Any, mode: str | None = None, options: dict[str, Any] | None = None, **kw: Any) -> Any:
+        """`torch.compile(fn, mode=..., options=..., **kw)` through this backend: mode and options go to
+        inductor as torch.compile would hand them (the other backends take none)."""
+        if self.name == "inductor" and (mode or options):
+            self.inner = ti.tuned_backend(self.name, mode, options, kw.get("dynamic"))
+            self.tuning = {k: v for k, v in (("mode", mode), ("options", options)) if v}
+        return torch.compile(fn, backend=self, **kw)
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Any:
         self.graphs += 1
@@ -119,6 +129,8 @@ class Attempt:
     graph: tuple[torch.fx.GraphModule, list[Any], BaseException] | None = None
     graphs: int = 0
     """Graphs compiled on the way (recompiled ones included)."""
+    tuning: dict[str, Any] = field(default_factory=dict)
+    """The inductor `mode`/`options` the compile passed (the failing graph's repro passes them too)."""
 
     def line(self) -> str:
         what = "Dynamo only" if self.backend == "eager" else stage_of(self.backend)
@@ -141,11 +153,11 @@ def attempt(run: Callable[[Callable[..., Any]], Any], backend: str, config: dict
     out = Attempt(backend)
     try:
         with _quiet_compile(config):
-            run(lambda fn, **kw: torch.compile(fn, backend=catcher, **kw))
+            run(catcher.compile)
     except Exception as exc:  # noqa: BLE001 - the failure is what is being looked at
         out.error = exc
         out.graph = catcher.failed
-    out.graphs = catcher.graphs
+    out.graphs, out.tuning = catcher.graphs, catcher.tuning
     return out
 
 
@@ -234,10 +246,18 @@ def reduce_graph(gm: torch.fx.GraphModule, args: list[Any], fails: Callable[[tor
     return Reduced(cut_after(gm, nodes[hi]), nodes[hi], tries)
 
 
-def compile_graph(gm: torch.fx.GraphModule, args: list[Any], backend: str, config: dict[str, Any], dynamic: bool | None) -> None:
-    """What the repro does: the graph module compiled with `backend` and called once."""
+def compile_graph(
+    gm: torch.fx.GraphModule,
+    args: list[Any],
+    backend: str,
+    config: dict[str, Any],
+    dynamic: bool | None,
+    tuning: dict[str, Any] | None = None,
+) -> None:
+    """What the repro does: the graph module compiled with `backend` (and inductor's `tuning`: mode,
+    options) and called once."""
     with _quiet_compile(config), torch.no_grad():
-        torch.compile(gm, backend=backend, dynamic=dynamic)(*args)
+        torch.compile(gm, backend=backend, dynamic=dynamic, **(tuning or {}))(*args)
 
 
 # --- the repro and the issue ---------------------------------------------------------------------
@@ -269,7 +289,7 @@ from torch import device, tensor  # noqa: F401 - names the graph's code may use
 {source}
 
 args = [{args}]
-compiled = torch.compile(Repro(), backend={backend!r}, dynamic={dynamic!r})
+compiled = torch.compile(Repro(), backend={backend!r}, dynamic={dynamic!r}{tuning})
 with torch.no_grad():
     compiled(*args)
 print("ran: no failure on this torch")
@@ -347,10 +367,12 @@ def repro_text(
     stage: str,
     error: str,
     importing: str | None = None,
+    tuning: dict[str, Any] | None = None,
 ) -> str | None:
     """The standalone repro script of a graph (None where this torch cannot print the graph); `importing`:
-    the lines that register a backend that is not PyTorch's (`backend_owner`)."""
-    from ..version import __version__
+    the lines that register a backend that is not PyTorch's (`backend_owner`); `tuning`: inductor's mode
+    and options the failing compile passed."""
+    from ...version import __version__
 
     source = ti.graph_module_source(gm)
     if source is None:
@@ -366,6 +388,7 @@ def repro_text(
         args=", ".join(_arg_code(a) for a in args),
         backend=backend,
         dynamic=dynamic,
+        tuning="".join(f", {k}={v!r}" for k, v in (tuning or {}).items()),
     )
     return text.replace("import torch\n", f"import torch\n\n{importing}", 1) if importing else text
 
@@ -467,6 +490,8 @@ class Triage:
     """The module the triggering operation ran in (None: the root, or not found)."""
     guard: ti.GuardCrash | None = None
     """A crash while Dynamo built a guard (tracing had finished): the guard and the object it read."""
+    strategy: str | None = None
+    """The `run --compare` strategy that applies the workaround found to a whole script (`static`)."""
 
 
 def triage(
@@ -499,7 +524,7 @@ def triage(
 
         def fails(graph: torch.fx.GraphModule) -> bool:
             try:
-                compile_graph(graph, args, failed.backend, config, dynamic)
+                compile_graph(graph, args, failed.backend, config, dynamic, failed.tuning)
             except Exception as exc:  # noqa: BLE001 - the failure looked for
                 return error_line(exc).split(":", 1)[0] == error_type
             return False
@@ -510,7 +535,16 @@ def triage(
         out.module_path = module_of(reduced.node)
         bug.user_line, bug.user_code = user_line(reduced.node, gm)
         bug.repro = repro_text(
-            reduced.graph, args, failed.backend, config, dynamic, where=where, stage=stage, error=error, importing=importing
+            reduced.graph,
+            args,
+            failed.backend,
+            config,
+            dynamic,
+            where=where,
+            stage=stage,
+            error=error,
+            importing=importing,
+            tuning=failed.tuning,
         )
         check_repro(bug, error_type, owner, importing, run=verify)
     elif (guard := ti.guard_crash(failed.error)) is not None:
@@ -592,109 +626,6 @@ def module_of(node: torch.fx.Node | None) -> str | None:
     raw = entry[0] if isinstance(entry, tuple) and entry else None
     if not isinstance(raw, str):
         return None
-    from .readers.compile_time import stack_path
+    from ..readers.compile_time import stack_path
 
     return stack_path(raw) or None
-
-
-def workaround(
-    call: Callable[[Any], Any], found: Triage, backend: str, model: torch.nn.Module, config: dict[str, Any]
-) -> tuple[str | None, bool]:
-    """The first change that lets the user's call (`call(compiled)`) compile and run on `backend`: sizes and
-    integers kept static when the failing graph had symbolic ones, else the module that holds the
-    triggering operation left eager (never the root: that is no compile at all). (text, verified), or
-    (None, False) when none holds."""
-    if found.guard is not None:  # the module that holds the guarded object, left eager first
-        found.module_path = found.module_path or _holding_module(model, found.guard.guard)
-    failed = next((a for a in found.attempts if a.error is not None), None)
-    symbolic = failed is not None and failed.graph is not None and any(ti.symint_hint(v) is not None for v in failed.graph[1])
-    if symbolic and attempt(lambda compile_: call(compile_(model, dynamic=False)), backend, config).error is None:
-        return (
-            "compile with `dynamic=False`: sizes and integers stay static, so no symbolic one reaches the failing "
-            "pass (it recompiles once per new value instead)"
-        ), True
-    path = found.module_path
-    sub = None
-    if path:
-        with contextlib.suppress(AttributeError):
-            sub = model.get_submodule(path)
-    if sub is not None:
-
-        def leave_eager(compile_: Callable[..., Any]) -> None:
-            sub.forward = ti.disable(sub.forward)  # an instance attribute, removed after
-            try:
-                call(compile_(model))
-            finally:
-                del sub.forward
-
-        if attempt(leave_eager, backend, config).error is None:
-            code = f"model.get_submodule({path!r}).forward = torch.compiler.disable(model.get_submodule({path!r}).forward)"
-            return f"leave `{path}` eager until torch is fixed: `{code}`", True
-    if found.guard is not None:  # the object's own dunder that the guard calls, made plain for the check
-        around = _guard_workaround(call, found.guard, backend, model, config)
-        if around is not None:
-            return around, True
-    return None, False
-
-
-def _holding_module(model: torch.nn.Module, source: str) -> str | None:
-    """The submodule (not the root) that holds the guarded object: the longest module path the guard's source
-    starts with (`L['self']._modules['dropout'].irreps[0][1]` -> `dropout`), through torch.compile's own
-    wrappers (`fn.`, `_orig_mod.`)."""
-    from .readers.compile_time import stack_path
-
-    parts = stack_path(source).split(".")
-    for n in range(len(parts), 0, -1):
-        path = ".".join(parts[:n])
-        with contextlib.suppress(AttributeError):
-            model.get_submodule(path)
-            return path
-    return None
-
-
-def _guard_workaround(
-    call: Callable[[Any], Any], guard: ti.GuardCrash, backend: str, model: torch.nn.Module, config: dict[str, Any]
-) -> str | None:
-    """A guard that crashed because the object's own dunder raises (an e3nn `Irrep`'s `__len__`): the builtin
-    base's method in its place for the time of the check; the text when the user's calls then compile."""
-    cls, method = guard.value_class, guard.frame[2] if guard.frame is not None else None
-    base = next((getattr(builtins, b) for b in guard.bases if b in ("tuple", "list", "dict")), None)
-    if cls is None or base is None or not method or not (method.startswith("__") and hasattr(base, method)):
-        return None
-    own = cls.__dict__.get(method)
-
-    def patched(compile_: Callable[..., Any]) -> None:
-        setattr(cls, method, getattr(base, method))
-        try:
-            call(compile_(model))
-        finally:
-            if own is None:
-                delattr(cls, method)
-            else:
-                setattr(cls, method, own)
-
-    if attempt(patched, backend, config).error is not None:
-        return None
-    short = cls.__qualname__
-    return (
-        f"until torch is fixed, give `{guard.value_type}` the plain `{base.__name__}.{method}` before compiling "
-        f"(`{short}.{method} = {base.__name__}.{method}`, after importing it): Dynamo's {guard.builder} guard calls it, "
-        f"and its own raises {guard.error_type}. It changes `{method}` of those objects for the rest of your code too"
-    )
-
-
-def triage_calls(
-    calls: Callable[[Any], Any], model: torch.nn.Module, backend: str, *, where: str, untried: str | None, repro_dir: str | None, slug: str
-) -> rm.TorchBug | None:
-    """A crash of `calls(compile(model))` on `backend`, triaged (`triage`), with a workaround checked on the
-    same calls and `untried` (what the user's compile had that was not passed here) said in `tried`; the
-    repro and issue text into `repro_dir`. None when the calls compile here."""
-    found = triage(lambda compile_: calls(compile_(model)), backend, {}, where=where)
-    if found.bug is None:
-        return None
-    found.bug.workaround, found.bug.workaround_verified = workaround(calls, found, backend, model, {})
-    if untried:
-        found.bug.tried.append(f"({untried} were not passed to the backend here)")
-    if repro_dir:
-        write_bug(found.bug, repro_dir, slug)
-    return found.bug
