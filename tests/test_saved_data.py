@@ -9,12 +9,14 @@ command that writes them again: `.venv/bin/python tests/data/reports/make_report
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
 
 from ctc_doctor.errors import ReportError
 from ctc_doctor.reports import SCHEMA_VERSION, Report, load_report
+from ctc_doctor.reports.io import dump_report
 from ctc_doctor.reports.models import Frame
 from ctc_doctor.sweep.summary import load_summary
 from ctc_doctor.sweep.summary_models import SWEEP_SCHEMA_VERSION
@@ -33,7 +35,8 @@ def _make_reports():
     return module
 
 
-REPORTS: dict[str, tuple[str, tuple[str, ...]]] = _make_reports().REPORTS
+MAKE_REPORTS = _make_reports()
+REPORTS: dict[str, tuple[str, tuple[str, ...]]] = MAKE_REPORTS.REPORTS
 
 
 def _loaded(path: Path) -> Report:
@@ -45,7 +48,8 @@ def _loaded(path: Path) -> Report:
 
 @pytest.mark.fast
 def test_the_saved_reports_are_the_ones_make_reports_writes():
-    assert sorted(p.stem for p in SAVED_REPORTS.glob("*.json")) == sorted(REPORTS), f"run `{REGENERATE}`"
+    written = sorted(p.stem for p in SAVED_REPORTS.glob("*.json") if p != MAKE_REPORTS.LOCK)
+    assert written == sorted(REPORTS) and sorted(MAKE_REPORTS.read_lock()) == sorted(REPORTS), f"run `{REGENERATE}`"
 
 
 @pytest.mark.fast
@@ -75,6 +79,43 @@ def test_the_saved_sweep_loads_under_the_current_schemas_and_versions():
         assert report.schema_version == SCHEMA_VERSION, f"{path.name} is {report.schema_version}: `{REGENERATE} sweep`"
 
 
+def _locked(report: Report) -> dict[str, object]:
+    """make_reports' findings of a report (what the lock holds), from its JSON as written."""
+    text = dump_report(report)
+    for path, mark in MAKE_REPORTS.machine_paths():  # as the saved files name them
+        text = text.replace(path, mark)
+    return json.loads(json.dumps(MAKE_REPORTS.findings(json.loads(text))))
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("name", sorted(REPORTS))
+def test_each_saved_report_holds_the_findings_the_lock_holds(name):
+    """The behaviour lock: a saved report's findings (recurrence and expected flags, verdicts, the next steps'
+    order included) are the lock's, or their change is listed in `intended-changes.txt` and applied."""
+    locked = MAKE_REPORTS.read_lock().get(name)
+    assert locked is not None, f"{name} is not in findings.lock.json: run `{REGENERATE} {name}`"
+    now = _locked(saved(name))
+    changed = MAKE_REPORTS.changed_findings(locked, now)
+    assert not changed, (
+        f"tests/data/reports/{name}.json: {', '.join(changed)} changed and the change is not in the lock: if it is meant, "
+        f"add `{name} | <finding> | <why>` to tests/data/reports/intended-changes.txt and run `{REGENERATE} {name}`\n"
+        + "\n".join(f"{key}:\n  locked {locked.get(key)}\n  now    {now[key]}" for key in changed)
+    )
+
+
+@pytest.mark.fast
+def test_the_lock_fails_when_a_one_off_is_read_as_recurring():
+    """The regression the lock is for: the last partial batch's recompile, a one-off, read as recurring
+    (and so no longer expected) changes the locked findings; the comparison names the causes."""
+    name = "advised-last_partial_batch"
+    data = json.loads(dump_report(saved(name)))
+    [cause] = data["recompile_causes"]
+    assert cause["recurrence"] == "one_off" and cause["expected"]
+    cause["recurrence"], cause["expected"] = "recurring", None
+    changed = MAKE_REPORTS.changed_findings(MAKE_REPORTS.read_lock()[name], MAKE_REPORTS.findings(data))
+    assert "recompile causes" in changed, changed
+
+
 def _where(frame: Frame | None) -> tuple[str, int, str] | None:
     return None if frame is None else (frame.file, frame.line, frame.function)
 
@@ -100,8 +141,8 @@ def test_a_live_analysis_still_finds_what_each_saved_report_says(name):
     made for the zoo's tests of `make test` anyway; `full_showcase` (about 20 s) is made for this test alone
     now that the tests which read it read the saved one, and the two bisections take about 1 s each."""
     helper, args = REPORTS[name]
-    live = findings(getattr(conftest, helper)(*args))
-    kept = findings(saved(name))
+    report = getattr(conftest, helper)(*args)
+    live, kept = {**findings(report), **_locked(report)}, {**findings(saved(name)), **_locked(saved(name))}
     stale = [key for key in live if live[key] != kept[key]]
     assert not stale, (
         f"tests/data/reports/{name}.json no longer matches a live analysis ({', '.join(stale)} changed): if the change "

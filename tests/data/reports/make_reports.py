@@ -7,10 +7,13 @@ changed findings; the tests in `tests/test_saved_data.py` say when):
     .venv/bin/python tests/data/reports/make_reports.py full_showcase analyzed-clean   # some reports only
     .venv/bin/python tests/data/reports/make_reports.py sweep      # the sweep only
 
-Before it overwrites a report, it prints which findings changed (the verdict and counts, break sites with
-their lines, recompile causes with their recurrence, suggestions and what their checks measured, the fix,
-the benchmark's arms and best arm, the bisection's answer; timings are left out): a change to them needs
-a line in the commit saying why.
+The behaviour lock: `findings.lock.json` holds each saved report's findings (the verdict and counts, break
+sites with their lines, recompile causes with their recurrence and expected flag, suggestions with what
+their checks measured and their verdicts, the next steps' order, the fix, the benchmark's arms, the
+bisection's answer; timings are left out). After writing a report, this prints which findings differ from
+the lock, and updates the lock only for the ones listed in `intended-changes.txt` (one line each:
+`report | finding | why`), moving each line it used under `## applied`; a change not listed stays out of
+the lock, and `tests/test_saved_data.py` fails on it until it is listed and this is run again.
 
 Each report is what a helper of `tests/conftest.py` returns, called here with the same options:
 `full_showcase()`, `analyzed(name)` or `bisected(name)`, each in a fresh child process of its own. The
@@ -94,11 +97,7 @@ def write_one(name: str) -> None:
     text = dump_report(report)
     for path, mark in machine_paths():
         text = text.replace(path, mark)
-    target = OUT / f"{name}.json"
-    if target.exists():  # the behaviour lock: what a change does to the findings is said, not buried in the diff
-        changes = changed_findings(json.loads(target.read_text()), json.loads(text))
-        print(f"{name}: findings changed (say why in the commit):" if changes else f"{name}: same findings", *changes, sep="\n")
-    target.write_text(text)
+    (OUT / f"{name}.json").write_text(text)
 
 
 def findings(report: dict) -> dict[str, object]:
@@ -117,21 +116,40 @@ def findings(report: dict) -> dict[str, object]:
         for c in report.get("recompile_causes", [])
     ]
     suggestions = [
-        (s["id"], s["rule"], (s.get("verified") or {}).get("applied"), _untimed((s.get("verified") or {}).get("summary")), s.get("verdict"))
+        (s["id"], s["rule"], (s.get("verified") or {}).get("applied"), _untimed((s.get("verified") or {}).get("summary")), _verdict(s))
         for s in report.get("suggestions", [])
     ]
     bench = report.get("benchmark") or {}
     bisect = report.get("bisect") or {}
     return {
-        "verdict": tuple(summary.get(k) for k in counts),
-        "break sites": sites,
-        "recompile causes": causes,
-        "suggestions": suggestions,
+        "verdict": list(summary.get(k) for k in counts),
+        "break sites": [list(x) for x in sites],
+        "recompile causes": [list(x) for x in causes],
+        "suggestions": [list(x) for x in suggestions],
+        "next steps": None if bench else _step_order(report),
         "fix applied": (report.get("fix") or {}).get("applied"),
-        "arms": ([a["name"] for a in bench.get("arms", [])], bench.get("best_arm")) if bench else None,
-        "bisection": (bisect.get("smallest_failing"), bisect.get("trial_count")) if bisect else None,
-        "errors": [(e["phase"], e["type"]) for e in report.get("errors", [])],
+        "arms": [a["name"] for a in bench.get("arms", [])] if bench else None,
+        "bisection": [bisect.get("smallest_failing"), bisect.get("trial_count")] if bisect else None,
+        "errors": [[e["phase"], e["type"]] for e in report.get("errors", [])],
     }
+
+
+def _verdict(suggestion: dict) -> str | None:
+    """Its verdict, or `timed` where a benchmark's timing took part in it (a timing is no finding)."""
+    timed = any(str(d.get("source", "")).startswith("benchmark") for d in suggestion.get("deltas", []))
+    return "timed" if timed else suggestion.get("verdict")
+
+
+def _step_order(report: dict) -> list[str]:
+    """What each of "what to do next" is, in order: its suggestion (`S3`), else its first words (numbers as #)."""
+    from ctc_doctor.reports import Report
+    from ctc_doctor.reports.advice import next_steps
+
+    out = []
+    for step in next_steps(Report.model_validate(report)):
+        ids = re.findall(r"\[(S\d+)[,\]]", step)
+        out.append(ids[0] if ids else re.sub(r"\d+", "#", " ".join(step.split()[:5])))
+    return out
 
 
 def _untimed(text: str | None) -> str | None:
@@ -140,14 +158,73 @@ def _untimed(text: str | None) -> str | None:
     return re.sub(r"\d+\.\d+( m?s\b)?", "<t>", text) if text else text
 
 
-def changed_findings(before: dict, after: dict) -> list[str]:
-    """Lines saying which findings differ between two versions of a saved report; empty when none."""
-    old, new = findings(before), findings(after)
-    lines = []
-    for key, value in new.items():
-        if old.get(key) != value:
-            lines.append(f"  {key}:\n    was {old.get(key)}\n    now {value}")
-    return lines
+LOCK = OUT / "findings.lock.json"
+"""Each saved report's findings as last intended: what `tests/test_saved_data.py` holds the saved reports to."""
+INTENDED = OUT / "intended-changes.txt"
+"""`report | finding | why`, one line per intended change of a saved report's findings (pending until applied)."""
+APPLIED = "## applied"
+
+
+def read_lock() -> dict[str, dict]:
+    return json.loads(LOCK.read_text()) if LOCK.exists() else {}
+
+
+def pending_changes() -> list[tuple[str, str, str]]:
+    """The lines of `intended-changes.txt` above `## applied`: (report, finding, why)."""
+    if not INTENDED.exists():
+        return []
+    out = []
+    for line in _sections(INTENDED.read_text())[0].splitlines():
+        parts = [p.strip() for p in line.split("|")]
+        if len(parts) == 3 and not line.startswith("#") and all(parts):
+            out.append((parts[0], parts[1], parts[2]))
+    return out
+
+
+def changed_findings(locked: dict, now: dict) -> list[str]:
+    """The findings (keys) that differ between the lock's and a report's."""
+    return [key for key, value in now.items() if locked.get(key) != value]
+
+
+def lock_one(name: str) -> None:
+    """The report just written against the lock: what changed is printed; the lock takes a change only when
+    `intended-changes.txt` lists it (the line then moves under `## applied`), and a new report whole."""
+    now = json.loads(json.dumps(findings(json.loads((OUT / f"{name}.json").read_text()))))
+    lock = read_lock()
+    if name not in lock:
+        lock[name] = now
+        print(f"{name}: new in the lock")
+    else:
+        changed = changed_findings(lock[name], now)
+        pending = pending_changes()
+        used = [p for p in pending if p[0] == name and p[1] in changed]
+        for key in changed:
+            listed = any(p[1] == key for p in used)
+            print(f"{name}: {key} changed ({'listed as intended' if listed else 'NOT LISTED in intended-changes.txt'}):")
+            print(f"    was {lock[name].get(key)}\n    now {now[key]}")
+            if listed:
+                lock[name][key] = now[key]
+        if not changed:
+            print(f"{name}: same findings")
+        if used:
+            _mark_applied(used)
+    LOCK.write_text(json.dumps(dict(sorted(lock.items())), indent=1) + "\n")
+
+
+def _sections(text: str) -> tuple[str, str]:
+    """(the pending lines, the applied ones): split at the line `## applied`."""
+    parts = re.split(rf"^{APPLIED}$", text, maxsplit=1, flags=re.M)
+    return parts[0], parts[1] if len(parts) > 1 else ""
+
+
+def _mark_applied(used: list[tuple[str, str, str]]) -> None:
+    head, tail = _sections(INTENDED.read_text())
+    lines = head.splitlines()
+    for report, key, why in used:
+        lines = [ln for ln in lines if [p.strip() for p in ln.split("|")] != [report, key, why]]
+    stamp = time.strftime("%Y-%m-%d")
+    applied = "".join(f"\n{stamp} {r} | {k} | {w}" for r, k, w in used)
+    INTENDED.write_text("\n".join(lines).rstrip() + f"\n\n{APPLIED}{applied}{tail}")
 
 
 def write_sweep() -> None:
@@ -184,6 +261,7 @@ def main(argv: list[str]) -> None:
             write_sweep()
         else:
             subprocess.run([sys.executable, __file__, "--one", name], cwd=REPO, check=True)
+            lock_one(name)
         print(f"{name}: {time.monotonic() - t0:.1f} s", flush=True)
 
 
