@@ -140,7 +140,7 @@ def _branch_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) 
     if not _is(site, ("GB0170",), r"^Data-dependent branching"):
         return False
     if in_library(site):  # not the user's `if` to rewrite
-        return _library_site(ctx, site, applies)
+        return _fallback_rule(ctx, site, applies)
     source_edit(
         ctx,
         site,
@@ -219,7 +219,7 @@ def _untraceable_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[s
     for ids, pattern, rule, title, why, snippet in _UNTRACEABLE:
         if _is(site, ids, pattern):
             if in_library(site):  # the library's own call is not the user's to move
-                return _library_site(ctx, site, applies)
+                return _fallback_rule(ctx, site, applies)
             ctx.add(
                 rule, title, f"{why} (at {where(site)})", "source_edit", applies, snippet=snippet, references=refs(site, "troubleshooting")
             )
@@ -293,39 +293,29 @@ def _rnn_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> 
     return True
 
 
+def _rationale(site: rm.GraphBreakSite) -> str:
+    """torch's explanation of a break, with its own hints (but the "Please report" one)."""
+    hints = [h for h in site.hints if h and not h.startswith("Please report")]
+    return (site.explanation or site.reason) + (" Torch's hints: " + " ".join(hints) if hints else "")
+
+
 def _fallback_rule(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
-    hints = [h for h in site.hints if h and not h.startswith("Please report")]
-    rationale = (site.explanation or site.reason) + (" Torch's hints: " + " ".join(hints) if hints else "")
+    """The break's own hints. In a library's line, which the user cannot rewrite: keep it out of the compiled
+    region (the boundary suggestions, when the bisection found where), or leave the smallest module that holds
+    it eager."""
+    rationale = _rationale(site)
     if in_library(site):
-        return _library_site(ctx, site, applies)
-    ctx.add(
-        "registry-hints",
-        f"Rewrite the code at {where(site)}: {site.gb_type}",
-        rationale,
-        "source_edit",
-        applies,
-        references=refs(site, "troubleshooting"),
-    )
-    suggest_disable(ctx, site, applies, "If the code cannot change, the break can be isolated.")
-    return True
-
-
-def _library_site(ctx: RuleContext, site: rm.GraphBreakSite, applies: list[str]) -> bool:
-    """A break in a library's line, which the user cannot rewrite: keep it out of the compiled region (the
-    boundary suggestions, when the bisection found where), and leave the smallest module that holds it eager."""
-    hints = [h for h in site.hints if h and not h.startswith("Please report")]
-    rationale = (site.explanation or site.reason) + (" Torch's hints: " + " ".join(hints) if hints else "")
-    at = f"{site.user_frame.file.rsplit('/', 1)[-1]}:{site.user_frame.line}"
-    ctx.add(
-        "registry-hints",
-        f"Keep {site.library}'s code at {at} out of the compiled region ({site.gb_type})",
-        f"{rationale} The line is {site.library}'s, not yours to rewrite: compile around it (the boundary "
-        "suggestions), or leave the smallest module that holds it eager.",
-        "source_edit",
-        applies,
-        references=refs(site, "troubleshooting"),
-    )
-    suggest_disable(ctx, site, applies, "The break can be isolated.")
+        at = f"{site.user_frame.file.rsplit('/', 1)[-1]}:{site.user_frame.line}"
+        title = f"Keep {site.library}'s code at {at} out of the compiled region ({site.gb_type})"
+        rationale += (
+            f" The line is {site.library}'s, not yours to rewrite: compile around it (the boundary suggestions), "
+            "or leave the smallest module that holds it eager."
+        )
+    else:
+        title = f"Rewrite the code at {where(site)}: {site.gb_type}"
+    ctx.add("registry-hints", title, rationale, "source_edit", applies, references=refs(site, "troubleshooting"))
+    isolated = "The break can be isolated." if in_library(site) else "If the code cannot change, the break can be isolated."
+    suggest_disable(ctx, site, applies, isolated)
     return True
 
 
