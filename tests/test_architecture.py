@@ -72,3 +72,29 @@ def test_no_source_file_is_over_700_lines_but_the_zoo():
     folders = {p.parent for p in (REPO / "ctc_doctor").rglob("*.py")}
     crowded = {str(f.relative_to(REPO)): n for f in folders if (n := len(list(f.glob("*.py")))) >= 15}
     assert crowded == {}
+
+
+@pytest.mark.fast
+def test_who_owns_the_model_is_a_type_and_a_callers_model_is_never_released_or_rebuilt():
+    """`PhaseContext.owner`: a model the caller handed in (the API's workload, a script's under `run`) has
+    no `release` or `rebuild`; only one the doctor built from a TARGET may have them."""
+    import typing
+
+    import torch
+
+    from ctc_doctor import Workload
+    from ctc_doctor.analyzer.phases.context import Owner, PhaseContext
+    from ctc_doctor.analyzer.running.settings import RunSettings
+
+    assert typing.get_args(Owner) == ("doctor", "caller")
+    annotations = PhaseContext.__annotations__  # strings: the module stays torch-free
+    assert (annotations["pristine"], annotations["reference"], annotations["room"]) == (
+        "torch.nn.Module | None",
+        "Reference | None",
+        "Room | None",
+    )
+    workload = Workload(torch.nn.Linear(2, 2), (torch.ones(1, 2),))
+    settings = RunSettings(backend="eager")
+    with pytest.raises(ValueError, match="never released or rebuilt"):
+        PhaseContext(workload, [], settings, release=lambda: 0)
+    assert PhaseContext(workload, [], settings, owner="doctor", release=lambda: 0).release is not None

@@ -73,6 +73,7 @@ class _Arms:
             progress=progress,
             report=report,
             facts=model_facts(model, calls),
+            owner="doctor",  # this child built it from the TARGET
             pristine=model if isinstance(model, torch.nn.Module) else None,
             reference=Reference.attached(setup["reference_fd"], setup["reference"]) if setup.get("reference") else None,
             room=Room(**setup["room"]) if setup.get("room") else None,

@@ -128,6 +128,7 @@ def _context(workload: Workload, options: AnalyzeOptions, cost: RunCost) -> tupl
         spec=options.spec,
         command=options.command,
         progress=cost.progress,
+        owner="doctor" if options.owns_workload else "caller",
         pristine=pristine,
         release=_releaser(workload, pristine, settings, cost) if options.owns_workload else None,
         rebuild=_rebuilder(options) if options.owns_workload else None,

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Literal
 
 from ...reports import models as rm
 from ...workload import Call, Workload
 from ..fixes.facts import ModelFacts
 from ..running.settings import ProgressFn, RunSettings, no_progress
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..running.numerics import Reference
+    from ..running.precision import Room
+
+Owner = Literal["doctor", "caller"]
+"""Who owns the model the phases run: `doctor`, built from the TARGET by this run (the benchmark may let it
+go before its child builds it again, `release`, and build it again here, `rebuild`); `caller`, handed in
+(the Python API's workload, a script's own model under `run`): it stays as it is, never released or rebuilt."""
 
 
 @dataclass(frozen=True)
@@ -30,18 +41,24 @@ class PhaseContext:
     """A copy of the report so far: the sections of the phases before this one."""
     facts: ModelFacts | None = None
     """What the rules know about the model (None when the target is not an nn.Module)."""
-    pristine: Any = None
+    owner: Owner = "caller"
+    """Who owns the model: whether `release` and `rebuild` may exist (`Owner`)."""
+    pristine: torch.nn.Module | None = None
     """A copy of the model taken before anything ran (fresh, as the builder returned it), when fix or bench
     will run: their copies are made from it, so they meet the same first-call set-up as the analysis. On
     the host when the run's device is an accelerator (each copy is moved to the device)."""
     release: Callable[[], int] | None = None
     """Frees this process' model and pristine copy (returns the bytes) when the caller handed the workload
     over: the benchmark calls it before its child process rebuilds them. None: the model must stay."""
-    reference: Any = None
+    reference: Reference | None = None
     """The fix phase's numerics reference (`running.numerics.Reference`), handed to the benchmark so its
     arms are judged by it with no reference run of their own (None: the benchmark makes its own)."""
     rebuild: Callable[[], Workload] | None = None
     """Builds the workload again from its TARGET (after `release`, when the child could not start)."""
-    room: Any = None
+    room: Room | None = None
     """What the numerics reference may add on the device beyond the workload's own footprint
     (`running.precision.Room`; None: free memory only)."""
+
+    def __post_init__(self) -> None:
+        if self.owner == "caller" and (self.release is not None or self.rebuild is not None):
+            raise ValueError("a model the caller owns is never released or rebuilt by the doctor")
