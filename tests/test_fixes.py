@@ -768,3 +768,24 @@ def test_a_fix_masked_by_another_cause_is_measured_on_top_of_the_applied_set_and
     assert mark.verdict == "recommended" and report.fix.on_backend is None
     assert not any("size x" in r for r in report.fix.remaining), report.fix.remaining
     assert any(n.startswith(f"{mark.id} changed nothing alone") and "another cause masked it" in n for n in report.fix.notes)
+
+
+def test_the_benchmarks_leave_one_out_arms_attribute_a_failed_compiled_fixed_to_the_fix_at_fault(cli, tmp_path):
+    """The real-backend check left out (`--fix-backend none`), the benchmark compiles the four fixes on the
+    backend that cannot lower `torch.where`: `compiled_fixed` fails, and of the leave-one-out arms only the
+    one without the `torch.where` fix runs. That fix fails ("without S? it ran"); the other three stay
+    recommended (before, a crashed `compiled_fixed` with four fixes left every one recommended)."""
+    out = tmp_path / "r.json"
+    result = cli(
+        "analyze", f"{TARGETS / 'user_targets.py'}:four_problems", "--no-bisect", "--no-explain", "--fix-backend", "none",
+        "--bench-backend", "ctc_test_no_where", "--iters", "2", "--warmup", "0", "--no-regional", "--json", str(out), "-q",
+        timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    report = load_report(out)
+    arms = {a.name: a for a in report.benchmark.arms}
+    where = next(s for s in report.suggestions if s.rule == "branchless-where")
+    assert arms["compiled_fixed"].error is not None and arms[f"fixed[-{where.id}]"].error is None
+    assert where.verdict == "failed" and where.verdict_reason.endswith(f"without {where.id} (fixed[-{where.id}]) it ran")
+    others = [s for s in report.suggestions if s.id in report.fix.applied and s.id != where.id]
+    assert len(others) == 3 and all(s.verdict == "recommended" for s in others), [(s.id, s.verdict) for s in others]

@@ -240,8 +240,9 @@ def rank_key(s: rm.Suggestion, objective: rm.Objective) -> tuple[int, float, int
 
 def broken_in_benchmark(report: rm.Report, s: rm.Suggestion) -> str | None:
     """Why the benchmark's arm that carries an applied fix failed on the real backend while the compiled
-    arm without it ran (the fix breaks that compile), or None: its own arm `fixed[S]`, else `compiled_fixed`
-    when it carries this fix alone. Running out of memory is not the fix's failure."""
+    arm without it ran (the fix breaks that compile), or None: `compiled_fixed` failed where the set without this
+    fix (`fixed[-S]`, four fixes or more) ran; its own arm `fixed[S]`; `compiled_fixed` when it carries this fix
+    alone. Running out of memory is not the fix's failure."""
     bench, fix = report.benchmark, report.fix
     if bench is None or fix is None or s.id not in fix.applied:
         return None
@@ -249,10 +250,17 @@ def broken_in_benchmark(report: rm.Report, s: rm.Suggestion) -> str | None:
     compiled = arms.get("compiled")
     if compiled is None or compiled.error is not None:
         return None
-    arm = arms.get(f"fixed[{s.id}]") or (arms.get("compiled_fixed") if fix.applied == [s.id] else None)
+    backend = bench.settings.get("backend") or "the benchmark's backend"
+    whole, without = arms.get("compiled_fixed"), arms.get(f"fixed[-{s.id}]")
+    if whole is not None and whole.error is not None and not whole.out_of_memory and without is not None and without.error is None:
+        # the leave-one-out arms (four fixes or more) attribute a failure of the whole set: without this fix it ran
+        return (
+            f"breaks the compile: the benchmark's compiled_fixed arm ({backend}) failed: {whole.error}; "
+            f"without {s.id} ({without.name}) it ran"
+        )[:400]
+    arm = arms.get(f"fixed[{s.id}]") or (whole if fix.applied == [s.id] else None)
     if arm is None or arm.error is None or arm.out_of_memory:
         return None
-    backend = bench.settings.get("backend") or "the benchmark's backend"
     return f"breaks the compile: the benchmark's {arm.name} arm ({backend}) failed: {arm.error}"[:400]
 
 
