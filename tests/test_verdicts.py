@@ -33,6 +33,10 @@ def test_a_rewrite_that_does_more_work_is_a_labelled_trade_off_not_the_first_ste
     r = expensive
     where = next(s for s in r.suggestions if s.rule == "branchless-where")
     assert where.category == "fix" and where.verified is not None and where.verified.effective
+    if r.benchmark.machine is not None and r.benchmark.machine.busy:
+        # other processes held the cores while the arms were timed: no timing judges it, the counts do
+        assert where.verdict == "recommended" and "timings not measured: busy machine" in where.verdict_reason
+        pytest.skip("the machine was busy while the arms were timed: the latency trade-off is not measured")
     assert where.verdict == "trade_off", (
         [(a.name, a.error, a.latency_ms) for a in r.benchmark.arms],
         r.fix.applied if r.fix else None,
