@@ -87,12 +87,6 @@ def test_who_owns_the_model_is_a_type_and_a_callers_model_is_never_released_or_r
     from ctc_doctor.analyzer.running.settings import RunSettings
 
     assert typing.get_args(Owner) == ("doctor", "caller")
-    annotations = PhaseContext.__annotations__  # strings: the module stays torch-free
-    assert (annotations["pristine"], annotations["reference"], annotations["room"]) == (
-        "torch.nn.Module | None",
-        "Reference | None",
-        "Room | None",
-    )
     workload = Workload(torch.nn.Linear(2, 2), (torch.ones(1, 2),))
     settings = RunSettings(backend="eager")
     with pytest.raises(ValueError, match="never released or rebuilt"):

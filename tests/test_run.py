@@ -370,6 +370,7 @@ def test_a_model_gets_the_same_diagnosis_as_a_build_target_and_from_a_script_und
         return sorted((s.user_frame.file, s.user_frame.line, s.gb_type, tuple(s.module_paths)) for s in r.graph_breaks)
 
     assert sites(ran) == sites(built)
+
     def causes(r):  # with how they recur and whether they are expected: the lock's view of a cause
         return sorted((c.kind, c.summary, c.recurrence, bool(c.expected)) for c in r.recompile_causes)
 

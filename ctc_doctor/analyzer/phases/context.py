@@ -4,18 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal
 
 from ...reports import models as rm
 from ...workload import Call, Workload
 from ..fixes.facts import ModelFacts
 from ..running.settings import ProgressFn, RunSettings, no_progress
-
-if TYPE_CHECKING:
-    import torch
-
-    from ..running.numerics import Reference
-    from ..running.precision import Room
 
 Owner = Literal["doctor", "caller"]
 """Who owns the model the phases run: `doctor`, built from the TARGET by this run (the benchmark may let it
@@ -43,19 +37,19 @@ class PhaseContext:
     """What the rules know about the model (None when the target is not an nn.Module)."""
     owner: Owner = "caller"
     """Who owns the model: whether `release` and `rebuild` may exist (`Owner`)."""
-    pristine: torch.nn.Module | None = None
+    pristine: Any = None  # a torch.nn.Module: not named here, where torch is not imported even for a type
     """A copy of the model taken before anything ran (fresh, as the builder returned it), when fix or bench
     will run: their copies are made from it, so they meet the same first-call set-up as the analysis. On
     the host when the run's device is an accelerator (each copy is moved to the device)."""
     release: Callable[[], int] | None = None
     """Frees this process' model and pristine copy (returns the bytes) when the caller handed the workload
     over: the benchmark calls it before its child process rebuilds them. None: the model must stay."""
-    reference: Reference | None = None
+    reference: Any = None
     """The fix phase's numerics reference (`running.numerics.Reference`), handed to the benchmark so its
     arms are judged by it with no reference run of their own (None: the benchmark makes its own)."""
     rebuild: Callable[[], Workload] | None = None
     """Builds the workload again from its TARGET (after `release`, when the child could not start)."""
-    room: Room | None = None
+    room: Any = None
     """What the numerics reference may add on the device beyond the workload's own footprint
     (`running.precision.Room`; None: free memory only)."""
 
