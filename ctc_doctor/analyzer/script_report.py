@@ -233,18 +233,29 @@ def _rank_report(
     return report
 
 
+def _own_compile(primary: WatchedObject | None, keys: tuple[str, ...] = SCRIPT_COMPILE) -> dict[str, Any]:
+    """The script's own torch.compile arguments among `keys` that were given as plain data."""
+    literal = primary.literal_options if primary is not None else {}
+    return {k: v for k, v in literal.items() if k in keys and v is not None}
+
+
+def _named_backend(backend: str) -> bool:
+    """Whether torch knows `backend` by name (a script may pass its own callable: no name to compile with)."""
+    try:
+        ti.lookup_backend(backend)
+    except Exception:  # noqa: BLE001 - a backend torch does not know by name
+        return False
+    return True
+
+
 def _fix_options(primary: WatchedObject | None) -> FixOptions:
     """The fix checks of a script: measured on its kept calls, and the applied set compiled once more on the
     script's own backend with its own options (a backend the script passed as a callable, not by name: not)."""
-    options = primary.options if primary is not None else {}
-    backend = options.get("backend") or "inductor"
-    try:
-        ti.lookup_backend(backend)
-    except Exception:  # noqa: BLE001 - the script's own backend callable: no name to compile with
+    backend = (primary.options if primary is not None else {}).get("backend") or "inductor"
+    if not _named_backend(backend):
         return FixOptions(measure_baseline=True)
     # not `fullgraph`: a break the fixes leave is no failure of the backend
-    literal = primary.literal_options if primary is not None else {}
-    own = {k: v for k, v in literal.items() if k in ("dynamic", "mode", "options") and v is not None}
+    own = _own_compile(primary, ("dynamic", "mode", "options"))
     return FixOptions(measure_baseline=True, user_backend=backend, user_compile=own)
 
 
@@ -261,9 +272,7 @@ def _torch_bug(
     if left is not None and left < TRIAGE_MIN_S:
         report.notes.append(f"The compile crashed inside torch; no time left to triage it (--timeout/--budget: {left:.0f} s).")
         return
-    try:
-        ti.lookup_backend(backend)
-    except Exception:  # noqa: BLE001 - a backend torch does not know by name (the script's own callable)
+    if not _named_backend(backend):
         report.notes.append(
             f"The compile crashed inside torch with the script's own backend {backend!r}: not triaged (not a named backend)."
         )
@@ -278,7 +287,7 @@ def _torch_bug(
             for call in [*calls, calls[-1], calls[-1]]:
                 compiled(*call.args, **call.kwargs)
 
-    own = {k: v for k, v in (primary.literal_options if primary is not None else {}).items() if k in SCRIPT_COMPILE and v is not None}
+    own = _own_compile(primary)
     untried = [k for k in SCRIPT_COMPILE if k in options and k not in own]  # a value not kept as plain data
     bug = triage_calls(
         call_once,
@@ -404,11 +413,9 @@ def _later_phases(
         pristine=primary.pristine,
     )
     if config.get("accuracy_of"):  # `run --compare`'s row whose loss departed, run again: where its compile goes wrong
-        kept = {k: v for k, v in primary.literal_options.items() if k in SCRIPT_COMPILE and v is not None}
+        kept = _own_compile(primary)
         backend = str(primary.options.get("backend") or "inductor")
-        try:
-            ti.lookup_backend(backend)
-        except Exception:  # noqa: BLE001 - the script's own backend callable: no name to compile the modules with
+        if not _named_backend(backend):
             message = f"the script compiles with its own backend {backend!r}, not a named one: the modules cannot be compiled with it"
             report.errors.append(rm.ErrorRecord(phase="accuracy", type="UnnamedBackend", message=message))
             return

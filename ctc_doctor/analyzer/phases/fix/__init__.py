@@ -438,8 +438,7 @@ class _Fixer:
                 applied = [c for c in applied if c.id in result.applied]
             else:
                 result.verification = None
-                base = (self.checker.bases.get(self.counting) if self.counting else None) or self.checker.base
-                result.remaining = remaining_labels(base.graph_breaks, base.recompiles)
+                result.remaining = self.left_unfixed()
         check.duration_s = round(time.perf_counter() - t0, 3)
         result.notes.append(
             f"Compiled on {backend}, your backend, before they are recommended: "
@@ -448,10 +447,20 @@ class _Fixer:
             + f" ({check.compiles} compile{'s' if check.compiles != 1 else ''}, {check.duration_s:.1f} s)."
         )
 
+    def left_unfixed(self) -> list[str]:
+        """What the unchanged copy has, where the fixes are counted: what is left when none is applied."""
+        base = (self.checker.bases.get(self.counting) if self.counting else None) or self.checker.base
+        return remaining_labels(base.graph_breaks, base.recompiles)
+
+    def replay_with(self, suggestions: list[rm.Suggestion], kw: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """(`run(compile)` over a fresh copy with `suggestions`, compiled with the user's options `kw`; its config)."""
+        run = self.checker.replay(suggestions)
+        return (lambda compile_: run(functools.partial(compile_, **kw))), self.checker.config_of(suggestions)
+
     def compile_on(self, backend: str, kw: dict[str, Any], suggestions: list[rm.Suggestion]) -> Attempt:
         """A fresh copy with `suggestions` applied, compiled on `backend` and run through every call."""
-        run, config = self.checker.replay(suggestions), self.checker.config_of(suggestions)
-        tried = attempt(lambda compile_: run(functools.partial(compile_, **kw)), backend, config)
+        run, config = self.replay_with(suggestions, kw)
+        tried = attempt(run, backend, config)
         ti.fresh_dynamo_state()
         release_memory(self.ctx.settings.where)
         return tried
@@ -496,10 +505,9 @@ class _Fixer:
         if not (is_torch_failure(f"{type(failed.error).__name__}: {error}") or failed.graph is not None) or not self.time_left():
             return
         self.ctx.progress(ProgressEvent(Step.FIX, subject=f"{suggestion.id}: PyTorch bug on {backend}"))
-        run, config = self.checker.replay([suggestion]), self.checker.config_of([suggestion])
+        run, config = self.replay_with([suggestion], kw)
         known = [Attempt("eager"), Attempt(AOT), failed]  # the checks compiled it there: the stages are known
-        where = f"the compile with fix {suggestion.id} on {backend}"
-        found = triage(lambda compile_: run(functools.partial(compile_, **kw)), backend, config, where=where, known=known)
+        found = triage(run, backend, config, where=f"the compile with fix {suggestion.id} on {backend}", known=known)
         if found.bug is not None:
             self.section.torch_bugs[suggestion.id] = found.bug
             if self.options.repro_dir:
@@ -629,7 +637,6 @@ def _verify(ctx: PhaseContext, options: FixOptions, fixer: _Fixer, candidates: l
         if options.user_backend is not None and options.user_backend != ctx.settings.backend:
             fixer.on_backend(options.user_backend, options.user_compile, candidates)
     else:
-        base = (fixer.checker.bases.get(fixer.counting) if fixer.counting else None) or fixer.checker.base
-        result.remaining = remaining_labels(base.graph_breaks, base.recompiles)
+        result.remaining = fixer.left_unfixed()
     _workarounds(fixer.section, candidates)
     ctx.progress(ProgressEvent(Step.FIX, total, total, subject="combined"))
