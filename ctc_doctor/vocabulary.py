@@ -50,6 +50,7 @@ STRATEGIES: dict[str, str] = {
     "mark-dynamic": "the dims its own run saw vary",
     "static": "",
     "inner": "the module inside a compiled DDP wrapper compiled instead: DDP(torch.compile(model))",
+    "submodules": "the compiled module's own submodules compiled instead of it (self.net = torch.compile(self.net))",
     "hotswap": "its own, with diffusers' LoRA hotswap: later adapters swapped into the first one's place",
     **{mode: "" for mode in MODES if mode != "default"},
 }
@@ -57,7 +58,9 @@ STRATEGIES: dict[str, str] = {
 for their pace), its own options, its own plus `opt.step = torch.compile(opt.step)` for every optimizer
 it creates, `dynamic=True`, the dims its own run saw vary marked dynamic before each call,
 `dynamic=False`, the module inside a compiled DDP wrapper compiled instead of the wrapper (`inner`:
-`DDP(torch.compile(model))` for `torch.compile(DDP(model))`), diffusers' LoRA hotswap recipe applied to its
+`DDP(torch.compile(model))` for `torch.compile(DDP(model))`), its direct submodules with parameters
+compiled in its place, its own code eager (`submodules`: a LightningModule's `self.net =
+torch.compile(self.net)`), diffusers' LoRA hotswap recipe applied to its
 adapter loads (`hotswap`), or a mode for every torch.compile."""
 
 

@@ -789,3 +789,30 @@ def test_the_benchmarks_leave_one_out_arms_attribute_a_failed_compiled_fixed_to_
     assert where.verdict == "failed" and where.verdict_reason.endswith(f"without {where.id} (fixed[-{where.id}]) it ran")
     others = [s for s in report.suggestions if s.id in report.fix.applied and s.id != where.id]
     assert len(others) == 3 and all(s.verdict == "recommended" for s in others), [(s.id, s.verdict) for s in others]
+
+
+def test_a_crash_in_dynamos_tracing_gets_its_smallest_module_a_repro_and_a_verified_workaround(tmp_path):
+    """A module reads the signature of its own method compiled on its own (Lightning's `self.log` does, of a
+    compiled `training_step`): torch 2.13's Dynamo crashes while tracing (InternalTorchDynamoError), before
+    any graph reaches a backend, so there is no graph to reduce. The triage descends the modules that ran,
+    each compiled alone on its recorded inputs, to the smallest that crashes the same way (`blocks.1.0`),
+    names the user's line Dynamo was tracing, writes a repro that rebuilds the model and fails the same way
+    under plain `python`, and leaves that module eager as the verified workaround. The benchmark's compiled
+    arm, which crashes the same way, is not a second bug."""
+    path = TARGETS / "user_targets.py"
+    workload = load_workload(f"{path}:asks_signature", seed=0)
+    options = AnalyzeOptions(
+        spec=f"{path}:asks_signature", explain=False, fix=FixOptions(repro_dir=str(tmp_path)), bench=BenchOptions(arms=["compiled"])
+    )
+    report = analyze(workload, options)
+    if not report.torch_bugs:
+        pytest.skip(f"torch {torch.__version__} traces getfullargspec of a compiled method")
+    [bug] = report.torch_bugs
+    assert bug.stage == "Dynamo" and bug.error_type == "InternalTorchDynamoError" and "__dict__" in bug.error, bug
+    assert bug.user_line.endswith(f"user_targets.py:{marker_line(str(path), 'signature')}") and "getfullargspec" in bug.user_code
+    assert bug.operation == "AsksSignature" and "`blocks.1.0` (AsksSignature) compiled alone" in bug.tried[-1], bug.tried
+    assert bug.repro_verified is True and bug.repro_path.startswith(str(tmp_path)), (bug.repro_path, bug.repro_note)
+    again = subprocess.run([sys.executable, bug.repro_path], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert again.returncode == 1 and "__dict__" in again.stdout + again.stderr  # plain python: the same crash
+    assert bug.workaround_verified and bug.workaround.startswith("leave `blocks.1.0` eager")
+    assert any("stands for both" in n for n in report.benchmark.notes), report.benchmark.notes

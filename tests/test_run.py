@@ -428,7 +428,8 @@ def test_a_compile_the_user_wrote_stays_the_users_when_lightning_wraps_torch_com
     rules = [s.rule for s in report.suggestions]
     assert rules and rules[0] == "mark-dynamic" and "lightning" not in report.suggestions[0].title, [s.title for s in report.suggestions]
     # the LightningModule itself compiled, with `self.log` in its step: torch 2.13's Dynamo crashes tracing
-    # it; the report names the user's line it was tracing and the way around it, not `trainer.fit`
+    # it; the report names the user's line it was tracing and the way around it, not `trainer.fit`, and
+    # runs the script once more as advised
     whole = tmp_path / "whole.py"
     whole.write_text(
         script.read_text()
@@ -445,6 +446,9 @@ def test_a_compile_the_user_wrote_stays_the_users_when_lightning_wraps_torch_com
     [bug] = report.torch_bugs
     assert bug.stage == "Dynamo" and bug.user_line.endswith("whole.py:16") and bug.user_code == "self.log('loss', loss)", bug
     assert "self.net = torch.compile(Net())" in bug.workaround and bug.operation == "lightning's log"
+    # the advice checked by running the script so: the LightningModule's network compiled in its place
+    assert bug.workaround_strategy == "submodules" and bug.workaround_rerun.startswith("ran to its end (`run --compare submodules`")
+    assert bug.workaround_verified, bug
     assert report.errors[0].hint.startswith("a bug inside PyTorch (Dynamo), while tracing your line whole.py:16")
     assert next_steps(report)[0].startswith("PyTorch bug: the script's compile of Lit crashes in Dynamo")
 

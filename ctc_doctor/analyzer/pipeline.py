@@ -35,6 +35,7 @@ from .phases.bench import BenchSection, run_bench, staged
 from .phases.bench.staged import Checkpoint
 from .phases.bisect import BisectInputs, BisectOptions, run_bisect, worker_setup
 from .phases.bisect.accuracy import Trigger, mark_not_recommended, run_accuracy_bisect, wrong_under_compile
+from .phases.bisect.repro import write_module_repro
 from .phases.bisect.trials import TrialWorker
 from .phases.context import PhaseContext
 from .phases.fix import FixSection, run_fix
@@ -275,8 +276,20 @@ def _compile_bug(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions, 
                 run_call(compiled, ctx.workload, call, i, seed=settings.seed, train=settings.train, model=model)
 
     folder = options.fix.repro_dir if options.fix is not None else None
+
+    def module_repro(path: str, captured: Any) -> str | None:  # a crash in tracing: its smallest module, rebuilt
+        where = f"at {error.message.split(' (at ')[-1].rstrip(')')}" if " (at " in error.message else ""
+        return write_module_repro(ctx, folder, path, captured, error.message.split(": ", 1)[-1], where) if folder else None
+
     bug = triage_calls(
-        calls, model, settings.backend, where=f"the compile of {report.target.model_class}", untried=None, repro_dir=folder, slug="compile"
+        calls,
+        model,
+        settings.backend,
+        where=f"the compile of {report.target.model_class}",
+        untried=None,
+        repro_dir=folder,
+        slug="compile",
+        module_repro=module_repro,
     )
     if bug is None:
         return

@@ -325,7 +325,9 @@ def _traced_bug(report: rm.Report, outcome: Any, primary: WatchedObject | None, 
     code = linecache.getline(file, line).strip()
     into = frames[mine[-1] + 1] if mine[-1] + 1 < len(frames) else None
     library = classify_file(into[0])[1] if into is not None else None
+    strategy = None
     if library in ("lightning", "pytorch_lightning") and into is not None and into[2] == "log":
+        strategy = "submodules"  # `run` checks it by running the script so (`run --compare submodules`)
         around = (
             "Lightning's `self.log` cannot be traced here: compile the network inside the LightningModule "
             "(`self.net = torch.compile(Net())`) rather than the LightningModule, or log outside the compiled code"
@@ -345,6 +347,7 @@ def _traced_bug(report: rm.Report, outcome: Any, primary: WatchedObject | None, 
         repro_note="the failure is in Dynamo's tracing, before any graph, and before any call was recorded: no repro",
         issue_title="",
         workaround=around,
+        workaround_strategy=strategy,
     )
     bug.issue_title = triage_issue_title(bug.stage, bug.error, bug.operation)
     bug.issue_text = triage_issue_text(bug)

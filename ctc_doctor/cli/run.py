@@ -270,16 +270,18 @@ RERUN_MAX_S = 120.0
 
 
 def _rerun_workarounds(argv: list[str], options: Any, report: Report, say: Any, stdout: Any) -> None:
-    """A PyTorch bug in the script's own compile whose workaround was verified on the recorded calls and has a
-    `run --compare` strategy (`static`: `dynamic=False`): the whole script once more with it (no bisection,
-    no fixes), when its own run was cheap, into `workaround_rerun`: whether it then runs to its end."""
+    """A PyTorch bug in the script's own compile whose workaround has a `run --compare` strategy (`static`:
+    `dynamic=False`, verified on the recorded calls; `submodules`: a LightningModule's network compiled
+    instead of it, for a crash in tracing, where no call was recorded): the whole script once more with it
+    (no bisection, no fixes), when its own run was cheap, into `workaround_rerun`: whether it then runs to
+    its end (which verifies a workaround no recorded call could)."""
     import dataclasses
 
     from ..analyzer.launch import run_script
 
     own = report.cost.workload_wall_s if report.cost is not None else None
     for bug in report.torch_bugs:
-        if not (bug.workaround_verified and bug.workaround_strategy) or bug.suggestion is not None:
+        if not bug.workaround_strategy or bug.suggestion is not None:
             continue
         if own is None or own > RERUN_MAX_S:
             bug.workaround_rerun = f"not run again: the script's own run took {own or 0:.0f} s (over {RERUN_MAX_S:.0f} s)"
@@ -294,6 +296,7 @@ def _rerun_workarounds(argv: list[str], options: Any, report: Report, say: Any, 
         if found.status == "finished" and error is None:
             calls = found.report.analyzed_compile.calls if found.report.analyzed_compile is not None else None
             bug.workaround_rerun = f"ran to its end ({how}{f', {calls} compiled calls' if calls else ''})"
+            bug.workaround_verified = True  # a crash in tracing has no recorded calls: the rerun is its check
         else:
             bug.workaround_rerun = f"still failed ({how}): {error.message if error else found.status}"
 

@@ -294,3 +294,40 @@ def four_problems():
     torch.manual_seed(0)
     calls = [(torch.randn(b, 8), s) for b, s in ((4, 1), (4, 2), (4, 3), (5, 3), (6, 3), (7, 3))]
     return Workload(FourProblems(), calls[0], variants=calls[1:], name="four_problems")
+
+
+class AsksSignature(nn.Module):
+    """Reads the signature of one of its own methods that was compiled on its own, as Lightning's `self.log`
+    does of a compiled `training_step` (`is_param_in_hook_signature`). torch 2.13's Dynamo crashes tracing it
+    (InternalTorchDynamoError: 'method' object has no attribute '__dict__'): a crash in Dynamo, before any graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+        self.step = torch.compile(self.step, backend="eager")
+
+    def step(self, x, batch_idx):
+        return x
+
+    def forward(self, x):
+        import inspect
+
+        if "dataloader_iter" in inspect.getfullargspec(self.step).args:  # BREAK:signature
+            x = x * 2
+        return self.proj(x)
+
+
+class SignatureModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(8, 8)
+        self.blocks = nn.Sequential(nn.Sequential(nn.Linear(8, 8), nn.ReLU()), nn.Sequential(AsksSignature(), nn.ReLU()))
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.head(self.blocks(self.embed(x)))
+
+
+def asks_signature():
+    torch.manual_seed(0)
+    return Workload(SignatureModel(), (torch.randn(4, 8),), name="asks_signature")

@@ -283,6 +283,16 @@ class CompileRecorder:
                     "(DDP(torch.compile(model))); its parameter names gain `_orig_mod.`"
                 )
                 return watched
+            if (
+                self.strategy == "submodules"
+                and isinstance(model, torch.nn.Module)
+                and (inside := _compiled_inside(model, original, args, kwargs))
+            ):
+                self._note(
+                    f"--compare submodules: {', '.join(inside)} of {type(model).__name__} compiled instead of it "
+                    f"(`self.{inside[0]} = torch.compile(self.{inside[0]})`); its own code runs eagerly"
+                )
+                return self._watch(model, model, kwargs)
             if self.strategy == "hotswap":
                 prepare_peft_model(model, self.target_rank, self._note, self.hotswap_slots)
             compiled = original(model, *args, **kwargs)
@@ -300,7 +310,7 @@ class CompileRecorder:
 
     def _strategy(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """The script's torch.compile options under `run --compare`'s strategy."""
-        if self.strategy in (None, "default", "eager", "optimizer", "mark-dynamic", "inner", "hotswap"):
+        if self.strategy in (None, "default", "eager", "optimizer", "mark-dynamic", "inner", "submodules", "hotswap"):
             return kwargs
         if self.strategy in ("dynamic", "static"):
             return {**kwargs, "dynamic": self.strategy == "dynamic"}
@@ -564,6 +574,16 @@ def _loss_of(out: Any) -> torch.Tensor | None:
     if isinstance(out, torch.Tensor) and out.numel() == 1 and out.is_floating_point():
         return out
     return None
+
+
+def _compiled_inside(model: torch.nn.Module, compile_: Callable[..., Any], args: Any, kwargs: dict[str, Any]) -> list[str]:
+    """`run --compare submodules`: each direct child module holding parameters compiled in place, with the
+    script's own options, instead of `model` (a LightningModule's `self.net = torch.compile(self.net)`):
+    the names compiled, none when the model has no such child (it is then compiled whole)."""
+    names = [name for name, child in model.named_children() if any(True for _ in child.parameters())]
+    for name in names:
+        setattr(model, name, compile_(getattr(model, name), *args, **kwargs))
+    return names
 
 
 def _plain(value: Any) -> bool:

@@ -38,7 +38,7 @@ import torch
 
 from ...reports import models as rm
 from .. import torch_internals as ti
-from ..readers.sources import is_dynamo_file
+from ..readers.sources import classify_file, is_dynamo_file
 
 TORCH_FAILURES = (
     "BackendCompilerFailed",
@@ -415,6 +415,18 @@ def run_repro(text: str, error_type: str, timeout_s: float = REPRO_TIMEOUT_S) ->
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)\n\s*(?P<code>[^\n]*)')
 
 
+def traced_user_line(exc: BaseException) -> tuple[str | None, str | None]:
+    """(`file:line`, code) of the innermost user frame Dynamo was tracing when `exc` escaped (a crash in
+    tracing, before any graph), (None, None) when none is the user's."""
+    import linecache
+
+    mine = [(file, line) for file, line, _ in ti.traced_frames(exc) if classify_file(file)[0]]
+    if not mine:
+        return None, None
+    file, line = mine[-1]
+    return f"{file}:{line}", linecache.getline(file, line).strip() or None
+
+
 def user_line(node: torch.fx.Node | None, gm: torch.fx.GraphModule) -> tuple[str | None, str | None]:
     """(`file:line`, code) of the innermost frame outside torch in the operation's stack trace (the last
     operation of the graph when none is named)."""
@@ -552,6 +564,7 @@ def triage(
         guard_bug(bug, guard, failed.backend, verify)
     else:
         bug.repro_note = f"the failure is in {stage}'s tracing, before any graph: no graph to reduce"
+        bug.user_line, bug.user_code = traced_user_line(failed.error)
     bug.issue_title = issue_title(bug.stage, error, bug.operation)
     bug.issue_text = issue_text(bug)
     out.bug = bug
@@ -604,7 +617,7 @@ def guard_bug(bug: rm.TorchBug, guard: ti.GuardCrash, backend: str, verify: bool
 def write_bug(bug: rm.TorchBug, folder: str, slug: str) -> None:
     """The repro and the issue's text into `folder` (`ctc_torch_bug_<slug>.py` / `.md`)."""
     os.makedirs(folder, exist_ok=True)
-    if bug.repro:
+    if bug.repro and not bug.repro_path:  # a module's repro is already written, its inputs beside it
         bug.repro_path = os.path.join(folder, f"ctc_torch_bug_{slug}.py")
         with open(bug.repro_path, "w", encoding="utf-8") as fh:
             fh.write(bug.repro)

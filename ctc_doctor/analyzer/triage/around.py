@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -14,7 +15,8 @@ import torch
 
 from ...reports import models as rm
 from .. import torch_internals as ti
-from . import Triage, attempt, stage_of, triage, write_bug
+from ..capture.inputs import CapturedCall, ModuleInputs
+from . import REDUCE_BUDGET_S, Triage, attempt, error_line, issue_text, issue_title, run_repro, stage_of, triage, write_bug
 
 
 def workaround(
@@ -123,6 +125,41 @@ def _guard_workaround(
     )
 
 
+def smallest_module(
+    calls: Callable[[Any], Any], model: torch.nn.Module, backend: str, kw: dict[str, Any], error_type: str, budget_s: float
+) -> tuple[str, CapturedCall] | None:
+    """A crash in Dynamo's tracing (no graph reached a backend, none to reduce): the deepest submodule whose
+    compile alone (`backend`, the user's `kw`), on the inputs of its first call in an eager run of `calls`,
+    crashes with the same `error_type`, found by descending from the root through the children that ran, one
+    compile each, until `budget_s`. (path, its inputs), or None when no child crashes alone (the whole model
+    is the smallest) or the eager run fails."""
+    recorder = ModuleInputs(model)
+    try:
+        with recorder.record():
+            calls(model)
+    except Exception:  # noqa: BLE001 - the eager run is the user's: nothing to descend by
+        return None
+    deadline, path = time.monotonic() + budget_s, ""
+
+    def crashes(child: str) -> bool:
+        captured, sub = recorder.inputs[child], model.get_submodule(child)
+
+        def one(compile_: Callable[..., Any]) -> None:
+            args, kwargs = captured.fresh()
+            with torch.set_grad_enabled(captured.grad_enabled):
+                compile_(sub, **kw)(*args, **kwargs)
+
+        tried = attempt(one, backend, {})
+        return tried.error is not None and error_line(tried.error).split(":", 1)[0] == error_type
+
+    while time.monotonic() < deadline:
+        children = [f"{path}.{name}" if path else name for name, _ in model.get_submodule(path).named_children()]
+        path = next((c for c in children if c in recorder.inputs and time.monotonic() < deadline and crashes(c)), path)
+        if path not in children:
+            break
+    return (path, recorder.inputs[path]) if path else None
+
+
 def triage_calls(
     calls: Callable[[Any], Any],
     model: torch.nn.Module,
@@ -133,15 +170,42 @@ def triage_calls(
     repro_dir: str | None,
     slug: str,
     compile_kwargs: dict[str, Any] | None = None,
+    module_repro: Callable[[str, CapturedCall], str | None] | None = None,
 ) -> rm.TorchBug | None:
     """A crash of `calls(compile(model, **compile_kwargs))` on `backend` (the user's own `dynamic`, `mode`,
     `options`, `fullgraph`), triaged (`triage`), with a workaround checked on the same calls and `untried`
     (what the user's compile had that could not be passed here) said in `tried`; the repro and issue text
-    into `repro_dir`. None when the calls compile here."""
+    into `repro_dir`. A crash in Dynamo's tracing (no graph to reduce) is narrowed to the smallest module whose
+    compile crashes alone (`smallest_module`), whose repro `module_repro(path, inputs)` writes where the model
+    can be rebuilt (a `build()` target): the script's path. None when the calls compile here."""
     kw = dict(compile_kwargs or {})
     found = triage(lambda compile_: calls(compile_(model, **kw)), backend, {}, where=where)
     if found.bug is None:
         return None
+    bug = found.bug
+    failed = next((a for a in found.attempts if a.error is not None), None)
+    if failed is not None and failed.graph is None and found.guard is None:  # in tracing: the smallest module instead
+        smallest = smallest_module(calls, model, failed.backend, kw, bug.error_type, REDUCE_BUDGET_S)
+        if smallest is not None:
+            found.module_path, captured = smallest
+            cls = type(model.get_submodule(found.module_path)).__name__
+            bug.operation = cls
+            bug.tried.append(
+                f"`{found.module_path}` ({cls}) compiled alone on its recorded inputs: the same crash (the smallest module that does)"
+            )
+            written = module_repro(found.module_path, captured) if module_repro is not None else None
+            if written is not None:
+                bug.repro_path = written
+                with open(written, encoding="utf-8") as fh:
+                    bug.repro = fh.read()
+                bug.repro_verified, bug.repro_note = run_repro(bug.repro, bug.error_type)
+                bug.repro_note = bug.repro_note or "it needs your code (it rebuilds the model from your target), not ctc-doctor"
+            else:
+                bug.repro_note = (
+                    f"the failure is in Dynamo's tracing, before any graph: the smallest module whose compile crashes is "
+                    f"`{found.module_path}` ({cls}); a repro needs your code, and this run has no target to rebuild it from"
+                )
+        bug.issue_title, bug.issue_text = issue_title(bug.stage, bug.error, bug.operation), issue_text(bug)
     found.bug.workaround, found.bug.workaround_verified = workaround(calls, found, backend, model, {}, kw)
     found.bug.workaround_strategy = found.strategy
     if kw:

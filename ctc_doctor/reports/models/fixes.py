@@ -390,9 +390,11 @@ class TorchBug(_Model):
     workaround: str | None = None
     """A way around it on the user's code: the fix verified in its place, or a change checked on a replay."""
     workaround_verified: bool = False
-    """The workaround was compiled and run on the user's code (a copy, or the script's recorded call)."""
+    """The workaround was compiled and run on the user's code (a copy, or the script's recorded call), or the
+    whole script ran to its end with it (`workaround_rerun`)."""
     workaround_strategy: str | None = None
-    """The `run --compare` strategy that applies the workaround to a whole script (`static`: `dynamic=False`),
+    """The `run --compare` strategy that applies the workaround to a whole script (`static`: `dynamic=False`;
+    `submodules`: the network inside a LightningModule compiled in its place),
     where there is one (schema 1.23)."""
     workaround_rerun: str | None = None
     """`run`: what the script did when run again with the workaround (`workaround_strategy`), when its own run

@@ -34,7 +34,7 @@ from ...running.calls import calls_on
 from ...running.copying import CopyError, working_copy
 from ...running.deadline import Stopped
 from ...running.memory import let_go, release_memory
-from ...triage import is_torch_failure
+from ...triage import STAGES, is_torch_failure
 from ..context import PhaseContext
 from .arms import OPT_IN, Arm, arm_kind, arms_for, fix_arms, materialized, price_opt_in
 from .child import run_isolated
@@ -91,7 +91,14 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions, resumed: rm.Benchmark | No
     _conclude(result, bench, len(ctx.calls))
     section = BenchSection(result, _regional_verifications(report, result))
     compiled = next((a for a in result.arms if a.name == "compiled"), None)
-    if compiled is not None and not compiled.out_of_memory and (is_torch_failure(compiled.error_type) or is_torch_failure(compiled.error)):
+    seen = _triaged_already(report, compiled)
+    if seen is not None:
+        result.notes.append(
+            f"the compiled arm crashed as the analysis's own compile did ({seen.stage}): that bug, triaged above, stands for both."
+        )
+    elif (
+        compiled is not None and not compiled.out_of_memory and (is_torch_failure(compiled.error_type) or is_torch_failure(compiled.error))
+    ):
         ctx.progress(ProgressEvent(Step.BENCH, subject="compiled: PyTorch bug"))
         source = ctx.pristine if ctx.pristine is not None else ctx.workload.model
         here: PhaseContext | None
@@ -113,6 +120,17 @@ def run_bench(ctx: PhaseContext, bench: BenchOptions, resumed: rm.Benchmark | No
             section.torch_bugs.append(bug)
     result.duration_s = round(time.perf_counter() - t0, 3)
     return section
+
+
+def _triaged_already(report: rm.Report | None, compiled: rm.BenchmarkArm | None) -> rm.TorchBug | None:
+    """The bug of the analysis's own compile that the compiled arm's crash repeats: the same error in a stage
+    before the backend's (Dynamo, AOTAutograd), which no backend changes."""
+    if report is None or compiled is None or not compiled.error:
+        return None
+    return next(
+        (b for b in report.torch_bugs if b.suggestion is None and b.stage in STAGES.values() and b.error in compiled.error),
+        None,
+    )
 
 
 def _rebuilt(ctx: PhaseContext) -> PhaseContext:

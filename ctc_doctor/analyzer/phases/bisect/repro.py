@@ -239,6 +239,23 @@ def write_repros(result: rm.Bisect, tree: nx.DiGraph, ctx: PhaseContext, repro_d
     return written
 
 
+def write_module_repro(ctx: PhaseContext, repro_dir: str, path: str, captured: CapturedCall, what: str, where: str) -> str | None:
+    """The repro of a compile that crashes in Dynamo's tracing (no graph to reduce): the smallest module
+    whose compile crashes alone (`path`), rebuilt from the target and run on its recorded inputs, as the
+    bisection's scripts are. None when the model cannot be rebuilt (no importable target: a script, a
+    library call)."""
+    if ctx.spec.startswith("<"):
+        return None
+    os.makedirs(repro_dir, exist_ok=True)
+    name = f"ctc_torch_bug_{repro_slug(path, ctx.spec)}"
+    cls = type(ctx.workload.model.get_submodule(path)).__name__ if isinstance(ctx.workload.model, torch.nn.Module) else "?"
+    script, _ = _script(
+        _TEMPLATE, name, repro_dir, captured, ctx, ctx.spec, path,
+        cls=cls, status="torch.compile crashed inside torch (Dynamo)", what=what, where=where, backend="eager", train=False,
+    )  # fmt: skip
+    return script
+
+
 _ACCURACY = '''\
 #!/usr/bin/env python
 """ctc-doctor repro: `{label}` ({cls}) gives wrong results under torch.compile.
