@@ -55,6 +55,10 @@ class ExitCode(IntEnum):
     NO_MEMORY = 14
     """The analysis itself held more beyond the workload's own than --memory-limit allows (the preflight
     check): the run stopped after it with one line; a partial report was still written."""
+    NEEDS_WEIGHTS = 15
+    """`--weights none`: the model's code needs real values at a line (`.item()`, a data-dependent `if`, an op
+    with no meta kernel): the run without the weights stopped there, its findings dropped; the report was
+    still written."""
     INTERNAL_ERROR = 70
     """A bug in ctc-doctor itself. Re-run with --debug and report it."""
     INTERRUPTED = 130

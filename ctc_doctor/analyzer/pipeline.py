@@ -47,6 +47,7 @@ from .readers.expected import mark_one_offs, mark_settled
 from .readers.gb_registry import graph_break_registry
 from .readers.text import describe_error
 from .resources.preflight import NotEnoughMemory, model_bytes
+from .resources.weights import meta_stop
 from .running.calls import calls_on, grad_mode, preserved_state, run_call
 from .running.copying import SPILLED, CopyError, copy_model, light_copy, spilled_copy, working_copy
 from .running.deadline import Interrupted, Stopped, deadline, limit_text, stop_record, stoppable
@@ -70,6 +71,7 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
 
 def _analyze(workload: Workload, options: AnalyzeOptions) -> rm.Report:
     options, placed = _placed(workload, options)
+    options, unweighted = options.without_weights()
     if options.resume:
         return _resume(workload, options)
     started_at = rm.started_now()
@@ -88,6 +90,9 @@ def _analyze(workload: Workload, options: AnalyzeOptions) -> rm.Report:
     report.notes.extend(ti.torch_log_notes(logged, "during the run"))
     if placed:
         report.notes.append(placed)
+    if unweighted:
+        report.target.weights = "none"
+        report.notes.extend(unweighted)
     report.cost = cost.finish(report)
     return report
 
@@ -221,6 +226,7 @@ def _run(
             inputs_if_broken=options.bisect is not None and not options.bisect.always,
             on_broken=early.start,
             timeout_s=max(1e-3, clock.remaining() or 0.0) if options.timeout_s else None,
+            meta=options.weights == "none",
         ),
     )
     report = _report(workload, calls, options, analysis, started_at, clock)
@@ -228,7 +234,9 @@ def _run(
     cost.footprint = analysis.footprint
     if copy_note:
         report.notes.append(copy_note)
-    stopped = any(e.phase in ("eager", "timeout", "interrupted") for e in report.errors)
+    if options.weights == "none":
+        meta_stop(report)
+    stopped = any(e.phase in ("eager", "timeout", "interrupted", "weights") for e in report.errors)
     if not stopped:
         _compile_bug(report, ctx, options, clock)
     try:

@@ -21,6 +21,7 @@ from .phases.bisect import BisectOptions
 from .phases.bisect.accuracy import AccuracyOptions
 from .phases.context import PhaseContext
 from .phases.fix import FixOptions
+from .resources.weights import LEFT_OUT
 from .running.numerics import Reference
 from .running.settings import ProgressFn, no_progress
 
@@ -83,9 +84,29 @@ class AnalyzeOptions:
     catch_signals: bool = False
     """SIGTERM and Ctrl-C stop the run where it is and the report of what was found so far is returned,
     its last error row of phase `interrupted` (the CLI). The Python API's default lets them raise."""
+    weights: str = "real"
+    """`none`: the workload was built on the meta device (`--weights none`, `resources.weights`): Dynamo's
+    findings only, on `eager` (`aot_eager` with train); what needs real numbers (fix numerics, benchmark,
+    accuracy bisection) is left out and named, and a run that needs real values stops there."""
 
     def resolved_backend(self) -> str:
         return self.backend or ("aot_eager" if self.train else "eager")
+
+    def without_weights(self) -> tuple[AnalyzeOptions, list[str]]:
+        """`--weights none`: the phases that need real numbers left out (the benchmark, the accuracy bisection,
+        the fix checks, whose verification compares results), Dynamo's own backend (`eager`, `aot_eager` for
+        training: a backend's code generation needs real tensors), the bisection's trials in this process (a
+        child would build the real model); the notes that say so."""
+        if self.weights != "none":
+            return self, []
+        notes = [LEFT_OUT]
+        backend = self.backend
+        if backend not in (None, "eager", "aot_eager"):
+            own = "aot_eager" if self.train else "eager"
+            notes.append(f"Without the weights the compile runs on {own}, not {backend}: its findings are Dynamo's.")
+            backend = None
+        bisect = dataclasses.replace(self.bisect, isolate=False) if self.bisect is not None else None
+        return dataclasses.replace(self, backend=backend, bench=None, accuracy=None, fix=None, bisect=bisect, memory_limit_mb=None), notes
 
 
 class Clock:

@@ -92,8 +92,15 @@ def resolve_builder(spec: str) -> Any:
     return obj
 
 
-def load_workload(spec: str, *, seed: int | None = 0) -> Workload:
-    """Resolve the spec, call the builder (after seeding) and validate what it returned."""
+def load_workload(spec: str, *, seed: int | None = 0, weights: str = "real") -> Workload:
+    """Resolve the spec, call the builder (after seeding) and validate what it returned. `weights="none"`:
+    the builder runs under the meta device and whatever it still put on a real device moves there
+    (`resources.weights`): no storage for any parameter, buffer or input."""
+    if weights == "none":
+        from .resources.weights import meta_build, on_meta
+
+        with meta_build():
+            return on_meta(load_workload(spec, seed=seed))
     builder = resolve_builder(spec)
     if isinstance(builder, Workload):
         return validate_workload(builder, spec)

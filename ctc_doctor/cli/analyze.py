@@ -60,6 +60,7 @@ ERROR_PHASE_EXIT = {
     "probe": ExitCode.INTERNAL_ERROR,
     "bench": ExitCode.INTERNAL_ERROR,
     "preflight": ExitCode.NO_MEMORY,
+    "weights": ExitCode.NEEDS_WEIGHTS,
 }
 """The exit code of a run whose report holds an error of this phase."""
 
@@ -74,7 +75,7 @@ def analyze_command(target: str, **kw: Any) -> None:
     """Analyze TARGET (`pkg.module:build` or `path/file.py:build`): breaks and recompiles, bisection
     when it breaks, suggestions, verified fixes on a copy, and a benchmark."""
     args = parsed_as(AnalysisArgs, kw)
-    analyze_and_exit(target, _loader(target, args.seed), args)
+    analyze_and_exit(target, _loader(target, args.seed, args.weights), args)
 
 
 @click.command()
@@ -89,7 +90,7 @@ def fix(target: str, **kw: Any) -> None:
     effective ones together. The user's model is never modified. No benchmark.
     """
     args = replace(parsed_as(AnalysisArgs, kw), no_bench=True)
-    analyze_and_exit(target, _loader(target, args.seed), args)
+    analyze_and_exit(target, _loader(target, args.seed, args.weights), args)
 
 
 @click.command()
@@ -105,7 +106,7 @@ def bench(target: str, **kw: Any) -> None:
     graph/break/recompile counts, peak memory, numerical agreement with eager. No bisection.
     """
     args = replace(parsed_as(AnalysisArgs, kw), no_bisect=True)
-    analyze_and_exit(target, _loader(target, args.seed), args)
+    analyze_and_exit(target, _loader(target, args.seed, args.weights), args)
 
 
 @click.command()
@@ -119,7 +120,7 @@ def bisect(target: str, **kw: Any) -> None:
     first, into failing children) and/or bottom-up (leaves first). Identical modules are tried once.
     """
     args = replace(parsed_as(AnalysisArgs, kw), bisect_only=True)
-    analyze_and_exit(target, _loader(target, args.seed), args)
+    analyze_and_exit(target, _loader(target, args.seed, args.weights), args)
 
 
 @click.command()
@@ -143,7 +144,7 @@ def demo(fixture: str, list_fixtures: bool, **kw: Any) -> None:
     spec = fixtures[fixture]
     label = "demo" if fixture == "showcase" else f"demo --fixture {fixture}"
     args = replace(parsed_as(AnalysisArgs, kw), rebuild_spec=spec.target)
-    analyze_and_exit(label, _loader(spec.target, args.seed), args)
+    analyze_and_exit(label, _loader(spec.target, args.seed, args.weights), args)
 
 
 @click.command()
@@ -157,17 +158,17 @@ def check(target: str, **kw: Any) -> None:
     """
     policy = parsed_as(GateArgs, kw, all_of_them=False).policy(gate=True)
     args = replace(parsed_as(AnalysisArgs, kw), no_bisect=True, no_fix=True, no_bench=True)
-    analyze_and_exit(target, _loader(target, args.seed), args, policy)
+    analyze_and_exit(target, _loader(target, args.seed, args.weights), args, policy)
 
 
 COMMANDS = [analyze_command, fix, bench, bisect, demo, check]
 
 
-def _loader(target: str, seed: int) -> Callable[[], Workload]:
+def _loader(target: str, seed: int, weights: str = "real") -> Callable[[], Workload]:
     def load() -> Workload:
         from ..analyzer.target import load_workload
 
-        return load_workload(target, seed=seed)
+        return load_workload(target, seed=seed, weights=weights)
 
     return load
 

@@ -53,7 +53,8 @@ def cli() -> None:
     Exit codes: 0 ok, 1 check failed, 2 usage, 3 target not found, 4 target invalid,
     5 builder raised, 6 model fails in eager, 7 torch.compile crashed, 8 timeout, 9 bad report
     file, 10 no readable torch logs (or --strict found bad records), 11 the script failed,
-    12 the script compiled nothing, 70 internal error, 130 interrupted.
+    12 the script compiled nothing, 13 patch refused, 14 no memory, 15 needs the weights
+    (--weights none stopped), 70 internal error, 130 interrupted.
     """
 
 

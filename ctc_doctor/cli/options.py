@@ -106,6 +106,15 @@ def analysis_options(f: F) -> F:
         ),
         click.option("--device", default=None, help="Move the model and inputs to this device first (e.g. cuda)."),
         click.option("--seed", default=0, show_default=True, type=int, help="torch.manual_seed before building and before each phase."),
+        click.option(
+            "--weights",
+            type=click.Choice(["real", "none"]),
+            default="real",
+            show_default=True,
+            help="none: build the model on the meta device (no memory for its weights) and diagnose its compile from Dynamo "
+            "alone: breaks, graphs, recompiles, causes, bisection; the run stops at a line that needs real values (exit 15). "
+            "The fix checks, the benchmark and the accuracy bisection need the weights: left out.",
+        ),
         amount_option("--timeout", "timeout_s", "Give up after this long; the partial report is still written."),
         BUDGET,
         MEMORY_LIMIT,
@@ -373,6 +382,7 @@ class AnalysisArgs:
     backend: str | None = None
     device: str | None = None
     seed: int = 0
+    weights: str = "real"
     timeout_s: float | None = None
     budget_s: float | None = None
     memory_limit_mb: int | None = None
@@ -518,6 +528,7 @@ class AnalysisArgs:
             device=self.device,
             train=self.train,
             seed=self.seed,
+            weights=self.weights,
             explain=not self.no_explain,
             keep_guard_text=self.keep_guards,
             timeout_s=self.timeout_s,

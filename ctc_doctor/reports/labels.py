@@ -575,7 +575,8 @@ def torch_bug_lines(bug: TorchBug) -> list[str]:
             False: bug.repro_note or "did not fail the same way",
             None: bug.repro_note or "not run",
         }
-        cut = f", {bug.repro_nodes} of {bug.graph_nodes} operations" if bug.repro_nodes and bug.graph_nodes else ""
+        by = " (torch's minifier)" if bug.repro_reducer == "torch's minifier" else ""
+        cut = f", {bug.repro_nodes} of {bug.graph_nodes} operations{by}" if bug.repro_nodes and bug.graph_nodes else ""
         lines.append(f"repro: {where} ({state[bug.repro_verified]}{cut})")
     elif bug.repro_note:
         lines.append(f"no repro: {bug.repro_note}")

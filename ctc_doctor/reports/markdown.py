@@ -93,6 +93,9 @@ def _code(text: object) -> str:
 
 def _summary_line(report: Report) -> str:
     s = report.summary
+    stop = next((e for e in report.errors if e.phase == "weights"), None)
+    if stop is not None:
+        return f"**No answer without the weights**: {stop.message}."
     if not s.analysis_run:
         found = len(report.bisect.smallest_failing) if report.bisect else 0
         return f"**{VERDICTS[s.verdict].markdown}** (bisection only): {found} smallest failing module(s)."

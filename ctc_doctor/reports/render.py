@@ -69,7 +69,10 @@ def header_text(report: Report) -> Text:
         ranks = f", ranks {', '.join(str(r) for r in src.ranks)}" if src.ranks else ""
         text.append(f"(from logs: {src.kind.replace('_', ' ')}, {len(src.files)} file(s){ranks})\n")
     else:
-        text.append(f"({t.model_class}, {t.parameters:,} params, {t.modules} modules, {t.calls} call(s){', train' if t.train else ''})\n")
+        meta = ", without the weights: on meta tensors" if t.weights == "none" else ""
+        text.append(
+            f"({t.model_class}, {t.parameters:,} params, {t.modules} modules, {t.calls} call(s){', train' if t.train else ''}{meta})\n"
+        )
     outcome = script_outcome(report)
     if outcome is not None:
         failed = bool(report.run.exit_code) or report.run.stopped in ("timeout", "interrupted")
@@ -91,6 +94,11 @@ def verdict_panel(report: Report) -> Panel:
     s = report.summary
     style, label, _ = VERDICTS[s.verdict]
     lines = Text()
+    stop = next((e for e in report.errors if e.phase == "weights"), None)
+    if stop is not None:  # --weights none: the code needed real values (no findings: they would be partial)
+        lines.append("NO ANSWER WITHOUT THE WEIGHTS\n", style=style)
+        lines.append(stop.message)
+        return Panel(lines, title="verdict", expand=False)
     if not s.analysis_run:
         b = report.bisect
         if b is None:

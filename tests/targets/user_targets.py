@@ -331,3 +331,30 @@ class SignatureModel(nn.Module):
 def asks_signature():
     torch.manual_seed(0)
     return Workload(SignatureModel(), (torch.randn(4, 8),), name="asks_signature")
+
+
+class EagerOnlyCheck(nn.Module):
+    """Checks its input's values, but only outside torch.compile (as transformers' mask code does): the
+    compiled run never reads a value, the eager pass does."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        if not torch.compiler.is_compiling() and bool(torch.isnan(x).any()):  # BREAK:eager_only
+            raise ValueError("NaN in the input")
+        print("forward")
+        return self.fc(x)
+
+
+def eager_only_check():
+    torch.manual_seed(0)
+    return Workload(EagerOnlyCheck(), (torch.randn(4, 8),), variants=[(torch.randn(6, 8),)], name="eager_only_check")
+
+
+def too_big_for_this_machine():
+    """A 2 x 50k x 50k linear stack: 20 GB of float32 weights, built only on meta (`--weights none`)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(50_000, 50_000, bias=False), nn.Linear(50_000, 50_000, bias=False))
+    return Workload(model, (torch.randn(2, 50_000),), variants=[(torch.randn(3, 50_000),)], name="too_big")

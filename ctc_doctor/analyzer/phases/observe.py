@@ -35,6 +35,7 @@ from ..capture.live import (
 )
 from ..readers.gb_registry import graph_break_registry
 from ..readers.text import first_line
+from ..resources.weights import needs_values, stopped
 from ..running.calls import grad_mode, preserved_state
 from ..running.deadline import DeadlineExceeded, Stopped, deadline, stop_record
 from .context import PhaseContext
@@ -59,6 +60,9 @@ class ObserveOptions:
     """Called once the compiled pass broke the graph or failed (bisection will run: its child starts)."""
     timeout_s: float | None = None
     """What is left of the run's --timeout: the phase stops there and returns what it found."""
+    meta: bool = False
+    """The model and its calls are on the meta device (`--weights none`): an eager pass that needs real values
+    after the compiled run ran every call is a note, not a failure (Dynamo's findings are whole)."""
 
 
 @dataclass
@@ -118,7 +122,18 @@ def run_observe(ctx: PhaseContext, options: ObserveOptions) -> Observation:
             with kept():
                 eager = eager_pass(workload, calls, settings, index=index, inputs=inputs, watch=watch, measure=True, progress=progress)
             footprint = eager.footprint if eager.error is None else None
-            if eager.error is not None:
+            if (
+                eager.error is not None
+                and options.meta
+                and compiled is not None
+                and compiled.error is None
+                and needs_values(eager.error.message)
+            ):
+                notes.append(
+                    f"The eager pass {stopped(eager.error.message).removeprefix('without the weights the run ')}: Dynamo's findings "
+                    "come from the compiled run, which ran every call; module paths and first-call marks rest on what the eager pass ran."
+                )
+            elif eager.error is not None:
                 errors.append(eager.error)  # first: a model that fails without compile is the problem to fix
             elif watch:
                 lines_run = eager.lines_run

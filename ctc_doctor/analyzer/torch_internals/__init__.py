@@ -35,6 +35,7 @@ from .aot import (
     aoti_package,
     export_program,
     load_cache_artifacts,
+    minified,
     save_cache_artifacts,
 )
 from .cudagraphs import CudaGraphLog, cudagraph_log, cudagraph_mark_step_begin
@@ -124,6 +125,7 @@ __all__ = [
     "is_optimized_module",
     "is_unsupported",
     "load_cache_artifacts",
+    "minified",
     "lookup_backend",
     "tuned_backend",
     "mark_dynamic",

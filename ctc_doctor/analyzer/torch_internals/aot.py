@@ -104,3 +104,48 @@ def load_cache_artifacts(blob: bytes) -> bool:
     if load is None:
         return False
     return load(blob) is not None  # None: the blob could not be read
+
+
+class MinifierOutOfTime(Exception):
+    """Raised from a minifier's test at its deadline: the best state it had reached is kept."""
+
+
+def minified(
+    gm: torch.fx.GraphModule, args: list[Any], fails: Callable[[torch.fx.GraphModule, list[Any]], bool], deadline: float
+) -> tuple[torch.fx.GraphModule, list[Any]] | None:
+    """torch's own FX minifier (`torch._functorch.fx_minifier.minifier`, what `TORCHDYNAMO_REPRO_AFTER` runs)
+    on a copy of `gm` with `fails` as its test, until `time.monotonic()` passes `deadline`: (the smallest
+    failing graph, its inputs), the best state reached when time ran out, or None (no minifier in this
+    torch, it raised, or it reached no state). Its progress output is kept off the terminal."""
+    import contextlib
+    import copy
+    import io
+    import logging
+    import time
+
+    try:
+        minifier = importlib.import_module("torch._functorch.fx_minifier").minifier
+    except (ImportError, AttributeError):
+        return None
+    best: dict[str, tuple[torch.fx.GraphModule, list[Any]]] = {}
+
+    def test(graph: torch.fx.GraphModule, inps: Any) -> bool:
+        if time.monotonic() > deadline:
+            raise MinifierOutOfTime
+        return fails(graph, list(inps))
+
+    def keep(graph: torch.fx.GraphModule, inps: Any) -> None:  # each state it reaches fails the test
+        best["state"] = (torch.fx.GraphModule(graph, copy.deepcopy(graph.graph)), list(inps))
+
+    quiet = io.StringIO()
+    logging.disable(logging.CRITICAL)
+    try:
+        with contextlib.redirect_stderr(quiet), contextlib.redirect_stdout(quiet):
+            graph, inps = minifier(torch.fx.GraphModule(gm, copy.deepcopy(gm.graph)), list(args), test, dump_state=keep)
+        return graph, list(inps)
+    except MinifierOutOfTime:
+        return best.get("state")
+    except Exception:  # noqa: BLE001 - a minifier that fails leaves the prefix cut's repro
+        return None
+    finally:
+        logging.disable(logging.NOTSET)

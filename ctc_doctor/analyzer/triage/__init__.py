@@ -475,7 +475,10 @@ def issue_text(bug: rm.TorchBug) -> str:
     if bug.user_line:
         trigger += f" (from `{bug.user_code}` at {os.path.basename(bug.user_line)})" if bug.user_code else f" ({bug.user_line})"
     cut = (
-        f" The graph is the failing one ({bug.graph_nodes} operations) cut after that operation ({bug.repro_nodes})."
+        f" The graph is the failing one ({bug.graph_nodes} operations) cut down by torch's minifier "
+        f"(`torch._functorch.fx_minifier`) to {bug.repro_nodes}."
+        if bug.repro_reducer == "torch's minifier"
+        else f" The graph is the failing one ({bug.graph_nodes} operations) cut after that operation ({bug.repro_nodes})."
         if bug.graph_nodes and bug.repro_nodes and bug.repro_nodes < bug.graph_nodes
         else ""
     )
@@ -534,31 +537,44 @@ def triage(
         args = [concrete(v) for v in inputs]
         dynamic = True if any(ti.symint_hint(v) is not None for v in inputs) else None
 
-        def fails(graph: torch.fx.GraphModule) -> bool:
+        def fails_on(graph: torch.fx.GraphModule, inputs: list[Any]) -> bool:
             try:
-                compile_graph(graph, args, failed.backend, config, dynamic, failed.tuning)
+                compile_graph(graph, inputs, failed.backend, config, dynamic, failed.tuning)
             except Exception as exc:  # noqa: BLE001 - the failure looked for
                 return error_line(exc).split(":", 1)[0] == error_type
             return False
 
-        reduced = reduce_graph(gm, args, fails, REDUCE_BUDGET_S)
-        bug.graph_nodes, bug.repro_nodes = len(compute_nodes(gm)), len(compute_nodes(reduced.graph))
+        deadline = time.monotonic() + REDUCE_BUDGET_S
+        reduced = reduce_graph(gm, args, lambda graph: fails_on(graph, args), REDUCE_BUDGET_S)
+        bug.graph_nodes = len(compute_nodes(gm))
         bug.operation = operation_text(reduced.node)
         out.module_path = module_of(reduced.node)
         bug.user_line, bug.user_code = user_line(reduced.node, gm)
-        bug.repro = repro_text(
-            reduced.graph,
-            args,
-            failed.backend,
-            config,
-            dynamic,
-            where=where,
-            stage=stage,
-            error=error,
-            importing=importing,
-            tuning=failed.tuning,
-        )
-        check_repro(bug, error_type, owner, importing, run=verify)
+
+        def repro_of(graph: torch.fx.GraphModule, inputs: list[Any]) -> str | None:
+            return repro_text(
+                graph,
+                inputs,
+                failed.backend,
+                config,
+                dynamic,
+                where=where,
+                stage=stage,
+                error=error,
+                importing=importing,
+                tuning=failed.tuning,
+            )
+
+        # torch's own minifier with the same test: the failing operation alone with its own inputs, where
+        # the prefix cut keeps every input of the graph; the cut's repro when it does no better or fails
+        smallest = ti.minified(gm, args, fails_on, deadline)
+        if smallest is not None and len(compute_nodes(smallest[0])) < len(compute_nodes(reduced.graph)):
+            bug.repro, bug.repro_nodes, bug.repro_reducer = repro_of(*smallest), len(compute_nodes(smallest[0])), "torch's minifier"
+            check_repro(bug, error_type, owner, importing, run=verify)
+        if bug.repro is None or bug.repro_verified is False:
+            bug.repro, bug.repro_nodes, bug.repro_reducer = repro_of(reduced.graph, args), len(compute_nodes(reduced.graph)), "prefix cut"
+            bug.repro_verified = None
+            check_repro(bug, error_type, owner, importing, run=verify)
     elif (guard := ti.guard_crash(failed.error)) is not None:
         out.guard = guard
         guard_bug(bug, guard, failed.backend, verify)

@@ -375,6 +375,11 @@ class TorchBug(_Model):
     """Operations in the repro's graph (the failing graph cut after the triggering operation)."""
     repro: str | None = None
     """The repro script: torch only, no user code (its graph is the failing one, its inputs random, same shapes)."""
+    repro_reducer: str | None = None
+    """What cut the failing graph down to the repro's (schema 1.24): `torch's minifier`
+    (`torch._functorch.fx_minifier`, with the triage's own test: the operation alone, with its own inputs),
+    or `prefix cut` (the graph cut after the triggering operation: where the minifier did no better, ran out
+    of time, or its repro did not fail the same way)."""
     repro_path: str | None = None
     """Where it was written (`--repro-dir`, else beside the `--json` report); None: in the report only."""
     repro_verified: bool | None = None

@@ -3,6 +3,8 @@ explain cross-check."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from .base import ExplainMethod, Phase, TargetKind, Verdict, _Model
@@ -62,6 +64,10 @@ class Target(_Model):
     """Whether forward+backward was analyzed."""
     inputs: list[str] = Field(default_factory=list)
     """Signature of each call's inputs, e.g. `x: float32[4, 8]`."""
+    weights: Literal["real", "none"] = "real"
+    """`none` (schema 1.24): built on the meta device (`--weights none`): the findings are Dynamo's on meta
+    tensors, exactly what it finds on the real model or a stop (an error of phase `weights`); the fix checks,
+    the benchmark and the accuracy bisection were not run."""
 
 
 class Environment(_Model):

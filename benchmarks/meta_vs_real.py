@@ -1,0 +1,154 @@
+"""Meta against real: does a run without the weights (`--weights none`, the model built on the meta
+device) give exactly the real run's findings, or stop and name the line?
+
+For every fixture of the zoo and a few transformers models built from tiny configs, the analysis runs
+twice on `eager` (no bisection, fixes or benchmark): once on the builder's real tensors, once with
+`weights="none"`. Each row says `same` (break sites with their lines, types and occurrences, graphs and
+recompiles, recompile causes all equal), `stop` (the meta run stopped where the code needs real values:
+the line and why), or `DIFFERS` (an answer that is not the real one: the rule says there must be none).
+
+    .venv/bin/python benchmarks/meta_vs_real.py              # the table (about a minute)
+    .venv/bin/python benchmarks/meta_vs_real.py --llama70b   # Llama-2-70B's shape without weights: time, peak RSS
+
+The 70B run builds `LlamaForCausalLM` with Llama-2-70B's config (80 layers, hidden 8192, GQA 64/8) on
+meta, analyses one prefill of 1 x 32 tokens (`use_cache=False`), and compares its break sites and graph
+count with a 2-layer real twin built from the same code (same config, 2 layers, hidden 256).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import time
+from typing import Any
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from ctc_doctor import AnalyzeOptions, Workload, analyze  # noqa: E402
+from ctc_doctor.analyzer.resources.weights import meta_build, on_meta  # noqa: E402
+from ctc_doctor.fixtures.registry import all_fixtures  # noqa: E402
+
+
+def llama(layers: int = 2, hidden: int = 64, heads: int = 4, kv: int = 2, ffn: int = 128, vocab: int = 256, cache: bool = True) -> Workload:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        hidden_size=hidden,
+        intermediate_size=ffn,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        vocab_size=vocab,
+        max_position_embeddings=4096,
+    )
+    model = LlamaForCausalLM(config).eval()
+    ids = torch.randint(0, vocab, (1, 32))
+    return Workload(model, kwargs={"input_ids": ids, "use_cache": cache}, name=f"llama_{layers}l")
+
+
+def bert() -> Workload:
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, vocab_size=256)
+    ids = torch.randint(0, 256, (2, 16))
+    return Workload(
+        BertModel(config).eval(), kwargs={"input_ids": ids}, variants=[{"input_ids": torch.randint(0, 256, (2, 24))}], name="bert"
+    )
+
+
+def t5() -> Workload:
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    config = T5Config(d_model=64, d_ff=128, num_layers=2, num_heads=4, vocab_size=256, d_kv=16)
+    ids = torch.randint(0, 256, (2, 16))
+    return Workload(T5ForConditionalGeneration(config).eval(), kwargs={"input_ids": ids, "decoder_input_ids": ids[:, :8]}, name="t5")
+
+
+def builders() -> dict[str, Any]:
+    out: dict[str, Any] = {name: spec.builder() for name, spec in all_fixtures().items()}
+    out["llama (use_cache)"] = llama
+    out["llama (no cache)"] = lambda: llama(cache=False)
+    out["bert"] = bert
+    out["t5"] = t5
+    return out
+
+
+def key(report: Any) -> Any:
+    sites = sorted(
+        (
+            os.path.basename(b.user_frame.file) if b.user_frame else None,
+            b.user_frame.line if b.user_frame else None,
+            b.gb_type,
+            b.occurrences,
+        )
+        for b in report.graph_breaks
+    )
+    causes = sorted(str(c.title if hasattr(c, "title") else c.id) for c in report.recompile_causes)
+    return sites, report.summary.graph_count, report.summary.recompile_count, causes
+
+
+OPTIONS = {"backend": "eager", "explain": False, "bisect": None, "fix": None, "bench": None, "accuracy": None, "suggest": False}
+
+
+def one(name: str, build: Any) -> tuple[str, str]:
+    torch.manual_seed(0)
+    real = analyze(build(), AnalyzeOptions(**OPTIONS))
+    torch.manual_seed(0)
+    with meta_build():
+        workload = on_meta(build())
+    meta = analyze(workload, AnalyzeOptions(**OPTIONS, weights="none"))
+    stop = next((e for e in meta.errors if e.phase == "weights"), None)
+    if stop is not None:
+        return "stop", stop.message.replace("without the weights the run stopped ", "").replace(os.getcwd() + os.sep, "")
+    if meta.errors:
+        return "DIFFERS", f"meta error: {meta.errors[0].message[:160]}"
+    if real.errors:
+        return "DIFFERS", f"real error only: {real.errors[0].message[:160]}"
+    if key(real) != key(meta):
+        return "DIFFERS", f"real {key(real)} / meta {key(meta)}"
+    sites, graphs, recompiles, _ = key(real)
+    return "same", f"{len(sites)} site(s), {graphs} graph(s), {recompiles} recompile(s)"
+
+
+def table() -> None:
+    counts: dict[str, int] = {}
+    print(f"{'model':32s} {'meta run':8s} detail")
+    for name, build in builders().items():
+        try:
+            verdict, detail = one(name, build)
+        except Exception as exc:  # noqa: BLE001 - a row, not the end of the table
+            verdict, detail = "DIFFERS", f"raised {type(exc).__name__}: {str(exc)[:120]}"
+        counts[verdict] = counts.get(verdict, 0) + 1
+        print(f"{name:32s} {verdict:8s} {detail}", flush=True)
+    print("\n" + ", ".join(f"{v}: {n}" for v, n in sorted(counts.items())))
+
+
+def llama70b() -> None:
+    shape = {"hidden": 8192, "heads": 64, "kv": 8, "ffn": 28672, "vocab": 32000, "cache": False}
+    t0 = time.perf_counter()
+    torch.manual_seed(0)
+    with meta_build():
+        workload = on_meta(llama(layers=80, **shape))
+    params = sum(p.numel() for p in workload.model.parameters())
+    big = analyze(workload, AnalyzeOptions(**OPTIONS, weights="none"))
+    wall = time.perf_counter() - t0
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    twin = analyze(llama(layers=2, hidden=256, heads=8, kv=2, ffn=512, vocab=512, cache=False), AnalyzeOptions(**OPTIONS))
+    print(f"Llama-2-70B shape, {params / 1e9:.1f}B parameters, without weights: {wall:.1f} s, peak RSS {peak_mb:.0f} MB")
+    print(f"  errors: {[e.message[:120] for e in big.errors]}")
+    print(f"  70B (meta): sites {key(big)[0]}, graphs {big.summary.graph_count}, recompiles {big.summary.recompile_count}")
+    print(f"  2-layer real twin: sites {key(twin)[0]}, graphs {twin.summary.graph_count}, recompiles {twin.summary.recompile_count}")
+    print(f"  same break sites and graph count: {key(big)[:2] == key(twin)[:2]}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--llama70b", action="store_true", help="Llama-2-70B's shape without weights: wall time and peak RSS")
+    if parser.parse_args().llama70b:
+        llama70b()
+    else:
+        table()

@@ -1,0 +1,77 @@
+"""Without the weights (`--weights none`): the model built on the meta device gives exactly the real run's
+Dynamo findings, or stops at the line that needs real values and drops its findings; a model far larger than
+the machine is diagnosed at the memory of its code."""
+
+from __future__ import annotations
+
+import resource
+
+import pytest
+
+from ctc_doctor import AnalyzeOptions, analyze
+from ctc_doctor.analyzer.target import load_workload
+from ctc_doctor.fixtures.registry import all_fixtures, marker_line
+from ctc_doctor.reports import load_report
+
+from .conftest import TARGETS
+
+OPTIONS = {"backend": "eager", "explain": False, "bisect": None, "fix": None, "bench": None, "accuracy": None}
+
+
+def _findings(report):
+    sites = sorted((b.user_frame.file, b.user_frame.line, b.gb_type, b.occurrences) for b in report.graph_breaks)
+    causes = sorted(c.id for c in report.recompile_causes)
+    return sites, report.summary.graph_count, report.summary.recompile_count, causes, report.summary.verdict
+
+
+@pytest.mark.parametrize("name", ["print_in_forward", "shape_change_dim1", "recompile_limit", "train_step"])
+def test_a_run_without_the_weights_finds_exactly_what_the_real_run_finds(name):
+    spec = all_fixtures()[name]
+    real = analyze(load_workload(spec.target), AnalyzeOptions(**OPTIONS, train=name == "train_step"))
+    meta = load_workload(spec.target, weights="none")
+    assert all(p.is_meta for p in meta.model.parameters())
+    report = analyze(meta, AnalyzeOptions(**OPTIONS, train=name == "train_step", weights="none"))
+    assert report.target.weights == "none" and not report.errors, report.errors
+    assert _findings(report) == _findings(real)
+    assert any("--weights none" in n for n in report.notes)  # what needs numbers was left out, and said
+
+
+def test_a_run_without_the_weights_stops_at_the_line_that_needs_a_value(cli, tmp_path):
+    """`if x.sum() > 0` under compile breaks the graph, then the comparison runs eagerly on a meta tensor:
+    the run stops there (exit 15), names the line, and keeps no half findings."""
+    spec = all_fixtures()["data_dependent_if"]
+    out = tmp_path / "r.json"
+    result = cli("demo", "--fixture", "data_dependent_if", "--weights", "none", "--json", str(out))
+    assert result.returncode == 15, result.stderr
+    line = f"zoo.py:{marker_line(spec.source_file(), spec.expected.breaks[0].marker)}"
+    [error] = [x for x in result.stderr.splitlines() if x.startswith("ctc-doctor: error:")]
+    assert line in error and "needs real values" in error, result.stderr
+    report = load_report(out)
+    [stop] = report.errors
+    assert stop.phase == "weights" and line in stop.message and "Tensor.item()" in stop.message
+    assert report.target.weights == "none" and not report.graph_breaks and report.summary.verdict == "failed"
+    assert "NO ANSWER WITHOUT THE WEIGHTS" in result.stdout
+
+
+def test_an_eager_pass_that_needs_values_does_not_stop_what_dynamo_found():
+    """The model reads a value only outside torch.compile (transformers' mask code does): the compiled run
+    ran every call, so its findings stand, and a note names the eager pass's line."""
+    target = f"{TARGETS / 'user_targets.py'}:eager_only_check"
+    real = analyze(load_workload(target), AnalyzeOptions(**OPTIONS))
+    report = analyze(load_workload(target, weights="none"), AnalyzeOptions(**OPTIONS, weights="none"))
+    assert not report.errors and _findings(report) == _findings(real) and report.graph_breaks
+    line = f"user_targets.py:{marker_line(str(TARGETS / 'user_targets.py'), 'eager_only')}"
+    assert any(n.startswith("The eager pass stopped at ") and line in n for n in report.notes), report.notes
+
+
+def test_a_model_too_big_for_the_machine_is_diagnosed_without_its_weights(cli, tmp_path):
+    """20 GB of float32 weights on a machine that may have less: built on meta, its recompile is found, and
+    the process never holds the weights."""
+    out = tmp_path / "r.json"
+    result = cli("user_targets:too_big_for_this_machine", "--weights", "none", "--no-bisect", "--json", str(out), cwd=TARGETS)
+    assert result.returncode == 0, result.stderr
+    report = load_report(out)
+    assert report.target.parameters == 5_000_000_000 and report.target.weights == "none"
+    [cause] = report.recompile_causes
+    assert report.summary.recompile_count == 1 and (cause.kind, cause.dim) == ("size", 0), cause
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 4 * 2**20  # KB: the CLI's peak under 4 GB
