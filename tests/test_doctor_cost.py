@@ -4,6 +4,8 @@ whole output, and the report says what the doctor cost against the workload's ow
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import os
 import subprocess
 import sys
@@ -670,3 +672,54 @@ def test_under_busy_loops_no_verdict_rests_on_a_timing_and_the_counts_decide(cli
     assert fixed and all(s.verdict == "recommended" and "timings not measured: busy machine" in s.verdict_reason for s in fixed), [
         (s.id, s.verdict, s.verdict_reason) for s in fixed
     ]
+
+
+@pytest.mark.fast
+def test_the_training_reference_counts_the_optimizers_own_state_and_a_copy_dropped_after_is_not_put_back():
+    """The reference's plan counts what the workload's optimizer keeps per parameter (SGD none, momentum
+    one, Adam two), not Adam's always; on the benchmark's eager copy, which is dropped after, it keeps no
+    copy of the model's values to put back, and its differences are the same to the bit."""
+    from ctc_doctor.analyzer.running.precision import _optimizer_moments, _ways
+
+    w = _blocks_train()
+    for factory, moments in ((lambda p: torch.optim.SGD(p, lr=0.1), 0), (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), 1),
+                             (lambda p: torch.optim.AdamW(p), 2), (None, 0)):  # fmt: skip
+        assert _optimizer_moments(dataclasses.replace(w, optimizer=factory)) == moments
+    kept_way = {way.placement: way.device for way in _ways(torch.float64, w.model, 0, "cpu", True, 0, [], False)}
+    dropped = {way.placement: way.device for way in _ways(torch.float64, w.model, 0, "cpu", True, 0, [], True)}
+    size = sum(p.numel() * p.element_size() for p in w.model.parameters())
+    assert kept_way["whole"] - dropped["whole"] == size  # the model's own values, kept on the host to put back
+
+    w = dataclasses.replace(_blocks_train(), optimizer=lambda p: torch.optim.SGD(p, lr=0.1))
+    results = []
+    for disposable in (False, True):
+        model = copy.deepcopy(w.model)
+        one = dataclasses.replace(w, model=model)
+        kept = KeptResults()
+        run_pass(model, one, one.calls(), seed=0, train=True, sink=kept, optimizer=one.optimizer(model.parameters()))
+        results.append(
+            make_reference(model, one, one.calls(), kept, seed=0, train=True, device="cpu", loose=True, steps=True, disposable=disposable)
+        )
+        assert all(p.dtype == (torch.float64 if disposable else torch.float32) for p in model.parameters())  # left cast: dropped after
+    keep, drop = results
+    assert keep.method == drop.method == "float64_reference" and keep.deltas.keys() == drop.deltas.keys()
+    for name, d in keep.deltas.items():
+        assert torch.equal(d.chunk(0, d.numel, "cpu"), drop.deltas[name].chunk(0, d.numel, "cpu")), name
+
+
+@pytest.mark.fast
+def test_a_benchmark_arm_on_its_own_copy_reads_its_start_from_the_pristine_model_and_keeps_no_copy():
+    """A fresh training arm's model is its own copy of the pristine model: it is not put back after the arm
+    (no copy of its parameters kept), and the state its second compile starts from is the pristine model's own
+    tensors, not one more copy (a 1B model's 2.4 GB each). A copy sharing the weights (inference) is neither."""
+    from ctc_doctor.analyzer.phases.bench.arms import Arm, materialized
+
+    w = _blocks_train()
+    arm = Arm("compiled", "", w.model, w.calls(), True, {}, [], fresh=True)
+    with materialized(arm, w.model, None, share=False) as ready:
+        assert ready.owned and ready.origin is w.model and ready.model is not w.model
+        start = {k: v for k, v in ready.origin.state_dict().items()}
+        assert all(start[k].data_ptr() == v.data_ptr() for k, v in w.model.state_dict().items())
+    assert not arm.owned and arm.origin is None and arm.model is w.model
+    with materialized(arm, w.model, None, share=True) as shared:
+        assert not shared.owned

@@ -53,6 +53,10 @@ MARGIN = 0.5
 doctor's device memory stays within about 1.5x the workload's own."""
 MARGIN_FLOOR = 256 * 2**20
 """The margin is never less than this: a small model's float64 run is not worth slicing."""
+FREE_SHARE = 0.8
+"""What share of the free memory a way may plan to take: what autograd and the allocator add beyond the
+estimate (a dense embedding gradient accumulated, a tensor and its cast for a moment) must not meet the
+kernel's out-of-memory killer, which on the host ends the run rather than the way."""
 MAX_SLICES = 64
 """The most slices a batch is cut into."""
 
@@ -101,11 +105,12 @@ def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def cast_in_place(model: torch.nn.Module, dtype: torch.dtype, device: str | None = None) -> Iterator[None]:
+def cast_in_place(model: torch.nn.Module, dtype: torch.dtype, device: str | None = None, back: bool = True) -> Iterator[None]:
     """The model's floating-point parameters and buffers in `dtype` (and on `device`) for the block, then
     back in their own dtype and device. Exact both ways: float64 holds every float32, bfloat16 and float16
     value, so the model comes back bit for bit. No copy of the model: the memory is the cast model's alone
-    (the original tensors are freed while it runs, unless something else holds them)."""
+    (the original tensors are freed while it runs, unless something else holds them). `back=False`: left
+    cast (a copy dropped after; a training run's steps have moved it anyway)."""
     tensors = _float_tensors(model, every=device is not None)
     before = [(t.dtype, t.device) for t in tensors]
     try:
@@ -114,9 +119,10 @@ def cast_in_place(model: torch.nn.Module, dtype: torch.dtype, device: str | None
                 t.data = t.data.to(device=device or t.device, dtype=dtype if t.is_floating_point() else t.dtype)
         yield
     finally:
-        with torch.no_grad():
-            for t, (old, where) in zip(tensors, before, strict=True):
-                t.data = t.data.to(device=where, dtype=old)
+        if back:
+            with torch.no_grad():
+                for t, (old, where) in zip(tensors, before, strict=True):
+                    t.data = t.data.to(device=where, dtype=old)
 
 
 @contextlib.contextmanager
@@ -279,17 +285,43 @@ class Way:
         return f"{PLACEMENT_TEXT[self.placement]}{sliced}"
 
 
-def _ways(dtype: torch.dtype, model: torch.nn.Module, work: int, device: str, train: bool, steps: bool, slices: list[int]) -> list[Way]:
+def _optimizer_moments(workload: Workload) -> int:
+    """Tensors of a parameter's size the workload's optimizer keeps per parameter (SGD 0, with momentum 1,
+    Adam 2): its factory run on a one-element parameter for one step. 2 (Adam's) when it cannot be told."""
+    if workload.optimizer is None:
+        return 0
+    try:
+        probe = torch.nn.Parameter(torch.zeros(4))
+        probe.grad = torch.ones(4)
+        optimizer = workload.optimizer([probe])
+        optimizer.step()
+        return sum(1 for v in optimizer.state[probe].values() if isinstance(v, torch.Tensor) and v.numel() == probe.numel())
+    except Exception:  # noqa: BLE001 - a factory that wants the model's own parameters: Adam's, to be safe
+        return 2
+
+
+def _ways(
+    dtype: torch.dtype,
+    model: torch.nn.Module,
+    work: int,
+    device: str,
+    train: bool,
+    moments: int,
+    slices: list[int],
+    disposable: bool = False,
+) -> list[Way]:
     """Every way a run in `dtype` may go, in the order they are tried (see the module doc), with what each
-    allocates: on the device, the cast tensors less those they replace, plus the activations at `dtype`."""
+    allocates: on the device, the cast tensors less those they replace, plus the activations at `dtype`.
+    Training: the optimizer's `moments` per parameter at `dtype`; a `disposable` model's own values are not
+    kept to put back."""
     own, cast = _bytes(model), _bytes(model, dtype.itemsize)
     scale = dtype.itemsize / max(1, min((d.itemsize for d in _floating_dtypes(model)), default=4))
     work_d = int(work * scale)
     accelerator = device != "cpu"
     if train:
-        state = 2 * cast if steps else 0  # the optimizer's state at `dtype` (Adam's two moments)
-        kept = 0 if accelerator else own  # the model's own values kept while it runs (on the host)
-        params = cast - own + kept + state
+        state = moments * cast  # the optimizer's state at `dtype` (Adam's two moments, SGD's none)
+        kept = 0 if accelerator or disposable else own  # the model's own values kept while it runs (on the host)
+        params = cast - own + cast + kept + state  # the parameters cast, and their gradients at `dtype` (the run's own)
         ways = [Way(dtype, "whole", 1, params + work_d)]
         blocks = repeated_blocks(model)
         if accelerator:  # what one block's backward brings back at a time stays on the device
@@ -311,12 +343,12 @@ def _ways(dtype: torch.dtype, model: torch.nn.Module, work: int, device: str, tr
 
 
 def _tries(
-    model: torch.nn.Module, work: int, device: str, train: bool, steps: bool, slices: list[int], soft: bool, low: bool
+    model: torch.nn.Module, work: int, device: str, train: bool, moments: int, slices: list[int], soft: bool, low: bool, disposable: bool
 ) -> Iterator[tuple[torch.dtype, Way, bool]]:
     """(dtype, way, bounded by the room) in the order they are tried: float64's ways within the room, then,
     with a soft room, float64's ways that fit only what is free; then float32's alike (a bf16/fp16 model)."""
     for dtype in (torch.float64, torch.float32) if low else (torch.float64,):
-        ways = _ways(dtype, model, work, device, train, steps, slices)
+        ways = _ways(dtype, model, work, device, train, moments, slices, disposable)
         yield from ((dtype, way, True) for way in ways)
         if soft:
             yield from ((dtype, way, False) for way in ways)
@@ -330,8 +362,8 @@ def _fits(way: Way, device: str, room: Room, work: int) -> tuple[bool, str | Non
         if free is not None and way.host > free:
             return False, f"{_size(way.host)} needed on the host, {_size(free)} free"
     free = free_bytes(device)
-    if free is not None and way.device > free:
-        return False, f"{_size(way.device)} needed, {_size(free)} free"
+    if free is not None and way.device > FREE_SHARE * free:
+        return False, f"{_size(way.device)} needed, {_size(free)} free (it may take {FREE_SHARE:.0%} of it)"
     beyond = way.device - work
     if room.extra is not None and beyond > room.extra:
         return False, f"{_size(max(0, beyond))} beyond the workload's own, {_size(room.extra)} allowed: {room.basis}"
@@ -458,9 +490,11 @@ def _run_in(
     train: bool,
     steps: bool,
     where: str = "cpu",
+    disposable: bool = False,
 ) -> None:
     """The calls through the model with its floating-point parameters, buffers and inputs in `way.dtype`,
-    each result turned into its difference from eager's by `sink`; the model comes back as it was."""
+    each result turned into its difference from eager's by `sink`; the model comes back as it was (a
+    `disposable` training model does not: it stays cast, its parameters stepped)."""
     dtype = way.dtype
     device = "cpu" if way.placement == "host" else None
     default = _default_dtype(torch.float64 if dtype == torch.float64 else torch.get_default_dtype())
@@ -471,7 +505,11 @@ def _run_in(
             ways = checkpointed(repeated_blocks(model))
         elif way.placement == "offloaded":
             ways = saved_on_host(where)
-        with preserved_state(model), cast_for_training(model, dtype, device), default, ways:
+        if disposable:  # its gradients from eager's steps go too: backward fills them anew at `dtype`
+            for p in model.parameters():
+                p.grad = None
+        cast = cast_for_training(model, dtype, device) if not disposable else cast_in_place(model, dtype, device, back=False)
+        with preserved_state(model) if not disposable else contextlib.nullcontext(), cast, default, ways:
             optimizer = workload.optimizer(model.parameters()) if steps and workload.optimizer is not None else None
             run_pass(model, high, _cast_calls(calls, dtype, device), seed=seed, train=True, sink=sink, optimizer=optimizer)
         return
@@ -521,6 +559,7 @@ def make_reference(
     placements: tuple[Placement, ...] | None = None,
     slices: tuple[int, ...] | None = None,
     random: bool = False,
+    disposable: bool = False,
 ) -> Reference:
     """Run the calls at float64 (float32 for a bf16/fp16 model that cannot have a float64 run) and keep how
     far each result is from eager's (`eager`: its kept results; a `Sample` is emptied into a store);
@@ -532,7 +571,8 @@ def make_reference(
     `random`: the caller found that the model draws random numbers (eager from another seed differs: the
     fix phase, the benchmark), so it never runs on the host for a model on an accelerator (the host's
     generator draws other numbers from the same seed). The accuracy bisection's per-module references do
-    not look."""
+    not look. `disposable`: the caller drops the model after (the benchmark's eager copy): a training run
+    casts it without keeping its values to put back."""
     t0 = time.perf_counter()
     room = room or Room(None)
     kept = eager if isinstance(eager, KeptResults) else KeptResults.of(eager)
@@ -546,7 +586,8 @@ def make_reference(
     checked = False
     tried: set[tuple[torch.dtype, str, int]] = set()
     cuda = device.startswith("cuda") and torch.cuda.is_available()
-    for dtype, way, bounded in _tries(model, work, device, train, steps, counts, room.soft, low):
+    moments = _optimizer_moments(workload) if steps else 0
+    for dtype, way, bounded in _tries(model, work, device, train, moments, counts, room.soft, low, disposable):
         if (placements is not None and way.placement not in placements) or (slices is not None and way.slices not in (*slices, 1)):
             continue
         if (dtype, "any") in failed or (dtype, way.placement) in failed or (way.slices > 1 and sliceable is not None):
@@ -572,12 +613,14 @@ def make_reference(
         recorder = _DeltaRecorder(kept, store)
         base = cuda_mark(device) if cuda else 0
         try:
-            _run_in(way, model, workload, calls, recorder, seed=seed, train=train, steps=steps, where=device)
+            _run_in(way, model, workload, calls, recorder, seed=seed, train=train, steps=steps, where=device, disposable=disposable)
         except Exception as exc:  # noqa: BLE001 - an op without this dtype, out of memory: the next way, said so
             first = str(exc).splitlines()[0][:160] if str(exc) else ""
             problems.append(f"a {_name(dtype)} run {way.text()} failed: {type(exc).__name__}: {first}")
             del recorder
             _release(device)
+            if disposable and train:  # the copy is cast and stepped now: no other way can start from eager's values
+                break
             if isinstance(exc, _NotSliceable):
                 sliceable = str(exc)
             elif not out_of_memory(exc):  # an op without this dtype fails anywhere; a way's own failure (_OWN_FAILURES) only there

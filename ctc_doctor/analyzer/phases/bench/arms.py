@@ -34,6 +34,12 @@ class Arm:
     """Compile a fresh copy of the model (as the builder returned it), so the cold pass is a user's."""
     actions: list[rm.FixAction] | None = None
     """A copy with these fix actions applied (`fixes.variants`), built when the arm runs (`materialized`)."""
+    owned: bool = False
+    """Its model is its own copy while it runs (`materialized`): nothing else runs it, so it is not put back
+    after the arm (for a training arm, no copy of its parameters is kept to restore them)."""
+    origin: torch.nn.Module | None = None
+    """The pristine model its own copy was made from, unchanged (`materialized`, a fresh arm): the state it
+    starts in, read from there rather than kept as one more copy."""
     variant: Variant | None = None
     """While the arm runs: the fixed copy it runs (its warm_up action, if applied, runs before compiling)."""
     aot: str | None = None
@@ -65,12 +71,14 @@ def materialized(arm: Arm, source: torch.nn.Module | None, device: str | None, *
             arm.model, arm.calls = arm.variant.model, arm.variant.calls
             arm.config = {**arm.config, **arm.variant.config}
             arm.compile_options = {**arm.compile_options, **arm.variant.compile_options}
+            arm.owned = not share  # a variant sharing the pristine weights must leave them as they were
         elif arm.fresh and source is not None:
             arm.model = working_copy(source, device, share=share)
+            arm.owned, arm.origin = not share, source
         yield arm
     finally:
         arm.model, arm.calls, arm.config, arm.compile_options = planned
-        arm.variant = None
+        arm.variant, arm.owned, arm.origin = None, False, None
 
 
 def arms_for(

@@ -212,7 +212,7 @@ def measure_arm(ctx: PhaseContext, runner: ArmRunner, arm: Arm) -> tuple[rm.Benc
     try:
         with materialized(arm, source, ctx.settings.device, share=ctx.settings.shares) as ready:
             measured = runner.run_arm(ready, ctx.report)
-            settings = after_eager(runner, ready.model, ctx.calls) if arm.name == "eager" and not measured.error else {}
+            settings = after_eager(runner, ready.model, ctx.calls, ready.owned) if arm.name == "eager" and not measured.error else {}
     except (VariantError, CopyError) as exc:  # this arm's copy: the arms before and after it stand
         what = "the fixed copy" if isinstance(exc, VariantError) else "the arm's copy"
         row = rm.BenchmarkArm(name=arm.name, description=arm.description, code=arm.code, error=f"{what}: {exc}"[:500])
@@ -223,10 +223,11 @@ def measure_arm(ctx: PhaseContext, runner: ArmRunner, arm: Arm) -> tuple[rm.Benc
     return measured, settings
 
 
-def after_eager(runner: ArmRunner, model: torch.nn.Module, calls: list[Call]) -> dict[str, Any]:
-    """After the eager arm, on its copy: the numerics reference every other arm is judged against; the settings it adds."""
+def after_eager(runner: ArmRunner, model: torch.nn.Module, calls: list[Call], owned: bool = False) -> dict[str, Any]:
+    """After the eager arm, on its copy: the numerics reference every other arm is judged against; the settings it adds.
+    `owned`: the copy is the arm's own, dropped after (the reference need not put it back)."""
     settings: dict[str, Any] = {}
-    reference = runner.reference if runner.shared else runner.make_reference(model, calls)
+    reference = runner.reference if runner.shared else runner.make_reference(model, calls, disposable=owned)
     if reference is not None:
         settings["numerics"] = reference.method + (f" ({reference.note})" if reference.note else "")
         settings["numerics_reference_s"] = reference.duration_s

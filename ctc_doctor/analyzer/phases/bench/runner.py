@@ -278,7 +278,7 @@ class ArmRunner:
         assert self.reference is not None
         self.progress(ProgressEvent(Step.ARM, subject=arm.name, activity="numerics (random numbers drawn as eager draws them)"))
         judgement = self.reference.judgement(arm.compare_outputs)
-        with preserved_state(arm.model, parameters=True):
+        with contextlib.nullcontext() if arm.owned else preserved_state(arm.model, parameters=True):  # its own copy: dropped after
             arm.model.load_state_dict(start)
             self.new_optimizer(arm)
             ti.fresh_dynamo_state()
@@ -287,15 +287,24 @@ class ArmRunner:
             ti.fresh_dynamo_state()
         return judgement.result()
 
-    def make_reference(self, model: torch.nn.Module, calls: list[Call]) -> Reference | None:
+    def start_state(self, arm: Arm) -> dict[str, torch.Tensor]:
+        """The state the arm starts in, for its second compile's judged pass: the pristine model's own tensors
+        when the arm's model is a fresh copy of it (no copy: a 1B model's 2.4 GB), else a copy of its own."""
+        if arm.owned and arm.origin is not None:
+            return dict(arm.origin.state_dict())
+        return {k: v.detach().clone() for k, v in arm.model.state_dict().items()}
+
+    def make_reference(self, model: torch.nn.Module, calls: list[Call], disposable: bool = False) -> Reference | None:
         """After the eager arm, on its copy: the same calls at float64, once for every arm; eager's
-        results are kept in the reference's store (memory, or a temporary file when large)."""
+        results are kept in the reference's store (memory, or a temporary file when large). `disposable`:
+        the copy is dropped after, so a training run need not keep its values to put them back."""
         if self.eager is None:
             return None
         self.progress(ProgressEvent(Step.BENCH_REFERENCE))
         self.reference = make_reference(
             model, self.workload, calls, self.eager, seed=self.seed, train=self.train,
             device=self.device, loose=loose_backend(self.bench.backend), steps=self.steps, room=self.room, random=self.random,
+            disposable=disposable,
         )  # fmt: skip
         ti.fresh_dynamo_state()
         return self.reference
@@ -339,7 +348,7 @@ class ArmRunner:
         try:
             with (
                 self.capped(arm) as out.memory_cap,
-                preserved_state(arm.model, parameters=self.steps),
+                contextlib.nullcontext() if arm.owned else preserved_state(arm.model, parameters=self.steps),
                 self.grad(),
                 ti.fresh_inductor_cache(arm.compiled and self.bench.fresh_cache and has_compile_cache(self.bench.backend)),
                 ti.dynamo_config(arm.config),
@@ -376,7 +385,7 @@ class ArmRunner:
         if arm.variant is not None:
             arm.variant.run_warm_up(self.workload, seed)
         self.new_optimizer(arm)  # fresh state: the first pass starts where eager's and the reference's did
-        start = {k: v.detach().clone() for k, v in arm.model.state_dict().items()} if self.like_eager(arm) else {}
+        start = self.start_state(arm) if self.like_eager(arm) else {}
         with self._compiled(arm) as fn:
             self.progress(ProgressEvent(Step.ARM, subject=arm.name, activity="compiling (cold)" if arm.compiled else "first pass"))
             # eager's results are kept (every arm is judged against them); an arm's are judged as they come
