@@ -161,6 +161,7 @@ def test_a_backend_that_computes_an_operation_wrong_comes_out_as_a_bug_to_file_w
     assert bug.stage == "the backend (sloppy_tanh)" and bug.tried[1] == "aot_eager (AOTAutograd): agrees with float64", bug.tried
     assert bug.operation == "tanh(h)" and bug.user_code.startswith("return x + torch.tanh(h)")
     assert bug.repro_verified is True, bug.repro_note
+    assert (bug.repro_reducer, bug.repro_nodes) == ("torch's minifier", 1), (bug.repro_reducer, bug.repro_nodes)  # tanh alone
     assert bug.issue_title.startswith("torch.compile: the backend (sloppy_tanh) computes `tanh(h)` wrong")
     assert "gives wrong results in the backend (sloppy_tanh)" in bug.issue_text
     assert bug.workaround.startswith('compile with `backend="aot_eager"`') and bug.workaround_verified

@@ -22,10 +22,13 @@ the compiler's, not the user's code. As for a crash (`triage`):
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from ....reports import models as rm
+from ... import torch_internals as ti
 from ...triage import (
+    REDUCE_BUDGET_S,
     REPRO_TIMEOUT_S,
     backend_owner,
     check_repro,
@@ -144,9 +147,26 @@ def numerics_bug(
         repro_nodes=len(compute_nodes(located.cut)),
         issue_title="",
     )
-    bug.repro = _repro(located, backend, importing, where=bug.where, stage=stage, error=error)
-    # the backend is still the one registered outside PyTorch when the stage is AOTAutograd's
-    check_repro(bug, ERROR_TYPE, registered_by, importing, timeout_s=max(1.0, repro_timeout_s))
+    # torch's own minifier with the same test (the compiled graph departs from its float64 run) leaves the
+    # operation alone with its own inputs; the cut graph's repro when it does no better or does not verify
+    smallest = ti.minified(located.cut, located.args, lambda g, a: departs(g, a, backend) is not None, time.monotonic() + REDUCE_BUDGET_S)
+    if smallest is not None and len(compute_nodes(smallest[0])) < len(compute_nodes(located.cut)):
+        mini = Located(op, smallest[0], smallest[1], located.graph_nodes)
+        bug.repro, bug.repro_nodes, bug.repro_reducer = (
+            _repro(mini, backend, importing, where=bug.where, stage=stage, error=error),
+            len(compute_nodes(smallest[0])),
+            "torch's minifier",
+        )
+        check_repro(bug, ERROR_TYPE, registered_by, importing, timeout_s=max(1.0, repro_timeout_s))
+    if bug.repro is None or bug.repro_verified is False:
+        bug.repro, bug.repro_reducer, bug.repro_verified = (
+            _repro(located, backend, importing, where=bug.where, stage=stage, error=error),
+            "prefix cut",
+            None,
+        )
+        bug.repro_nodes = len(compute_nodes(located.cut))
+        # the backend is still the one registered outside PyTorch when the stage is AOTAutograd's
+        check_repro(bug, ERROR_TYPE, registered_by, importing, timeout_s=max(1.0, repro_timeout_s))
     bug.issue_title = issue_title(stage, error.split(": ", 1)[1], op.operation, wrong=True)
     bug.issue_text = issue_text(bug)
     _way_around(bug, result, judge)
