@@ -352,10 +352,13 @@ def test_a_script_whose_own_dynamic_true_crashes_inside_torch_is_triaged_with_it
     assert "the whole script with it: ran to its end" in " ".join(result.stdout.split())
 
 
-@pytest.mark.parametrize("name", ["showcase", "step_counter"])
+@pytest.mark.parametrize("name", ["showcase", "step_counter", "train_step"])
 def test_a_model_gets_the_same_diagnosis_as_a_build_target_and_from_a_script_under_run(cli, tmp_path, name):
-    """One doctor: the same zoo model analyzed as a build() target and called from a small script under
-    `run` gives the same break sites, recompile causes, suggestions, verdicts and verified counts. Where a
+    """One doctor, one door (`pipeline.later_phases`): the same zoo model analyzed as a build() target and
+    called from a small script under `run` gives the same break sites, recompile causes with their
+    recurrence, suggestions, verdicts, verified counts, next steps and later cost phases (the showcase; the
+    training-step fixture's model, a break and two recompiles, its calls under no_grad in both
+    doors; the step counter, a recompile-limit cliff). Where a
     script's replay cannot see what its calls did (the step counter's recompiles come from state the
     script sets between calls, not from inputs), `run` says so rather than measure nothing."""
     from .conftest import fixed
@@ -377,13 +380,18 @@ def test_a_model_gets_the_same_diagnosis_as_a_build_target_and_from_a_script_und
     assert causes(ran) == causes(built)
     assert (ran.summary.graphs_compiled, ran.summary.recompile_count) == (built.summary.graphs_compiled, built.summary.recompile_count)
     assert [(s.rule, s.title) for s in ran.suggestions] == [(s.rule, s.title) for s in built.suggestions]
-    if name == "showcase":  # input-driven: every check replays what it needs
+    if name != "step_counter":  # input-driven: every check replays what it needs
         assert [(s.rule, s.verdict, s.verified.summary if s.verified else None) for s in ran.suggestions] == [
             (s.rule, s.verdict, s.verified.summary if s.verified else None) for s in built.suggestions
         ]
         assert ran.fix.applied == built.fix.applied
         order = [re.findall(r"\[(S\d+)[,\]]", step)[:1] for step in next_steps(ran)]
         assert order == [re.findall(r"\[(S\d+)[,\]]", step)[:1] for step in next_steps(built)]  # the same next steps, in order
+
+        def later(r):  # the cost section's phases after the analysis: the one door runs the same ones
+            return [p.phase for p in r.cost.phases if p.phase in ("suggest", "fix reference", "fix checks", "accuracy")]
+
+        assert later(ran) == later(built) and "fix checks" in later(built), (later(ran), later(built))
     else:
         assert all(s.verified is None for s in ran.suggestions) and ran.fix.applied == []
         assert any("not verified: the replayed calls do not reproduce R1" in n for n in ran.fix.notes), ran.fix.notes

@@ -236,24 +236,11 @@ def _run(
         report.notes.append(copy_note)
     if options.weights == "none":
         meta_stop(report)
-    stopped = any(e.phase in ("eager", "timeout", "interrupted", "weights") for e in report.errors)
-    if not stopped:
+    if not any(e.phase in STOPPED for e in report.errors):
         _compile_bug(report, ctx, options, clock)
     try:
-        if options.bisect is not None and analysis.module_inputs is not None and not stopped and _should_bisect(report, options):
-            bisect = options.bisect
-            if session.fit("bisect", ctx, report, isolated=bisect.isolate).in_process:
-                bisect = dataclasses.replace(bisect, isolate=False)  # a second model would not fit beside this one: no child builds it
-                if early.worker is not None:
-                    early.worker.shutdown()  # its torch, imported early, goes now rather than idle through the trials
-            worker = early.worker
-            inputs = BisectInputs(analysis.module_inputs, analysis.index, worker if bisect.isolate else None)
-            bisect_into(report, ctx, bisect, inputs, clock, bisect_only=not options.compile)
-        if early.worker is not None:
-            early.worker.shutdown()  # not needed past the bisection: its CPU, memory and files go now
-        stopped = stopped or any(e.phase == "interrupted" for e in report.errors)
-        if options.compile and not stopped:
-            after_analysis(report, ctx, session)
+        inputs = BisectInputs(analysis.module_inputs, analysis.index) if analysis.module_inputs is not None else None
+        later_phases(report, ctx, session, inputs, worker=early.worker)
     except Stopped as stop:  # between phases, or in one that keeps nothing of its own: what came before stands
         report.errors.append(
             stop_record(stop, "the later phases", f"the run did not finish within {limit_text(options.timeout_s)}; partial report")
@@ -261,6 +248,46 @@ def _run(
     derive(report)
     report.run.duration_s = clock.elapsed()
     return report
+
+
+STOPPED = ("eager", "timeout", "interrupted", "weights")
+"""Error phases after which no later phase runs: the model fails in eager, the time ran out, a signal, or a
+run without the weights needed real values."""
+
+
+def later_phases(
+    report: rm.Report,
+    ctx: PhaseContext,
+    session: Session,
+    inputs: BisectInputs | None,
+    *,
+    worker: TrialWorker | None = None,
+    trigger: Trigger | None = None,
+) -> None:
+    """The one door to what runs after the analysis, for a `build()` target's run and a script's under `run`
+    (`script_report`) alike: each producer gives the session its settings (`session.options`: the bisection,
+    the fixes, the benchmark, train, seed, device) and what it recorded (`inputs`: the modules' first-call
+    inputs), and the same phases run: the bisection when it found breaks, then suggest -> fix -> probe ->
+    bench and the accuracy bisection (`after_analysis`). `trigger`: `run --compare`'s row whose loss departed,
+    run again to find where its compile goes wrong (the accuracy bisection only). `worker`: the isolated
+    trials' child, started early (shut down here once the bisection no longer needs it)."""
+    options = session.options
+    if trigger is not None:
+        accuracy_into(report, ctx, session, trigger)
+        return
+    stopped = any(e.phase in STOPPED for e in report.errors)
+    if options.bisect is not None and inputs is not None and not stopped and _should_bisect(report, options):
+        bisect = options.bisect
+        if session.fit("bisect", ctx, report, isolated=bisect.isolate).in_process:
+            bisect = dataclasses.replace(bisect, isolate=False)  # a second model would not fit beside this one: no child builds it
+            if worker is not None:
+                worker.shutdown()  # its torch, imported early, goes now rather than idle through the trials
+        inputs = dataclasses.replace(inputs, trial_worker=worker if bisect.isolate else None)
+        bisect_into(report, ctx, bisect, inputs, session.clock, bisect_only=not options.compile)
+    if worker is not None:
+        worker.shutdown()  # not needed past the bisection: its CPU, memory and files go now
+    if options.compile and not (stopped or any(e.phase == "interrupted" for e in report.errors)):
+        after_analysis(report, ctx, session)
 
 
 def _compile_bug(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions, clock: Clock) -> None:

@@ -34,7 +34,7 @@ from .phases.bisect.accuracy import AccuracyOptions, Trigger
 from .phases.context import PhaseContext
 from .phases.fix import FixOptions
 from .phases.suggest import suggest
-from .pipeline import accuracy_into, after_analysis, bisect_into, environment
+from .pipeline import environment, later_phases
 from .readers.assembly import derive
 from .readers.expected import mark_one_offs
 from .readers.failures import failure_hint
@@ -107,19 +107,26 @@ def _rank_report(
     `--budget` leaves it; `cost`: the meter that has followed the run since the script started. A stop
     signal during it (StopScript, KeyboardInterrupt) leaves the sections done so far."""
     cost = cost if cost is not None else RunCost(None, no_progress, True)
+    model = _analyzed_module(recorder.primary)
     later = AnalyzeOptions(
         backend=config.get("backend") or "eager",
+        seed=0,  # the replays are seeded per call, as a build() target's are
+        bisect=(
+            BisectOptions(strategy="top-down", trial_timeout_s=config.get("trial_timeout_s") or 60.0, isolate=False)
+            if config.get("bisect")
+            else None
+        ),  # in this process: a script is no target a trial's child could build
         fix=_fix_options(recorder.primary) if config.get("fix") else None,
         timeout_s=budget_s,
         budget_s=plan_s,
         memory_limit_mb=config.get("memory_limit_mb"),
         spec="<script>",
+        device=_device_of(model),
         accuracy=AccuracyOptions(repro_dir=config.get("repro_dir")),  # a backend's wrong result: its torch-only repro
     )
     session = Session(later, Clock(budget_s, plan_s), cost)  # the later phases', as a build() target's run has
     clock = session.clock
     primary = recorder.primary
-    model = _analyzed_module(primary)
     cost.on_device(_device_of(model))  # before the script's phase closes: its CUDA peak is the workload's
     progress = cost.progress
     if primary is not None:
@@ -216,7 +223,7 @@ def _rank_report(
         _traced_bug(report, outcome, primary, config)
     if rank == 0 and primary is not None and outcome.stopped not in ("terminated", "interrupted"):
         try:
-            _later_phases(report, model, calls, primary, settings, inputs, index, config, session)
+            _hand_over(report, model, calls, primary, settings, inputs, index, config, session)
         except (StopScript, KeyboardInterrupt):
             report.errors.append(
                 rm.ErrorRecord(
@@ -384,7 +391,7 @@ def _compiled_row(obj: WatchedObject, rank: int, analyzed: bool) -> rm.CompiledO
     )
 
 
-def _later_phases(
+def _hand_over(
     report: rm.Report,
     model: torch.nn.Module | None,
     calls: list[Call],
@@ -395,8 +402,10 @@ def _later_phases(
     config: dict[str, Any],
     session: Session,
 ) -> None:
-    """Suggestions, bisection and verified fixes, as for a `build()` target (with a module and its calls),
-    each phase sized beside the script's model and counted in the run's cost."""
+    """The script's model and its recorded calls through the one door a `build()` target's run takes
+    (`pipeline.later_phases`): bisection, suggestions, verified fixes and the accuracy bisection, with the
+    session's options (`_script_options`), each phase sized beside the script's model and counted in the
+    run's cost. Without a module and calls, the suggestions from the findings alone."""
     if model is None or not calls:
         report.suggestions = suggest(report, None)  # rules on gb_types and guards: no model needed
         return
@@ -415,16 +424,12 @@ def _later_phases(
         progress=session.progress,
         pristine=primary.pristine,
     )
+    trigger = None
     if config.get("accuracy_of"):  # `run --compare`'s row whose loss departed, run again: where its compile goes wrong
-        kept = _own_compile(primary)
         backend = str(primary.options.get("backend") or "inductor")
         if not _named_backend(backend):
             message = f"the script compiles with its own backend {backend!r}, not a named one: the modules cannot be compiled with it"
             report.errors.append(rm.ErrorRecord(phase="accuracy", type="UnnamedBackend", message=message))
             return
-        accuracy_into(report, ctx, session, Trigger(config["accuracy_of"], backend, kept))
-        return
-    if config.get("bisect") and inputs is not None and report.graph_breaks:
-        options = BisectOptions(strategy="top-down", trial_timeout_s=config.get("trial_timeout_s") or 60.0)
-        bisect_into(report, ctx, options, BisectInputs(inputs, index), session.clock, bisect_only=False)
-    after_analysis(report, ctx, session)
+        trigger = Trigger(config["accuracy_of"], backend, _own_compile(primary))
+    later_phases(report, ctx, session, BisectInputs(inputs, index) if inputs is not None else None, trigger=trigger)
