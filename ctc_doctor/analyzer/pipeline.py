@@ -33,7 +33,7 @@ from .fixes.model_facts import model_facts
 from .own_cost import Fit, RunCost
 from .phases.bench import BenchSection, run_bench, staged
 from .phases.bench.staged import Checkpoint
-from .phases.bisect import BisectInputs, BisectOptions, run_bisect, worker_setup
+from .phases.bisect import BisectInputs, bisect_into, worker_setup
 from .phases.bisect.accuracy import Trigger, mark_not_recommended, run_accuracy_bisect, wrong_under_compile
 from .phases.bisect.repro import write_module_repro
 from .phases.bisect.trials import TrialWorker
@@ -451,33 +451,6 @@ def _should_bisect(report: rm.Report, options: AnalyzeOptions) -> bool:
     assert options.bisect is not None
     compile_failed = any(e.phase == "compile" for e in report.errors)
     return options.bisect.always or not options.compile or bool(report.graph_breaks) or compile_failed
-
-
-def bisect_into(
-    report: rm.Report, ctx: PhaseContext, options: BisectOptions, inputs: BisectInputs, clock: Clock, *, bisect_only: bool
-) -> None:
-    """Run the bisection and merge it (or its error) into the report; bisection-only runs get their verdict here."""
-    try:
-        phase_ctx = dataclasses.replace(ctx, budget_s=clock.planned(), report=report.model_copy(deep=True))
-        report.bisect = run_bisect(phase_ctx, options, inputs)
-    except Stopped as stop:  # the trials run before it are kept (`run_bisect`), and the analysis stands
-        if isinstance(stop.partial, rm.Bisect):
-            report.bisect = stop.partial
-        report.errors.append(stop_record(stop, "bisect", "the bisection did not finish within --timeout; partial report"))
-    except Exception as exc:  # noqa: BLE001 - the analysis part of the report still stands
-        report.errors.append(rm.ErrorRecord(phase="bisect", type=type(exc).__name__, message=describe_error(exc)[:500]))
-    if bisect_only:
-        # inferred rows repeat a representative's result, so the representatives decide
-        statuses = {t.status for t in report.bisect.trials} if report.bisect else {"crashed"}
-        if "failed" in statuses:
-            report.summary.verdict = "graph_breaks"
-        else:  # a bisection stopped with modules untried is no pass
-            untried = report.bisect is not None and bool(report.bisect.untried)
-            report.summary.verdict = "failed" if statuses & {"timeout", "crashed"} or untried else "clean"
-        report.notes.insert(
-            0,
-            "Bisection only: the break, recompile and graph counts were not measured (run `ctc-doctor TARGET` for the full analysis).",
-        )
 
 
 # ---------------------------------------------------------------------------------------------

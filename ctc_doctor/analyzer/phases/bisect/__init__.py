@@ -9,6 +9,7 @@ distinct failing module.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
 from dataclasses import asdict, dataclass
@@ -21,8 +22,9 @@ from ...capture.attribution import ModuleIndex
 from ...capture.inputs import CapturedCall, ModuleInputs
 from ...readers.findings import frame as _frame
 from ...readers.sources import classify_file
+from ...readers.text import describe_error
 from ...running.calls import preserved_state
-from ...running.deadline import Interrupted, Stopped, enforceable
+from ...running.deadline import Interrupted, Stopped, enforceable, stop_record
 from ...running.modules import describe_inputs, path_key
 from ...running.worker import rebuild_setup
 from ..context import PhaseContext
@@ -188,7 +190,7 @@ def run_bisect(ctx: PhaseContext, options: BisectOptions, inputs: BisectInputs) 
         for row in result.trials:  # an inferred row shares its representative's script
             row.repro_path = scripts.get(row.inferred_from if row.inferred_from is not None else row.module_path)
     result.duration_s = round(time.perf_counter() - t0, 3)
-    if stopped is not None:  # what ran before the stop is the bisection's section (`pipeline.bisect_into`)
+    if stopped is not None:  # what ran before the stop is the bisection's section (`bisect_into`)
         stopped.partial = result
         raise stopped
     return result
@@ -231,3 +233,30 @@ def _rows(tree: nx.DiGraph, search: Search, index: ModuleIndex | None) -> list[r
             row.own_break = search.own_break(path, index)
         rows.append(row)
     return rows
+
+
+def bisect_into(
+    report: rm.Report, ctx: PhaseContext, options: BisectOptions, inputs: BisectInputs, clock: Any, *, bisect_only: bool
+) -> None:
+    """Run the bisection and merge it (or its error) into the report; bisection-only runs get their verdict here."""
+    try:
+        phase_ctx = dataclasses.replace(ctx, budget_s=clock.planned(), report=report.model_copy(deep=True))
+        report.bisect = run_bisect(phase_ctx, options, inputs)
+    except Stopped as stop:  # the trials run before it are kept (`run_bisect`), and the analysis stands
+        if isinstance(stop.partial, rm.Bisect):
+            report.bisect = stop.partial
+        report.errors.append(stop_record(stop, "bisect", "the bisection did not finish within --timeout; partial report"))
+    except Exception as exc:  # noqa: BLE001 - the analysis part of the report still stands
+        report.errors.append(rm.ErrorRecord(phase="bisect", type=type(exc).__name__, message=describe_error(exc)[:500]))
+    if bisect_only:
+        # inferred rows repeat a representative's result, so the representatives decide
+        statuses = {t.status for t in report.bisect.trials} if report.bisect else {"crashed"}
+        if "failed" in statuses:
+            report.summary.verdict = "graph_breaks"
+        else:  # a bisection stopped with modules untried is no pass
+            untried = report.bisect is not None and bool(report.bisect.untried)
+            report.summary.verdict = "failed" if statuses & {"timeout", "crashed"} or untried else "clean"
+        report.notes.insert(
+            0,
+            "Bisection only: the break, recompile and graph counts were not measured (run `ctc-doctor TARGET` for the full analysis).",
+        )
