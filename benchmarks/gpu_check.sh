@@ -5,7 +5,7 @@
 #
 #   bash benchmarks/gpu_check.sh                 # env, tests, gpt2 (GPT-2 small bf16 `bench`): about 5 min
 #   bash benchmarks/gpu_check.sh env,llama1b     # the 1.1B Llama `bench`
-#   STEPS: env tests gpt2 train llama1b llama7b limit (comma-separated; each under its own `timeout`)
+#   STEPS: env tests gpt2 train llama1b llama7b limit train1b meta70b (comma-separated; each under its own `timeout`)
 #
 # Everything goes to $OUT (the device tool's folder that comes back; /tmp/gpu-check elsewhere):
 # summary.txt holds the lines to read, one log per step beside it.
@@ -41,4 +41,8 @@ step train 540 python3 benchmarks/doctor_cost.py --device cuda --train --targets
 step llama1b 560 python3 benchmarks/doctor_cost.py --device cuda --targets gpu_targets:llama_1b_bf16
 step llama7b 580 python3 benchmarks/doctor_cost.py --device cuda --targets gpu_targets:llama_7b_bf16 --extra "--timeout 420"
 step limit 560 python3 benchmarks/doctor_cost.py --device cuda --limit-share 0.3 --targets gpu_targets:llama_1b_bf16
+# issue 63: a 1.2B bf16 training step on the GPU (the CPU figure: 2.6x memory, float32 reference), and the
+# 70B's compile without its weights (meta: no GPU memory; the CPU figure: 12.3 s, 540 MB)
+step train1b 560 python3 -m ctc_doctor bench benchmarks/big_models.py:llama_1b_train --train --device cuda --no-fix --json "$OUT/train1b.json"
+step meta70b 300 python3 benchmarks/meta_vs_real.py --llama70b
 cat "$summary"
