@@ -16,10 +16,11 @@ import torch
 from ctc_doctor import Workload
 
 
-def _llama(layers: int, hidden: int, heads: int, kv: int, ffn: int, vocab: int, tied: bool) -> torch.nn.Module:
-    from transformers import LlamaConfig, LlamaForCausalLM
+def llama_config(layers: int, hidden: int, heads: int, kv: int, ffn: int, vocab: int, tied: bool = False, **more: object) -> object:
+    """A `LlamaConfig` of that shape (4096 positions); `more`: other fields (`torch_dtype`)."""
+    from transformers import LlamaConfig
 
-    config = LlamaConfig(
+    return LlamaConfig(
         hidden_size=hidden,
         intermediate_size=ffn,
         num_hidden_layers=layers,
@@ -28,8 +29,14 @@ def _llama(layers: int, hidden: int, heads: int, kv: int, ffn: int, vocab: int, 
         vocab_size=vocab,
         tie_word_embeddings=tied,
         max_position_embeddings=4096,
-        torch_dtype="bfloat16",
+        **more,
     )
+
+
+def _llama(layers: int, hidden: int, heads: int, kv: int, ffn: int, vocab: int, tied: bool) -> torch.nn.Module:
+    from transformers import LlamaForCausalLM
+
+    config = llama_config(layers, hidden, heads, kv, ffn, vocab, tied, torch_dtype="bfloat16")
     with torch.device("meta"):
         model = LlamaForCausalLM(config)
     model = model.to_empty(device="cpu").to(torch.bfloat16)

@@ -34,18 +34,10 @@ from ctc_doctor.fixtures.registry import all_fixtures  # noqa: E402
 
 
 def llama(layers: int = 2, hidden: int = 64, heads: int = 4, kv: int = 2, ffn: int = 128, vocab: int = 256, cache: bool = True) -> Workload:
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from big_models import llama_config
+    from transformers import LlamaForCausalLM
 
-    config = LlamaConfig(
-        hidden_size=hidden,
-        intermediate_size=ffn,
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        num_key_value_heads=kv,
-        vocab_size=vocab,
-        max_position_embeddings=4096,
-    )
-    model = LlamaForCausalLM(config).eval()
+    model = LlamaForCausalLM(llama_config(layers, hidden, heads, kv, ffn, vocab)).eval()
     ids = torch.randint(0, vocab, (1, 32))
     return Workload(model, kwargs={"input_ids": ids, "use_cache": cache}, name=f"llama_{layers}l")
 

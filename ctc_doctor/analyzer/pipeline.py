@@ -45,7 +45,7 @@ from .phases.suggest import compile_cache_suggestion, renumber, run_suggest
 from .readers.assembly import derive
 from .readers.expected import mark_one_offs, mark_settled
 from .readers.gb_registry import graph_break_registry
-from .readers.text import describe_error
+from .readers.text import describe_error, error_site
 from .resources.preflight import NotEnoughMemory, model_bytes
 from .resources.weights import meta_stop
 from .running.calls import calls_on, grad_mode, preserved_state, run_call
@@ -90,7 +90,7 @@ def _analyze(workload: Workload, options: AnalyzeOptions) -> rm.Report:
     report.notes.extend(ti.torch_log_notes(logged, "during the run"))
     if placed:
         report.notes.append(placed)
-    if unweighted:
+    if options.weights == "none":
         report.target.weights = "none"
         report.notes.extend(unweighted)
     report.cost = cost.finish(report)
@@ -313,8 +313,8 @@ def _compile_bug(report: rm.Report, ctx: PhaseContext, options: AnalyzeOptions, 
     folder = options.fix.repro_dir if options.fix is not None else None
 
     def module_repro(path: str, captured: Any) -> str | None:  # a crash in tracing: its smallest module, rebuilt
-        where = f"at {error.message.split(' (at ')[-1].rstrip(')')}" if " (at " in error.message else ""
-        return write_module_repro(ctx, folder, path, captured, error.message.split(": ", 1)[-1], where) if folder else None
+        text, frame = error_site(error.message)
+        return write_module_repro(ctx, folder, path, captured, text.split(": ", 1)[-1], f"at {frame}" if frame else "") if folder else None
 
     bug = triage_calls(
         calls,

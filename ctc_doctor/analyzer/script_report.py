@@ -42,7 +42,7 @@ from .running.calls import preserved_state
 from .running.deadline import DeadlineExceeded, deadline
 from .running.settings import RunSettings
 from .session import AnalyzeOptions, Clock, Session
-from .triage import TRIAGE_MIN_S, is_torch_failure, write_bug
+from .triage import TRIAGE_MIN_S, is_torch_failure, own_frame, write_bug
 from .triage import issue_text as triage_issue_text
 from .triage import issue_title as triage_issue_title
 from .triage.around import triage_calls
@@ -325,12 +325,12 @@ def _traced_bug(report: rm.Report, outcome: Any, primary: WatchedObject | None, 
     from .readers.sources import classify_file
 
     frames = list(outcome.traced)
-    mine = [i for i, (file, _, _) in enumerate(frames) if classify_file(file)[0]]
-    if not mine:
+    mine = own_frame(frames)
+    if mine is None:
         return
-    file, line, function = frames[mine[-1]]
+    file, line, function = frames[mine]
     code = linecache.getline(file, line).strip()
-    into = frames[mine[-1] + 1] if mine[-1] + 1 < len(frames) else None
+    into = frames[mine + 1] if mine + 1 < len(frames) else None
     library = classify_file(into[0])[1] if into is not None else None
     strategy = None
     if library in ("lightning", "pytorch_lightning") and into is not None and into[2] == "log":

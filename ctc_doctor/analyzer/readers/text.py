@@ -31,6 +31,15 @@ def describe_error(exc: BaseException) -> str:
     return f"{text} (at {frame})" if frame else text
 
 
+def error_site(message: str) -> tuple[str, str | None]:
+    """An error row's message split back into its text and the user's frame `describe_error` put after it
+    (` (at file.py:12)`): (text, `file.py:12` or None)."""
+    text, at, frame = message.rpartition(" (at ")
+    if not at or not frame.endswith(")"):
+        return message, None
+    return text, frame[:-1]
+
+
 def guard_line_count(tree: str) -> int:
     """Guards in a `dynamo_cpp_guards_str` tree: its non-blank lines."""
     return sum(1 for line in tree.splitlines() if line.strip())

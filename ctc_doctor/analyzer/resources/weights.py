@@ -13,7 +13,6 @@ bisection) is left out and named.
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +20,8 @@ import torch
 
 from ...reports import models as rm
 from ...workload import Call, Workload
+from ..readers.text import error_site
+from ..running.tensors import map_tensors
 
 WEIGHTS = ("real", "none")
 """`--weights`: `real` (the builder's own tensors), `none` (built on the meta device)."""
@@ -66,15 +67,8 @@ def on_meta(workload: Workload) -> Workload:
 
 
 def _meta(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value if value.is_meta else value.detach().to("meta").requires_grad_(value.requires_grad)
-    if isinstance(value, tuple) and not hasattr(value, "_fields"):
-        return tuple(_meta(v) for v in value)
-    if isinstance(value, list):
-        return [_meta(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _meta(v) for k, v in value.items()}
-    return value
+    """`value` with every tensor in it on meta (containers rebuilt as `map_tensors` does), requires_grad kept."""
+    return map_tensors(value, lambda t: t if t.is_meta else t.detach().to("meta").requires_grad_(t.requires_grad))
 
 
 def needs_values(message: str | None) -> bool:
@@ -82,19 +76,15 @@ def needs_values(message: str | None) -> bool:
     return bool(message) and any(needle in message for needle in NEEDS_VALUES)  # type: ignore[operator]
 
 
-_AT = re.compile(r"\(at (?P<where>[^()]+:\d+)\)")
-
-
 def stopped(message: str, values: bool = True) -> str:
     """The one line of a meta run's stop: where (the user's line the error names) and why (`values`: the code
     needs real values; else the compile failed on meta tensors, which the real run may not)."""
-    where = _AT.search(message)
-    reason = message.split(": ", 1)[-1] if message.startswith("call ") else message
+    reason, frame = error_site(message)
+    reason = reason.split(": ", 1)[-1] if reason.startswith("call ") else reason
     for prefix in ("torch.compile failed: ", "fails in eager mode: "):
         reason = reason.split(prefix, 1)[-1]
-    reason = _AT.sub("", reason).strip().splitlines()[0] if reason.strip() else reason
-    reason = reason.split(". ", 1)[0]  # torch's first sentence says it
-    at = f" at {where.group('where')}" if where else ""
+    reason = reason.strip().splitlines()[0].split(". ", 1)[0] if reason.strip() else reason  # torch's first sentence says it
+    at = f" at {frame}" if frame else ""
     why = "the code needs real values there" if values else "the compile failed on meta tensors, which the real model's may not"
     return f"without the weights the run stopped{at}: {why} ({reason[:240]})"
 
@@ -119,8 +109,6 @@ def meta_stop(report: rm.Report) -> None:
     )
     report.graph_breaks, report.recompiles, report.recompile_causes = [], [], []
     report.graphs, report.guards, report.compile_metrics, report.frame_calls, report.compile_profile = [], [], [], [], None
-    report.summary = report.summary.model_copy(
-        update={"graph_count": 0, "graphs_compiled": 0, "graph_break_count": 0, "unique_break_sites": 0, "recompile_count": 0}
-    )
-    report.summary.analysis_run, report.summary.verdict = False, "failed"
+    none = {"graph_count": 0, "graphs_compiled": 0, "graph_break_count": 0, "unique_break_sites": 0, "recompile_count": 0}
+    report.summary = report.summary.model_copy(update={**none, "analysis_run": False, "verdict": "failed"})
     report.notes.append("The findings of the run without the weights were dropped: it stopped before the end, so they would be partial.")

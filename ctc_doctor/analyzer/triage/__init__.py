@@ -415,15 +415,46 @@ def run_repro(text: str, error_type: str, timeout_s: float = REPRO_TIMEOUT_S) ->
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)\n\s*(?P<code>[^\n]*)')
 
 
+def smallest_repro(
+    bug: rm.TorchBug,
+    whole: tuple[torch.fx.GraphModule, list[Any]],
+    cut: tuple[torch.fx.GraphModule, list[Any]],
+    fails: Callable[[torch.fx.GraphModule, list[Any]], bool],
+    write: Callable[[torch.fx.GraphModule, list[Any]], str | None],
+    check: Callable[[], None],
+    deadline: float,
+) -> None:
+    """`bug.repro` from the smallest failing graph: torch's own minifier on `whole` with the triage's own test
+    `fails` (the failing operation alone, with its own inputs), until `deadline`; the `cut` graph (cut after
+    the triggering operation, every input of the graph kept) when the minifier does no better, stops with
+    nothing or its repro, `write(graph, inputs)`, does not fail the same way under `check` (which runs it).
+    `repro_nodes` and `repro_reducer` say which."""
+    smallest = ti.minified(*whole, fails, deadline)
+    if smallest is not None and len(compute_nodes(smallest[0])) < len(compute_nodes(cut[0])):
+        bug.repro, bug.repro_nodes, bug.repro_reducer = write(*smallest), len(compute_nodes(smallest[0])), "torch's minifier"
+        check()
+    if bug.repro is None or bug.repro_verified is False:
+        bug.repro, bug.repro_nodes, bug.repro_reducer = write(*cut), len(compute_nodes(cut[0])), "prefix cut"
+        bug.repro_verified = bug.repro_note = None
+        check()
+
+
+def own_frame(frames: list[tuple[str, int, str]]) -> int | None:
+    """The index of the innermost of the user's own frames among (file, line, function) frames, outermost
+    first (the frames Dynamo was tracing), or None."""
+    return next((i for i in range(len(frames) - 1, -1, -1) if classify_file(frames[i][0])[0]), None)
+
+
 def traced_user_line(exc: BaseException) -> tuple[str | None, str | None]:
     """(`file:line`, code) of the innermost user frame Dynamo was tracing when `exc` escaped (a crash in
     tracing, before any graph), (None, None) when none is the user's."""
     import linecache
 
-    mine = [(file, line) for file, line, _ in ti.traced_frames(exc) if classify_file(file)[0]]
-    if not mine:
+    frames = ti.traced_frames(exc)
+    mine = own_frame(frames)
+    if mine is None:
         return None, None
-    file, line = mine[-1]
+    file, line, _ = frames[mine]
     return f"{file}:{line}", linecache.getline(file, line).strip() or None
 
 
@@ -565,16 +596,10 @@ def triage(
                 tuning=failed.tuning,
             )
 
-        # torch's own minifier with the same test: the failing operation alone with its own inputs, where
-        # the prefix cut keeps every input of the graph; the cut's repro when it does no better or fails
-        smallest = ti.minified(gm, args, fails_on, deadline)
-        if smallest is not None and len(compute_nodes(smallest[0])) < len(compute_nodes(reduced.graph)):
-            bug.repro, bug.repro_nodes, bug.repro_reducer = repro_of(*smallest), len(compute_nodes(smallest[0])), "torch's minifier"
-            check_repro(bug, error_type, owner, importing, run=verify)
-        if bug.repro is None or bug.repro_verified is False:
-            bug.repro, bug.repro_nodes, bug.repro_reducer = repro_of(reduced.graph, args), len(compute_nodes(reduced.graph)), "prefix cut"
-            bug.repro_verified = None
-            check_repro(bug, error_type, owner, importing, run=verify)
+        smallest_repro(
+            bug, (gm, args), (reduced.graph, args), fails_on, repro_of,
+            lambda: check_repro(bug, error_type, owner, importing, run=verify), deadline,
+        )  # fmt: skip
     elif (guard := ti.guard_crash(failed.error)) is not None:
         out.guard = guard
         guard_bug(bug, guard, failed.backend, verify)

@@ -16,7 +16,7 @@ import torch
 from ...reports import models as rm
 from .. import torch_internals as ti
 from ..capture.inputs import CapturedCall, ModuleInputs
-from . import REDUCE_BUDGET_S, Triage, attempt, error_line, issue_text, issue_title, run_repro, stage_of, triage, write_bug
+from . import REDUCE_BUDGET_S, Triage, attempt, check_repro, error_line, issue_text, issue_title, stage_of, triage, write_bug
 
 
 def workaround(
@@ -198,7 +198,7 @@ def triage_calls(
                 bug.repro_path = written
                 with open(written, encoding="utf-8") as fh:
                     bug.repro = fh.read()
-                bug.repro_verified, bug.repro_note = run_repro(bug.repro, bug.error_type)
+                check_repro(bug, bug.error_type, None, None)
                 bug.repro_note = bug.repro_note or "it needs your code (it rebuilds the model from your target), not ctc-doctor"
             else:
                 bug.repro_note = (

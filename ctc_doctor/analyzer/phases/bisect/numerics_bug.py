@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable
 
 from ....reports import models as rm
-from ... import torch_internals as ti
 from ...triage import (
     REDUCE_BUDGET_S,
     REPRO_TIMEOUT_S,
@@ -36,6 +35,7 @@ from ...triage import (
     issue_text,
     issue_title,
     repro_text,
+    smallest_repro,
     stage_of,
     write_bug,
 )
@@ -147,26 +147,15 @@ def numerics_bug(
         repro_nodes=len(compute_nodes(located.cut)),
         issue_title="",
     )
-    # torch's own minifier with the same test (the compiled graph departs from its float64 run) leaves the
-    # operation alone with its own inputs; the cut graph's repro when it does no better or does not verify
-    smallest = ti.minified(located.cut, located.args, lambda g, a: departs(g, a, backend) is not None, time.monotonic() + REDUCE_BUDGET_S)
-    if smallest is not None and len(compute_nodes(smallest[0])) < len(compute_nodes(located.cut)):
-        mini = Located(op, smallest[0], smallest[1], located.graph_nodes)
-        bug.repro, bug.repro_nodes, bug.repro_reducer = (
-            _repro(mini, backend, importing, where=bug.where, stage=stage, error=error),
-            len(compute_nodes(smallest[0])),
-            "torch's minifier",
-        )
-        check_repro(bug, ERROR_TYPE, registered_by, importing, timeout_s=max(1.0, repro_timeout_s))
-    if bug.repro is None or bug.repro_verified is False:
-        bug.repro, bug.repro_reducer, bug.repro_verified = (
-            _repro(located, backend, importing, where=bug.where, stage=stage, error=error),
-            "prefix cut",
-            None,
-        )
-        bug.repro_nodes = len(compute_nodes(located.cut))
-        # the backend is still the one registered outside PyTorch when the stage is AOTAutograd's
-        check_repro(bug, ERROR_TYPE, registered_by, importing, timeout_s=max(1.0, repro_timeout_s))
+    # torch's own minifier with the same test (the compiled graph departs from its float64 run), the cut's
+    # repro its fallback; the backend is still the one registered outside PyTorch when the stage is AOTAutograd's
+    smallest_repro(
+        bug, (located.cut, located.args), (located.cut, located.args),
+        lambda g, a: departs(g, a, backend) is not None,
+        lambda g, a: _repro(Located(op, g, a, located.graph_nodes), backend, importing, where=bug.where, stage=stage, error=error),
+        lambda: check_repro(bug, ERROR_TYPE, registered_by, importing, timeout_s=max(1.0, repro_timeout_s)),
+        time.monotonic() + REDUCE_BUDGET_S,
+    )  # fmt: skip
     bug.issue_title = issue_title(stage, error.split(": ", 1)[1], op.operation, wrong=True)
     bug.issue_text = issue_text(bug)
     _way_around(bug, result, judge)
