@@ -37,7 +37,7 @@ REPO = HERE.parent
 ALONE = r"""
 import sys, torch
 sys.path.insert(0, {here!r})
-from ctc_doctor.analyzer.target import load_workload
+from ctc_doctor.analyzer.services.target import load_workload
 from ctc_doctor.analyzer.running.calls import to_device
 workload = load_workload({target!r}, seed=0)
 train, device = {train!r}, {device!r}

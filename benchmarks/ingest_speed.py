@@ -102,7 +102,7 @@ def main() -> None:
             else:
                 print(f"{name:<10} {size:>8} {ours[0]:>14.2f} s {ours[1]:>6.0f} MB {'(tlparse not installed: pip install tlparse)':>30}")
         # in-process: the ingest itself, without interpreter start-up and imports
-        from ctc_doctor.analyzer.offline import ingest
+        from ctc_doctor.analyzer.doors.offline import ingest
 
         for name, path in (("capture", small), ("synthetic", large)):
             t = time.perf_counter()

@@ -28,7 +28,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in ("analyze", "AnalyzeOptions"):
-        from .analyzer import pipeline
+        from .analyzer.doors import pipeline
 
         return getattr(pipeline, name)
     if name == "BisectOptions":
@@ -44,7 +44,7 @@ def __getattr__(name: str) -> Any:
 
         return BenchOptions
     if name == "load_workload":
-        from .analyzer.target import load_workload
+        from .analyzer.services.target import load_workload
 
         return load_workload
     if name in ("Report", "load_report"):

@@ -8,7 +8,7 @@ CLI's progress bar, `run`'s one line per phase, the TUI's live mode. `label` is 
 becomes text.
 
 Writers across processes: the CLI (`--progress-fd`, for the TUI's live mode watching `analyze` or
-`run`), a script's first rank (`analyzer.script_report`, a file its parent follows) and the benchmark's
+`run`), a script's first rank (`analyzer.doors.script_report`, a file its parent follows) and the benchmark's
 child. A line is one JSON object: `{"step": "arm", "subject": "compiled", "activity": "timing",
 "timing": true, "done": 3, "total": 8, "elapsed_s": 1.234}` (`elapsed_s` optional). Torch-free, a leaf:
 every layer may import it.

@@ -26,7 +26,7 @@ class CompileDoctor:
     def analyze(self, model: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None, **options: Any) -> Any:
         """The report of one analysis (no thresholds)."""
         from .analyzer import torch_internals as ti
-        from .analyzer.pipeline import AnalyzeOptions, analyze
+        from .analyzer.doors.pipeline import AnalyzeOptions, analyze
         from .workload import Workload
 
         variants = options.pop("variants", ())

@@ -15,7 +15,7 @@ from rich.console import Console
 
 from ctc_doctor import AnalyzeOptions, BenchOptions, FixOptions, analyze
 from ctc_doctor.analyzer.phases.bisect.accuracy import AccuracyOptions
-from ctc_doctor.analyzer.target import load_workload
+from ctc_doctor.analyzer.services.target import load_workload
 from ctc_doctor.reports import load_report, render
 from ctc_doctor.reports.advice import next_steps
 from ctc_doctor.reports.markdown import render_markdown

@@ -231,7 +231,7 @@ def test_a_crash_while_dynamo_builds_a_guard_is_triaged_like_any_torch_crash(tmp
     import subprocess
     import sys
 
-    from ctc_doctor.analyzer.target import load_workload
+    from ctc_doctor.analyzer.services.target import load_workload
     from ctc_doctor.fixtures.registry import marker_line
 
     from .conftest import TARGETS

@@ -15,7 +15,7 @@ from rich.console import Console
 from torch import nn
 
 from ctc_doctor import AnalyzeOptions, BisectOptions, Workload, analyze
-from ctc_doctor.analyzer.target import load_workload
+from ctc_doctor.analyzer.services.target import load_workload
 from ctc_doctor.fixtures.registry import all_fixtures
 from ctc_doctor.reports.io import load_report
 from ctc_doctor.reports.render import render_summary

@@ -368,7 +368,7 @@ def test_the_early_bisection_child_builds_no_second_model_while_the_analysis_run
     def sample(step: Step, parent: int) -> None:
         analysis = (Step.LOAD, Step.COMPILE, Step.EAGER, Step.EXPLAIN)
         stage = "bisection" if step is Step.BISECT else "analysis" if step in analysis else None
-        trials = [p for p in descendants(parent) if "trial_worker" in _cmdline(p)]
+        trials = [p for p in descendants(parent) if "workers.trial" in _cmdline(p)]
         if stage is not None and trials:
             child_mb[stage] = max(child_mb[stage], sum((rss_bytes(p) or 0) for p in trials) / 2**20)
 
@@ -612,7 +612,7 @@ def test_with_an_arms_child_the_analysing_process_gives_its_model_back_before_th
 
     def sample(step: Step, root: int) -> None:
         tree = [root, *descendants(root)]
-        workers = [p for p in tree if "bench_worker" in _cmdline(p)]
+        workers = [p for p in tree if "workers.bench" in _cmdline(p)]
         analysing = max((p for p in tree if "cost_targets:big_blocks" in _cmdline(p)), key=lambda p: rss_bytes(p) or 0, default=None)
         own = (rss_bytes(analysing) or 0) / 2**20 if analysing else 0.0
         if step in (Step.EAGER, Step.REPORT):

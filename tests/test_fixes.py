@@ -15,7 +15,7 @@ from ctc_doctor import AnalyzeOptions, BenchOptions, FixOptions, Workload, analy
 from ctc_doctor.analyzer import torch_internals as ti
 from ctc_doctor.analyzer.fixes.rewrite import RewriteError, plan_rewrite
 from ctc_doctor.analyzer.fixes.variants import make_variant
-from ctc_doctor.analyzer.target import load_workload
+from ctc_doctor.analyzer.services.target import load_workload
 from ctc_doctor.fixtures import zoo
 from ctc_doctor.fixtures.registry import all_fixtures, marker_line
 from ctc_doctor.reports import SCHEMA_VERSION, load_report

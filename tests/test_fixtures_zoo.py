@@ -141,7 +141,7 @@ def test_two_independent_causes_stay_apart_with_their_own_values():
 def test_a_switch_to_eval_in_a_frame_another_cause_takes_to_the_limit_stays_a_one_off():
     """One frame, two causes: an integer step attribute recompiles it to the limit, and the model is switched
     to eval once (the only change at that call). The step is what recurs; the switch is a one-off, expected."""
-    from ctc_doctor.analyzer.target import load_workload
+    from ctc_doctor.analyzer.services.target import load_workload
 
     from .conftest import TARGETS
 

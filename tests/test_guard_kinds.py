@@ -8,7 +8,7 @@ from typing import get_args
 
 import pytest
 
-from ctc_doctor.analyzer.offline import ingest
+from ctc_doctor.analyzer.doors.offline import ingest
 from ctc_doctor.analyzer.phases.suggest.recompiles import RULES
 from ctc_doctor.analyzer.readers.causes import cause_line
 from ctc_doctor.analyzer.readers.parsing import classify_guard

@@ -212,7 +212,7 @@ def _model():
 
 def _analyzed(before_call):
     from ctc_doctor import analyze
-    from ctc_doctor.analyzer.pipeline import AnalyzeOptions
+    from ctc_doctor.analyzer.doors.pipeline import AnalyzeOptions
     from ctc_doctor.workload import Workload
 
     model, x = _model()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ctc_doctor import AnalyzeOptions, FixOptions, analyze
-from ctc_doctor.analyzer.target import load_workload
+from ctc_doctor.analyzer.services.target import load_workload
 
 from .conftest import TARGETS, run_cli
 

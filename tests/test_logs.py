@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ctc_doctor.analyzer.offline import ingest
+from ctc_doctor.analyzer.doors.offline import ingest
 from ctc_doctor.analyzer.readers.logfiles import MAX_PAYLOAD_CHARS
 from ctc_doctor.fixtures.registry import all_fixtures
 from ctc_doctor.reports import Report, load_report
@@ -345,7 +345,7 @@ def test_no_logs_is_one_error_line_and_exit_10(cli, tmp_path, kind):
 @pytest.mark.fast
 def test_ingestion_does_not_import_torch():
     code = (
-        "import sys; from ctc_doctor.analyzer.offline import ingest; "
+        "import sys; from ctc_doctor.analyzer.doors.offline import ingest; "
         f"r = ingest([{str(SHOWCASE_TRACE)!r}, {str(LOGS / 'showcase_torch_logs.log')!r}]); "
         "assert r.graph_breaks and r.suggestions; print('torch' in sys.modules)"
     )

@@ -23,7 +23,7 @@ from ctc_doctor.analyzer.running.calls import Sample, run_pass
 from ctc_doctor.analyzer.running.numerics import Reference
 from ctc_doctor.analyzer.running.precision import make_reference
 from ctc_doctor.analyzer.running.settings import RunSettings
-from ctc_doctor.analyzer.target import load_workload
+from ctc_doctor.analyzer.services.target import load_workload
 from ctc_doctor.reports import models as rm
 from ctc_doctor.reports.advice import next_steps
 from ctc_doctor.reports.labels import numerics_text

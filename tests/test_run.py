@@ -93,6 +93,7 @@ def test_run_diagnoses_an_unmodified_training_script(cli, tmp_path):
     ]
     assert report.run.exit_code == 0 and report.run.stopped is None
     assert [(c.name, c.kind, c.calls, c.options.get("backend")) for c in report.compiled] == [("Net", "module", 4, "eager")]
+    assert report.target.train  # its backward reached what the compiled model returned: a training run
     # the break: exact file and line, in the nested module
     site = next(s for s in report.graph_breaks if s.gb_type == "Data-dependent branching")
     frame = site.own_frame or site.user_frame
@@ -191,7 +192,7 @@ def test_exit_codes_of_scripts_that_compile_nothing_or_exit_nonzero(cli, tmp_pat
 
 @pytest.mark.fast
 def test_the_parent_process_imports_no_torch():
-    code = "import sys\nfrom ctc_doctor.analyzer import launch\nprint('torch' in sys.modules)\n"
+    code = "import sys\nfrom ctc_doctor.analyzer.doors import launch\nprint('torch' in sys.modules)\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
 
@@ -373,6 +374,7 @@ def test_a_model_gets_the_same_diagnosis_as_a_build_target_and_from_a_script_und
         return sorted((s.user_frame.file, s.user_frame.line, s.gb_type, tuple(s.module_paths)) for s in r.graph_breaks)
 
     assert sites(ran) == sites(built)
+    assert ran.target.train is built.target.train is False  # a script that runs no backward is inference
 
     def causes(r):  # with how they recur and whether they are expected: the lock's view of a cause
         return sorted((c.kind, c.summary, c.recurrence, bool(c.expected)) for c in r.recompile_causes)
@@ -555,7 +557,7 @@ def test_a_rank_deaf_to_signals_is_killed_through_its_own_session_once_the_grace
     """torchrun starts each rank in a session of its own and gives it 30 s after its SIGTERM: a rank deaf to
     SIGTERM and SIGALRM (as one stuck in a collective is) outlived the kill of torchrun's group when the
     grace ran out first. Its own session (`rank1.pid`) is killed too."""
-    from ctc_doctor.analyzer.launch import RunOptions, run_script
+    from ctc_doctor.analyzer.doors.launch import RunOptions, run_script
 
     deaf = (
         "import os, signal\n"

@@ -9,7 +9,7 @@ import resource
 import pytest
 
 from ctc_doctor import AnalyzeOptions, analyze
-from ctc_doctor.analyzer.target import load_workload
+from ctc_doctor.analyzer.services.target import load_workload
 from ctc_doctor.fixtures.registry import all_fixtures, marker_line
 from ctc_doctor.reports import load_report
 

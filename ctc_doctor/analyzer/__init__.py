@@ -1,12 +1,15 @@
 """Everything that runs torch (and the torch-free readers of what torch wrote). Returns Report objects.
 
 Layers, each importing only those below it (import-linter contracts in pyproject.toml check this):
-- entry points: `launch`, `script_runner`, `torchrun` (`ctc-doctor run`), `script_report`, then
-  `pipeline` (`analyze()`: phase order, options, deadlines, progress), `offline` (`ctc-doctor logs`),
-  `trial_worker` and `bench_worker` (the child processes of isolated bisection trials and benchmark
-  arms), then `target` (TARGET -> Workload);
+- `doors`: how a run comes in: `pipeline` (`analyze()`, and `later_phases`, the one door to what
+  follows an analysis), `launch`, `script_runner`, `torchrun` and `script_report` (`ctc-doctor run`),
+  `offline` (`ctc-doctor logs`); beside them `workers`, the child processes' entry points (`trial`:
+  isolated bisection trials, `bench`: isolated benchmark arms);
+- `services`: what the doors share: `session` (one run as one object), `own_cost` (its cost account),
+  `target` (TARGET -> Workload);
 - `phases`: analysis, bisect, suggest, fix, probe, bench, each `run_<phase>(context[, options]) -> section`;
   they do not import one another;
+- `triage`: PyTorch's own failures, narrowed and written up ready to file;
 - `capture`: what watches torch (the live eager/compiled passes and their findings, attribution, module
   inputs, what a script compiles);
 - `fixes`: a copy of the model with fix actions applied, and the facts the rules read;

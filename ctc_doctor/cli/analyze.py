@@ -166,7 +166,7 @@ COMMANDS = [analyze_command, fix, bench, bisect, demo, check]
 
 def _loader(target: str, seed: int, weights: str = "real") -> Callable[[], Workload]:
     def load() -> Workload:
-        from ..analyzer.target import load_workload
+        from ..analyzer.services.target import load_workload
 
         return load_workload(target, seed=seed, weights=weights)
 
@@ -238,7 +238,7 @@ def _check_device_and_backends(args: AnalysisArgs, spec: str) -> None:
 
     known = backend_names()
     if known is not None and not set(backends) <= set(known):
-        from ..analyzer.target import resolve_builder
+        from ..analyzer.services.target import resolve_builder
 
         try:
             resolve_builder(spec)  # imports the module; the builder is not called
@@ -307,6 +307,6 @@ def _analyze_with_progress(spec: str, load: Callable[[], Workload], args: Analys
             label, count = _describe(event)
             progress.update(task, description=label, completed=event.done, total=event.total or None, count=count)
 
-        from ..analyzer import pipeline
+        from ..analyzer.doors import pipeline
 
         return pipeline.analyze(workload, replace(args.analyze_options(spec, on_progress), started_s=started))

@@ -50,7 +50,7 @@ def logs(
     """
     if tui:
         refuse_tui_with_json_on_stdout(json_out)
-    from ..analyzer.offline import ingest
+    from ..analyzer.doors.offline import ingest
     from ..errors import LogsInvalid
 
     with one_line_errors(debug):

@@ -19,12 +19,12 @@ from ..vocabulary import ARMS, BENCH_MODES, MODES, STRATEGIES, listed
 from . import supervise
 
 if TYPE_CHECKING:
-    from ..analyzer.launch import RunOptions
+    from ..analyzer.doors.launch import RunOptions
+    from ..analyzer.doors.pipeline import AnalyzeOptions
     from ..analyzer.phases.bench import BenchOptions
     from ..analyzer.phases.bisect import BisectOptions
     from ..analyzer.phases.bisect.accuracy import AccuracyOptions
     from ..analyzer.phases.fix import FixOptions
-    from ..analyzer.pipeline import AnalyzeOptions
     from ..progress import ProgressFn
     from ..reports.models import Strategy
     from ..reports.policy import Policy
@@ -517,7 +517,7 @@ class AnalysisArgs:
 
     def analyze_options(self, spec: str, progress: ProgressFn) -> AnalyzeOptions:
         """The analyzer's options for TARGET `spec`, reporting progress to `progress`."""
-        from ..analyzer.pipeline import AnalyzeOptions
+        from ..analyzer.doors.pipeline import AnalyzeOptions
 
         bench = self.for_bench(spec)
         return AnalyzeOptions(
@@ -586,7 +586,7 @@ class RunArgs:
 
     def run_options(self, *, gated: bool) -> RunOptions:
         """The launcher's options; a gated run skips the bisection and the fixes (counts are all it needs)."""
-        from ..analyzer.launch import RunOptions
+        from ..analyzer.doors.launch import RunOptions
 
         return RunOptions(
             nproc=self.nproc,

@@ -132,7 +132,7 @@ def run(command: tuple[str, ...], **kw: Any) -> None:
     if args.tui:
         run_live(args.json_out)
     policy = gate_args.policy(gate=args.gate)
-    from ..analyzer.launch import run_script, script_command
+    from ..analyzer.doors.launch import run_script, script_command
 
     console = report_console(args.json_out == "-" or args.print_diff)
     emit = progress_writer(args.progress_fd)
@@ -227,7 +227,7 @@ def _compare(
     had other processes on the cores is marked unstable, and said (pyperf's rule)."""
     import dataclasses
 
-    from ..analyzer.launch import run_script
+    from ..analyzer.doors.launch import run_script
     from ..reports.models import CompiledObject, StrategyRow
     from ..reports.verdicts import compare_strategies, dynamic_marks, strategy_row
 
@@ -277,7 +277,7 @@ def _rerun_workarounds(argv: list[str], options: Any, report: Report, say: Any, 
     its end (which verifies a workaround no recorded call could)."""
     import dataclasses
 
-    from ..analyzer.launch import run_script
+    from ..analyzer.doors.launch import run_script
 
     own = report.cost.workload_wall_s if report.cost is not None else None
     for bug in report.torch_bugs:
@@ -315,7 +315,7 @@ def _departed_accuracy(
     already found it (its fix checks departed)."""
     import dataclasses
 
-    from ..analyzer.launch import run_script
+    from ..analyzer.doors.launch import run_script
 
     row = next((r for r in rows if r.loss_ok is False and r.error is None and r.strategy not in _NOT_THE_MODULE), None)
     if row is None or default.accuracy is not None or row.loss_change is None or row.loss_call is None:

@@ -196,7 +196,7 @@ def plain_function():
 
 def fails_when_rebuilt():
     """Builds in the analysing process, raises in the child of isolated trials or arms (data only the parent has)."""
-    if sys.argv[0].endswith(("trial_worker.py", "bench_worker.py")):
+    if sys.argv[0].endswith(("/workers/trial.py", "/workers/bench.py")):
         raise RuntimeError("the dataset is only mounted in the parent")
     return printing_model()
 

@@ -125,6 +125,8 @@ class WatchedObject:
     """The largest LoRA rank its module held at any call (an adapter unloaded before the end still counts)."""
     adapters: int = 0
     """How many adapters its module held at the last look (`peft_config`), to look again when it changes."""
+    backward: bool = False
+    """A backward ran through what one of its calls returned: the script trains it (`_watch_backward`)."""
     dropout: bool = False
     """Its module holds a training-mode dropout with p > 0 (compiled code draws other random numbers)."""
     triggers: dict[int, str] = field(default_factory=dict)
@@ -439,6 +441,8 @@ class CompileRecorder:
         so that runs of any length share some)."""
         if self.frames is not None and obj is self.primary:
             self.frames.end()
+        if not obj.backward and not self.closed:
+            _watch_backward(obj, out)
         if not self.losses:
             return
         index = obj.calls - 1
@@ -601,3 +605,17 @@ def _option_text(value: Any) -> str:
     if isinstance(value, (str, int, float, bool)) or value is None:
         return str(value)
     return getattr(value, "__name__", None) or type(value).__name__
+
+
+def _watch_backward(obj: WatchedObject, out: Any) -> None:
+    """Mark `obj.backward` when a backward reaches what this call returned: a pre-hook on the autograd node
+    of its first output that has one (on the node, outside any compiled code: no tensor of the script's
+    gains a hook, so Dynamo sees the same inputs; the node and its hook go with the graph)."""
+    node = next((t.grad_fn for t in iter_tensors(out) if t.grad_fn is not None), None)
+    if node is None:
+        return
+
+    def reached(grad_outputs: Any) -> None:
+        obj.backward = True
+
+    node.register_prehook(reached)

@@ -1,8 +1,8 @@
 """Child processes that rebuild the workload from its TARGET and serve requests, so that a crash
 (a segfault in a compiler, an abort, a CUDA error) costs one request, not the run.
 
-`ChildWorker` owns the process handling shared by isolated bisection trials (`trial_worker`) and
-isolated benchmark arms (`bench_worker`): start without waiting, a startup limit, one JSON request
+`ChildWorker` owns the process handling shared by isolated bisection trials (`workers.trial`) and
+isolated benchmark arms (`workers.bench`): start without waiting, a startup limit, one JSON request
 per line on stdin, JSON answers on the child's original stdout (intermediate `{"progress": ...}`
 lines allowed before the answer), how a dead child died (`Death`: its signal or exit status and the
 last lines of its stderr), and a kill of its whole process group. `rebuild_setup` is what a child

@@ -6,9 +6,9 @@ generated from these models into `report.schema.json` (`ctc-doctor schema`), and
 the committed file drifts.
 
 A report is assembled here too, by `assemble_report`, for each of its four producers: a live analysis
-(`analyzer/pipeline.py`), one rank of a script run (`analyzer/script_report.py`), logs read offline
-(`analyzer/offline.py`), and a script run that left neither a rank's report nor a trace
-(`analyzer/launch.py`). Each describes its own target and environment and finds its own findings;
+(`analyzer/doors/pipeline.py`), one rank of a script run (`analyzer/doors/script_report.py`), logs read offline
+(`analyzer/doors/offline.py`), and a script run that left neither a rank's report nor a trace
+(`analyzer/doors/launch.py`). Each describes its own target and environment and finds its own findings;
 `assemble_report` adds the run header every report gets the same way (tool version, start time, wall
 time) and the schema version, and `summarize` counts the summary and verdict from the findings.
 What follows the assembly stays with the producers: the later phases merge their sections in

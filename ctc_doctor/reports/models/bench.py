@@ -144,7 +144,7 @@ class BenchIsolation(_Model):
     """Where the benchmark's arms ran, and what running them in a child process cost (schema 1.12)."""
 
     isolated: bool
-    """Every arm ran in a child process (`python -m ctc_doctor.analyzer.bench_worker`), so a crash costs
+    """Every arm ran in a child process (`python -m ctc_doctor.analyzer.workers.bench`), so a crash costs
     that arm; False: every arm ran in the analysing process."""
     reason: str
     """Why: the default, --no-isolate-arms, or a target a child cannot rebuild (or a child that could not)."""

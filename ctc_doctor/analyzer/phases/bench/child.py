@@ -2,7 +2,7 @@
 a CUDA error that kills the process) costs that arm, not the run.
 
 The parent (this module) lets go of its own model first (when the caller handed it over: `ctx.release`),
-then starts `python -m ctc_doctor.analyzer.bench_worker SETUP.json`: the child rebuilds the workload from
+then starts `python -m ctc_doctor.analyzer.workers.bench SETUP.json`: the child rebuilds the workload from
 the TARGET as the parent built it (seed, device; the rebuilt model is the pristine one the arms copy),
 reads the report so far, the bench options and the fix phase's numerics reference (shared through an
 inherited descriptor), and answers with the arms it will measure. The parent then asks for one arm at
@@ -33,7 +33,7 @@ from .options import BenchOptions
 
 _STARTUP_S = 300.0
 """A child imports torch, rebuilds the workload, copies the model and runs one eager call first."""
-WORKER_MODULE = "ctc_doctor.analyzer.bench_worker"
+WORKER_MODULE = "ctc_doctor.analyzer.workers.bench"
 
 
 Where = Literal["child", "here", "rebuild here"]
@@ -86,7 +86,7 @@ def run_isolated(ctx: PhaseContext, bench: BenchOptions, result: rm.Benchmark) -
                 return "rebuild here" if released else "here"
             isolation = result.isolation = rm.BenchIsolation(
                 isolated=True,
-                reason="a child process (python -m ctc_doctor.analyzer.bench_worker) runs every arm, eager first: a crash costs that arm",
+                reason="a child process (python -m ctc_doctor.analyzer.workers.bench) runs every arm, eager first: a crash costs that arm",
             )
             result.settings["isolation"] = "child process"
             result.notes.extend(ready.get("notes", []))

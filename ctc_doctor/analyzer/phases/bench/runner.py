@@ -1,6 +1,6 @@
 """The arms' runner: one arm's passes (cold compile, warm compile, warm-up and timed passes), its
 numerics judged against eager's run and the float64 reference, the same in this process and in the
-arms' child (`child`, `analyzer/bench_worker`)."""
+arms' child (`child`, `analyzer/workers/bench`)."""
 
 from __future__ import annotations
 

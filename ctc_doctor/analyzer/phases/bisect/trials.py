@@ -126,7 +126,7 @@ class TrialWorker:
     """A child process that runs isolated trials: it imports torch and the target's module when started,
     rebuilds the workload when first asked for a trial (after the parent's preflight), runs its first call
     eagerly (as the in-process trials find the model: after the analysis ran it), then serves one
-    trial per request (`python -m ctc_doctor.analyzer.trial_worker`). A child that dies costs one
+    trial per request (`python -m ctc_doctor.analyzer.workers.trial`). A child that dies costs one
     `crashed` row (its signal or exit status, and the tail of its stderr), one that hangs past the
     trial's limit one `timeout` row; either way the next trial starts a new child. A child that cannot
     rebuild the workload, or does not start in time, fails every trial with its reason and is not
@@ -135,7 +135,7 @@ class TrialWorker:
 
     def __init__(self, setup: dict[str, Any], workdir: str | None = None) -> None:
         self.child = ChildWorker(
-            "ctc_doctor.analyzer.trial_worker", setup, startup_s=_WORKER_STARTUP_S, prefix="ctc-bisect-", workdir=workdir
+            "ctc_doctor.analyzer.workers.trial", setup, startup_s=_WORKER_STARTUP_S, prefix="ctc-bisect-", workdir=workdir
         )
         self.workdir = self.child.workdir
         self.broken: str | None = None

@@ -1,4 +1,4 @@
-"""The child process of isolated bisection trials: `python -m ctc_doctor.analyzer.trial_worker SETUP.json`.
+"""The child process of isolated bisection trials: `python -m ctc_doctor.analyzer.workers.trial SETUP.json`.
 
 One worker serves many trials. It starts in two steps, so that an early start costs no second model:
 first it imports torch and the target's module and says `ready` on its protocol stream (the pipeline
@@ -23,16 +23,16 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
-from ..errors import CtcDoctorError
-from .running.worker import answer, serve_protocol
+from ...errors import CtcDoctorError
+from ..running.worker import answer, serve_protocol
 
 
 class _Worker:
     def __init__(self, setup: dict[str, Any]) -> None:
         import torch  # noqa: F401 - the slow imports first, while the parent's analysis runs
 
-        from .phases.bisect import trials  # noqa: F401
-        from .target import resolve_builder
+        from ..phases.bisect import trials  # noqa: F401
+        from ..services.target import resolve_builder
 
         self.setup = setup
         self.device = setup.get("device")
@@ -45,7 +45,7 @@ class _Worker:
         ran it: its first-call set-up done)."""
         if self.workload is not None:
             return
-        from .target import load_workload
+        from ..services.target import load_workload
 
         self.workload = load_workload(self.setup["target"], seed=self.setup["seed"])
         if self.device:
@@ -56,8 +56,8 @@ class _Worker:
         if self.recorded is None:
             import torch
 
-            from .capture.inputs import ModuleInputs
-            from .running.calls import calls_on, preserved_state, run_call
+            from ..capture.inputs import ModuleInputs
+            from ..running.calls import calls_on, preserved_state, run_call
 
             model = self.workload.model
             self.recorded = ModuleInputs(model)
@@ -71,9 +71,9 @@ class _Worker:
     def trial(self, request: dict[str, Any]) -> Any:
         import torch
 
-        from .capture.inputs import CapturedCall
-        from .phases.bisect.trials import TrialOutcome, run_trial
-        from .running.calls import preserved_state
+        from ..capture.inputs import CapturedCall
+        from ..phases.bisect.trials import TrialOutcome, run_trial
+        from ..running.calls import preserved_state
 
         self.build()
         model, path = self.workload.model, request["module_path"]
@@ -114,7 +114,7 @@ def main(argv: list[str]) -> int:
         answer(protocol, {"error": f"importing the target failed: {type(exc).__name__}: {str(exc).strip()[:300]}"})
         return 1
     answer(protocol, {"ready": True})
-    from .phases.bisect.trials import TrialOutcome
+    from ..phases.bisect.trials import TrialOutcome
 
     for line in sys.stdin:
         if not line.strip():

@@ -1,4 +1,4 @@
-"""The child process of isolated benchmark arms: `python -m ctc_doctor.analyzer.bench_worker SETUP.json`.
+"""The child process of isolated benchmark arms: `python -m ctc_doctor.analyzer.workers.bench SETUP.json`.
 
 It rebuilds the workload as the analysing process did (the target, seed, device and sys.path from the
 setup; the calls on the device; the rebuilt model, which nothing runs, is the pristine one every arm
@@ -23,8 +23,8 @@ import sys
 import time
 from typing import Any
 
-from ..errors import CtcDoctorError
-from .running.worker import answer, serve_protocol
+from ...errors import CtcDoctorError
+from ..running.worker import answer, serve_protocol
 
 
 class _Arms:
@@ -33,15 +33,15 @@ class _Arms:
     def __init__(self, setup: dict[str, Any], progress: Any) -> None:
         import torch
 
-        from ..reports import models as rm
-        from .fixes.model_facts import model_facts
-        from .phases.bench import ArmRunner, BenchOptions, plan_arms
-        from .phases.context import PhaseContext
-        from .running.calls import calls_on
-        from .running.numerics import Reference
-        from .running.precision import Room
-        from .running.settings import RunSettings
-        from .target import load_workload
+        from ...reports import models as rm
+        from ..fixes.model_facts import model_facts
+        from ..phases.bench import ArmRunner, BenchOptions, plan_arms
+        from ..phases.context import PhaseContext
+        from ..running.calls import calls_on
+        from ..running.numerics import Reference
+        from ..running.precision import Room
+        from ..running.settings import RunSettings
+        from ..services.target import load_workload
 
         seed, device = setup["seed"], setup.get("device")
         workload = load_workload(setup["target"], seed=seed)
@@ -87,8 +87,8 @@ class _Arms:
         return [{"name": a.name, "description": a.description, "code": a.code} for a in self.arms.values()]
 
     def measure(self, name: str) -> dict[str, Any]:
-        from .phases.bench import measure_arm
-        from .phases.bench.phase import WARMUP
+        from ..phases.bench import measure_arm
+        from ..phases.bench.phase import WARMUP
 
         replay_s = 0.0
         eager = self.arms.get("eager")
@@ -117,8 +117,8 @@ def main(argv: list[str]) -> int:
 
     limit = (setup.get("bench") or {}).get("arm_memory_mb")
     if limit:
-        from .running.memory import cap_memory
-        from .running.settings import measured_on
+        from ..running.memory import cap_memory
+        from ..running.settings import measured_on
 
         cap_memory(int(limit), measured_on(setup.get("device")))
     try:

@@ -14,16 +14,16 @@ import dataclasses
 import time
 from dataclasses import dataclass
 
-from ..reports import models as rm
+from ...reports import models as rm
+from ..phases.bench import BenchOptions
+from ..phases.bisect import BisectOptions
+from ..phases.bisect.accuracy import AccuracyOptions
+from ..phases.context import PhaseContext
+from ..phases.fix import FixOptions
+from ..resources.weights import LEFT_OUT
+from ..running.numerics import Reference
+from ..running.settings import ProgressFn, no_progress
 from .own_cost import Fit, RunCost, isolated_bench
-from .phases.bench import BenchOptions
-from .phases.bisect import BisectOptions
-from .phases.bisect.accuracy import AccuracyOptions
-from .phases.context import PhaseContext
-from .phases.fix import FixOptions
-from .resources.weights import LEFT_OUT
-from .running.numerics import Reference
-from .running.settings import ProgressFn, no_progress
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,10 @@ from typing import Any
 
 import torch
 
-from ..errors import BuilderFailed, TargetInvalid, TargetNotFound
-from ..workload import Workload
-from .readers.sources import innermost_own_frame
-from .readers.text import first_line
+from ...errors import BuilderFailed, TargetInvalid, TargetNotFound
+from ...workload import Workload
+from ..readers.sources import innermost_own_frame
+from ..readers.text import first_line
 
 DEFAULT_ATTR = "build"
 
@@ -97,7 +97,7 @@ def load_workload(spec: str, *, seed: int | None = 0, weights: str = "real") -> 
     the builder runs under the meta device and whatever it still put on a real device moves there
     (`resources.weights`): no storage for any parameter, buffer or input."""
     if weights == "none":
-        from .resources.weights import meta_build, on_meta
+        from ..resources.weights import meta_build, on_meta
 
         with meta_build():
             return on_meta(load_workload(spec, seed=seed))

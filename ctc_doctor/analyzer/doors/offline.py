@@ -20,14 +20,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
-from ..errors import LogsInvalid
-from ..reports import models as rm
-from ..reports.compile_id import qualified
-from ..reports.ranks import divergence as rank_divergence
-from ..reports.ranks import root_cause
-from .readers.assembly import derive
-from .readers.expected import mark_one_offs
-from .readers.findings import (
+from ...errors import LogsInvalid
+from ...reports import models as rm
+from ...reports.compile_id import qualified
+from ...reports.ranks import divergence as rank_divergence
+from ...reports.ranks import root_cause
+from ..readers.assembly import derive
+from ..readers.expected import mark_one_offs
+from ..readers.findings import (
     BreakRecord,
     break_record,
     compile_metric,
@@ -35,7 +35,7 @@ from .readers.findings import (
     guard_set,
     is_skipped_frame,
 )
-from .readers.logfiles import (
+from ..readers.logfiles import (
     ParseCounter,
     TextMessage,
     TraceRecord,
@@ -43,9 +43,9 @@ from .readers.logfiles import (
     read_text_log,
     read_trace,
 )
-from .readers.parsing import classify_guard, split_recompile_reasons
-from .readers.sources import function_name
-from .readers.wrappers import ddp_splits
+from ..readers.parsing import classify_guard, split_recompile_reasons
+from ..readers.sources import function_name
+from ..readers.wrappers import ddp_splits
 
 # Frame failures that are Dynamo giving up on a frame (it ran eager), not a crash of the job.
 _SKIP_FAILS = frozenset({"Unsupported", "SkipFrame", "SkipCodeRecursiveException", "RecompileLimitExceeded"})
@@ -121,7 +121,7 @@ def ingest(paths: list[str], *, keep_guard_text: bool = False, command: str = ""
     report = _report(state, sites, inputs.trace_files + inputs.text_files, paths, kind, command, started_at, t0)
     mark_one_offs(report)
     try:
-        from .phases.suggest import suggest
+        from ..phases.suggest import suggest
 
         report.suggestions = suggest(report, None)  # rules on gb_types and guards; no model needed
     except Exception as exc:  # noqa: BLE001 - the findings still stand

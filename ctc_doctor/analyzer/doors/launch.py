@@ -1,7 +1,7 @@
 """`ctc-doctor run -- SCRIPT ARGS`: an unmodified script under the doctor, in one process or N ranks.
 
 This is the parent side, and it imports no torch. It starts the script through
-`python -m ctc_doctor.analyzer.script_runner` (or through `torch.distributed.run` with `--nproc N`,
+`python -m ctc_doctor.analyzer.doors.script_runner` (or through `torch.distributed.run` with `--nproc N`,
 the real launcher, one runner per rank), with TORCH_TRACE pointed at a private directory. The
 script's stdin, stdout and stderr are the terminal's; it runs in its own process group, so that
 `--timeout` and Ctrl-C reach every rank: a SIGTERM (or SIGINT) first, so each rank can write what it
@@ -29,12 +29,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, Literal
 
-from ..errors import LogsInvalid, TargetInvalid, TargetNotFound
-from ..processes import signal_group, signal_name
-from ..progress import ProgressEvent, ProgressFn, Step, no_progress
+from ...errors import LogsInvalid, TargetInvalid, TargetNotFound
+from ...processes import signal_group, signal_name
+from ...progress import ProgressEvent, ProgressFn, Step, no_progress
 
 if TYPE_CHECKING:
-    from ..reports import models as rm
+    from ...reports import models as rm
 
 Status = Literal["finished", "failed", "timeout", "interrupted"]
 _PYTHONS = ("python", "python3", os.path.basename(sys.executable))
@@ -183,12 +183,12 @@ def _run(
     notes = []
     if os.environ.get("TORCH_TRACE"):
         notes.append(f"TORCH_TRACE={os.environ['TORCH_TRACE']} was replaced by ctc-doctor's own directory for this run.")
-    runner = [sys.executable, "-m", "ctc_doctor.analyzer.script_runner", config_path, *command]
+    runner = [sys.executable, "-m", "ctc_doctor.analyzer.doors.script_runner", config_path, *command]
     if options.nproc > 1:
         runner = [
-            sys.executable, "-m", "ctc_doctor.analyzer.torchrun", "--standalone", f"--nproc-per-node={options.nproc}",
+            sys.executable, "-m", "ctc_doctor.analyzer.doors.torchrun", "--standalone", f"--nproc-per-node={options.nproc}",
             "--log-dir", os.path.join(out, "torchelastic"),  # not a /tmp/torchelastic_* left behind
-            "-m", "ctc_doctor.analyzer.script_runner", config_path, *command,
+            "-m", "ctc_doctor.analyzer.doors.script_runner", config_path, *command,
         ]  # fmt: skip
     shown = shlex.join(command)
     say(f"running {shown} under capture" + (f" on {options.nproc} ranks" if options.nproc > 1 else "") + "; its output follows")
@@ -200,11 +200,11 @@ def _run(
         _kill_ranks(out)
     say(f"the script {_ended(status, code)} after {time.perf_counter() - t0:.1f} s")
 
-    from ..errors import ReportError
-    from ..reports import models as rm  # here, not at the top: pydantic loads while the script runs
-    from ..reports.io import load_report
-    from ..reports.ranks import merge_ranks
-    from .readers.assembly import derive
+    from ...errors import ReportError
+    from ...reports import models as rm  # here, not at the top: pydantic loads while the script runs
+    from ...reports.io import load_report
+    from ...reports.ranks import merge_ranks
+    from ..readers.assembly import derive
 
     reports = {}
     for path in sorted(glob.glob(os.path.join(out, "rank*.json"))):
@@ -347,7 +347,7 @@ def _stop(proc: subprocess.Popen[bytes], sig: int, grace_s: float, follow: _Prog
 
 def _from_trace(trace_dir: str, command: list[str], notes: list[str]) -> rm.Report:
     """No rank wrote a report: what their traces say (no module paths), or an empty report."""
-    from ..reports import models as rm
+    from ...reports import models as rm
     from .offline import ingest
 
     try:

@@ -1,4 +1,4 @@
-"""The child process of `ctc-doctor run`: `python -m ctc_doctor.analyzer.script_runner CONFIG.json SCRIPT
+"""The child process of `ctc-doctor run`: `python -m ctc_doctor.analyzer.doors.script_runner CONFIG.json SCRIPT
 [ARGS...]` (or `-m MODULE [ARGS...]`), one per rank under torchrun.
 
 It runs the script as `python SCRIPT ARGS` would (its argv, `__main__`, `sys.path[0]`, its exit code)
@@ -23,8 +23,8 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ExitCode
-from ..processes import freeze_heap
+from ...errors import ExitCode
+from ...processes import freeze_heap
 
 
 @dataclass
@@ -48,8 +48,8 @@ over a compiled module then hung on gloo, one run in two)."""
 
 def _run_script(command: list[str]) -> Outcome:
     """Run the command as `python COMMAND` would, in this process."""
-    from .capture.compiles import StopScript
-    from .readers.text import describe_error
+    from ..capture.compiles import StopScript
+    from ..readers.text import describe_error
 
     try:
         if command[0] == "-m":
@@ -81,7 +81,7 @@ def _run_script(command: list[str]) -> Outcome:
     except BaseException as exc:  # noqa: BLE001 - the script's own failure: reported as Python would
         _KEPT.append(exc)
         _print_script_traceback(exc, command)
-        from . import torch_internals as ti
+        from .. import torch_internals as ti
 
         return Outcome(1, f"{type(exc).__name__}: {describe_error(exc)}"[:500], traced=ti.traced_frames(exc))
     return Outcome(0)
@@ -124,16 +124,16 @@ def main(argv: list[str]) -> int:
     rank = int(os.environ.get("RANK", "0"))
     with open(os.path.join(config["out_dir"], f"rank{rank}.pid"), "w", encoding="ascii") as fh:
         fh.write(str(os.getpid()))  # torchrun starts each rank in a session of its own: the parent's last resort
-    from ..reports.models import started_now
+    from ...reports.models import started_now
 
     started_at = started_now()
     t0 = time.perf_counter()
 
-    from ..progress import ProgressEvent, Step, file_writer, no_progress
-    from . import torch_internals as ti
-    from .capture.compiles import CompileRecorder, StopScript
-    from .capture.live import ScriptRun
-    from .own_cost import RunCost
+    from ...progress import ProgressEvent, Step, file_writer, no_progress
+    from .. import torch_internals as ti
+    from ..capture.compiles import CompileRecorder, StopScript
+    from ..capture.live import ScriptRun
+    from ..services.own_cost import RunCost
 
     # the first rank's phases, as lines the parent follows (`launch._Progress`); the cost meter follows them
     # from the script's start: the script's own run is the workload's figure
@@ -223,7 +223,7 @@ def _plan(config: dict[str, Any]) -> float | None:
 
 
 def _write(path: str, report: Any) -> None:
-    from ..reports.io import dump_report
+    from ...reports.io import dump_report
 
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as fh:

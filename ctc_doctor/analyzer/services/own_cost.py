@@ -25,13 +25,13 @@ from typing import Any
 
 import torch
 
-from ..progress import ProgressEvent
-from ..reports import models as rm
-from .resources.meter import CostMeter, script_figures, summary_line, workload_figures
-from .resources.preflight import CHILD_IMPORTS, Need, NotEnoughMemory, phase_need
-from .running.copying import SPILLED
-from .running.settings import ProgressFn, measured_on
-from .running.worker import importable
+from ...progress import ProgressEvent
+from ...reports import models as rm
+from ..resources.meter import CostMeter, script_figures, summary_line, workload_figures
+from ..resources.preflight import CHILD_IMPORTS, Need, NotEnoughMemory, phase_need
+from ..running.copying import SPILLED
+from ..running.settings import ProgressFn, measured_on
+from ..running.worker import importable
 
 
 @dataclass(frozen=True)

@@ -22,44 +22,44 @@ from typing import Any
 
 import torch
 
-from ..processes import STAGE
-from ..progress import ProgressEvent, Step
-from ..reports import models as rm
-from ..reports.verdicts import judge_one, site_costs
-from ..workload import Call, Workload
-from . import torch_internals as ti
-from .fixes.facts import ModelFacts
-from .fixes.model_facts import model_facts
-from .own_cost import Fit, RunCost
-from .phases.bench import BenchSection, run_bench, staged
-from .phases.bench.staged import Checkpoint
-from .phases.bisect import BisectInputs, bisect_into, worker_setup
-from .phases.bisect.accuracy import Trigger, mark_not_recommended, run_accuracy_bisect, wrong_under_compile
-from .phases.bisect.repro import write_module_repro
-from .phases.bisect.trials import TrialWorker
-from .phases.context import PhaseContext
-from .phases.fix import FixSection, run_fix
-from .phases.observe import Observation, ObserveOptions, run_observe
-from .phases.probe import run_probe
-from .phases.suggest import compile_cache_suggestion, renumber, run_suggest
-from .readers.assembly import derive
-from .readers.expected import mark_one_offs, mark_settled
-from .readers.gb_registry import graph_break_registry
-from .readers.text import describe_error, error_site
-from .resources.preflight import NotEnoughMemory, model_bytes
-from .resources.weights import meta_stop
-from .running.calls import calls_on, grad_mode, preserved_state, run_call
-from .running.copying import SPILLED, CopyError, copy_model, light_copy, spilled_copy, working_copy
-from .running.deadline import Interrupted, Stopped, deadline, limit_text, stop_record, stoppable
-from .running.memory import free_tensors, let_go, release_memory
-from .running.modules import describe_inputs, forward_arg_names
-from .running.precision import Room
-from .running.settings import RunSettings, measured_on
-from .running.tensors import iter_tensors
-from .running.warning_notes import collected_warnings, warning_notes
-from .session import AnalyzeOptions, Clock, Session
-from .triage import TRIAGE_MIN_S, is_torch_failure
-from .triage.around import triage_calls
+from ...processes import STAGE
+from ...progress import ProgressEvent, Step
+from ...reports import models as rm
+from ...reports.verdicts import judge_one, site_costs
+from ...workload import Call, Workload
+from .. import torch_internals as ti
+from ..fixes.facts import ModelFacts
+from ..fixes.model_facts import model_facts
+from ..phases.bench import BenchSection, run_bench, staged
+from ..phases.bench.staged import Checkpoint
+from ..phases.bisect import BisectInputs, bisect_into, worker_setup
+from ..phases.bisect.accuracy import Trigger, mark_not_recommended, run_accuracy_bisect, wrong_under_compile
+from ..phases.bisect.repro import write_module_repro
+from ..phases.bisect.trials import TrialWorker
+from ..phases.context import PhaseContext
+from ..phases.fix import FixSection, run_fix
+from ..phases.observe import Observation, ObserveOptions, run_observe
+from ..phases.probe import run_probe
+from ..phases.suggest import compile_cache_suggestion, renumber, run_suggest
+from ..readers.assembly import derive
+from ..readers.expected import mark_one_offs, mark_settled
+from ..readers.gb_registry import graph_break_registry
+from ..readers.text import describe_error, error_site
+from ..resources.preflight import NotEnoughMemory, model_bytes
+from ..resources.weights import meta_stop
+from ..running.calls import calls_on, grad_mode, preserved_state, run_call
+from ..running.copying import SPILLED, CopyError, copy_model, light_copy, spilled_copy, working_copy
+from ..running.deadline import Interrupted, Stopped, deadline, limit_text, stop_record, stoppable
+from ..running.memory import free_tensors, let_go, release_memory
+from ..running.modules import describe_inputs, forward_arg_names
+from ..running.precision import Room
+from ..running.settings import RunSettings, measured_on
+from ..running.tensors import iter_tensors
+from ..running.warning_notes import collected_warnings, warning_notes
+from ..services.own_cost import Fit, RunCost
+from ..services.session import AnalyzeOptions, Clock, Session
+from ..triage import TRIAGE_MIN_S, is_torch_failure
+from ..triage.around import triage_calls
 
 
 def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Report:
@@ -186,7 +186,7 @@ class _EarlyWorker:
     """The child process of isolated trials, started early (full runs only: a bisection alone would wait
     for it anyway): once the compiled pass broke the graph or failed (`ObserveOptions.on_broken`), so it
     imports torch and the target while the eager pass and the report run; the model is built only when
-    the bisection asks (`trial_worker`). A model that compiles whole starts none: no second torch."""
+    the bisection asks (`workers.trial`). A model that compiles whole starts none: no second torch."""
 
     def __init__(self, ctx: PhaseContext, options: AnalyzeOptions, resources: contextlib.ExitStack) -> None:
         self.ctx, self.options, self.resources = ctx, options, resources
@@ -367,7 +367,7 @@ def _rebuilder(options: AnalyzeOptions) -> Callable[[], Workload]:
     """Builds the workload again from its TARGET, as the CLI built it."""
 
     def rebuild() -> Workload:
-        from .target import load_workload
+        from ..services.target import load_workload
 
         spec = options.bench.target if options.bench is not None and options.bench.target else options.spec
         return load_workload(spec, seed=options.seed)

@@ -19,33 +19,33 @@ from typing import Any
 
 import torch
 
-from ..progress import ProgressEvent, Step, no_progress
-from ..reports import models as rm
-from ..workload import Call, Workload
-from . import torch_internals as ti
-from .capture.attribution import ModuleIndex
-from .capture.compiles import CompileRecorder, RecordedCall, StopScript, WatchedObject
-from .capture.hotswap import lora_rank
-from .capture.inputs import ModuleInputs
-from .capture.live import ScriptRun, eager_pass, findings_of, first_call_break_lines
-from .own_cost import RunCost
-from .phases.bisect import BisectInputs, BisectOptions
-from .phases.bisect.accuracy import AccuracyOptions, Trigger
-from .phases.context import PhaseContext
-from .phases.fix import FixOptions
-from .phases.suggest import suggest
+from ...progress import ProgressEvent, Step, no_progress
+from ...reports import models as rm
+from ...workload import Call, Workload
+from .. import torch_internals as ti
+from ..capture.attribution import ModuleIndex
+from ..capture.compiles import CompileRecorder, RecordedCall, StopScript, WatchedObject
+from ..capture.hotswap import lora_rank
+from ..capture.inputs import ModuleInputs
+from ..capture.live import ScriptRun, eager_pass, findings_of, first_call_break_lines
+from ..phases.bisect import BisectInputs, BisectOptions
+from ..phases.bisect.accuracy import AccuracyOptions, Trigger
+from ..phases.context import PhaseContext
+from ..phases.fix import FixOptions
+from ..phases.suggest import suggest
+from ..readers.assembly import derive
+from ..readers.expected import mark_one_offs
+from ..readers.failures import failure_hint
+from ..running.calls import preserved_state
+from ..running.deadline import DeadlineExceeded, deadline
+from ..running.settings import RunSettings
+from ..services.own_cost import RunCost
+from ..services.session import AnalyzeOptions, Clock, Session
+from ..triage import TRIAGE_MIN_S, is_torch_failure, own_frame, write_bug
+from ..triage import issue_text as triage_issue_text
+from ..triage import issue_title as triage_issue_title
+from ..triage.around import triage_calls
 from .pipeline import environment, later_phases
-from .readers.assembly import derive
-from .readers.expected import mark_one_offs
-from .readers.failures import failure_hint
-from .running.calls import preserved_state
-from .running.deadline import DeadlineExceeded, deadline
-from .running.settings import RunSettings
-from .session import AnalyzeOptions, Clock, Session
-from .triage import TRIAGE_MIN_S, is_torch_failure, own_frame, write_bug
-from .triage import issue_text as triage_issue_text
-from .triage import issue_title as triage_issue_title
-from .triage.around import triage_calls
 
 SCRIPT_COMPILE = ("dynamic", "mode", "options", "fullgraph")
 """The script's own torch.compile arguments that compiling its module again passes (the backend apart)."""
@@ -108,8 +108,13 @@ def _rank_report(
     signal during it (StopScript, KeyboardInterrupt) leaves the sections done so far."""
     cost = cost if cost is not None else RunCost(None, no_progress, True)
     model = _analyzed_module(recorder.primary)
+    # the script trains when a backward reached what its compiled module returned: the replays then run
+    # forward and backward as its steps did, and the cost meter counts a training run's copies
+    train = recorder.primary is not None and recorder.primary.backward
+    cost.train = train
     later = AnalyzeOptions(
         backend=config.get("backend") or "eager",
+        train=train,
         seed=0,  # the replays are seeded per call, as a build() target's are
         bisect=(
             BisectOptions(strategy="top-down", trial_timeout_s=config.get("trial_timeout_s") or 60.0, isolate=False)
@@ -141,7 +146,7 @@ def _rank_report(
     modes = {r.grad_enabled for r in primary.recorded} if primary is not None else set()
     # the replays, seeded per call (`calls.seeded`), in the grad mode the script made its calls in (a fix
     # check of a script's `no_grad` calls run with gradients on compiles other graphs through AOTAutograd)
-    settings = RunSettings(backend=backend, train=False, seed=0, device=device, grad=modes.pop() if len(modes) == 1 else None)
+    settings = RunSettings(backend=backend, train=train, seed=0, device=device, grad=modes.pop() if len(modes) == 1 else None)
     index = ModuleIndex(model)
     inputs = ModuleInputs(model) if model is not None and rank == 0 and config.get("bisect") else None
     lines_run = None
@@ -199,6 +204,7 @@ def _rank_report(
             parameters=sum(p.numel() for p in model.parameters()) if model is not None else 0,
             modules=len(index.modules),
             calls=primary.calls if primary else 0,
+            train=train,
             inputs=[r.description for r in primary.recorded] if primary else [],
         ),
         environment=environment(AnalyzeOptions(backend=backend, device=device)),
@@ -322,7 +328,7 @@ def _traced_bug(report: rm.Report, outcome: Any, primary: WatchedObject | None, 
     compiled LightningModule (torch 2.13: `'method' object has no attribute '__dict__'`) gets its own."""
     import linecache
 
-    from .readers.sources import classify_file
+    from ..readers.sources import classify_file
 
     frames = list(outcome.traced)
     mine = own_frame(frames)

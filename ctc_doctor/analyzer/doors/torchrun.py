@@ -1,4 +1,4 @@
-"""`python -m ctc_doctor.analyzer.torchrun ARGS`: torch.distributed.run as it is, quiet when stopped.
+"""`python -m ctc_doctor.analyzer.doors.torchrun ARGS`: torch.distributed.run as it is, quiet when stopped.
 
 `ctc-doctor run --nproc N` launches the ranks through the real launcher. When `--timeout` or Ctrl-C
 stops the run, the launcher gets the signal with its workers and ends with a SignalException
