@@ -137,6 +137,25 @@ def test_under_a_memory_limit_an_arm_that_needs_more_than_the_workload_runs_out_
     assert b.best_arm != "regional" and "regional" not in b.within_noise
 
 
+def test_a_memory_limit_gives_up_in_advance_the_arms_it_cannot_afford(cli, tmp_path):
+    """--memory-limit 100 on the 256 MB model with --aot: the AOT arms would each load their own set of the
+    weights (256 MB beyond the workload's own). They are given up before any arm starts, each with its
+    line, and never compiled; eager and compiled (the workload itself) and the arms that share the weights
+    run."""
+    out = tmp_path / "r.json"
+    args = ("bench", "cost_targets:big_blocks", *QUICK, "--aot", "--no-fix", "--memory-limit", "100", "--json", str(out), "-q")
+    result = cli(*args, timeout=300)
+    assert result.returncode == 0, result.stderr
+    b = load_report(out).benchmark
+    names = {a.name for a in b.arms}
+    assert {"eager", "compiled", "regional"} <= names and not names & {"aot", "aot_regional"}, names
+    given_up = [n for n in b.notes if "left out before it ran" in n]
+    assert len(given_up) == 2 and all(n.split(":")[0] in ("aot", "aot_regional") for n in given_up), b.notes
+    assert all("it needs about 256 MB beyond the workload's own (its own set of the weights" in n for n in given_up), given_up
+    assert all(n.endswith("--memory-limit allows 100 MB.") for n in given_up)
+    assert all(a.latency_ms is not None and not a.out_of_memory for a in b.arms), [(a.name, a.error) for a in b.arms]
+
+
 @pytest.fixture
 def two_busy_loops():
     loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
@@ -505,6 +524,31 @@ def test_a_training_reference_that_fits_no_room_runs_in_float64_past_the_doctors
     assert margin.method == "float64_reference" and margin.placement == "whole", margin.note
     assert "no way fit the 0 MB of a room of one byte: it took the first that fits what is free" in margin.note
     assert limit.method == "elementwise" and "would not fit" in limit.note
+
+
+@pytest.mark.fast
+def test_the_doctors_default_margin_bounds_an_inference_reference():
+    """The default margin (`Room.beside` the workload's footprint, not --memory-limit) is a bound for
+    inference: in a margin that holds one Linear at float64 but not the whole model, the reference runs
+    module by module within it; in a margin nothing fits, no way past it is taken and the judgement is
+    elementwise, said so (the training test above: training still runs past it, and says so)."""
+    from ctc_doctor.analyzer.running.precision import Room
+    from ctc_doctor.reports import models as rm
+
+    margin = Room.beside(rm.Footprint(model_mb=0.3, activations_mb=0.0, output_mb=0.0, method="test"))
+    assert margin.soft and margin.basis.startswith("the doctor's margin") and margin.extra == 256 * 2**20
+    # at float64 the whole model adds 264 KB (66k parameters x 4 more bytes), its larger Linear 132 KB
+    results = {}
+    for extra in (200 * 2**10, 1):
+        w = _mlp()
+        kept = KeptResults()
+        run_pass(w.model, w, w.calls(), seed=0, train=False, sink=kept)
+        room = dataclasses.replace(margin, extra=extra, activations=0)
+        results[extra] = make_reference(w.model, w, w.calls(), kept, seed=0, train=False, device="cpu", loose=False, room=room)
+    within, none = results[200 * 2**10], results[1]
+    assert within.method == "float64_reference" and within.placement == "blockwise", within.note
+    assert within.run.beyond_workload_mb <= 200 / 1024 and "no way fit" not in (within.note or "")
+    assert none.method == "elementwise" and "would not fit" in none.note and "first that fits what is free" not in none.note
 
 
 @pytest.mark.fast

@@ -19,8 +19,9 @@ the first whose addition fits is taken (`_ways`):
   repeated blocks under activation checkpointing (the activations of one block at a time, the backward
   recomputing them: one more forward); on an accelerator, `host` (`modules`).
 
-A way that fails (an op without float64, out of memory) falls back to the next, and to a lower precision
-only when no float64 way fits; the reference's `run` says which ran, in how many slices, why, and what it
+A way past the room is not taken: the room is a bound (for training, the doctor's own margin is not yet:
+see `Room.soft`). A way that fails (an op without float64, out of memory) falls back to the next, and to a
+lower precision only when no float64 way fits; the reference's `run` says which ran, in how many slices, why, and what it
 cost (`rm.ReferenceRun`).
 """
 
@@ -177,9 +178,12 @@ class Room:
     basis: str = "the device's free memory"
     """Where `extra` comes from, for the report."""
     soft: bool = False
-    """The doctor's own margin (not `--memory-limit`): when no way of a precision fits it, the first way of
-    that precision that fits what is free runs rather than a lower precision (a training run on the CPU,
-    where the host is the device, has no other way)."""
+    """The doctor's own margin (not `--memory-limit`). For inference it is a bound like the limit: a way past
+    it is not taken (one module at a time over slices of the batch fits nearly any margin), and when none
+    fits the judgement is elementwise, said so. For training, when no way of a precision fits it, the first
+    way of that precision that fits what is free runs rather than a lower precision, and the report says
+    so: its ways cast every parameter (and its gradient and optimizer state), so a training run on the CPU,
+    where the host is the device, has no way within it yet."""
 
     @classmethod
     def beside(cls, footprint: rm.Footprint | None, limit: int | None = None) -> Room:
@@ -587,7 +591,8 @@ def make_reference(
     tried: set[tuple[torch.dtype, str, int]] = set()
     cuda = device.startswith("cuda") and torch.cuda.is_available()
     moments = _optimizer_moments(workload) if steps else 0
-    for dtype, way, bounded in _tries(model, work, device, train, moments, counts, room.soft, low, disposable):
+    soft = room.soft and train  # inference has a way within the margin (its blocks, its slices) or none
+    for dtype, way, bounded in _tries(model, work, device, train, moments, counts, soft, low, disposable):
         if (placements is not None and way.placement not in placements) or (slices is not None and way.slices not in (*slices, 1)):
             continue
         if (dtype, "any") in failed or (dtype, way.placement) in failed or (way.slices > 1 and sliceable is not None):

@@ -11,12 +11,13 @@ from typing import Any
 import torch
 
 from ....reports import models as rm
-from ....vocabulary import TRAINING_OPT_IN
+from ....vocabulary import CUDA_GRAPH_MODES, TRAINING_OPT_IN
 from ....workload import Call, Workload
 from ...fixes.facts import ModelFacts
 from ...fixes.variants import Variant, make_variant
 from ...running.copying import working_copy
 from ...running.modules import forward_arg_names, modular_paths
+from ...running.tensors import iter_tensors
 from .numbers import RECOMPILE_LIMIT, pad_calls
 from .options import BenchOptions
 
@@ -330,6 +331,26 @@ OPT_IN = "opt_in_left_out"
 """The benchmark setting (popped when it concludes) that carries the training arms left out for the asking,
 by name, from the plan (this process's or the arms' child's) to the note that prices them."""
 OPT_IN_MARK = "training steps: "
+
+
+def need_beyond(arm: Arm, calls: list[Call], weights: int, activations: int, device: str) -> tuple[int, str] | None:
+    """What `arm` holds beyond the workload's own (its model and activations), known before it runs, and
+    what that is; None when nothing is known beyond it (an arm that shares the weights and runs the same
+    calls: what its compile or backend allocates shows only when it runs, under `ArmRunner.capped`)."""
+    if arm.aot:
+        return weights, "its own set of the weights, loaded from its package"
+    if arm.calls is not calls:  # padded inputs: the activations grow with the largest call
+        mine, theirs = _largest_call(arm.calls), _largest_call(calls)
+        if theirs and mine > theirs:
+            return int(activations * (mine / theirs - 1)), f"activations of inputs padded to {mine / theirs:.2f}x the largest call"
+    mode = arm.compile_options.get("mode")
+    if device.startswith("cuda") and mode in CUDA_GRAPH_MODES:
+        return activations, "the CUDA graphs' own memory pool, about one set of activations (an estimate)"
+    return None
+
+
+def _largest_call(calls: list[Call]) -> int:
+    return max((sum(t.numel() * t.element_size() for t in iter_tensors((c.args, dict(c.kwargs)))) for c in calls), default=0)
 
 
 def arm_kind(name: str) -> str:

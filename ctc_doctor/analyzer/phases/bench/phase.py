@@ -30,13 +30,14 @@ from ....workload import Call
 from ...fixes.variants import VariantError
 from ...resources.load import conclude as conclude_load
 from ...resources.load import machine_at_start
+from ...resources.preflight import model_bytes
 from ...running.calls import calls_on
 from ...running.copying import CopyError, working_copy
 from ...running.deadline import Stopped
 from ...running.memory import let_go, release_memory
 from ...triage import STAGES, is_torch_failure
 from ..context import PhaseContext
-from .arms import OPT_IN, Arm, arm_kind, arms_for, fix_arms, materialized, price_opt_in
+from .arms import OPT_IN, Arm, arm_kind, arms_for, fix_arms, materialized, need_beyond, price_opt_in
 from .child import run_isolated
 from .crash import triage_compiled_arm
 from .loop import Measured, measure_arms
@@ -202,7 +203,29 @@ def plan_arms(ctx: PhaseContext, runner: ArmRunner, notes: list[str]) -> list[Ar
         left = [a.name for a in arms if arm_kind(a.name) in TRAINING_OPT_IN and arm_kind(a.name) not in bench.add_arms]
         runner.opt_in_left = left  # priced once the compiled arm is measured (`price_opt_in`)
         arms = [a for a in arms if a.name not in left]
+    if bench.memory_limit_mb:
+        arms = _affordable(ctx, arms, bench.memory_limit_mb * 2**20, notes)
     return arms
+
+
+def _affordable(ctx: PhaseContext, arms: list[Arm], limit: int, notes: list[str]) -> list[Arm]:
+    """`--memory-limit`: the arms known before they run to hold more than `limit` beyond the workload's own
+    (`need_beyond`) are given up, each with one line why, before any of them starts: none is compiled to
+    fail out of memory. What shows only as an arm runs is still bounded by its cap (`ArmRunner.capped`)."""
+    weights = model_bytes(ctx.workload.model)
+    room = ctx.room
+    activations = room.activations if room is not None and room.activations is not None else 2 * weights
+    kept = []
+    for arm in arms:
+        need = need_beyond(arm, ctx.calls, weights, activations, ctx.settings.where)
+        if need is not None and need[0] > limit:
+            notes.append(
+                f"{arm.name}: left out before it ran: it needs about {_mb(need[0])} beyond the workload's own "
+                f"({need[1]}); --memory-limit allows {_mb(limit)}."
+            )
+            continue
+        kept.append(arm)
+    return kept
 
 
 def measure_arm(ctx: PhaseContext, runner: ArmRunner, arm: Arm) -> tuple[rm.BenchmarkArm, dict[str, Any]]:
