@@ -122,7 +122,7 @@ def seeded(seed: int | None) -> Iterator[None]:
 def _call(fn: Any, workload: Workload, call: Call, *, train: bool, sample: Sink | None, optimizer: Any) -> Any:
     out = fn(*call.args, **dict(call.kwargs))
     loss = None
-    if train:
+    if train and torch.is_grad_enabled():  # a call made under no_grad (a script's evaluation) runs no backward
         loss = workload.loss_fn(out) if workload.loss_fn is not None else default_loss(out)
         loss.backward()
         if optimizer is not None:

@@ -133,17 +133,14 @@ class ArmRunner:
 
     def prime(self) -> float:
         """Pay the backend's one-time costs (imports, compiler checks) before the first measured arm; the
-        seconds they took. In the caller's own compile cache, not a fresh one: what they build there (the C++
+        seconds they took (in this process, once: after the fix phase's compile on the user's backend, the
+        figure that compile's warm-up took). In the caller's own compile cache, not a fresh one: what they build there (the C++
         compiler's vector-ISA checks, 4-5 s on a 2-core CPU) is the machine's, not the model's, and the
         user's own compiles reuse it just the same; each arm still compiles in a fresh cache."""
         self.progress(ProgressEvent(Step.BENCH, activity="warming up the compiler"))
-        t0 = time.perf_counter()
-        with contextlib.suppress(Exception), torch.no_grad():
-            x = torch.ones(4, device=self.device)
-            torch.compile(lambda t: torch.relu(t) + 1, **self.compile_kwargs())(x)
-            dev.synchronize(self.device)
+        seconds = dev.warm_compiler(self.device, self.bench.backend, self.bench.mode)  # paid once a process
         ti.fresh_dynamo_state()
-        return round(time.perf_counter() - t0, 3)
+        return seconds
 
     def cudagraphs(self, arm: Arm) -> bool:
         """Whether the arm's compiled code runs under CUDA graph trees (reduce-overhead and
