@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 
@@ -552,16 +553,29 @@ def test_cuda_graph_arms_mark_each_call_a_step_and_record_why_graphs_ran_without
 
 @pytest.mark.inductor
 def test_inductor_benchmark_uses_a_fresh_cache_per_arm_and_matches_eager():
+    """Every compiled arm compiles cold in an empty cache, but `compiled_fixed`: the fix phase compiled the
+    same fixes on inductor (the user's backend) in an empty cache it kept for it, so the arm compiles from
+    there and takes that compile's cold figures, said; the folder goes with the session."""
+    import tempfile
+
+    def kept_folders():
+        return {f for f in os.listdir(tempfile.gettempdir()) if f.startswith("ctc-fixed-compile-")}
+
+    before = kept_folders()
     report = analyze(
         zoo.print_in_forward(),
-        AnalyzeOptions(explain=False, fix=FixOptions(), bench=BenchOptions(backend="inductor", iters=2, warmup=1)),
+        AnalyzeOptions(explain=False, fix=FixOptions(user_backend="inductor"), bench=BenchOptions(backend="inductor", iters=2, warmup=1)),
     )
     b = report.benchmark
-    assert b.settings["fresh_cache"] is True
+    assert b.settings["fresh_cache"] is True and report.fix.on_backend.ran == report.fix.applied
     for arm in b.arms[1:]:
         assert arm.error is None and arm.numerics_ok, arm
         # the warm-cache compile: on compiled and compiled_fixed, whose figures the verdicts read
         assert arm.compile_time_s > 0 and (arm.warm_compile_time_s is not None) == (arm.name in ("compiled", "compiled_fixed")), arm
+    fixed = next(a for a in b.arms if a.name == "compiled_fixed")
+    assert fixed.settings["cold_compile"].startswith("the fix phase's compile of the same graphs on inductor ("), fixed.settings
+    assert fixed.warm_compile_time_s < fixed.compile_time_s and "cold_compile" not in b.arms[1].settings
+    assert kept_folders() == before
 
 
 def test_fix_and_bench_commands_write_the_sections_and_markdown_shows_them(cli, tmp_path):

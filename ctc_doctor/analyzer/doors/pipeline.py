@@ -529,7 +529,7 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, session: Session) -> No
 
     def merge_fix(section: FixSection) -> None:
         _merge_fix(report, section)
-        session.lend(section.reference)  # the benchmark judges its arms by it
+        session.lend(section.reference, section.lent_compile)  # the benchmark judges its arms by it, compiles from it
         cost.reference = section.reference_run
 
     if options.fix is not None and facts is not None:
@@ -566,6 +566,7 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, session: Session) -> No
             budget_s=clock.planned(),
             report=report.model_copy(deep=True) if reads_report else None,
             reference=session.reference if phase == "bench" else None,
+            fixed_compile=session.fixed_compile if phase == "bench" else None,
         )
         if phase == "suggest":
             ctx.progress(ProgressEvent(Step.SUGGEST))  # its own line in the cost section (the others report their steps)

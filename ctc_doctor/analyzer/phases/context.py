@@ -18,6 +18,22 @@ go before its child builds it again, `release`, and build it again here, `rebuil
 
 
 @dataclass(frozen=True)
+class LentCompile:
+    """The fix phase's compile of the applied fixes on the user's backend, lent to the benchmark: its
+    `compiled_fixed` arm compiles the same graphs, so it compiles from this inductor cache and reports this
+    compile's cold figures (`ArmRunner.from_fix_compile`)."""
+
+    cache_dir: str
+    """The inductor cache the compile filled (the session removes it at its close)."""
+    backend: str
+    mode: str | None
+    applied: tuple[str, ...]
+    """The suggestions applied in the copy that compiled."""
+    compile_time_s: float
+    phases: dict[str, float]
+
+
+@dataclass(frozen=True)
 class PhaseContext:
     """The run as a phase sees it. Phases read it; none writes into it or into `report`."""
 
@@ -49,6 +65,8 @@ class PhaseContext:
     arms are judged by it with no reference run of their own (None: the benchmark makes its own)."""
     rebuild: Callable[[], Workload] | None = None
     """Builds the workload again from its TARGET (after `release`, when the child could not start)."""
+    fixed_compile: LentCompile | None = None
+    """The fix phase's compile of the applied fixes on the benchmark's backend (the benchmark's only)."""
     room: Any = None
     """What the numerics reference may add on the device beyond the workload's own footprint
     (`running.precision.Room`; None: free memory only)."""

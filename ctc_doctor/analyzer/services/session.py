@@ -11,6 +11,7 @@ door the user came in by. The model itself and who owns it travel in `PhaseConte
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import time
 from dataclasses import dataclass
 
@@ -18,7 +19,7 @@ from ...reports import models as rm
 from ..phases.bench import BenchOptions
 from ..phases.bisect import BisectOptions
 from ..phases.bisect.accuracy import AccuracyOptions
-from ..phases.context import PhaseContext
+from ..phases.context import LentCompile, PhaseContext
 from ..phases.fix import FixOptions
 from ..resources.weights import LEFT_OUT
 from ..running.numerics import Reference
@@ -139,6 +140,9 @@ class Session:
     options: AnalyzeOptions
     clock: Clock
     cost: RunCost
+    fixed_compile: LentCompile | None = None
+    """The fix phase's compile of the applied fixes on the user's backend, lent to the benchmark; its cache
+    folder removed by `close`."""
     reference: Reference | None = None
     """The fix phase's numerics reference, lent to the benchmark (its arms judged by it with no run of
     their own); closed by `close`."""
@@ -178,14 +182,19 @@ class Session:
             report.notes.append(f"Memory: {fit.note}.")
         return fit
 
-    def lend(self, reference: Reference | None) -> None:
-        """The fix phase's reference, kept for the benchmark (a second one closes the first)."""
-        if reference is not None:
+    def lend(self, reference: Reference | None, compiled: LentCompile | None = None) -> None:
+        """The fix phase's reference and its compile of the applied fixes on the user's backend, kept for the
+        benchmark (a second one closes the first)."""
+        if reference is not None or compiled is not None:
             self.close()
-            self.reference = reference
+            self.reference, self.fixed_compile = reference, compiled
 
     def close(self) -> None:
-        """Give back what the session still holds (the lent reference and its temporary file)."""
+        """Give back what the session still holds (the lent reference and its temporary file, the lent
+        compile's inductor cache)."""
         if self.reference is not None:
             self.reference.close()
             self.reference = None
+        if self.fixed_compile is not None:
+            shutil.rmtree(self.fixed_compile.cache_dir, ignore_errors=True)
+            self.fixed_compile = None

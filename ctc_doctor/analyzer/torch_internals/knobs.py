@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -113,11 +114,13 @@ def disable(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @contextlib.contextmanager
-def fresh_inductor_cache(enabled: bool = True) -> Iterator[bool]:
-    """A temporary, empty inductor cache directory (in-memory caches cleared) for the block.
+def fresh_inductor_cache(enabled: bool = True, keep_in: str | None = None) -> Iterator[bool]:
+    """A temporary, empty inductor cache directory (in-memory caches cleared) for the block; with `keep_in`,
+    that directory, kept after the block (another block may compile from what this one left there).
 
     `torch._inductor.utils.fresh_cache` (2.8+; `fresh_inductor_cache` before). Yields False when
-    neither exists, so the caller can say the cold compile may have been warm.
+    neither exists (or, with `keep_in`, neither takes a directory), so the caller can say the cold compile
+    may have been warm.
     """
     if not enabled:
         yield False
@@ -127,12 +130,51 @@ def fresh_inductor_cache(enabled: bool = True) -> Iterator[bool]:
     except ImportError:
         yield False
         return
+    if keep_in is not None:
+        with _inductor_cache_in(utils, keep_in) as kept:
+            yield kept
+        return
     fresh = getattr(utils, "fresh_cache", None) or getattr(utils, "fresh_inductor_cache", None)
     if fresh is None:
         yield False
         return
     with fresh():
         yield True
+
+
+_CACHE_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+
+
+@contextlib.contextmanager
+def _inductor_cache_in(utils: Any, folder: str) -> Iterator[bool]:
+    """Inductor's caches in `folder` itself for the block (torch's `fresh_cache(dir=)` makes a new folder
+    inside it each time), its in-memory caches cleared before and after, as `fresh_cache` does."""
+    clear = getattr(utils, "clear_caches", None) or getattr(utils, "clear_inductor_caches", None)
+    if clear is None:
+        yield False
+        return
+    saved = {name: os.environ.get(name) for name in _CACHE_ENV}
+    clear()
+    os.environ.update(TORCHINDUCTOR_CACHE_DIR=folder, TRITON_CACHE_DIR=os.path.join(folder, "triton"))
+    try:
+        yield True
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        clear()
+
+
+def counts_cache_hits() -> bool:
+    """Whether Dynamo's compile metrics count inductor's FX graph cache hits and misses (`CompileStats`)."""
+    try:
+        utils = importlib.import_module("torch._dynamo.utils")
+    except ImportError:
+        return False
+    fields = getattr(getattr(utils, "CompilationMetrics", None), "__dataclass_fields__", {})
+    return "inductor_fx_local_cache_hit_count" in fields and "inductor_fx_local_cache_miss_count" in fields
 
 
 @contextlib.contextmanager

@@ -268,6 +268,10 @@ class CompileStats:
     """Seconds per compile phase (`readers.compile_time.PHASES`), backward compiles included."""
     backward_s: float = 0.0
     """The backward graphs' compiles (lazy, at the first backward; not in compile_time_s)."""
+    cache_hits: int = 0
+    """Inductor FX graphs found in its cache (local or remote), from the compiles' metrics."""
+    cache_misses: int = 0
+    """Inductor FX graphs compiled anew."""
 
 
 @contextlib.contextmanager
@@ -290,6 +294,8 @@ def count_compiles() -> Iterator[CompileStats]:
                 stats.backward_s += float(ev.data.get("duration_us") or 0) / 1e6
                 continue
         if ev.kind == "compilation_metrics":
+            stats.cache_hits += sum(int(ev.data.get(f"inductor_fx_{w}_cache_hit_count") or 0) for w in ("local", "remote"))
+            stats.cache_misses += sum(int(ev.data.get(f"inductor_fx_{w}_cache_miss_count") or 0) for w in ("local", "remote"))
             stats.frames += 1
             stats.compile_time_s += float(ev.data.get("entire_frame_compile_time_s") or 0.0)
             if ev.data.get("graph_op_count") and not ev.data.get("fail_type"):

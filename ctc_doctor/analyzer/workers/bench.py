@@ -36,7 +36,7 @@ class _Arms:
         from ...reports import models as rm
         from ..fixes.model_facts import model_facts
         from ..phases.bench import ArmRunner, BenchOptions, plan_arms
-        from ..phases.context import PhaseContext
+        from ..phases.context import LentCompile, PhaseContext
         from ..running.calls import calls_on
         from ..running.numerics import Reference
         from ..running.precision import Room
@@ -77,6 +77,8 @@ class _Arms:
             pristine=model if isinstance(model, torch.nn.Module) else None,
             reference=Reference.attached(setup["reference_fd"], setup["reference"]) if setup.get("reference") else None,
             room=Room(**setup["room"]) if setup.get("room") else None,
+            # the fix phase's compile, lent through the setup (its tuple came back a list)
+            fixed_compile=LentCompile(**{**lent, "applied": tuple(lent["applied"])}) if (lent := setup.get("fixed_compile")) else None,
         )
         self.runner = ArmRunner(self.ctx, options)
         self.notes: list[str] = []

@@ -67,6 +67,8 @@ def run_isolated(ctx: PhaseContext, bench: BenchOptions, result: rm.Benchmark) -
         setup.update(bench=dataclasses.asdict(bench), report_file=report_file)
         if ctx.room is not None:  # the child's own reference (training steps) fits beside the model as the parent's does
             setup["room"] = dataclasses.asdict(ctx.room)
+        if ctx.fixed_compile is not None:  # the fix phase's cache, on disk: the child's compiled_fixed compiles from it
+            setup["fixed_compile"] = dataclasses.asdict(ctx.fixed_compile)
         fds: tuple[int, ...] = ()
         steps = ctx.settings.train and ctx.workload.optimizer is not None
         if ctx.reference is not None and not steps:  # the fix phase's reference judges the child's arms too

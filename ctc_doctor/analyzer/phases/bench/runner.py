@@ -25,7 +25,7 @@ from ...running.calls import Sample, preserved_state, run_pass
 from ...running.memory import arm_cap, out_of_memory
 from ...running.numerics import KeptResults, Reference, SameAs, loose_backend
 from ...running.precision import make_reference
-from ..context import PhaseContext
+from ..context import LentCompile, PhaseContext
 from .aot import run_aot_arm
 from .arms import Arm
 from .numbers import (
@@ -74,6 +74,8 @@ class ArmRunner:
         machine that stays busy costs it once, not once per arm."""
         self.reference: Reference | None = None
         self.room = ctx.room
+        self.lent = ctx.fixed_compile
+        """The fix phase's compile of the applied fixes on this backend (`from_fix_compile`)."""
         self.random = False
         """The model draws random numbers (dropout, rand): eager from another seed gave other results."""
         self.shared = False
@@ -342,17 +344,19 @@ class ArmRunner:
         out = rm.BenchmarkArm(name=arm.name, description=arm.description, code=arm.code)
         step = self.step(arm)
         graphs: ti.CudaGraphLog | None = None  # set once the arm's passes start under CUDA graphs
+        fresh = arm.compiled and self.bench.fresh_cache and has_compile_cache(self.bench.backend)
+        lent = self.from_fix_compile(arm, report) if fresh else None
         try:
             with (
                 self.capped(arm) as out.memory_cap,
                 contextlib.nullcontext() if arm.owned else preserved_state(arm.model, parameters=self.steps),
                 self.grad(),
-                ti.fresh_inductor_cache(arm.compiled and self.bench.fresh_cache and has_compile_cache(self.bench.backend)),
+                ti.fresh_inductor_cache(fresh, keep_in=lent.cache_dir if lent is not None else None),
                 ti.dynamo_config(arm.config),
             ):
                 ti.fresh_dynamo_state()
                 with ti.cudagraph_log() if step is not None else contextlib.nullcontext(None) as graphs:
-                    self._run(arm, out, step)
+                    self._run(arm, out, step, lent)
         except Exception as exc:  # noqa: BLE001 - one failing arm is a row, not the benchmark
             out.error, out.error_type = f"{type(exc).__name__}: {describe_error(exc)}"[:500], type(exc).__name__
             out.out_of_memory = out_of_memory(exc)
@@ -375,8 +379,20 @@ class ArmRunner:
             )
         return out
 
-    def _run(self, arm: Arm, out: rm.BenchmarkArm, step: Callable[[], None] | None) -> None:
-        """The arm's cold pass, warm-cache pass, numerics check and timed passes, into `out`."""
+    def from_fix_compile(self, arm: Arm, report: rm.Report | None) -> LentCompile | None:
+        """The fix phase's compile this arm may compile from: `compiled_fixed` of an inference run, the same
+        fixes compiled on the same backend and mode (the fix phase compiled them in an empty cache it kept)."""
+        lent = self.lent
+        if lent is None or arm.name != "compiled_fixed" or self.train or report is None or report.fix is None:
+            return None
+        same = (lent.backend, lent.mode or "default") == (self.bench.backend, self.bench.mode or "default")
+        return lent if same and list(lent.applied) == list(report.fix.applied) else None
+
+    def _run(self, arm: Arm, out: rm.BenchmarkArm, step: Callable[[], None] | None, lent: LentCompile | None = None) -> None:
+        """The arm's cold pass, warm-cache pass, numerics check and timed passes, into `out`. With `lent` (the
+        fix phase compiled these graphs cold in the cache it runs in), its first pass compiles from that cache:
+        its cold figures are that compile's, its first pass that pass with that compile in place of its own
+        (an estimate, said in `settings`), and the compile it made is its warm-cache one."""
         seed = self.seed
         dev.reset_peak_memory(self.device)
         if arm.variant is not None:
@@ -389,6 +405,7 @@ class ArmRunner:
             judging = arm.compiled and self.reference is not None and not self.like_eager(arm)
             judgement = self.reference.judgement(arm.compare_outputs) if judging and self.reference is not None else None
             kept = KeptResults() if not arm.compiled and not self.shared else None
+            warmed = False  # compiled from a filled cache already (the fix phase's)
             with ti.count_compiles() as cold:
                 t0 = time.perf_counter()
                 self.run_pass(fn, arm, seed=seed, sink=kept or judgement, step=step)
@@ -399,14 +416,29 @@ class ArmRunner:
                 out.compile_phases = {k: round(v, 4) for k, v in cold.phases.items() if v > 0}
                 out.backward_compile_s = round(cold.backward_s, 4) if cold.backward_s else None
                 out.graph_count, out.graph_break_count, out.recompile_count = cold.graphs, cold.graph_breaks, cold.recompiles
-                if has_compile_cache(self.bench.backend) and (arm.name in WARM_ARMS or self.bench.aot):
+                if lent is not None and cold.cache_hits and not cold.cache_misses:
+                    out.warm_compile_time_s = round(cold.compile_time_s, 4)
+                    out.first_pass_s = round(out.first_pass_s - cold.compile_time_s + lent.compile_time_s, 4)
+                    out.compile_time_s, out.compile_phases = lent.compile_time_s, dict(lent.phases)
+                    out.settings["cold_compile"] = (
+                        f"the fix phase's compile of the same graphs on {lent.backend} ({lent.compile_time_s:.1f} s, an empty cache); "
+                        f"this arm compiled from its cache in {cold.compile_time_s:.1f} s, and its first pass is estimated with "
+                        "the cold compile in place of that one"
+                    )
+                elif lent is not None and cold.cache_hits:
+                    out.settings["cold_compile"] = (
+                        f"{cold.cache_hits} of {cold.cache_hits + cold.cache_misses} graphs came from the fix phase's compile: "
+                        "the cold compile is an underestimate"
+                    )
+                warmed = out.warm_compile_time_s is not None
+                if has_compile_cache(self.bench.backend) and (arm.name in WARM_ARMS or self.bench.aot) and not warmed:
                     self.progress(ProgressEvent(Step.ARM, subject=arm.name, activity="compiling (warm cache)"))
                     ti.fresh_dynamo_state()
                     with ti.count_compiles() as warm:
                         self.run_pass(fn, arm, step=step)
                         dev.synchronize(self.device)  # its queued work ends here, not in the first timed pass
                     out.warm_compile_time_s = round(warm.compile_time_s, 4)
-            passes = 1 + (out.warm_compile_time_s is not None)
+            passes = 1 + (out.warm_compile_time_s is not None and not warmed)
             if kept is not None:
                 self.eager = kept
                 self.random = self.draws_random(arm)

@@ -13,6 +13,8 @@ verified once more. The section carries each suggestion's verification; the pipe
 from __future__ import annotations
 
 import functools
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,7 +33,7 @@ from ...running.device import warm_compiler
 from ...running.memory import release_memory
 from ...running.numerics import Reference, loose_backend, tolerance
 from ...triage import Attempt, attempt, error_line, is_torch_failure, stage_of, triage, write_bug
-from ..context import PhaseContext
+from ..context import LentCompile, PhaseContext
 from .check import AOT, Base, Checker, counted, effect_summary, make_fix_reference, remaining_labels
 
 
@@ -69,6 +71,9 @@ class FixSection:
     """Where the checks' numerics reference ran and what it cost."""
     torch_bugs: dict[str, rm.TorchBug] = field(default_factory=dict)
     """Suggestion id -> the PyTorch bug its compile walked into (`breaks_compile`), ready to file."""
+    lent_compile: LentCompile | None = None
+    """With `FixOptions.keep_reference`: the applied set's compile on the user's backend, its inductor cache
+    kept for the benchmark's `compiled_fixed` arm (whoever takes it removes the folder)."""
 
 
 VERIFIED_ADVICE = ("change_first", "compile_only")
@@ -418,7 +423,7 @@ class _Fixer:
                 check.note = f"--budget/--timeout: no time left to compile {'+'.join(c.id for c in applied)} on {backend}"
                 break
             self.ctx.progress(ProgressEvent(Step.FIX, subject=f"{'+'.join(c.id for c in applied)} on {backend}"))
-            tried = self.compile_on(backend, kw, applied)
+            tried = self.compile_lent(backend, kw, applied)
             check.compiles += 1
             if tried.error is None:
                 check.ran = [c.id for c in applied]
@@ -461,6 +466,23 @@ class _Fixer:
         """(`run(compile)` over a fresh copy with `suggestions`, compiled with the user's options `kw`; its config)."""
         run = self.checker.replay(suggestions)
         return (lambda compile_: run(functools.partial(compile_, **kw))), self.checker.config_of(suggestions)
+
+    def compile_lent(self, backend: str, kw: dict[str, Any], applied: list[rm.Suggestion]) -> Attempt:
+        """`compile_on`, and when the benchmark follows (`keep_reference`) in an empty inductor cache kept for
+        it: its `compiled_fixed` arm compiles the same graphs from there, and takes this compile's cold
+        figures (`section.lent_compile`) rather than compiling them cold a second time."""
+        if not self.options.keep_reference or not ti.counts_cache_hits():
+            return self.compile_on(backend, kw, applied)
+        folder = tempfile.mkdtemp(prefix="ctc-fixed-compile-")
+        with ti.fresh_inductor_cache(True, keep_in=folder) as kept, ti.count_compiles() as stats:
+            tried = self.compile_on(backend, kw, applied)
+        if tried.error is None and kept and stats.cache_misses:
+            phases = {k: round(v, 4) for k, v in stats.phases.items() if v > 0}
+            ids = tuple(c.id for c in applied)
+            self.section.lent_compile = LentCompile(folder, backend, kw.get("mode"), ids, round(stats.compile_time_s, 4), phases)
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+        return tried
 
     def compile_on(self, backend: str, kw: dict[str, Any], suggestions: list[rm.Suggestion]) -> Attempt:
         """A fresh copy with `suggestions` applied, compiled on `backend` and run through every call."""
@@ -589,6 +611,9 @@ def run_fix(ctx: PhaseContext, options: FixOptions) -> FixSection:
             section.reference = fixer.checker.reference
         else:
             fixer.checker.reference.close()
+            if section.lent_compile is not None:
+                shutil.rmtree(section.lent_compile.cache_dir, ignore_errors=True)
+                section.lent_compile = None
         release_memory(ctx.settings.where)
     result.duration_s = round(time.perf_counter() - t0, 3)
     return section
