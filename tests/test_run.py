@@ -832,6 +832,29 @@ def test_a_grad_mode_switch_in_an_evaluation_loop_is_a_one_off_and_each_cause_sa
     assert "in estimate_loss, no_grad)" in " ".join(result.stdout.split())  # where the first recompile was triggered
     assert cause.trigger.endswith("train.py:6 in estimate_loss, no_grad")
     assert not any("Keep grad mode" in step for step in next_steps(report))  # no step for a one-off
+    # its evaluation calls are no other shape than its training ones: the calls replayed are training steps
+    assert report.target.train is True
+
+
+def test_a_script_that_trains_and_evaluates_another_batch_under_no_grad_is_replayed_forward_only(cli, tmp_path):
+    """A training loop whose evaluation batch, under no_grad, is recorded too (another size): the replays
+    cannot give each call its own grad mode, so they run forward only rather than a backward the script
+    never ran on its evaluation calls, and the report says so."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\n"
+        "model = torch.compile(torch.nn.Linear(8, 8), backend='eager')\n"
+        "for step in range(3):\n"
+        "    model(torch.randn(4, 8)).sum().backward()\n"
+        "with torch.no_grad():\n"
+        "    model(torch.randn(2, 8))\n"
+    )
+    out = tmp_path / "r.json"
+    result = cli("run", "--no-bisect", "--no-fix", "--json", str(out), "--", str(script))
+    assert result.returncode == 0, result.stderr
+    report = load_report(out)
+    assert report.target.train is False
+    assert any(n.startswith("The script trains its compiled model and also calls it under no_grad") for n in report.notes), report.notes
 
 
 def test_a_script_with_dropout_gets_its_fixes_verified_on_replays_seeded_alike(cli, tmp_path):

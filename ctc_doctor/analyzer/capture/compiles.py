@@ -353,8 +353,7 @@ class CompileRecorder:
             obj.dropout = any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in obj.module.modules())
         if ti.is_optimized_module(compiled) or (compiled is model and isinstance(model, torch.nn.Module)):
             compiled.register_forward_pre_hook(lambda mod, a, k: record(obj, a, k), with_kwargs=True)
-            if self.losses or self.frames is not None:
-                compiled.register_forward_hook(lambda mod, a, out: keep(obj, out))
+            compiled.register_forward_hook(lambda mod, a, out: keep(obj, out))  # the frame count, the loss, a backward
             return compiled
 
         @functools.wraps(compiled)
@@ -363,8 +362,7 @@ class CompileRecorder:
                 return compiled(*args, **kw)
             record(obj, args, kw)
             out = compiled(*args, **kw)
-            if self.losses or self.frames is not None:
-                keep(obj, out)
+            keep(obj, out)
             return out
 
         ti.skip_frame(getattr(watched, "__code__", None))  # skipped like torch's own compile wrapper, whoever compiles around it

@@ -109,8 +109,10 @@ def _rank_report(
     cost = cost if cost is not None else RunCost(None, no_progress, True)
     model = _analyzed_module(recorder.primary)
     # the script trains when a backward reached what its compiled module returned: the replays then run
-    # forward and backward as its steps did, and the cost meter counts a training run's copies
-    train = recorder.primary is not None and recorder.primary.backward
+    # forward and backward as its steps did, and the cost meter counts a training run's copies; a script
+    # that also called it under no_grad is replayed forward only (a call's own grad mode is not replayed)
+    trained = recorder.primary is not None and recorder.primary.backward
+    train = trained and recorder.primary is not None and all(r.grad_enabled for r in recorder.primary.recorded)
     cost.train = train
     later = AnalyzeOptions(
         backend=config.get("backend") or "eager",
@@ -138,6 +140,11 @@ def _rank_report(
         progress(ProgressEvent(Step.REPORT))
     relations = recorder.relate()  # before the notes: it sets each object's relation
     notes = list(recorder.notes) + relations + list(run.capture.notes) + [n for o in recorder.objects for n in o.notes]
+    if trained and not train:
+        notes.append(
+            "The script trains its compiled model and also calls it under no_grad: the doctor's replays of its calls run "
+            "forward only (each call's own grad mode is not replayed)."
+        )
     calls = [c for c in (_replayable(r) for r in (primary.recorded if primary else [])) if c is not None]
     if primary is not None and primary.recorded and not calls:
         notes.append(f"{primary.name}'s inputs were too big to keep: no module paths, bisection or fixes.")

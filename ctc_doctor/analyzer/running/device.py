@@ -119,8 +119,8 @@ def free_bytes(device: str) -> int | None:
     return None
 
 
-_WARMED: dict[tuple[str, str], float] = {}
-"""The seconds each (backend, device)'s one-time costs took in this process (`warm_compiler`)."""
+_WARMED: dict[tuple[str, str, str], float] = {}
+"""The seconds each (backend, device, mode)'s one-time costs took in this process (`warm_compiler`)."""
 
 
 def warm_compiler(device: str, backend: str, mode: str | None = None) -> float:
@@ -128,7 +128,7 @@ def warm_compiler(device: str, backend: str, mode: str | None = None) -> float:
     compile on `device`; the seconds that took. Only the first call for a backend and device compiles: a
     later one (the benchmark's, after the fix phase compiled on the user's backend) returns the same figure,
     what a fresh process of the user's pays once in its first compile. The caller resets Dynamo after."""
-    key = (backend, device)
+    key = (backend, device, mode or "default")
     if key not in _WARMED:
         kw: dict[str, Any] = {"backend": backend, **({"mode": mode} if mode and mode != "default" else {})}
         t0 = time.perf_counter()

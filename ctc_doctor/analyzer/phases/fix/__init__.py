@@ -474,8 +474,12 @@ class _Fixer:
         if not self.options.keep_reference or not ti.counts_cache_hits():
             return self.compile_on(backend, kw, applied)
         folder = tempfile.mkdtemp(prefix="ctc-fixed-compile-")
-        with ti.fresh_inductor_cache(True, keep_in=folder) as kept, ti.count_compiles() as stats:
-            tried = self.compile_on(backend, kw, applied)
+        try:
+            with ti.fresh_inductor_cache(True, keep_in=folder) as kept, ti.count_compiles() as stats:
+                tried = self.compile_on(backend, kw, applied)
+        except BaseException:  # a stop (--timeout, a signal) during the compile: the folder goes with it
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
         if tried.error is None and kept and stats.cache_misses:
             phases = {k: round(v, 4) for k, v in stats.phases.items() if v > 0}
             ids = tuple(c.id for c in applied)
