@@ -44,7 +44,7 @@ def model_bytes(model: Any) -> int:
     return sum(t.numel() * t.element_size() for t in seen.values())
 
 
-def _bytes(value: Any) -> int:
+def value_bytes(value: Any) -> int:
     """Bytes the tensors in `value` hold: each storage once (a broadcast view holds its storage, not its shape)."""
     storages: dict[tuple[str, int], int] = {}
     for t in iter_tensors(value):
@@ -66,7 +66,7 @@ def measuring(model: Any, device: str, train: bool) -> Iterator[rm.Footprint]:
     if isinstance(model, torch.nn.Module):
 
         def seen(module: torch.nn.Module, args: Any, out: Any) -> None:
-            size = _bytes(out)
+            size = value_bytes(out)
             largest[0] = max(largest[0], size)
             if not any(True for _ in module.children()):
                 largest[1] += size
@@ -90,7 +90,7 @@ def measuring(model: Any, device: str, train: bool) -> Iterator[rm.Footprint]:
 
 def record_outputs(footprint: rm.Footprint, out: Any) -> None:
     """A call's outputs: the largest call's go into `output_mb`."""
-    footprint.output_mb = max(footprint.output_mb, round(_bytes(out) / 2**20, 1))
+    footprint.output_mb = max(footprint.output_mb, round(value_bytes(out) / 2**20, 1))
 
 
 @dataclass

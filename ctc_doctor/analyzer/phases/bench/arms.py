@@ -15,9 +15,9 @@ from ....vocabulary import CUDA_GRAPH_MODES, TRAINING_OPT_IN
 from ....workload import Call, Workload
 from ...fixes.facts import ModelFacts
 from ...fixes.variants import Variant, make_variant
+from ...resources.preflight import value_bytes
 from ...running.copying import working_copy
 from ...running.modules import forward_arg_names, modular_paths
-from ...running.tensors import iter_tensors
 from .numbers import RECOMPILE_LIMIT, pad_calls
 from .options import BenchOptions
 
@@ -350,7 +350,7 @@ def need_beyond(arm: Arm, calls: list[Call], weights: int, activations: int, dev
 
 
 def _largest_call(calls: list[Call]) -> int:
-    return max((sum(t.numel() * t.element_size() for t in iter_tensors((c.args, dict(c.kwargs)))) for c in calls), default=0)
+    return max((value_bytes((c.args, dict(c.kwargs))) for c in calls), default=0)
 
 
 def arm_kind(name: str) -> str:
