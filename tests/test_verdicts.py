@@ -109,6 +109,13 @@ def test_adaptive_timing_stops_once_the_median_is_known_within_two_percent():
     # a 6 % IQR needs more passes: 1.57 * 0.06 / sqrt(n) <= 0.02 from n = 23
     wide = [1.0 + 0.03 * (-1) ** i for i in range(40)]
     assert not settled(wide[:10]) and settled(wide[:24])
+    # long passes (each over AUTO_BUDGET_S / AUTO_MIN, 1 s): a settled median on AUTO_FEW (3) of them stands;
+    # three short passes as tight are not enough, nor three long ones 10 % apart (the 45M GPT-2's on 2 cores)
+    from ctc_doctor.analyzer.phases.bench.numbers import AUTO_FEW, LONG_PASS_S
+
+    assert AUTO_FEW == 3 and LONG_PASS_S == 1.0
+    assert settled([1.31, 1.30, 1.32]) and not settled([1.31, 1.30]) and not settled([0.31, 0.30, 0.32])
+    assert not settled([1.41, 1.46, 1.34]) and settled([1.41, 1.46, 1.34, 1.34, 1.31, 1.33, 1.34])
 
 
 @pytest.mark.fast

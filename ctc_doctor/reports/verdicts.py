@@ -440,7 +440,7 @@ def cold_start(bench: rm.Benchmark) -> str | None:
 
 MIN_PACE_CALLS = 12
 """Calls a strategy needs for a steady pace: the later half of its call-to-call periods times it, and a
-steady figure rests on 5 of them at least (the benchmark's own rule: `phases.bench.numbers.MIN_STEADY`)."""
+steady figure rests on 5 of them at least (the benchmark's rule for short passes: `phases.bench.numbers.AUTO_MIN`)."""
 UNSTABLE_PACE = 0.25
 """A pace whose periods' IQR is over this share of their median is unstable."""
 

@@ -27,8 +27,9 @@ def latency_stats(times: list[float]) -> rm.LatencyStats:
 
 UNSTABLE_SPREAD = 0.25
 """A figure whose IQR is over this share of its median is unstable (pyperf warns past a 10 % deviation)."""
-MIN_STEADY = 5
-"""Timed passes a steady figure needs at least."""
+MIN_STEADY = 3
+"""Timed passes a steady figure needs at least (a settled median of long passes may rest on 3:
+`AUTO_FEW`; shorter passes are timed 5 times at least, `AUTO_MIN`)."""
 
 
 def mark_unstable(stats: rm.LatencyStats, *, compiles: str | None = None, others: float | None = None, busy: bool = False) -> None:
@@ -47,20 +48,31 @@ def mark_unstable(stats: rm.LatencyStats, *, compiles: str | None = None, others
 
 
 AUTO_MIN = 5
-"""Adaptive timing: timed passes at least."""
+"""Adaptive timing: timed passes at least (of passes shorter than LONG_PASS_S)."""
+AUTO_FEW = 3
+"""Adaptive timing: timed passes at least of an arm whose passes are long (LONG_PASS_S), once its median is
+settled: by then its notch is as narrow as five short passes' would be, and each pass more costs seconds."""
 AUTO_MAX = 100
 """Adaptive timing: timed passes at most."""
 AUTO_BUDGET_S = 5.0
 """Adaptive timing: past this many seconds of timed passes an arm stops once it has AUTO_MIN of them."""
 SETTLED = 0.02
 """Adaptive timing stops when the median is known to within this fraction of itself."""
+LONG_PASS_S = AUTO_BUDGET_S / AUTO_MIN
+"""A pass this long or longer is long: AUTO_MIN of them would take the whole timing budget."""
+
+
+def least_passes(times: list[float]) -> int:
+    """Timed passes an adaptive arm needs at least: AUTO_FEW when its passes so far are all long
+    (LONG_PASS_S), else AUTO_MIN."""
+    return AUTO_FEW if times and min(times) >= LONG_PASS_S else AUTO_MIN
 
 
 def settled(times: list[float]) -> bool:
     """Whether the median of `times` is known to within SETTLED of itself: the half-width of the
     median's notch, 1.57 x IQR / sqrt(n) (McGill, Tukey and Larsen's ~95 % interval for comparing
-    medians), at most SETTLED x median."""
-    if len(times) < AUTO_MIN:
+    medians), at most SETTLED x median; on `least_passes` of them at least."""
+    if len(times) < least_passes(times):
         return False
     q = statistics.quantiles(times, n=4, method="inclusive")
     median = statistics.median(times)

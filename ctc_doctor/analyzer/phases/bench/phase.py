@@ -43,8 +43,10 @@ from .crash import triage_compiled_arm
 from .loop import Measured, measure_arms
 from .numbers import (
     AUTO_BUDGET_S,
+    AUTO_FEW,
     AUTO_MAX,
     AUTO_MIN,
+    LONG_PASS_S,
     best_for_job,
     pace,
 )
@@ -376,7 +378,10 @@ def _conclude(result: rm.Benchmark, bench: BenchOptions, calls: int) -> None:
 
 
 def _auto_iters(bench: BenchOptions) -> str:
-    return f"auto: {AUTO_MIN} to {bench.max_iters or AUTO_MAX} passes, until the median is known within 2 % or {AUTO_BUDGET_S:g} s"
+    return (
+        f"auto: {AUTO_MIN} ({AUTO_FEW} of passes over {LONG_PASS_S:g} s) to {bench.max_iters or AUTO_MAX} passes, "
+        f"until the median is known within 2 % or {AUTO_BUDGET_S:g} s"
+    )
 
 
 def _grad_setting(ctx: PhaseContext) -> str:

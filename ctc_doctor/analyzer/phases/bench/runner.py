@@ -158,7 +158,7 @@ class ArmRunner:
 
     def timed(self, fn: Callable[..., Any], arm: Arm, out: rm.BenchmarkArm | None = None, ran: int = 0) -> rm.LatencyStats:
         """Warm-up passes, then timed passes: `iters` of them, more while the spread is wide (IQR over 5 % of
-        the median) up to `max_iters`; adaptive (iters None): until the median is settled, within a budget,
+        the median) up to `max_iters`; adaptive (iters None): until the median is settled (AUTO_FEW long passes at least), within a budget,
         or as soon as the arm is clearly behind the fastest arm so far (`behind`). Adaptive warm-up of a
         pass longer than WARM_ENOUGH_S stops early (not under CUDA graphs, which record on later passes): a
         compiled arm that ran `ran` >= 2 whole passes already (its first and its warm-cache pass), or an
@@ -194,7 +194,8 @@ class ArmRunner:
 
         def more() -> bool:
             if len(times) < least:
-                return True
+                # long passes (LONG_PASS_S): a settled median on AUTO_FEW of them stands (adaptive only)
+                return fixed or not settled(times)
             if len(times) >= limit:
                 return False
             if fixed:
