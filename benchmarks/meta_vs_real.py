@@ -18,9 +18,12 @@ count with a 2-layer real twin built from the same code (same config, 2 layers, 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
+import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -137,10 +140,46 @@ def llama70b() -> None:
     print(f"  same break sites and graph count: {key(big)[:2] == key(twin)[:2]}")
 
 
+LLAMA70B = {"hidden": 8192, "heads": 64, "kv": 8, "ffn": 28672, "vocab": 32000}
+
+
+def llama70b_cached() -> Workload:
+    """Llama-2-70B's shape prefilling with its KV cache, two prompt lengths (a TARGET for the CLI)."""
+    torch.manual_seed(0)
+    workload = llama(layers=80, **LLAMA70B, cache=True)
+    workload.variants = [{"input_ids": torch.randint(0, LLAMA70B["vocab"], (1, 48)), "use_cache": True}]
+    return workload
+
+
+def llama70b_twin() -> None:
+    """`ctc-doctor analyze meta_vs_real:llama70b_cached --weights none`: on meta the KV cache stops the run,
+    and a 2-layer real twin, narrower, gives the findings; the CLI's wall time and peak RSS."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = os.path.join(tempfile.mkdtemp(prefix="ctc-70b-"), "llama70b_twin.json")
+    argv = [sys.executable, "-m", "ctc_doctor", "analyze", "meta_vs_real:llama70b_cached", "--weights", "none", "--no-bisect", "-q"]
+    t0 = time.perf_counter()
+    done = subprocess.run([*argv, "--json", out], cwd=here, env={**os.environ, "PYTHONPATH": here}, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(f"Llama-2-70B shape with its KV cache, without weights: exit {done.returncode}, {wall:.1f} s, peak RSS {peak_mb:.0f} MB")
+    if done.returncode == 0:
+        report = json.load(open(out))
+        target, summary = report["target"], report["summary"]
+        print(f"  weights: {target['weights']}; twin: {target.get('twin')}")
+        print(f"  graphs {summary['graph_count']}, break sites {summary['unique_break_sites']}, recompiles {summary['recompile_count']}")
+        print("  " + "\n  ".join(report["notes"][:2]))
+    else:
+        print(done.stderr[-1500:])
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--llama70b", action="store_true", help="Llama-2-70B's shape without weights: wall time and peak RSS")
-    if parser.parse_args().llama70b:
+    parser.add_argument("--llama70b-twin", action="store_true", help="the same with its KV cache: the meta run stops, a real twin answers")
+    parsed = parser.parse_args()
+    if parsed.llama70b:
         llama70b()
+    elif parsed.llama70b_twin:
+        llama70b_twin()
     else:
         table()

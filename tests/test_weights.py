@@ -53,6 +53,8 @@ def test_a_run_without_the_weights_stops_at_the_line_that_needs_a_value(cli, tmp
     assert stop.phase == "weights" and line in stop.message and "Tensor.item()" in stop.message
     assert report.target.weights == "none" and not report.graph_breaks and report.summary.verdict == "failed"
     assert "NO ANSWER WITHOUT THE WEIGHTS" in result.stdout
+    # no config with a layer count to shrink: no twin, and the report says why
+    assert "No real twin to run instead: its model names no layer count in a `config`" in report.notes[-1]
 
 
 def test_an_eager_pass_that_needs_values_does_not_stop_what_dynamo_found():
@@ -85,3 +87,31 @@ def test_a_model_too_big_for_the_machine_is_diagnosed_without_its_weights(tmp_pa
     [cause] = report.recompile_causes
     assert report.summary.recompile_count == 1 and (cause.kind, cause.dim) == ("size", 0), cause
     assert int(result.stdout.split()[-1]) < 4 * 2**20  # KB: the CLI's peak under 4 GB
+
+
+def test_a_run_without_the_weights_that_stops_runs_a_real_twin_and_says_so(cli, tmp_path):
+    """A transformers Llama with its KV cache: on meta tensors Dynamo cannot fake the cache's empty tensor, so
+    the run stops; a 2-layer twin of the same class, built from the model's config and run on the builder's
+    own inputs, gives the findings, labelled, exactly those of the same 2-layer model built directly."""
+    out = tmp_path / "r.json"
+    result = cli("analyze", "user_targets:llama_kv_cache", "--weights", "none", "--no-bisect", "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    report = load_report(out)
+    assert report.target.weights == "twin" and not report.errors, report.errors
+    assert report.target.twin.startswith("LlamaForCausalLM built from your model's config with 2 of its 6 layers")
+    stop, scale = report.notes[:2]
+    assert stop.startswith("Without the weights the run stopped") and "These findings are a real twin's" in stop
+    assert "scale by 3" in scale
+    real = analyze(load_workload(f"{TARGETS / 'user_targets.py'}:llama_kv_cache_twin"), AnalyzeOptions(**OPTIONS))
+    assert _findings(report) == _findings(real) and report.summary.recompile_count == 1
+    assert "without the weights: a real twin's" in result.stdout
+
+
+def test_a_twin_that_would_not_fit_is_narrower_and_a_run_can_refuse_the_twin():
+    target = f"{TARGETS / 'user_targets.py'}:llama_kv_cache"
+    options = {**OPTIONS, "weights": "none", "spec": target}
+    narrow = analyze(load_workload(target, weights="none"), AnalyzeOptions(**options, memory_limit_mb=1))
+    assert narrow.target.weights == "twin" and "narrower (hidden 256 -> 128, heads 8 -> 4, key/value heads 2 -> 1" in narrow.target.twin
+    assert narrow.summary.recompile_count == 1
+    refused = analyze(load_workload(target, weights="none"), AnalyzeOptions(**options, twin=False))
+    assert refused.target.weights == "none" and [e.phase for e in refused.errors] == ["weights"]

@@ -5,8 +5,8 @@ Layers, each importing only those below it (import-linter contracts in pyproject
   follows an analysis), `launch`, `script_runner`, `torchrun` and `script_report` (`ctc-doctor run`),
   `offline` (`ctc-doctor logs`); beside them `workers`, the child processes' entry points (`trial`:
   isolated bisection trials, `bench`: isolated benchmark arms);
-- `services`: what the doors share: `session` (one run as one object), `own_cost` (its cost account),
-  `target` (TARGET -> Workload);
+- `services`: what the doors share: `twin` (a real twin after a stop without the weights), `session` (one
+  run as one object), `own_cost` (its cost account), `target` (TARGET -> Workload);
 - `phases`: analysis, bisect, suggest, fix, probe, bench, each `run_<phase>(context[, options]) -> section`;
   they do not import one another;
 - `triage`: PyTorch's own failures, narrowed and written up ready to file;

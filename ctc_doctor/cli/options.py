@@ -112,7 +112,8 @@ def analysis_options(f: F) -> F:
             default="real",
             show_default=True,
             help="none: build the model on the meta device (no memory for its weights) and diagnose its compile from Dynamo "
-            "alone: breaks, graphs, recompiles, causes, bisection; the run stops at a line that needs real values (exit 15). "
+            "alone: breaks, graphs, recompiles, causes, bisection; the run stops at a line that needs real values (exit 15), "
+            "unless a 2-layer real twin of a model built from a config can run instead (its findings, labelled). "
             "The fix checks, the benchmark and the accuracy bisection need the weights: left out.",
         ),
         amount_option("--timeout", "timeout_s", "Give up after this long; the partial report is still written."),

@@ -69,7 +69,9 @@ def header_text(report: Report) -> Text:
         ranks = f", ranks {', '.join(str(r) for r in src.ranks)}" if src.ranks else ""
         text.append(f"(from logs: {src.kind.replace('_', ' ')}, {len(src.files)} file(s){ranks})\n")
     else:
-        meta = ", without the weights: on meta tensors" if t.weights == "none" else ""
+        meta = {"none": ", without the weights: on meta tensors", "twin": ", without the weights: a real twin's findings"}.get(
+            t.weights, ""
+        )
         text.append(
             f"({t.model_class}, {t.parameters:,} params, {t.modules} modules, {t.calls} call(s){', train' if t.train else ''}{meta})\n"
         )

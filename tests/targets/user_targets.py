@@ -358,3 +358,30 @@ def too_big_for_this_machine():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(50_000, 50_000, bias=False), nn.Linear(50_000, 50_000, bias=False))
     return Workload(model, (torch.randn(2, 50_000),), variants=[(torch.randn(3, 50_000),)], name="too_big")
+
+
+def llama_kv_cache(layers=6, hidden=256):
+    """A transformers Llama that prefills with its KV cache (random weights, nothing downloaded): on meta
+    tensors Dynamo cannot fake the empty tensor `DynamicCache` makes, so `--weights none` stops and runs a
+    2-layer real twin instead. Two prompt lengths: a recompile on dim 1."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        vocab_size=512,
+        max_position_embeddings=256,
+    )
+    model = LlamaForCausalLM(config).eval()
+    ids = torch.randint(0, 512, (1, 16))
+    longer = {"input_ids": torch.randint(0, 512, (1, 24)), "use_cache": True}
+    return Workload(model, kwargs={"input_ids": ids, "use_cache": True}, variants=[longer], name="llama_kv")
+
+
+def llama_kv_cache_twin():
+    """`llama_kv_cache`'s 2-layer twin, built directly (what `--weights none` runs after its stop)."""
+    return llama_kv_cache(layers=2)

@@ -58,6 +58,7 @@ from ..running.tensors import iter_tensors
 from ..running.warning_notes import collected_warnings, warning_notes
 from ..services.own_cost import Fit, RunCost
 from ..services.session import AnalyzeOptions, Clock, Session
+from ..services.twin import twin_instead
 from ..triage import TRIAGE_MIN_S, is_torch_failure
 from ..triage.around import triage_calls
 
@@ -66,7 +67,7 @@ def analyze(workload: Workload, options: AnalyzeOptions | None = None) -> rm.Rep
     """Analyze a workload and return the report. Resets torch._dynamo state (compiled caches)."""
     options = options or AnalyzeOptions()
     with stoppable() if options.catch_signals else contextlib.nullcontext():
-        return _analyze(workload, options)
+        return twin_instead(_analyze(workload, options), options, _analyze)
 
 
 def _analyze(workload: Workload, options: AnalyzeOptions) -> rm.Report:
@@ -90,8 +91,8 @@ def _analyze(workload: Workload, options: AnalyzeOptions) -> rm.Report:
     report.notes.extend(ti.torch_log_notes(logged, "during the run"))
     if placed:
         report.notes.append(placed)
-    if options.weights == "none":
-        report.target.weights = "none"
+    if options.weights != "real":
+        report.target.weights = options.weights  # type: ignore[assignment]
         report.notes.extend(unweighted)
     report.cost = cost.finish(report)
     return report
@@ -369,8 +370,7 @@ def _rebuilder(options: AnalyzeOptions) -> Callable[[], Workload]:
     def rebuild() -> Workload:
         from ..services.target import load_workload
 
-        spec = options.bench.target if options.bench is not None and options.bench.target else options.spec
-        return load_workload(spec, seed=options.seed)
+        return load_workload(options.rebuild_target(), seed=options.seed)
 
     return rebuild
 

@@ -48,6 +48,12 @@ LEFT_OUT = (
 )
 
 
+TWIN_LEFT_OUT = (
+    "The twin's numbers are not your model's: its fix checks' numerics, benchmark and accuracy bisection were "
+    "not run. Graph breaks, graphs, recompiles, their causes and the bisection are Dynamo's on the twin."
+)
+
+
 @contextlib.contextmanager
 def meta_build() -> Iterator[None]:
     """Tensors a builder makes without naming a device land on `meta` (parameters, buffers, inputs)."""

@@ -21,7 +21,7 @@ from ..phases.bisect import BisectOptions
 from ..phases.bisect.accuracy import AccuracyOptions
 from ..phases.context import LentCompile, PhaseContext
 from ..phases.fix import FixOptions
-from ..resources.weights import LEFT_OUT
+from ..resources.weights import LEFT_OUT, TWIN_LEFT_OUT
 from ..running.numerics import Reference
 from ..running.settings import ProgressFn, no_progress
 from .own_cost import Fit, RunCost, isolated_bench
@@ -88,7 +88,18 @@ class AnalyzeOptions:
     weights: str = "real"
     """`none`: the workload was built on the meta device (`--weights none`, `resources.weights`): Dynamo's
     findings only, on `eager` (`aot_eager` with train); what needs real numbers (fix numerics, benchmark,
-    accuracy bisection) is left out and named, and a run that needs real values stops there."""
+    accuracy bisection) is left out and named, and a run that needs real values stops there; `twin`: the run of
+    a small real twin after such a stop (`services.twin`), with the same phases left out."""
+    twin: bool = True
+    """After a stop without the weights, run a small real twin of a model built from a config with a layer
+    count (`services.twin`) and report its findings, labelled; False: the stop is the answer."""
+
+    def rebuild_target(self) -> str:
+        """The TARGET that builds the workload again (the CLI's rebuild spec where `spec` is a label: `demo`)."""
+        for target in (self.bench.target if self.bench else None, self.accuracy.target if self.accuracy else None):
+            if target:
+                return target
+        return self.spec
 
     def resolved_backend(self) -> str:
         return self.backend or ("aot_eager" if self.train else "eager")
@@ -98,9 +109,9 @@ class AnalyzeOptions:
         the fix checks, whose verification compares results), Dynamo's own backend (`eager`, `aot_eager` for
         training: a backend's code generation needs real tensors), the bisection's trials in this process (a
         child would build the real model); the notes that say so."""
-        if self.weights != "none":
+        if self.weights == "real":
             return self, []
-        notes = [LEFT_OUT]
+        notes = [LEFT_OUT if self.weights == "none" else TWIN_LEFT_OUT]
         backend = self.backend
         if backend not in (None, "eager", "aot_eager"):
             own = "aot_eager" if self.train else "eager"

@@ -64,10 +64,14 @@ class Target(_Model):
     """Whether forward+backward was analyzed."""
     inputs: list[str] = Field(default_factory=list)
     """Signature of each call's inputs, e.g. `x: float32[4, 8]`."""
-    weights: Literal["real", "none"] = "real"
+    weights: Literal["real", "none", "twin"] = "real"
     """`none` (schema 1.24): built on the meta device (`--weights none`): the findings are Dynamo's on meta
     tensors, exactly what it finds on the real model or a stop (an error of phase `weights`); the fix checks,
-    the benchmark and the accuracy bisection were not run."""
+    the benchmark and the accuracy bisection were not run. `twin` (schema 1.25): that run stopped, and the
+    findings are a small real twin's (`twin`), the same phases left out."""
+    twin: str | None = None
+    """What the twin is (schema 1.25): its class built from the model's config with fewer layers (narrower
+    where needed), random weights, the builder's own inputs."""
 
 
 class Environment(_Model):
