@@ -33,6 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from ctc_doctor import AnalyzeOptions, Workload, analyze  # noqa: E402
 from ctc_doctor.analyzer.resources.weights import meta_build, on_meta  # noqa: E402
+from ctc_doctor.analyzer.services.target import load_workload  # noqa: E402
 from ctc_doctor.fixtures.registry import all_fixtures  # noqa: E402
 
 
@@ -140,6 +141,52 @@ def llama70b() -> None:
     print(f"  same break sites and graph count: {key(big)[:2] == key(twin)[:2]}")
 
 
+def gpt2_cached() -> Workload:
+    """GPT-2, 6 layers, prefilling with its KV cache at two prompt lengths (a TARGET: `--twins`)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=6, n_embd=128, n_head=4, vocab_size=512, n_positions=128)).eval()
+    longer = {"input_ids": torch.randint(0, 512, (2, 24)), "use_cache": True}
+    return Workload(model, kwargs={"input_ids": torch.randint(0, 512, (2, 16)), "use_cache": True}, variants=[longer], name="gpt2")
+
+
+def llama_cached() -> Workload:
+    """Llama, 6 layers, with its KV cache, two prompt lengths (a TARGET: `--twins`)."""
+    torch.manual_seed(0)
+    workload = llama(layers=6, cache=True)
+    workload.variants = [{"input_ids": torch.randint(0, 256, (1, 48)), "use_cache": True}]
+    return workload
+
+
+def t5_deep() -> Workload:
+    """T5, 6 encoder and 6 decoder layers, two source lengths (a TARGET: `--twins`)."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    torch.manual_seed(0)
+    config = T5Config(d_model=64, d_ff=128, num_layers=6, num_heads=4, vocab_size=256, d_kv=16)
+    ids = torch.randint(0, 256, (2, 16))
+    longer = {"input_ids": torch.randint(0, 256, (2, 20)), "decoder_input_ids": ids[:, :8]}
+    model = T5ForConditionalGeneration(config).eval()
+    return Workload(model, kwargs={"input_ids": ids, "decoder_input_ids": ids[:, :8]}, variants=[longer], name="t5")
+
+
+def twins() -> None:
+    """Models whose run without the weights stops (a KV cache Dynamo cannot fake on meta, T5's): the real
+    6-layer model's findings against its 2-layer twin's (`--weights none` after the stop)."""
+    for name in ("gpt2_cached", "llama_cached", "t5_deep"):
+        spec = f"{os.path.abspath(__file__)}:{name}"
+        real = analyze(load_workload(spec), AnalyzeOptions(**OPTIONS))
+        t0 = time.perf_counter()
+        twin = analyze(load_workload(spec, weights="none"), AnalyzeOptions(**OPTIONS, weights="none", spec=spec))
+        same = "same" if key(twin) == key(real) and not twin.errors else "DIFFERS"
+        sites, graphs, recompiles, _ = key(real)
+        print(
+            f"{name:14s} {twin.target.weights:5s} {same:8s} {len(sites)} site(s), {graphs} graph(s), {recompiles} recompile(s); "
+            f"twin {time.perf_counter() - t0:.1f} s: {twin.target.twin}"
+        )
+
+
 LLAMA70B = {"hidden": 8192, "heads": 64, "kv": 8, "ffn": 28672, "vocab": 32000}
 
 
@@ -176,9 +223,12 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--llama70b", action="store_true", help="Llama-2-70B's shape without weights: wall time and peak RSS")
     parser.add_argument("--llama70b-twin", action="store_true", help="the same with its KV cache: the meta run stops, a real twin answers")
+    parser.add_argument("--twins", action="store_true", help="6-layer models that stop on meta: their 2-layer twins against the real run")
     parsed = parser.parse_args()
     if parsed.llama70b:
         llama70b()
+    elif parsed.twins:
+        twins()
     elif parsed.llama70b_twin:
         llama70b_twin()
     else:

@@ -116,12 +116,15 @@ def _narrowed(config: Any) -> str | None:
 
 
 def _shrunk(config: Any, key: str, layers: int) -> Any:
-    """A copy of `config` with TWIN_LAYERS layers; a per-layer list in it (`layer_types`) cut to match."""
+    """A copy of `config` with TWIN_LAYERS layers: the layer count, another count of layers equal to it
+    (T5's `num_decoder_layers`), a per-layer list (`layer_types`) cut to match."""
     shrunk = copy.deepcopy(config)
     setattr(shrunk, key, TWIN_LAYERS)
     for name, value in list(vars(shrunk).items()):
         if isinstance(value, list) and len(value) == layers:
             setattr(shrunk, name, value[:TWIN_LAYERS])
+        elif type(value) is int and value == layers and ("layers" in name or name.endswith("n_layer")):
+            setattr(shrunk, name, TWIN_LAYERS)
     return shrunk
 
 
