@@ -44,7 +44,7 @@ step limit 560 python3 benchmarks/doctor_cost.py --device cuda --limit-share 0.3
 # issue 63: a 1.2B bf16 training step on the GPU (the CPU figure: 2.6x memory, float32 reference), and the
 # 70B's compile without its weights (meta: no GPU memory; the CPU figure: 12.3 s, 540 MB)
 step train1b 560 python3 -m ctc_doctor bench benchmarks/big_models.py:llama_1b_train --train --device cuda --no-fix --json "$OUT/train1b.json"
-step meta70b 300 python3 benchmarks/meta_vs_real.py --llama70b
+step meta70b 300 bash -c "python3 benchmarks/meta_vs_real.py --llama70b; python3 benchmarks/meta_vs_real.py --llama70b-twin"
 # issue 63: --memory-limit gives up in advance the CUDA-graph mode's arm (its pool, about one set of
 # activations, an estimate): its note in the benchmark's notes, no out-of-memory row
 step cgplan 420 bash -c 'python3 -m ctc_doctor bench benchmarks/gpu_targets.py:gpt2_small_bf16 --device cuda --no-fix --modes reduce-overhead --memory-limit 64 --json "$OUT/cgplan.json" -q; python3 -c "import json,sys; b=json.load(open(sys.argv[1]))[\"benchmark\"]; print([n for n in b[\"notes\"] if \"before it ran\" in n]); print([(a[\"name\"], a.get(\"out_of_memory\")) for a in b[\"arms\"]])" "$OUT/cgplan.json"'
