@@ -105,6 +105,9 @@ def test_a_run_without_the_weights_that_stops_runs_a_real_twin_and_says_so(cli, 
     real = analyze(load_workload(f"{TARGETS / 'user_targets.py'}:llama_kv_cache_twin"), AnalyzeOptions(**OPTIONS))
     assert _findings(report) == _findings(real) and report.summary.recompile_count == 1
     assert "without the weights: a real twin's" in result.stdout
+    from ctc_doctor.reports.markdown import render_markdown
+
+    assert "| weights | none: a real twin's findings: LlamaForCausalLM built from your model's config" in render_markdown(report)
 
 
 def test_a_twin_that_would_not_fit_is_narrower_and_a_run_can_refuse_the_twin():

@@ -335,6 +335,10 @@ def render_markdown(report: Report) -> str:
             ("model", f"{_cell(t.model_class)}, {t.parameters:,} parameters, {t.modules} modules"),
             ("calls", f"{t.calls}{' (forward + backward)' if t.train else ''}"),
         ]
+        if t.weights != "real":
+            rows.append(
+                ("weights", "none: on meta tensors" if t.weights == "none" else f"none: a real twin's findings: {_cell(t.twin, 400)}")
+            )
     rows += [
         ("python", e.python),
         ("torch", e.torch),
