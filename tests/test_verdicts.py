@@ -15,7 +15,7 @@ from ctc_doctor.analyzer.phases.bench import BenchOptions
 from ctc_doctor.analyzer.phases.fix import FixOptions
 from ctc_doctor.fixtures.registry import all_fixtures
 from ctc_doctor.reports.advice import next_steps
-from ctc_doctor.reports.verdicts import rank_key, timed_busy
+from ctc_doctor.reports.verdicts import BUSY_TEXT, rank_key
 
 
 def _full(name: str, **bench: object) -> object:
@@ -33,10 +33,9 @@ def test_a_rewrite_that_does_more_work_is_a_labelled_trade_off_not_the_first_ste
     r = expensive
     where = next(s for s in r.suggestions if s.rule == "branchless-where")
     assert where.category == "fix" and where.verified is not None and where.verified.effective
-    arms = {a.name: a for a in r.benchmark.arms}
-    if any(timed_busy(arms[name]) for name in ("compiled", "compiled_fixed")):
-        # other processes held the cores while the two arms it compares were timed: no timing judges it, the
-        # counts do (a busy machine while another arm, eager, was timed leaves this comparison standing)
+    if any(BUSY_TEXT in (d.unstable or "") for d in where.deltas):
+        # other processes held the cores while an arm it is judged on was timed: no timing judges it, the
+        # counts do (a busy machine while another arm, eager, was timed leaves its comparison standing)
         assert where.verdict == "recommended" and "timings not measured: busy machine" in where.verdict_reason
         pytest.skip("the machine was busy while the arms were timed: the latency trade-off is not measured")
     assert where.verdict == "trade_off", (

@@ -98,6 +98,8 @@ def test_a_run_without_the_weights_that_stops_runs_a_real_twin_and_says_so(cli, 
     assert result.returncode == 0, result.stderr
     report = load_report(out)
     assert report.target.weights == "twin" and not report.errors, report.errors
+    six_layers = load_workload(f"{TARGETS / 'user_targets.py'}:llama_kv_cache", weights="none").model
+    assert report.target.parameters == sum(p.numel() for p in six_layers.parameters())  # the model's, not the twin's
     assert report.target.twin.startswith("LlamaForCausalLM built from your model's config with 2 of its 6 layers")
     stop, scale = report.notes[:2]
     assert stop.startswith("Without the weights the run stopped") and "These findings are a real twin's" in stop
@@ -113,8 +115,15 @@ def test_a_run_without_the_weights_that_stops_runs_a_real_twin_and_says_so(cli, 
 def test_a_twin_that_would_not_fit_is_narrower_and_a_run_can_refuse_the_twin():
     target = f"{TARGETS / 'user_targets.py'}:llama_kv_cache"
     options = {**OPTIONS, "weights": "none", "spec": target}
-    narrow = analyze(load_workload(target, weights="none"), AnalyzeOptions(**options, memory_limit_mb=1))
+    # 2 layers at full width hold 5.5 MB: past a 3 MB limit, the twin is narrower (its grouping of heads kept)
+    narrow = analyze(load_workload(target, weights="none"), AnalyzeOptions(**options, memory_limit_mb=3))
     assert narrow.target.weights == "twin" and "narrower (hidden 256 -> 128, heads 8 -> 4, key/value heads 2 -> 1" in narrow.target.twin
     assert narrow.summary.recompile_count == 1
+    # past 1 MB even the narrower twin (its embeddings) does not fit: the stop stays, and says why
+    tight = analyze(load_workload(target, weights="none"), AnalyzeOptions(**options, memory_limit_mb=1))
+    assert tight.target.weights == "none" and [e.phase for e in tight.errors] == ["weights"]
+    assert "No real twin to run instead: 2 of its 6 layers would hold 2 MB, past the twin's 1 MB." in tight.notes
     refused = analyze(load_workload(target, weights="none"), AnalyzeOptions(**options, twin=False))
     assert refused.target.weights == "none" and [e.phase for e in refused.errors] == ["weights"]
+    unnamed = analyze(load_workload(target, weights="none"), AnalyzeOptions(**OPTIONS, weights="none"))
+    assert any(n.startswith("No real twin to run instead: it is built from the TARGET") for n in unnamed.notes)

@@ -26,6 +26,9 @@ from ..running.numerics import Reference
 from ..running.settings import ProgressFn, no_progress
 from .own_cost import Fit, RunCost, isolated_bench
 
+PLACEHOLDER_SPEC = "<workload>"
+"""`AnalyzeOptions.spec` when the caller named no TARGET (the Python API)."""
+
 
 @dataclass(frozen=True)
 class AnalyzeOptions:
@@ -48,7 +51,7 @@ class AnalyzeOptions:
     budget_s: float | None = None
     """Plan the run to fit in about this many seconds: the analysis and the eager and compiled arms always
     run; fix checks, bisection trials and optional arms that would not fit are left out, and said so."""
-    spec: str = "<workload>"
+    spec: str = PLACEHOLDER_SPEC
     """The TARGET as the user gave it, for the report."""
     command: str = ""
     """The command line, for the report."""
@@ -118,7 +121,8 @@ class AnalyzeOptions:
             notes.append(f"Without the weights the compile runs on {own}, not {backend}: its findings are Dynamo's.")
             backend = None
         bisect = dataclasses.replace(self.bisect, isolate=False) if self.bisect is not None else None
-        return dataclasses.replace(self, backend=backend, bench=None, accuracy=None, fix=None, bisect=bisect, memory_limit_mb=None), notes
+        limit = self.memory_limit_mb if self.weights == "twin" else None  # the twin's tensors are real
+        return dataclasses.replace(self, backend=backend, bench=None, accuracy=None, fix=None, bisect=bisect, memory_limit_mb=limit), notes
 
 
 class Clock:

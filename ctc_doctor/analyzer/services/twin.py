@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,8 +24,10 @@ import torch
 
 from ...reports import models as rm
 from ...workload import Workload
+from ..running.deadline import Stopped
 from ..running.device import free_bytes
-from .session import AnalyzeOptions
+from ..running.tensors import iter_tensors
+from .session import PLACEHOLDER_SPEC, AnalyzeOptions
 from .target import load_workload
 
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
@@ -96,15 +99,16 @@ def _narrowed(config: Any) -> str | None:
     if not isinstance(hidden, int) or not isinstance(heads, int) or heads <= 0:
         return None
     kv = getattr(config, "num_key_value_heads", None)
-    group = max(1, heads // kv) if isinstance(kv, int) and kv > 0 else 1
-    new_heads = max(group, 4)
+    group = heads // kv if isinstance(kv, int) and kv > 0 and heads % kv == 0 else 1
+    new_kv = max(1, math.ceil(4 / group))  # four query heads at least, each key/value head serving `group`
+    new_heads = new_kv * group
     new_hidden = new_heads * NARROW_HEAD_DIM
     if new_hidden >= hidden:
         return None
     said = [f"hidden {hidden} -> {new_hidden}", f"heads {heads} -> {new_heads}"]
     config.hidden_size, config.num_attention_heads = new_hidden, new_heads
     if isinstance(kv, int):
-        config.num_key_value_heads = max(1, new_heads // group)
+        config.num_key_value_heads = new_kv if group > 1 else new_heads
         said.append(f"key/value heads {kv} -> {config.num_key_value_heads}")
     if isinstance(getattr(config, "head_dim", None), int):
         config.head_dim = NARROW_HEAD_DIM
@@ -115,17 +119,54 @@ def _narrowed(config: Any) -> str | None:
     return ", ".join(said)
 
 
-def _shrunk(config: Any, key: str, layers: int) -> Any:
+def _shrunk(config: Any, key: str, layers: int) -> Any | str:
     """A copy of `config` with TWIN_LAYERS layers: the layer count, another count of layers equal to it
-    (T5's `num_decoder_layers`), a per-layer list (`layer_types`) cut to match."""
+    (T5's `num_decoder_layers`), a per-layer list (`layer_types`) cut to match; why not, where the first
+    TWIN_LAYERS entries of a per-layer list would leave out a kind of layer the model has."""
     shrunk = copy.deepcopy(config)
     setattr(shrunk, key, TWIN_LAYERS)
     for name, value in list(vars(shrunk).items()):
         if isinstance(value, list) and len(value) == layers:
+            kinds = {repr(v) for v in value}
+            if len(kinds) > len({repr(v) for v in value[:TWIN_LAYERS]}):
+                return f"its layers are not all alike ({name}: {len(kinds)} kinds), and {TWIN_LAYERS} of them would leave some out"
             setattr(shrunk, name, value[:TWIN_LAYERS])
         elif type(value) is int and value == layers and ("layers" in name or name.endswith("n_layer")):
             setattr(shrunk, name, TWIN_LAYERS)
     return shrunk
+
+
+def _unlike(model: torch.nn.Module, twin: torch.nn.Module, layers: int) -> str | None:
+    """Why the twin is not the model's code at fewer layers, None when it is: blocks of more than one class,
+    modules the builder added after building (an adapter, a patch), gradient checkpointing switched on."""
+    stack = _layer_stack(model, layers)
+    kinds = {type(m).__name__ for m in stack} if stack is not None else set()
+    if len(kinds) > 1:
+        return f"its {layers} layers are of {len(kinds)} classes ({', '.join(sorted(kinds))})"
+    added = {type(m).__name__ for m in model.modules()} - {type(m).__name__ for m in twin.modules()}
+    if added:
+        return f"your builder changed the model after building it: {', '.join(sorted(added)[:4])} modules its config does not build"
+    if getattr(model, "is_gradient_checkpointing", False) and hasattr(twin, "gradient_checkpointing_enable"):
+        twin.gradient_checkpointing_enable()
+    return None
+
+
+def _same_settings(model: torch.nn.Module, twin: torch.nn.Module) -> None:
+    """What the builder set on its model's tensors, on the twin's of the same name: dtype, requires_grad."""
+    mine = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    with torch.no_grad():
+        for name, tensor in [*twin.named_parameters(), *twin.named_buffers()]:
+            other = mine.get(name)
+            if other is None:
+                continue
+            if other.dtype != tensor.dtype and other.is_floating_point() and tensor.is_floating_point():
+                tensor.data = tensor.data.to(other.dtype)
+            if isinstance(tensor, torch.nn.Parameter):
+                tensor.requires_grad_(other.requires_grad)
+
+
+def _size(module: torch.nn.Module) -> int:
+    return sum(p.numel() * p.element_size() for p in module.parameters())
 
 
 def build_twin(spec: str, seed: int | None, room_bytes: int | None) -> Twin | str:
@@ -144,23 +185,37 @@ def build_twin(spec: str, seed: int | None, room_bytes: int | None) -> Twin | st
     layers = getattr(config, key)
     if layers <= TWIN_LAYERS:
         return f"it has {layers} layer(s) already: no smaller twin of the same code"
-    shrunk, narrowed = _shrunk(config, key, layers), None
-    if room_bytes is not None and twin_bytes(model, layers) > room_bytes:
-        narrowed = _narrowed(shrunk)
-        if narrowed is None:
-            size = twin_bytes(model, layers) / 2**20
-            return f"2 of its {layers} layers at full width would not fit ({size:.0f} MB) and its config names no width to shrink"
+    if any(t.is_meta for call in workload.calls() for t in iter_tensors((tuple(call.args), dict(call.kwargs)))):
+        return "your builder made its inputs on the model's device (meta here), so they have no values to run a twin on"
+    shrunk = _shrunk(config, key, layers)
+    if isinstance(shrunk, str):
+        return shrunk
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.get_default_dtype())
-    if seed is not None:
-        torch.manual_seed(seed)
     try:
-        twin = type(model)(shrunk).to(dtype).train(model.training)
+        with torch.device("meta"):  # its size measured before it is built for real
+            plan = type(model)(shrunk)
+        narrowed = None
+        if room_bytes is not None and _size(plan) * dtype.itemsize // 4 > room_bytes:
+            narrowed = _narrowed(shrunk)
+            with torch.device("meta"):
+                plan = type(model)(shrunk)
+            if narrowed is None or _size(plan) * dtype.itemsize // 4 > room_bytes:
+                size = _size(plan) * dtype.itemsize / 4 / 2**20
+                return f"{TWIN_LAYERS} of its {layers} layers would hold {size:.0f} MB, past the twin's {room_bytes / 2**20:.0f} MB"
+        unlike = _unlike(model, plan, layers)
+        if unlike is not None:
+            return unlike
+        if seed is not None:
+            torch.manual_seed(seed)
+        twin = type(model)(shrunk).train(model.training)
+        _same_settings(model, twin)
+        _unlike(model, twin, layers)  # gradient checkpointing as the builder left it
     except Exception as exc:
         return f"{type(model).__name__} could not be built from the shrunk config ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
     described = (
         f"{type(model).__name__} built from your model's config with {TWIN_LAYERS} of its {layers} layers"
         + (f" and narrower ({narrowed})" if narrowed else "")
-        + f", random weights in {str(dtype).removeprefix('torch.')}, on your builder's own inputs"
+        + f", random weights in {str(dtype).removeprefix('torch.')}, on the inputs your builder made"
     )
     return Twin(dataclasses.replace(workload, model=twin), layers, described)
 
@@ -185,22 +240,37 @@ def twin_instead(report: rm.Report, options: AnalyzeOptions, analyze: Callable[[
     """`report`, or where the run without the weights stopped (an error of phase `weights`) the report of a
     real twin's run (`analyze` with `weights="twin"`), labelled; a note says why there is no twin."""
     stop = next((e for e in report.errors if e.phase == "weights"), None)
-    if stop is None or not options.twin or not options.rebuild_target():
+    if stop is None or not options.twin or any(e.phase in ("timeout", "interrupted") for e in report.errors):
         return report
-    twin = build_twin(options.rebuild_target(), options.seed, twin_room(options.memory_limit_mb))
+    if options.rebuild_target() == PLACEHOLDER_SPEC:
+        report.notes.append("No real twin to run instead: it is built from the TARGET (`AnalyzeOptions.spec`), and none was given.")
+        return report
+    try:
+        twin = build_twin(options.rebuild_target(), options.seed, twin_room(options.memory_limit_mb))
+    except Stopped:  # --timeout or a signal while the builder ran again: the stop stands
+        report.notes.append("No real twin to run instead: the run was stopped while it was being built.")
+        return report
     if isinstance(twin, str):
         report.notes.append(f"No real twin to run instead: {twin}.")
         return report
-    return twin_report(analyze(twin.workload, dataclasses.replace(options, weights="twin")), twin, stop.message)
+    answer = analyze(twin.workload, dataclasses.replace(options, weights="twin"))
+    failed = next((e for e in answer.errors if e.phase in ("eager", "timeout", "interrupted", "weights")), None)
+    if failed is not None:  # the twin could not answer: the stop stands, and why the twin did not
+        report.notes.append(f"A real twin ran instead and did not finish ({failed.phase}: {failed.message[:200]}): the stop stands.")
+        return report
+    return twin_report(answer, twin, stop.message, report.target)
 
 
-def twin_report(report: rm.Report, twin: Twin, stop: str) -> rm.Report:
+def twin_report(report: rm.Report, twin: Twin, stop: str, model: rm.Target) -> rm.Report:
     """The twin's report, labelled: what the twin is, why it ran (the stop of the run without the weights)
-    and how its counts scale to the model (`target.twin`, `target.weights` = `twin`)."""
+    and how its counts scale to the model (`target.twin`, `target.weights` = `twin`); the target's class,
+    parameter and module counts stay the model's (`model`, the run without the weights)."""
     report.target.twin = twin.description
+    report.target.model_class, report.target.parameters, report.target.modules = model.model_class, model.parameters, model.modules
     report.notes[:0] = [
         f"{stop[0].upper()}{stop[1:]}. These findings are a real twin's: {twin.description}.",
         f"What happens in every layer shows here {TWIN_LAYERS} times and {twin.layers} times in your model: a break "
-        f"site's count, or recompiles one per layer, scale by {twin.layers / TWIN_LAYERS:g}.",
+        f"site's count, or recompiles one per layer, scale by {twin.layers / TWIN_LAYERS:g} (recompiles up to the recompile limit). "
+        "The cost section is the twin's run.",
     ]
     return report

@@ -27,19 +27,22 @@ def latency_stats(times: list[float]) -> rm.LatencyStats:
 
 UNSTABLE_SPREAD = 0.25
 """A figure whose IQR is over this share of its median is unstable (pyperf warns past a 10 % deviation)."""
-MIN_STEADY = 3
-"""Timed passes a steady figure needs at least (a settled median of long passes may rest on 3:
-`AUTO_FEW`; shorter passes are timed 5 times at least, `AUTO_MIN`)."""
+MIN_STEADY = 5
+"""Timed passes a steady figure needs at least; a settled median of long passes (adaptive timing) rests
+on AUTO_FEW (`mark_unstable`'s `least`)."""
 
 
-def mark_unstable(stats: rm.LatencyStats, *, compiles: str | None = None, others: float | None = None, busy: bool = False) -> None:
+def mark_unstable(
+    stats: rm.LatencyStats, *, compiles: str | None = None, others: float | None = None, busy: bool = False, least: int = MIN_STEADY
+) -> None:
     """Say why `stats` cannot be trusted as a steady figure, when it cannot (`LatencyStats.unstable`): a wide
-    spread, too few passes, compiles during the timed passes, other processes on the cores."""
+    spread, too few passes (fewer than `least`: AUTO_FEW for long passes the adaptive timing settled),
+    compiles during the timed passes, other processes on the cores."""
     reasons = []
     if stats.median > 0 and stats.iqr / stats.median > UNSTABLE_SPREAD:
         reasons.append(f"its spread is {stats.iqr / stats.median:.0%} of the median")
-    if stats.n < MIN_STEADY:
-        reasons.append(f"{stats.n} timed pass{'es' if stats.n != 1 else ''}, fewer than {MIN_STEADY}")
+    if stats.n < least:
+        reasons.append(f"{stats.n} timed pass{'es' if stats.n != 1 else ''}, fewer than {least}")
     if compiles:
         reasons.append(compiles)
     if busy and others is not None:

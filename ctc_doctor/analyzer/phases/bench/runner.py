@@ -30,11 +30,14 @@ from .aot import run_aot_arm
 from .arms import Arm
 from .numbers import (
     AUTO_BUDGET_S,
+    AUTO_FEW,
     AUTO_MAX,
     AUTO_MIN,
+    MIN_STEADY,
     WARM_ENOUGH_S,
     behind,
     latency_stats,
+    least_passes,
     mark_unstable,
     settled,
     spread,
@@ -229,7 +232,8 @@ class ArmRunner:
         self.progress(ProgressEvent(Step.ARM, total, total, subject=arm.name, activity="timing", timing=True))
         stats = latency_stats(times)
         stats.retimed = retimed
-        mark_unstable(stats, others=others, busy=busy(others, threads))
+        settled_few = not fixed and least_passes(times) == AUTO_FEW and settled(times)  # long passes, settled on 3
+        mark_unstable(stats, others=others, busy=busy(others, threads), least=AUTO_FEW if settled_few else MIN_STEADY)
         if stats.n and (out is None or (out.error is None and out.numerics_ok is not False)):
             self.fastest_s = min(self.fastest_s, stats.median / 1e3)
         return stats
@@ -458,7 +462,11 @@ class ArmRunner:
                     timed = recompile_causes(arm_recompiles(during.recompile_events))
                     named = "; ".join(c.summary for c in timed[:2]) if timed else "compiles of new frames"
                     compiles = f"{extra} compile(s) during the timed passes ({named}): the steady state was never reached"
-                    mark_unstable(out.latency_ms, compiles=compiles, others=out.busy, busy=busy(out.busy, torch.get_num_threads()))
+                    enough = "fewer than" not in (out.latency_ms.unstable or "")  # its passes were judged enough already
+                    least = min(out.latency_ms.n, MIN_STEADY) if enough else MIN_STEADY
+                    mark_unstable(
+                        out.latency_ms, compiles=compiles, others=out.busy, busy=busy(out.busy, torch.get_num_threads()), least=least
+                    )
             if arm.compiled and self.bench.aot and self.bench.backend == "inductor" and arm.name == "compiled":
                 out.warm_start_compile_s = self.warm_start(fn, arm)  # it clears the compiled code
         if self.reference is not None and self.like_eager(arm):
