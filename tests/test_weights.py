@@ -110,6 +110,8 @@ def test_a_run_without_the_weights_that_stops_runs_a_real_twin_and_says_so(cli, 
     from ctc_doctor.reports.markdown import render_markdown
 
     assert "| weights | none: a real twin's findings: LlamaForCausalLM built from your model's config" in render_markdown(report)
+    refused = cli("analyze", "user_targets:llama_kv_cache", "--weights", "none", "--no-twin", "--no-bisect", "--json", str(out))
+    assert refused.returncode == 15 and load_report(out).target.weights == "none", refused.stderr
 
 
 def test_a_twin_that_would_not_fit_is_narrower_and_a_run_can_refuse_the_twin():

@@ -116,6 +116,7 @@ def analysis_options(f: F) -> F:
             "unless a 2-layer real twin of a model built from a config can run instead (its findings, labelled). "
             "The fix checks, the benchmark and the accuracy bisection need the weights: left out.",
         ),
+        click.option("--no-twin", is_flag=True, help="With --weights none: no real twin after a stop; the stop is the answer (exit 15)."),
         amount_option("--timeout", "timeout_s", "Give up after this long; the partial report is still written."),
         BUDGET,
         MEMORY_LIMIT,
@@ -384,6 +385,7 @@ class AnalysisArgs:
     device: str | None = None
     seed: int = 0
     weights: str = "real"
+    no_twin: bool = False
     timeout_s: float | None = None
     budget_s: float | None = None
     memory_limit_mb: int | None = None
@@ -530,6 +532,7 @@ class AnalysisArgs:
             train=self.train,
             seed=self.seed,
             weights=self.weights,
+            twin=not self.no_twin,
             explain=not self.no_explain,
             keep_guard_text=self.keep_guards,
             timeout_s=self.timeout_s,
