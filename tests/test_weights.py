@@ -104,6 +104,7 @@ def test_a_run_without_the_weights_that_stops_runs_a_real_twin_and_says_so(cli, 
     stop, scale = report.notes[:2]
     assert stop.startswith("Without the weights the run stopped") and "These findings are a real twin's" in stop
     assert "scale by 3" in scale
+    assert report.cost.notes[0].startswith("before the twin's run: the run without the weights (")
     real = analyze(load_workload(f"{TARGETS / 'user_targets.py'}:llama_kv_cache_twin"), AnalyzeOptions(**OPTIONS))
     assert _findings(report) == _findings(real) and report.summary.recompile_count == 1
     assert "without the weights: a real twin's" in result.stdout

@@ -17,6 +17,7 @@ import contextlib
 import copy
 import dataclasses
 import math
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -245,6 +246,7 @@ def twin_instead(report: rm.Report, options: AnalyzeOptions, analyze: Callable[[
     if options.rebuild_target() == PLACEHOLDER_SPEC:
         report.notes.append("No real twin to run instead: it is built from the TARGET (`AnalyzeOptions.spec`), and none was given.")
         return report
+    t0 = time.perf_counter()
     try:
         twin = build_twin(options.rebuild_target(), options.seed, twin_room(options.memory_limit_mb))
     except Stopped:  # --timeout or a signal while the builder ran again: the stop stands
@@ -253,7 +255,14 @@ def twin_instead(report: rm.Report, options: AnalyzeOptions, analyze: Callable[[
     if isinstance(twin, str):
         report.notes.append(f"No real twin to run instead: {twin}.")
         return report
+    built_s = time.perf_counter() - t0
     answer = analyze(twin.workload, dataclasses.replace(options, weights="twin"))
+    if answer.cost is not None:  # its phases are the twin's run: what came before it, said
+        counted = "counted in wall_s, from the CLI's start" if options.started_s is not None else "not counted in wall_s"
+        meta_s = f"{report.cost.wall_s:.1f} s" if report.cost is not None else "its time"
+        answer.cost.notes.insert(
+            0, f"before the twin's run: the run without the weights ({meta_s}) and the twin's build ({built_s:.1f} s), {counted}"
+        )
     failed = next((e for e in answer.errors if e.phase in ("eager", "timeout", "interrupted", "weights")), None)
     if failed is not None:  # the twin could not answer: the stop stands, and why the twin did not
         report.notes.append(f"A real twin ran instead and did not finish ({failed.phase}: {failed.message[:200]}): the stop stands.")
