@@ -92,7 +92,7 @@ def _arm_deltas(before: rm.BenchmarkArm, after: rm.BenchmarkArm, source: str, to
         shaky = "; ".join(f"{a.name}: {a.latency_ms.unstable}" for a in (before, after) if a.latency_ms and a.latency_ms.unstable) or None
     # other processes on the cores: every timing of either arm is off (torch's threads wait on a descheduled
     # peer: 270x slower on a 2-core box), so none of them judges the change either way
-    loaded = "; ".join(f"{a.name}: {BUSY_TEXT}" for a in (before, after) if timed_busy(a)) or None
+    loaded = "; ".join(f"{a.name}: {BUSY_TEXT}" for a in (before, after) if _busy(a)) or None
     for metric, b, a, spread in pairs:
         if b is None or a is None:
             continue
@@ -120,7 +120,7 @@ BUSY_METRICS = ("latency_ms", "cold_compile_s", "warm_compile_s")
 """The deltas a busy machine makes meaningless (memory and counts stand)."""
 
 
-def timed_busy(arm: rm.BenchmarkArm) -> bool:
+def _busy(arm: rm.BenchmarkArm) -> bool:
     """The arm was timed while other processes used the cores torch computes on (`mark_unstable`'s reason)."""
     return bool(arm.latency_ms and arm.latency_ms.unstable and "other processes used" in arm.latency_ms.unstable)
 

@@ -83,16 +83,6 @@ def _layer_stack(model: torch.nn.Module, layers: int) -> torch.nn.ModuleList | N
     return max(stacks, key=lambda m: sum(p.numel() for p in m.parameters()), default=None)
 
 
-def twin_bytes(model: torch.nn.Module, layers: int) -> int:
-    """What the twin's parameters would hold at the model's width: all but TWIN_LAYERS of its blocks removed."""
-    size = sum(p.numel() * p.element_size() for p in model.parameters())
-    stack = _layer_stack(model, layers)
-    if stack is not None and layers > TWIN_LAYERS:
-        per_layer = sum(p.numel() * p.element_size() for p in stack.parameters()) / layers
-        size -= int(per_layer * (layers - TWIN_LAYERS))
-    return size
-
-
 def _narrowed(config: Any) -> str | None:
     """Shrink `config`'s width in place (hidden size, heads, head width, feed-forward width, in proportion,
     the grouping of key/value heads kept); what changed, in words; None where it names no such width."""
@@ -139,7 +129,7 @@ def _shrunk(config: Any, key: str, layers: int) -> Any | str:
 
 def _unlike(model: torch.nn.Module, twin: torch.nn.Module, layers: int) -> str | None:
     """Why the twin is not the model's code at fewer layers, None when it is: blocks of more than one class,
-    modules the builder added after building (an adapter, a patch), gradient checkpointing switched on."""
+    modules the builder added after building (an adapter, a patch)."""
     stack = _layer_stack(model, layers)
     kinds = {type(m).__name__ for m in stack} if stack is not None else set()
     if len(kinds) > 1:
@@ -147,13 +137,14 @@ def _unlike(model: torch.nn.Module, twin: torch.nn.Module, layers: int) -> str |
     added = {type(m).__name__ for m in model.modules()} - {type(m).__name__ for m in twin.modules()}
     if added:
         return f"your builder changed the model after building it: {', '.join(sorted(added)[:4])} modules its config does not build"
-    if getattr(model, "is_gradient_checkpointing", False) and hasattr(twin, "gradient_checkpointing_enable"):
-        twin.gradient_checkpointing_enable()
     return None
 
 
 def _same_settings(model: torch.nn.Module, twin: torch.nn.Module) -> None:
-    """What the builder set on its model's tensors, on the twin's of the same name: dtype, requires_grad."""
+    """What the builder set on its model, on the twin: gradient checkpointing, and on the tensors of the same
+    name their dtype and requires_grad."""
+    if getattr(model, "is_gradient_checkpointing", False) and hasattr(twin, "gradient_checkpointing_enable"):
+        twin.gradient_checkpointing_enable()
     mine = {**dict(model.named_parameters()), **dict(model.named_buffers())}
     with torch.no_grad():
         for name, tensor in [*twin.named_parameters(), *twin.named_buffers()]:
@@ -192,25 +183,28 @@ def build_twin(spec: str, seed: int | None, room_bytes: int | None) -> Twin | st
     if isinstance(shrunk, str):
         return shrunk
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.get_default_dtype())
+
+    def plan() -> tuple[torch.nn.Module, float]:
+        """The twin built on meta, and what its parameters would hold in the model's dtype (built at float32)."""
+        with torch.device("meta"):
+            planned = type(model)(shrunk)
+        return planned, _size(planned) * dtype.itemsize / 4
+
     try:
-        with torch.device("meta"):  # its size measured before it is built for real
-            plan = type(model)(shrunk)
+        planned, size = plan()  # its size measured before it is built for real
         narrowed = None
-        if room_bytes is not None and _size(plan) * dtype.itemsize // 4 > room_bytes:
+        if room_bytes is not None and size > room_bytes:
             narrowed = _narrowed(shrunk)
-            with torch.device("meta"):
-                plan = type(model)(shrunk)
-            if narrowed is None or _size(plan) * dtype.itemsize // 4 > room_bytes:
-                size = _size(plan) * dtype.itemsize / 4 / 2**20
-                return f"{TWIN_LAYERS} of its {layers} layers would hold {size:.0f} MB, past the twin's {room_bytes / 2**20:.0f} MB"
-        unlike = _unlike(model, plan, layers)
+            planned, size = plan()
+            if narrowed is None or size > room_bytes:
+                return f"{TWIN_LAYERS} of its {layers} layers would hold {size / 2**20:.0f} MB, past the twin's {room_bytes / 2**20:.0f} MB"
+        unlike = _unlike(model, planned, layers)
         if unlike is not None:
             return unlike
         if seed is not None:
             torch.manual_seed(seed)
         twin = type(model)(shrunk).train(model.training)
         _same_settings(model, twin)
-        _unlike(model, twin, layers)  # gradient checkpointing as the builder left it
     except Exception as exc:
         return f"{type(model).__name__} could not be built from the shrunk config ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
     described = (

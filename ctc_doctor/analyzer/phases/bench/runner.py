@@ -69,6 +69,9 @@ class ArmRunner:
         self.progress = ctx.progress
         self.eager: KeptResults | None = None
         """What the eager arm's first pass produced (when the reference is this benchmark's own)."""
+        self.steady_least = MIN_STEADY
+        """The timed passes the last figure `timed` measured needed to be steady (AUTO_FEW when its long passes
+        settled): what marking it again, with the compiles during its passes, holds it to."""
         self.fastest_s = float("inf")
         """The fastest median pass of the arms measured so far (eager's and the compiled arms' that ran
         without error): adaptive timing stops an arm once it is clearly behind it."""
@@ -233,7 +236,8 @@ class ArmRunner:
         stats = latency_stats(times)
         stats.retimed = retimed
         settled_few = not fixed and least_passes(times) == AUTO_FEW and settled(times)  # long passes, settled on 3
-        mark_unstable(stats, others=others, busy=busy(others, threads), least=AUTO_FEW if settled_few else MIN_STEADY)
+        self.steady_least = AUTO_FEW if settled_few else MIN_STEADY
+        mark_unstable(stats, others=others, busy=busy(others, threads), least=self.steady_least)
         if stats.n and (out is None or (out.error is None and out.numerics_ok is not False)):
             self.fastest_s = min(self.fastest_s, stats.median / 1e3)
         return stats
@@ -462,11 +466,8 @@ class ArmRunner:
                     timed = recompile_causes(arm_recompiles(during.recompile_events))
                     named = "; ".join(c.summary for c in timed[:2]) if timed else "compiles of new frames"
                     compiles = f"{extra} compile(s) during the timed passes ({named}): the steady state was never reached"
-                    enough = "fewer than" not in (out.latency_ms.unstable or "")  # its passes were judged enough already
-                    least = min(out.latency_ms.n, MIN_STEADY) if enough else MIN_STEADY
-                    mark_unstable(
-                        out.latency_ms, compiles=compiles, others=out.busy, busy=busy(out.busy, torch.get_num_threads()), least=least
-                    )
+                    loaded = busy(out.busy, torch.get_num_threads())
+                    mark_unstable(out.latency_ms, compiles=compiles, others=out.busy, busy=loaded, least=self.steady_least)
             if arm.compiled and self.bench.aot and self.bench.backend == "inductor" and arm.name == "compiled":
                 out.warm_start_compile_s = self.warm_start(fn, arm)  # it clears the compiled code
         if self.reference is not None and self.like_eager(arm):
