@@ -12,11 +12,19 @@ a few models (wall time and the process's peak RSS growth) beside eager's own pa
     .venv/bin/python benchmarks/numerics_reference.py [--backend eager] [--iters 5] [--models gpt2,...]
 
 `--train` measures training's float64 reference instead, each of its ways on the CPU (`whole`, the model
-cast in place; `checkpointed`, its blocks' activations recomputed in the backward) in a fresh process on
-a GPT-2 whose activations outweigh its weights: the peak RSS growth past eager's own training pass (the
-activations a backward needs), its wall time, and whether its differences from eager are the same:
+cast in place; `checkpointed`, its blocks' activations recomputed in the backward; `streamed`, one
+module's parameters at float64 at a time) in a fresh process on a GPT-2 whose activations outweigh its
+weights: the peak RSS growth past eager's own training pass (the activations a backward needs), its wall
+time, and whether its differences from eager are the same:
 
-    .venv/bin/python benchmarks/numerics_reference.py --train [--layers 6]
+    .venv/bin/python benchmarks/numerics_reference.py --train [--layers 6] [--ways whole,checkpointed,streamed]
+
+`--train --model llama1b --ways streamed`: the same on `big_models.py:llama_1b_train` (Llama-3.2-1B's
+shape in bf16, a step of SGD as the benchmark runs it: its calls as whole steps), where the whole cast
+model's parameters and gradients at float64 (16 GB) do not fit this machine; the reference's own peak is
+then put against eager's own training pass (the workload's parameters, gradients and activations):
+`own MB` is the highest resident memory seen while the reference ran (sampled every 5 ms) above what
+the process held when it started, `own/workload` that against the parameters plus eager's pass's growth.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ import torch
 
 from ctc_doctor import AnalyzeOptions, BenchOptions, Workload, analyze
 from ctc_doctor.analyzer.running.calls import run_pass
-from ctc_doctor.analyzer.running.precision import make_reference
+from ctc_doctor.analyzer.running.reference.precision import make_reference
 from ctc_doctor.fixtures import zoo
 
 
@@ -69,40 +77,97 @@ def gpt2_train(layers: int) -> Workload:
     return Workload(model, kwargs=first, variants=[second])
 
 
-def train_child(placement: str, layers: int) -> None:
+def rss_mb() -> float:
+    """This process's resident memory now."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+
+
+class Sampler:
+    """The highest resident memory seen every 5 ms while the block runs (`peak`)."""
+
+    def __enter__(self) -> Sampler:
+        import threading
+
+        self.peak, self.done = rss_mb(), threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self.done.wait(0.005):
+            self.peak = max(self.peak, rss_mb())
+
+    def __exit__(self, *_: object) -> None:
+        self.done.set()
+        self.thread.join()
+        self.peak = max(self.peak, rss_mb())
+
+
+def train_child(placement: str, layers: int, model_name: str = "gpt2") -> None:
     """One training reference in this process: what it adds past eager's own training pass."""
     from ctc_doctor.analyzer.running.numerics import KeptResults
 
     torch.manual_seed(0)
-    workload = gpt2_train(layers)
+    steps = model_name == "llama1b"
+    if steps:
+        import big_models
+
+        workload = big_models.llama_1b_train()
+    else:
+        workload = gpt2_train(layers)
     model, calls = workload.model, workload.calls()
     start = peak_rss_mb()
     kept = KeptResults()
     t0 = time.perf_counter()
-    run_pass(model, workload, calls, seed=0, train=True, sink=kept)
+    optimizer = workload.optimizer(model.parameters()) if steps and workload.optimizer is not None else None
+    run_pass(model, workload, calls, seed=0, train=True, sink=kept, optimizer=optimizer)
+    del optimizer
     eager_s, eager_mb = time.perf_counter() - t0, peak_rss_mb() - start
-    before = peak_rss_mb()
-    reference = make_reference(model, workload, calls, kept, seed=0, train=True, device="cpu", loose=True, placements=(placement,))
+    before, at_start = peak_rss_mb(), rss_mb()
+    with Sampler() as sampled:
+        reference = make_reference(
+            model,
+            workload,
+            calls,
+            kept,
+            seed=0,
+            train=True,
+            device="cpu",
+            loose=True,
+            placements=(placement,),
+            steps=steps,
+            disposable=steps,
+        )
     sums = {n: float(d.chunk(0, d.numel, "cpu").double().abs().sum()) for n, d in (reference.deltas or {}).items()}
     params_mb = sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20
     out = {"placement": reference.placement, "eager_s": eager_s, "eager_mb": eager_mb, "params_mb": params_mb}
-    print(json.dumps({**out, "ref_s": reference.duration_s, "ref_mb": peak_rss_mb() - before, "sums": sums}))
+    own = sampled.peak - at_start  # what the reference itself held at its highest, above its start
+    print(json.dumps({**out, "ref_s": reference.duration_s, "ref_mb": peak_rss_mb() - before, "own_mb": own, "sums": sums}))
 
 
-def train_main(layers: int) -> None:
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; GPT-2 {layers} x 256, vocab 4096, batch 8 x 512 and 8 x 384")
-    print(f"{'way':<13} {'eager s':>8} {'eager +MB':>10} {'ref s':>7} {'ref +MB':>8} {'ref/eager mem':>14}  same differences")
+def train_main(layers: int, ways: list[str], model_name: str) -> None:
+    what = (
+        "Llama-3.2-1B's shape, bf16, SGD, 1 x 32"
+        if model_name == "llama1b"
+        else f"GPT-2 {layers} x 256, vocab 4096, batch 8 x 512 and 8 x 384"
+    )
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {what}")
+    head = f"{'way':<13} {'eager s':>8} {'eager +MB':>10} {'ref s':>7} {'ref +MB':>8} {'ref/eager mem':>14}"
+    print(f"{head} {'own MB':>7} {'own/workload':>13}  same differences")
     first: dict[str, float] | None = None
-    for placement in ("whole", "checkpointed"):
+    for placement in ways:
         here = str(Path(__file__).resolve().parent)
-        code = f"import sys; sys.path.insert(0, {here!r}); import numerics_reference as n; n.train_child({placement!r}, {layers})"
+        child = f"n.train_child({placement!r}, {layers}, {model_name!r})"
+        code = f"import sys; sys.path.insert(0, {here!r}); import numerics_reference as n; {child}"
         line = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
         r = json.loads(line)
         first = first or r["sums"]
         same = first.keys() == r["sums"].keys() and all(first[k] == v for k, v in r["sums"].items())
         print(
             f"{r['placement']:<13} {r['eager_s']:>8.2f} {r['eager_mb']:>10.0f} {r['ref_s']:>7.2f} {r['ref_mb']:>8.0f} "
-            f"{r['ref_mb'] / max(1.0, r['eager_mb']):>13.2f}x  {'yes' if same else 'NO'}"
+            f"{r['ref_mb'] / max(1.0, r['eager_mb']):>13.2f}x {r['own_mb']:>7.0f} "
+            f"{r['own_mb'] / (r['params_mb'] + r['eager_mb']):>12.2f}x  {'yes' if same else 'NO'}"
         )
 
 
@@ -113,9 +178,11 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--train", action="store_true", help="training's reference, each way in a fresh process")
     parser.add_argument("--layers", type=int, default=6, help="--train: the GPT-2's layers")
+    parser.add_argument("--ways", default="whole,checkpointed,streamed", help="--train: the reference's ways, each in a fresh process")
+    parser.add_argument("--model", default="gpt2", choices=["gpt2", "llama1b"], help="--train: the model")
     args = parser.parse_args()
     if args.train:
-        train_main(args.layers)
+        train_main(args.layers, args.ways.split(","), args.model)
         return
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, benchmark backend {args.backend}")
     head = ("model", "params", "eager s", "ref s", "ref/eager", "bench s", "ref/bench", "rss +MB", "model MB")

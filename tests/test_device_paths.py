@@ -11,7 +11,7 @@ import torch
 from ctc_doctor import Workload
 from ctc_doctor.analyzer.running.calls import run_pass
 from ctc_doctor.analyzer.running.numerics import KeptResults
-from ctc_doctor.analyzer.running.precision import make_reference
+from ctc_doctor.analyzer.running.reference.precision import make_reference
 
 
 class _WithIds(torch.nn.Module):
@@ -34,7 +34,7 @@ def test_the_host_reference_takes_every_tensor_there_and_a_training_copy_goes_st
     host run failed), and comes back bit for bit; a training pristine copy is made on the host (it was made
     on the device, then moved: two models there at once), tied weights still tied."""
     from ctc_doctor.analyzer.running.copying import copy_model
-    from ctc_doctor.analyzer.running.precision import cast_in_place
+    from ctc_doctor.analyzer.running.reference.precision import cast_in_place
 
     torch.manual_seed(0)
     model = _WithIds().to(device)

@@ -18,7 +18,7 @@ import torch
 from ctc_doctor import Workload
 from ctc_doctor.analyzer.running.calls import run_pass
 from ctc_doctor.analyzer.running.numerics import KeptResults
-from ctc_doctor.analyzer.running.precision import make_reference
+from ctc_doctor.analyzer.running.reference.precision import make_reference
 from ctc_doctor.analyzer.running.store import TensorStore
 from ctc_doctor.errors import ExitCode
 from ctc_doctor.reports.io import load_report
@@ -501,29 +501,29 @@ def test_one_torch_at_a_time_the_command_supervises_the_run_without_a_model_of_i
 
 
 @pytest.mark.fast
-def test_a_training_reference_that_fits_no_room_runs_in_float64_past_the_doctors_margin_but_not_past_a_limit():
-    """Training on the CPU has two float64 ways (the model cast in place; its blocks checkpointed). When
-    neither fits the doctor's own margin the first still runs, and says so; past --memory-limit none does:
-    a float32 model is then judged elementwise."""
-    from ctc_doctor.analyzer.running.precision import Room
+def test_a_training_reference_that_fits_no_room_runs_no_way_past_the_doctors_margin_nor_past_a_limit():
+    """The doctor's margin is a bound for training as --memory-limit is (one module's parameters at float64
+    at a time fits nearly any margin): in a room nothing fits, no way runs past it and a float32 model is
+    judged elementwise, each way named as not fitting; the model comes back as it was."""
+    from ctc_doctor.analyzer.running.reference.precision import Room
 
-    results = {}
-    for soft in (True, False):
+    for basis in ("the doctor's margin, a test's", "--memory-limit"):
         w = _mlp()
         w.model.train()
         before = {k: v.clone() for k, v in w.model.state_dict().items()}
         kept = KeptResults()
         run_pass(w.model, w, w.calls(), seed=0, train=True, sink=kept)
         grads = {n: p.grad.clone() for n, p in w.model.named_parameters()}
-        room = Room(1, activations=0, basis="a room of one byte", soft=soft)
-        results[soft] = make_reference(w.model, w, w.calls(), kept, seed=0, train=True, device="cpu", loose=True, room=room)
+        room = Room(1, activations=0, basis=basis)
+        ref = make_reference(w.model, w, w.calls(), kept, seed=0, train=True, device="cpu", loose=True, room=room)
         # put back as it was: values, dtypes and the gradients eager's run left
         assert all(torch.equal(before[k], v) and v.dtype == torch.float32 for k, v in w.model.state_dict().items())
         assert all(torch.equal(p.grad, grads[n]) for n, p in w.model.named_parameters())
-    margin, limit = results[True], results[False]
-    assert margin.method == "float64_reference" and margin.placement == "whole", margin.note
-    assert "no way fit the 0 MB of a room of one byte: it took the first that fits what is free" in margin.note
-    assert limit.method == "elementwise" and "would not fit" in limit.note
+        assert ref.method == "elementwise" and "would not fit" in ref.note and "first that fits what is free" not in ref.note, ref.note
+        assert ref.run is not None and {t.split(" would")[0].split(" run ")[1].split(" (")[0] for t in ref.run.not_taken} >= {
+            "the model cast on its device",
+            "one module's parameters at a time",
+        }, ref.run.not_taken
 
 
 @pytest.mark.fast
@@ -543,12 +543,12 @@ def test_the_doctors_default_margin_bounds_an_inference_reference():
     """The default margin (`Room.beside` the workload's footprint, not --memory-limit) is a bound for
     inference: in a margin that holds one Linear at float64 but not the whole model, the reference runs
     module by module within it; in a margin nothing fits, no way past it is taken and the judgement is
-    elementwise, said so (the training test above: training still runs past it, and says so)."""
-    from ctc_doctor.analyzer.running.precision import Room
+    elementwise, said so (the training test above: so for training)."""
+    from ctc_doctor.analyzer.running.reference.precision import Room
     from ctc_doctor.reports import models as rm
 
     margin = Room.beside(rm.Footprint(model_mb=0.3, activations_mb=0.0, output_mb=0.0, method="test"))
-    assert margin.soft and margin.basis.startswith("the doctor's margin") and margin.extra == 256 * 2**20
+    assert margin.basis.startswith("the doctor's margin") and margin.extra == 256 * 2**20
     # at float64 the whole model adds 264 KB (66k parameters x 4 more bytes), its larger Linear 132 KB
     results = {}
     for extra in (200 * 2**10, 1):
@@ -615,7 +615,7 @@ def test_a_training_reference_block_by_block_gives_the_whole_models_gradients_an
     drawing the same numbers again), or with what the backward needs saved on the host, gives the whole
     cast model's outputs, losses and gradients to the bit; it is the way taken when the whole run would pass
     the room and it fits; the model comes back bit for bit, its blocks' forward as it was."""
-    from ctc_doctor.analyzer.running.precision import Room, Way, _DeltaRecorder, _run_in, _ways
+    from ctc_doctor.analyzer.running.reference.precision import Room, Way, _DeltaRecorder, _run_in, _ways
 
     w = _blocks_train()
     before = {k: v.clone() for k, v in w.model.state_dict().items()}
@@ -735,7 +735,7 @@ def test_the_training_reference_counts_the_optimizers_own_state_and_a_copy_dropp
     """The reference's plan counts what the workload's optimizer keeps per parameter (SGD none, momentum
     one, Adam two), not Adam's always; on the benchmark's eager copy, which is dropped after, it keeps no
     copy of the model's values to put back, and its differences are the same to the bit."""
-    from ctc_doctor.analyzer.running.precision import _optimizer_moments, _ways
+    from ctc_doctor.analyzer.running.reference.precision import _optimizer_moments, _ways
 
     w = _blocks_train()
     for factory, moments in ((lambda p: torch.optim.SGD(p, lr=0.1), 0), (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), 1),

@@ -21,7 +21,7 @@ from ctc_doctor.analyzer.phases.fix import FixOptions as PhaseFixOptions
 from ctc_doctor.analyzer.phases.fix import run_fix
 from ctc_doctor.analyzer.running.calls import Sample, run_pass
 from ctc_doctor.analyzer.running.numerics import Reference
-from ctc_doctor.analyzer.running.precision import make_reference
+from ctc_doctor.analyzer.running.reference.precision import make_reference
 from ctc_doctor.analyzer.running.settings import RunSettings
 from ctc_doctor.analyzer.services.target import load_workload
 from ctc_doctor.reports import models as rm

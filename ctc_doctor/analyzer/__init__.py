@@ -13,8 +13,8 @@ Layers, each importing only those below it (import-linter contracts in pyproject
 - `capture`: what watches torch (the live eager/compiled passes and their findings, attribution, module
   inputs, what a script compiles);
 - `fixes`: a copy of the model with fix actions applied, and the facts the rules read;
-- `running` (calling the user's code) beside `torch_internals` (the one place that touches torch's
-  private APIs);
+- `running` (calling the user's code) over `torch_internals` (the one place that touches torch's
+  private APIs: the reference one module at a time asks it whether a backward is running);
 - `readers`: torch-free readers of what torch wrote (parsing, findings, causes, log files), which
   `offline` and the suggestion rules share without importing torch.
 """

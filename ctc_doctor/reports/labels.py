@@ -475,6 +475,7 @@ _WAYS = {
     "blockwise": "block by block",
     "checkpointed": "block by block (activations recomputed)",
     "offloaded": "with its activations on the host",
+    "streamed": "one module's parameters at a time",
     "host": "on the host",
 }
 

@@ -52,7 +52,7 @@ from ..running.copying import SPILLED, CopyError, copy_model, light_copy, spille
 from ..running.deadline import Interrupted, Stopped, deadline, limit_text, stop_record, stoppable
 from ..running.memory import free_tensors, let_go, release_memory
 from ..running.modules import describe_inputs, forward_arg_names
-from ..running.precision import Room
+from ..running.reference.precision import Room
 from ..running.settings import RunSettings, measured_on
 from ..running.tensors import iter_tensors
 from ..running.warning_notes import collected_warnings, warning_notes
@@ -159,7 +159,8 @@ def _resume(workload: Workload, options: AnalyzeOptions) -> rm.Report:
     cost.notes.append(f"the run was started again after a crash in {crashed}: the account from there is the last stage's")
     ctx, _ = _context(workload, options, cost)
     facts = model_facts(workload.model, ctx.calls) if isinstance(workload.model, torch.nn.Module) else None
-    ctx = dataclasses.replace(ctx, release=None, rebuild=_rebuilder(options), facts=facts, room=Room.beside(cost.footprint, cost.limit))
+    room = Room.beside(cost.footprint, cost.limit, _gradients(workload.model, options.train))
+    ctx = dataclasses.replace(ctx, release=None, rebuild=_rebuilder(options), facts=facts, room=room)
     with contextlib.ExitStack() as resources:
         seen = resources.enter_context(collected_warnings())
         logged = resources.enter_context(ti.quiet_torch_stderr(True))
@@ -364,6 +365,13 @@ def _pristine_copy(workload: Workload, options: AnalyzeOptions) -> tuple[Any, st
     return pristine, None
 
 
+def _gradients(model: Any, train: bool) -> int:
+    """Bytes of a training workload's gradients (its trainable parameters, once each): the workload's own."""
+    if not train or not isinstance(model, torch.nn.Module):
+        return 0
+    return sum(p.numel() * p.element_size() for p in {id(p): p for p in model.parameters() if p.requires_grad}.values())
+
+
 def _rebuilder(options: AnalyzeOptions) -> Callable[[], Workload]:
     """Builds the workload again from its TARGET, as the CLI built it."""
 
@@ -509,7 +517,7 @@ def after_analysis(report: rm.Report, ctx: PhaseContext, session: Session) -> No
     facts: ModelFacts | None = model_facts(model, ctx.calls) if is_module else None
     if facts is not None:
         mark_settled(report, facts.arg_shapes)  # before the suggestions: none is made for them
-    room = Room.beside(cost.footprint, cost.limit)
+    room = Room.beside(cost.footprint, cost.limit, _gradients(model, ctx.settings.train))
     ctx = dataclasses.replace(ctx, facts=facts, room=room)
     if options.owns_workload and ctx.pristine is not None and not options.probe_shapes:
         # the later phases run copies of the pristine model: the caller's own model is not run again (its

@@ -69,7 +69,7 @@ class PhaseContext:
     """The fix phase's compile of the applied fixes on the benchmark's backend (the benchmark's only)."""
     room: Any = None
     """What the numerics reference may add on the device beyond the workload's own footprint
-    (`running.precision.Room`; None: free memory only)."""
+    (`running.reference.precision.Room`; None: free memory only)."""
 
     def __post_init__(self) -> None:
         if self.owner == "caller" and (self.release is not None or self.rebuild is not None):

@@ -89,9 +89,11 @@ def run_call(
     model: Any = None,
     sample: Sink | None = None,
     optimizer: Any = None,
+    backward: bool = True,
 ) -> Any:
     """Call `index` of the workload through `fn`: `before_call`, the seed, the call, and backward when
-    training (then `optimizer.step()` and `zero_grad()` when given: a whole training step).
+    training (then `optimizer.step()` and `zero_grad()` when given: a whole training step); without
+    `backward`, training's loss only.
 
     `model` is what `before_call` receives (default: the workload's model; a copy when `fn` runs one).
     `sample` receives the call's outputs and loss.
@@ -99,7 +101,7 @@ def run_call(
     if workload.before_call is not None:
         workload.before_call(workload.model if model is None else model, index)
     with seeded(seed + index if seed is not None else None):
-        return _call(fn, workload, call, train=train, sample=sample, optimizer=optimizer)
+        return _call(fn, workload, call, train=train, sample=sample, optimizer=optimizer, backward=backward)
 
 
 @contextlib.contextmanager
@@ -119,13 +121,14 @@ def seeded(seed: int | None) -> Iterator[None]:
         yield
 
 
-def _call(fn: Any, workload: Workload, call: Call, *, train: bool, sample: Sink | None, optimizer: Any) -> Any:
+def _call(fn: Any, workload: Workload, call: Call, *, train: bool, sample: Sink | None, optimizer: Any, backward: bool = True) -> Any:
     out = fn(*call.args, **dict(call.kwargs))
     loss = None
     if train and torch.is_grad_enabled():  # a call made under no_grad (a script's evaluation) runs no backward
         loss = workload.loss_fn(out) if workload.loss_fn is not None else default_loss(out)
-        loss.backward()
-        if optimizer is not None:
+        if backward:
+            loss.backward()
+        if backward and optimizer is not None:
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
     if sample is not None:
@@ -145,21 +148,26 @@ def run_pass(
     step: Callable[[], None] | None = None,
     optimizer: Any = None,
     sink: Sink | None = None,
+    last_backward: bool = True,
 ) -> Sample:
     """Every call in order (one benchmark pass); with `collect`, what the pass produced: each call's
     detached outputs (copies: under CUDA graphs the next replay overwrites an output) and, training, its
     losses and gradients (no gradients with an `optimizer`: each step consumes them). With `sink`, the
     results go there call by call instead (a judgement compares each before the next call runs). `step`
-    runs before each call (a CUDA graph step mark: each call is one iteration)."""
+    runs before each call (a CUDA graph step mark: each call is one iteration). Without `last_backward`, the
+    last call's loss is taken but not its backward, nor its step (the higher-precision reference's steps:
+    what they would change no result shows)."""
     sample = Sample()
     target: Sink | None = sink if sink is not None else (sample if collect else None)
     owner = model if model is not None else fn
     if target is not None and train:
         clear_grads(owner)
-    for i, call in enumerate(replayable(calls)):
+    replayed = replayable(calls)
+    for i, call in enumerate(replayed):
         if step is not None:
             step()
-        run_call(fn, workload, call, i, seed=seed, train=train, model=model, sample=target, optimizer=optimizer)
+        backward = last_backward or i < len(replayed) - 1
+        run_call(fn, workload, call, i, seed=seed, train=train, model=model, sample=target, optimizer=optimizer, backward=backward)
     if target is not None and train and optimizer is None:
         target.take_grads(owner)
     return sample

@@ -61,6 +61,14 @@ class Kept:
         return flat.reshape(self.shape)
 
 
+def disk_free(directory: str | None = None) -> int | None:
+    """Bytes free where a store's temporary file goes; None when it cannot be read."""
+    try:
+        return shutil.disk_usage(directory or tempfile.gettempdir()).free
+    except OSError:
+        return None
+
+
 def flat(t: torch.Tensor) -> torch.Tensor:
     """The tensor flattened, complex ones as their real view (what is stored and compared)."""
     t = t.detach()
@@ -87,10 +95,8 @@ class TensorStore:
 
     def room_on_disk(self, nbytes: int) -> bool:
         """Whether the temporary directory has room for `nbytes` (and as much again to spare)."""
-        try:
-            return shutil.disk_usage(self.directory or tempfile.gettempdir()).free > 2 * nbytes
-        except OSError:
-            return False
+        free = disk_free(self.directory)
+        return free is not None and free > 2 * nbytes
 
     def keep(self, t: torch.Tensor, *, copy: bool = True) -> Kept:
         """Keep `t` (a copy when it stays in memory and `copy`; `t` itself may be freed after)."""
@@ -118,12 +124,17 @@ class TensorStore:
             self.on_disk += kept.nbytes
         return kept, _Writer(self, kept)
 
+    def rewrite(self, kept: Kept, t: torch.Tensor) -> None:
+        """`t` (flattened, as many elements) over what `kept` holds (a value the run changes as it goes)."""
+        _Writer(self, kept).write_at(0, flat(t))
+
     def _write(self, chunk: torch.Tensor) -> None:
         self._write_at(self.on_disk, chunk)
         self.on_disk += chunk.numel() * chunk.element_size()
 
     def _write_at(self, offset: int, chunk: torch.Tensor) -> None:
-        data = chunk.detach().to("cpu").contiguous().view(torch.uint8).numpy().tobytes()
+        # a copy first: a tensor's own storage seen by numpy can never be resized again (a stand-in's is)
+        data = chunk.detach().to("cpu", copy=True).contiguous().view(torch.uint8).numpy().tobytes()
         fd = self._fd()
         written = 0
         while written < len(data):

@@ -11,7 +11,7 @@ is free, and what it holds beyond the workload's own footprint (its model and ac
 - the benchmark's child rebuilds the model: when this process was handed the workload (the CLI), it lets
   go of its model and pristine copy first, and what that frees counts as free; when the child (its own
   imports, on the CPU) would not fit, the arms run in this process;
-- the float64 reference picks where it fits by itself (`running.precision`: `Room`);
+- the float64 reference picks where it fits by itself (`running.reference.precision`: `Room`);
 - a phase that still would not fit is left out, with one line why (`Fit.note`);
 - only when the analysis itself holds more than `--memory-limit` allows does the run stop:
   `NotEnoughMemory`, exit code 14.

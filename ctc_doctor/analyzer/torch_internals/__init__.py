@@ -14,7 +14,7 @@ The pieces, each the only owner of the state it keeps:
 - dynamo: Dynamo reset/counters, preserved config, backend lookup, Dynamo exception types, explain, and
   which frames a compiled version served (`counting_frames`);
 - knobs: config patches, mark_dynamic, disable, inductor caches, backends, regional compile, a tensor's
-  version counter (`tensor_state`);
+  version counter (`tensor_state`), whether a backward is running (`in_backward`);
 - script: a script's own `torch.compile` replaced for `ctc-doctor run`;
 - cudagraphs: step marks, and the recordings and skips torch logs (the blocks in force);
 - aot: torch.export + AOTInductor packages, and portable compile-cache artifacts;
@@ -69,6 +69,7 @@ from .knobs import (
     disable,
     dynamo_config,
     fresh_inductor_cache,
+    in_backward,
     mark_dynamic,
     random_like_eager,
     regional_compile,
@@ -115,6 +116,7 @@ __all__ = [
     "disable",
     "skip_frame",
     "tensor_state",
+    "in_backward",
     "dynamo_config",
     "export_program",
     "fresh_dynamo_state",

@@ -95,6 +95,18 @@ def tensor_state(t: torch.Tensor) -> tuple[Any, ...] | None:
         return None
 
 
+def in_backward() -> bool | None:
+    """Whether this thread is running a backward now (a checkpointed block's forward recomputed inside it):
+    `torch._C._current_graph_task_id`, private; None where this torch lacks it."""
+    current = getattr(torch._C, "_current_graph_task_id", None)
+    if current is None:
+        return None
+    try:
+        return bool(current() != -1)
+    except RuntimeError:
+        return None
+
+
 def skip_frame(code: Any) -> bool:
     """Dynamo never traces frames of `code` (as torch's own compile wrapper): `eval_frame.skip_code`,
     private; False where this torch lacks it."""

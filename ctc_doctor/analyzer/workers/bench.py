@@ -39,7 +39,7 @@ class _Arms:
         from ..phases.context import LentCompile, PhaseContext
         from ..running.calls import calls_on
         from ..running.numerics import Reference
-        from ..running.precision import Room
+        from ..running.reference.precision import Room
         from ..running.settings import RunSettings
         from ..services.target import load_workload
 

@@ -24,7 +24,7 @@ from ...running import device as dev
 from ...running.calls import Sample, preserved_state, run_pass
 from ...running.memory import arm_cap, out_of_memory
 from ...running.numerics import KeptResults, Reference, SameAs, loose_backend
-from ...running.precision import make_reference
+from ...running.reference.precision import make_reference
 from ..context import LentCompile, PhaseContext
 from .aot import run_aot_arm
 from .arms import Arm

@@ -36,7 +36,7 @@ from ...running.calls import preserved_state, run_call, run_pass
 from ...running.deadline import DeadlineExceeded, deadline
 from ...running.modules import path_key
 from ...running.numerics import loose_backend
-from ...running.precision import Room, make_reference
+from ...running.reference.precision import Room, make_reference
 from ...running.worker import importable
 from ..context import PhaseContext
 from .numerics_bug import numerics_bug

@@ -29,7 +29,7 @@ from ...capture.inputs import CapturedCall
 from ...running.calls import lines_run, seeded
 from ...running.deadline import DeadlineExceeded, deadline
 from ...running.numerics import multiplier, tolerance
-from ...running.precision import cast_in_place
+from ...running.reference.precision import cast_in_place
 from ...running.tensors import iter_tensors
 from ...triage import compute_nodes, concrete, cut_after, operation_text, reduce_graph, user_line
 

@@ -27,7 +27,7 @@ from ...running.calls import grad_mode, preserved_state, run_call, run_pass
 from ...running.copying import working_copy
 from ...running.memory import release_memory
 from ...running.numerics import KeptResults, Reference, SameAs, loose_backend
-from ...running.precision import make_reference
+from ...running.reference.precision import make_reference
 from ..context import PhaseContext
 
 AOT = "aot_eager"

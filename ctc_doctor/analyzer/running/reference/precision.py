@@ -11,18 +11,21 @@ the first whose addition fits is taken (`_ways`):
   value, so it comes back bit for bit); `blockwise`, each module cast only while its forward runs (one
   module's parameters at float64 at a time); either over slices of the batch (the calls' rows a few at a
   time, each result written at its rows: the activations of one slice at a time), once a run of the first
-  slice at the model's precision showed the rows are independent; on an accelerator, `host`, the cast
-  model on the host;
+  slice at the model's precision showed the rows are independent (`slicing`); on an accelerator, `host`,
+  the cast model on the host;
 - training: `whole`, the model cast in place for the run, its own values kept on the host and put back
   after (the optimizer's steps and the gradients are the run's own); on an accelerator, `offloaded`, the
   same with every tensor the backward needs saved on the host; `checkpointed`, the same with the model's
   repeated blocks under activation checkpointing (the activations of one block at a time, the backward
-  recomputing them: one more forward); on an accelerator, `host` (`modules`).
+  recomputing them: one more forward) (`modules`); `streamed`, one module's parameters at float64 at a
+  time, in the backward too, each gradient taken as it comes and the optimizer stepping each parameter on
+  its own, the stepped values kept in a file (`streamed`); on an accelerator, `host`.
 
-A way past the room is not taken: the room is a bound (for training, the doctor's own margin is not yet:
-see `Room.soft`). A way that fails (an op without float64, out of memory) falls back to the next, and to a
-lower precision only when no float64 way fits; the reference's `run` says which ran, in how many slices, why, and what it
-cost (`rm.ReferenceRun`).
+A way past the room is not taken: the room is a bound, the doctor's own margin as `--memory-limit`, for
+training too (one module's parameters at float64 at a time fits nearly any margin). A way that fails (an
+op without float64, out of memory) falls back to the next, and to a lower precision only when no float64
+way fits; the reference's `run` says which ran, in how many slices, why, and what it cost
+(`rm.ReferenceRun`).
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
-import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,16 +40,18 @@ from typing import Any
 
 import torch
 
-from ...reports import models as rm
-from ...workload import Call, Workload
-from .calls import Sample, preserved_state, run_pass
-from .copying import cast_copy
-from .device import cuda_mark, cuda_peak_above, free_bytes
-from .memory import out_of_memory
-from .modules import block_share, cast_blockwise, checkpointed, repeated_blocks, saved_on_host
-from .numerics import _LOW, CHUNK, STEP_NOTE, KeptResults, Reference, tolerance
-from .store import Kept, TensorStore, flat
-from .tensors import iter_tensors
+from ....reports import models as rm
+from ....workload import Call, Workload
+from ..calls import Sample, preserved_state, run_pass
+from ..copying import cast_copy
+from ..device import cuda_mark, cuda_peak_above, free_bytes
+from ..memory import out_of_memory
+from ..modules import block_share, cast_blockwise, checkpointed, repeated_blocks, saved_on_host
+from ..numerics import _LOW, CHUNK, STEP_NOTE, KeptResults, Reference
+from ..store import Kept, TensorStore, disk_free, flat
+from ..tensors import iter_tensors
+from .slicing import NotSliceable, rows_independent, slice_counts, slice_of
+from .streamed import NotStreamable, Streamed, elementwise_optimizer
 
 MARGIN = 0.5
 """What the reference may add beyond the workload's own footprint, as a share of that footprint: the
@@ -58,8 +62,6 @@ FREE_SHARE = 0.8
 """What share of the free memory a way may plan to take: what autograd and the allocator add beyond the
 estimate (a dense embedding gradient accumulated, a tensor and its cast for a moment) must not meet the
 kernel's out-of-memory killer, which on the host ends the run rather than the way."""
-MAX_SLICES = 64
-"""The most slices a batch is cut into."""
 
 
 def _floating_dtypes(model: torch.nn.Module) -> set[torch.dtype]:
@@ -162,6 +164,7 @@ PLACEMENT_TEXT = {
     "blockwise": "block by block along the module tree (each module cast while it runs)",
     "checkpointed": "block by block (the model cast on its device, the backward recomputing one block's activations at a time)",
     "offloaded": "with its activations on the host (the model cast on its device, what the backward needs brought back as it goes)",
+    "streamed": "one module's parameters at a time (each cast while its forward or its backward needs it, each gradient taken as it comes)",
     "copy": "a cast copy of the model",  # reports written before schema 1.16
 }
 
@@ -177,26 +180,21 @@ class Room:
     """The workload's activations (bytes at the model's precision; `rm.Footprint`); None: twice the model."""
     basis: str = "the device's free memory"
     """Where `extra` comes from, for the report."""
-    soft: bool = False
-    """The doctor's own margin (not `--memory-limit`). For inference it is a bound like the limit: a way past
-    it is not taken (one module at a time over slices of the batch fits nearly any margin), and when none
-    fits the judgement is elementwise, said so. For training, when no way of a precision fits it, the first
-    way of that precision that fits what is free runs rather than a lower precision, and the report says
-    so: its ways cast every parameter (and its gradient and optimizer state), so a training run on the CPU,
-    where the host is the device, has no way within it yet."""
 
     @classmethod
-    def beside(cls, footprint: rm.Footprint | None, limit: int | None = None) -> Room:
-        """The room beside a workload of `footprint`: `limit` (`--memory-limit`), else the doctor's margin
-        (MARGIN of the workload's own, at least MARGIN_FLOOR); without a footprint, free memory only."""
+    def beside(cls, footprint: rm.Footprint | None, limit: int | None = None, gradients: int = 0) -> Room:
+        """The room beside a workload of `footprint` (and, training, `gradients` bytes of its parameters'
+        gradients): `limit` (`--memory-limit`), else the doctor's margin (MARGIN of the workload's own, at
+        least MARGIN_FLOOR); without a footprint, free memory only. Either is a bound: a way past it is not
+        taken, and where none fits, a lower precision or the elementwise judgement, said so."""
         if footprint is None:
             return cls(limit, None, "--memory-limit" if limit is not None else "the device's free memory")
-        own = int((footprint.model_mb + footprint.activations_mb) * 2**20)
+        own = int((footprint.model_mb + footprint.activations_mb) * 2**20) + gradients
         work = int(footprint.activations_mb * 2**20)
         if limit is not None:
             return cls(limit, work, "--memory-limit")
         margin = max(MARGIN_FLOOR, int(MARGIN * own))
-        return cls(margin, work, f"the doctor's margin, half the workload's own {_size(own)}", soft=True)
+        return cls(margin, work, f"the doctor's margin, half the workload's own {_size(own)}")
 
 
 def _size(n: float) -> str:
@@ -216,58 +214,6 @@ def _cast_calls(calls: list[Call], dtype: torch.dtype, device: str | None) -> li
 # ---------------------------------------------------------------------------------------------
 # slices of the batch
 # ---------------------------------------------------------------------------------------------
-
-
-def _batch(call: Call) -> int | None:
-    """A call's batch size: the first dimension of its first tensor of at least one dimension."""
-    for t in iter_tensors((tuple(call.args), dict(call.kwargs))):
-        if t.dim() >= 1:
-            return int(t.shape[0])
-    return None
-
-
-def _largest_slices(calls: list[Call]) -> int:
-    """How many slices the calls' batches can be cut into at most (1: none)."""
-    batches = [_batch(c) for c in calls]
-    if not batches or any(b is None or b < 2 for b in batches):
-        return 1
-    return min(MAX_SLICES, *[b for b in batches if b is not None])
-
-
-def _slice_counts(calls: list[Call]) -> list[int]:
-    """2, 4, 8... up to what the batches allow (their smallest batch, when it is not a power of 2)."""
-    most = _largest_slices(calls)
-    counts = [2**i for i in range(1, int(math.log2(most)) + 1)] if most >= 2 else []
-    if most >= 2 and most not in counts:
-        counts.append(most)
-    return counts
-
-
-def _rows(batch: int, slices: int) -> list[tuple[int, int]]:
-    """[start, end) of each slice of `batch` rows."""
-    bounds = [round(i * batch / slices) for i in range(slices + 1)]
-    return list(zip(bounds[:-1], bounds[1:], strict=True))
-
-
-def _slice_of(calls: list[Call], slices: int, index: int) -> tuple[list[Call], list[tuple[int, int]]]:
-    """Slice `index` of every call: each tensor whose first dimension is the call's batch cut to the
-    slice's rows (inside objects too: a cache's tensors), and the rows of each call it holds."""
-    out, rows = [], []
-    memo: dict[int, Any] = {}  # an object several calls share stays shared within the slice
-    for call in calls:
-        batch = _batch(call)
-        assert batch is not None
-        start, end = _rows(batch, slices)[index]
-
-        def cut(t: torch.Tensor, batch: int = batch, start: int = start, end: int = end) -> torch.Tensor:
-            return t[start:end] if t.dim() >= 1 and t.shape[0] == batch else t
-
-        out.append(Call(cast_copy(tuple(call.args), cut, memo), cast_copy(dict(call.kwargs), cut, memo)))
-        rows.append((start, end))
-    return out, rows
-
-
-# ---------------------------------------------------------------------------------------------
 # the run
 # ---------------------------------------------------------------------------------------------
 
@@ -283,6 +229,8 @@ class Way:
     """Bytes it allocates on the run's device (its cast parameters and its activations)."""
     host: int = 0
     """Bytes it needs on the host (`host`)."""
+    disk: int = 0
+    """Bytes it writes to a temporary file (`streamed`: the values and state its optimizer steps leave)."""
 
     def text(self) -> str:
         sliced = f", in {self.slices} slices of the batch" if self.slices > 1 else ""
@@ -313,11 +261,14 @@ def _ways(
     moments: int,
     slices: list[int],
     disposable: bool = False,
+    stepped: bool = False,
+    backward: bool = True,
 ) -> list[Way]:
     """Every way a run in `dtype` may go, in the order they are tried (see the module doc), with what each
     allocates: on the device, the cast tensors less those they replace, plus the activations at `dtype`.
     Training: the optimizer's `moments` per parameter at `dtype`; a `disposable` model's own values are not
-    kept to put back."""
+    kept to put back; `stepped`: the optimizer steps before a later call (its values and state kept);
+    `backward`: a call runs its backward (not so for one training step, whose gradients no result shows)."""
     own, cast = _bytes(model), _bytes(model, dtype.itemsize)
     scale = dtype.itemsize / max(1, min((d.itemsize for d in _floating_dtypes(model)), default=4))
     work_d = int(work * scale)
@@ -334,6 +285,12 @@ def _ways(
         if blocks:  # the activations outside the blocks, each block's input, one block's own
             share = block_share(model, blocks)
             ways.append(Way(dtype, "checkpointed", 1, params + int(work_d * (1 - share + 2 * share / len(blocks)))))
+        # one module's parameters; with a backward, a fresh copy of one for an operation of the backward and
+        # two gradients of a weight two modules share; with the optimizer's steps, one parameter's state, the
+        # rest in a file
+        largest = _largest_module(model, dtype.itemsize)
+        disk = (1 + moments) * cast if stepped else 0
+        ways.append(Way(dtype, "streamed", 1, ((3 + moments) if backward else 1) * largest + work_d, disk=disk))
         if accelerator:
             ways.append(Way(dtype, "host", 1, 0, cast + own + work_d + state))
         return ways
@@ -347,15 +304,20 @@ def _ways(
 
 
 def _tries(
-    model: torch.nn.Module, work: int, device: str, train: bool, moments: int, slices: list[int], soft: bool, low: bool, disposable: bool
-) -> Iterator[tuple[torch.dtype, Way, bool]]:
-    """(dtype, way, bounded by the room) in the order they are tried: float64's ways within the room, then,
-    with a soft room, float64's ways that fit only what is free; then float32's alike (a bf16/fp16 model)."""
+    model: torch.nn.Module,
+    work: int,
+    device: str,
+    train: bool,
+    moments: int,
+    slices: list[int],
+    low: bool,
+    disposable: bool,
+    stepped: bool = False,
+    backward: bool = True,
+) -> Iterator[tuple[torch.dtype, Way]]:
+    """(dtype, way) in the order they are tried: float64's ways, then float32's (a bf16/fp16 model)."""
     for dtype in (torch.float64, torch.float32) if low else (torch.float64,):
-        ways = _ways(dtype, model, work, device, train, moments, slices, disposable)
-        yield from ((dtype, way, True) for way in ways)
-        if soft:
-            yield from ((dtype, way, False) for way in ways)
+        yield from ((dtype, way) for way in _ways(dtype, model, work, device, train, moments, slices, disposable, stepped, backward))
 
 
 def _fits(way: Way, device: str, room: Room, work: int) -> tuple[bool, str | None]:
@@ -365,6 +327,10 @@ def _fits(way: Way, device: str, room: Room, work: int) -> tuple[bool, str | Non
         free = free_bytes("cpu")
         if free is not None and way.host > free:
             return False, f"{_size(way.host)} needed on the host, {_size(free)} free"
+    if way.disk:
+        spare = disk_free()
+        if spare is not None and 2 * way.disk > spare:
+            return False, f"{_size(way.disk)} to write to a temporary file, {_size(spare)} free on its disk"
     free = free_bytes(device)
     if free is not None and way.device > FREE_SHARE * free:
         return False, f"{_size(way.device)} needed, {_size(free)} free (it may take {FREE_SHARE:.0%} of it)"
@@ -425,62 +391,11 @@ class _DeltaRecorder:
         if isinstance(model, torch.nn.Module):
             for name, p in model.named_parameters():
                 if p.grad is not None:
-                    self._record(f"grad {name}", p.grad, None)
+                    self.grad(name, p.grad)
 
-
-class _RowsCheck:
-    """A sink that tells whether a slice's results at the model's own precision are eager's rows (the
-    batch's rows are independent: slicing changes nothing but rounding)."""
-
-    def __init__(self, eager: KeptResults, rows: list[tuple[int, int]], loose: bool) -> None:
-        self.eager, self.rows, self.loose = eager, rows, loose
-        self.calls = 0
-        self.problem: str | None = None
-
-    def add(self, out: Any, loss: torch.Tensor | None) -> None:
-        i = self.calls
-        self.calls += 1
-        if self.problem is not None or i >= len(self.eager.outputs):
-            return
-        start, end = self.rows[i]
-        for j, (t, e) in enumerate(zip(iter_tensors(out), self.eager.outputs[i], strict=False)):
-            if not e.shape or tuple(t.shape) != (end - start, *e.shape[1:]):
-                self.problem = f"call {i} output {j} has shape {list(t.shape)}, not rows {start}-{end} of {list(e.shape)}"
-                return
-            if not self._same(flat(t), e, start * (e.numel // e.shape[0])):
-                self.problem = f"call {i} output {j}: rows {start}-{end} run alone differ from the same rows of the whole batch"
-                return
-
-    def _same(self, mine: torch.Tensor, e: Kept, offset: int) -> bool:
-        """Chunk by chunk (no whole output at float64): integers equal, floats within 10x the elementwise
-        check's loose tolerance (a slice may round otherwise than the batch)."""
-        rtol, atol = tolerance(e.dtype, True)
-        for s in range(0, mine.numel(), CHUNK):
-            a = mine[s : s + CHUNK]
-            b = e.chunk(offset + s, a.numel(), a.device)
-            if not e.is_floating_point():
-                if not torch.equal(a, b):
-                    return False
-            elif not torch.allclose(a.double(), b.double(), rtol=10 * rtol, atol=10 * atol, equal_nan=True):
-                return False
-        return True
-
-    def take_grads(self, model: Any) -> None:
-        return
-
-
-def _rows_independent(
-    model: torch.nn.Module, workload: Workload, calls: list[Call], kept: KeptResults, slices: int, seed: int | None
-) -> str | None:
-    """None when the first of `slices` slices, run at the model's own precision, gives eager's rows; else why not."""
-    sliced, rows = _slice_of(calls, slices, 0)
-    check = _RowsCheck(kept, rows, True)
-    try:
-        with preserved_state(model), torch.no_grad():
-            run_pass(model, dataclasses.replace(workload, model=model), sliced, seed=seed, train=False, sink=check)
-    except Exception as exc:  # noqa: BLE001 - the model does not take a slice of its batch
-        return f"a slice of the batch does not run: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
-    return check.problem
+    def grad(self, name: str, g: torch.Tensor) -> None:
+        """A parameter's gradient after the run (the streamed way's, as it comes)."""
+        self._record(f"grad {name}", g, None)
 
 
 def _run_in(
@@ -503,6 +418,20 @@ def _run_in(
     device = "cpu" if way.placement == "host" else None
     default = _default_dtype(torch.float64 if dtype == torch.float64 else torch.get_default_dtype())
     high = dataclasses.replace(workload, model=model)
+    if train and way.placement == "streamed":
+        factory = workload.optimizer if steps else None
+        why = elementwise_optimizer(factory) if factory is not None and len(calls) > 1 else None
+        if why is not None:
+            raise NotStreamable(why)
+        store = TensorStore(limit=0)  # what the optimizer's steps leave, on disk: the device has no room for it
+        stream = Streamed(model, dtype, calls=len(calls), call=lambda: sink.calls, grad=sink.grad, optimizer=factory, store=store)
+        try:
+            with preserved_state(model) if not disposable else contextlib.nullcontext(), default, stream.running():
+                run_pass(model, high, _cast_calls(calls, dtype, device), seed=seed, train=True, sink=sink, last_backward=not steps)
+                stream.finish()
+        finally:
+            store.close()
+        return
     if train:
         ways: Any = contextlib.nullcontext()
         if way.placement == "checkpointed":
@@ -515,7 +444,16 @@ def _run_in(
         cast = cast_for_training(model, dtype, device) if not disposable else cast_in_place(model, dtype, device, back=False)
         with preserved_state(model) if not disposable else contextlib.nullcontext(), cast, default, ways:
             optimizer = workload.optimizer(model.parameters()) if steps and workload.optimizer is not None else None
-            run_pass(model, high, _cast_calls(calls, dtype, device), seed=seed, train=True, sink=sink, optimizer=optimizer)
+            run_pass(
+                model,
+                high,
+                _cast_calls(calls, dtype, device),
+                seed=seed,
+                train=True,
+                sink=sink,
+                optimizer=optimizer,
+                last_backward=not steps,
+            )
         return
     cast = cast_blockwise(model, dtype) if way.placement == "blockwise" else cast_in_place(model, dtype, device)
     with preserved_state(model), cast, default, torch.no_grad():
@@ -523,22 +461,18 @@ def _run_in(
             run_pass(model, high, _cast_calls(calls, dtype, device), seed=seed, train=False, sink=sink)
             return
         for index in range(way.slices):
-            sliced, rows = _slice_of(calls, way.slices, index)
+            sliced, rows = slice_of(calls, way.slices, index)
             sink.calls, sink.rows = 0, rows
             run_pass(model, high, _cast_calls(sliced, dtype, device), seed=seed, train=False, sink=sink)
             del sliced
             if sink.problem is not None:
-                raise _NotSliceable(sink.problem)
+                raise NotSliceable(sink.problem)
 
 
-_OWN_FAILURES = ("blockwise", "checkpointed", "offloaded", "host")
+_OWN_FAILURES = ("blockwise", "checkpointed", "offloaded", "streamed", "host")
 """Ways whose failure says nothing of the others (a module reading another's weight, a block whose
 recomputation differs from its forward, a tensor the model keeps outside its parameters and buffers left
 on the device)."""
-
-
-class _NotSliceable(Exception):
-    """A slice's results cannot be put back in the batch's shape."""
 
 
 def fits(need: int, device: str) -> tuple[bool, int | None]:
@@ -583,7 +517,7 @@ def make_reference(
     store = kept.store
     low = bool(_floating_dtypes(model) & set(_LOW))
     work = room.activations if room.activations is not None else 2 * _bytes(model)
-    counts = [] if train else [n for n in _slice_counts(calls) if slices is None or n in slices]
+    counts = [] if train else [n for n in slice_counts(calls) if slices is None or n in slices]
     problems: list[str] = []
     failed: set[tuple[torch.dtype, str]] = set()
     sliceable: str | None = None  # why the batch cannot be sliced, once tried
@@ -591,8 +525,9 @@ def make_reference(
     tried: set[tuple[torch.dtype, str, int]] = set()
     cuda = device.startswith("cuda") and torch.cuda.is_available()
     moments = _optimizer_moments(workload) if steps else 0
-    soft = room.soft and train  # inference has a way within the margin (its blocks, its slices) or none
-    for dtype, way, bounded in _tries(model, work, device, train, moments, counts, soft, low, disposable):
+    stepped = steps and workload.optimizer is not None and len(calls) > 1
+    backward = not steps or len(calls) > 1  # the last call's backward feeds only a step no result shows
+    for dtype, way in _tries(model, work, device, train, moments, counts, low, disposable, stepped, backward):
         if (placements is not None and way.placement not in placements) or (slices is not None and way.slices not in (*slices, 1)):
             continue
         if (dtype, "any") in failed or (dtype, way.placement) in failed or (way.slices > 1 and sliceable is not None):
@@ -603,14 +538,13 @@ def make_reference(
             continue
         if (dtype, way.placement, way.slices) in tried:
             continue
-        ok, why = _fits(way, device, room if bounded else Room(None), work)
+        ok, why = _fits(way, device, room, work)
         if not ok:
-            if bounded or "beyond the workload" not in (why or ""):
-                problems.append(f"a {_name(dtype)} run {way.text()} would not fit ({why})")
+            problems.append(f"a {_name(dtype)} run {way.text()} would not fit ({why})")
             continue
         if way.slices > 1 and not checked:
             checked = True
-            sliceable = _rows_independent(model, workload, calls, kept, way.slices, seed)
+            sliceable = rows_independent(model, workload, calls, kept, way.slices, seed)
             if sliceable is not None:
                 problems.append(f"the batch cannot be cut into slices ({sliceable})")
                 continue
@@ -624,9 +558,9 @@ def make_reference(
             problems.append(f"a {_name(dtype)} run {way.text()} failed: {type(exc).__name__}: {first}")
             del recorder
             _release(device)
-            if disposable and train:  # the copy is cast and stepped now: no other way can start from eager's values
-                break
-            if isinstance(exc, _NotSliceable):
+            if disposable and train and way.placement != "streamed":  # the copy is cast and stepped now: no other way
+                break  # can start from eager's values (the streamed way leaves the model's own parameters as they were)
+            if isinstance(exc, NotSliceable):
                 sliceable = str(exc)
             elif not out_of_memory(exc):  # an op without this dtype fails anywhere; a way's own failure (_OWN_FAILURES) only there
                 failed.add((dtype, way.placement if way.placement in _OWN_FAILURES else "any"))
@@ -636,8 +570,6 @@ def make_reference(
         notes = []
         if way.placement != "whole" or way.slices > 1 or problems:
             notes.append(f"the {_name(dtype)} run went {way.text()}" + _before(problems))
-        if not bounded:
-            notes.append(f"no way fit the {_size(room.extra or 0)} of {room.basis}: it took the first that fits what is free")
         if steps:
             notes.append(STEP_NOTE)
         duration = round(time.perf_counter() - t0, 3)

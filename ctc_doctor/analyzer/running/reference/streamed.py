@@ -1,0 +1,333 @@
+"""Training's higher-precision reference one module at a time (`precision`'s `streamed` way): for a model
+whose parameters at float64, with their gradients, do not fit beside it.
+
+Each parameter has a float64 stand-in (a leaf of its own, put in its module's place for the run) whose
+memory exists only while it is needed:
+
+- in the forward, while its module's forward runs (a forward pre-hook fills it from the model's own value,
+  cast exactly, or from the value the run's optimizer steps left; the post-hook frees it);
+- in the backward, when an operation needs it: autograd saves no reference to it (a saved-tensor hook keeps
+  which parameter and which view instead) and gets a fresh float64 copy for that operation alone;
+- its gradient, once accumulated (a post-accumulate-grad hook): kept as its difference from eager's, or
+  summed over the calls, or spent on the optimizer's step for this parameter alone (an elementwise
+  optimizer: SGD, Adam... step each parameter on its own as they would together), its new value and state
+  kept in a file until the next call's forward needs them.
+
+So what it adds on the device is the largest module's parameters at float64 with their gradients, and the
+activations. The model's own parameters are never touched (they are put back in their modules after);
+its buffers are cast in place for the run and come back bit for bit.
+
+A forward recomputed inside the backward (the model's own activation checkpointing) keeps its stand-ins
+until their gradient comes (the recomputation's saved tensors hold them); a frozen parameter's then stays
+for the run. A module's code that reads another module's parameter directly finds an empty stand-in, and
+the way fails (the next is tried): every operation of the forward is checked for an empty stand-in (a
+torch-function mode), which would otherwise read freed memory. A module whose output is a view of its own
+parameter keeps it filled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from ..store import Kept, TensorStore
+from ..tensors import iter_tensors
+
+ELEMENTWISE_OPTIMIZERS = frozenset({"SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad", "Adadelta", "ASGD", "Rprop"})
+"""torch.optim's optimizers whose step changes each parameter from its own gradient and state alone: one
+stepped on its own is one stepped with the others."""
+
+
+class NotStreamable(RuntimeError):
+    """The model or its optimizer cannot run one module at a time (said as the way's failure)."""
+
+
+def elementwise_optimizer(factory: Callable[[Any], Any]) -> str | None:
+    """None when the optimizer `factory` builds steps each parameter on its own; else why not."""
+    try:
+        optimizer = factory([torch.nn.Parameter(torch.zeros(2))])
+    except Exception as exc:  # noqa: BLE001 - a factory that wants the model's own parameters
+        return f"its optimizer cannot be built for one parameter ({type(exc).__name__})"
+    kind = type(optimizer)
+    if kind.__module__.startswith("torch.optim") and kind.__name__ in ELEMENTWISE_OPTIMIZERS:
+        return None
+    return f"its optimizer ({kind.__name__}) is not one known to step each parameter on its own"
+
+
+_METADATA = frozenset(
+    {"__get__", "__set__", "size", "dim", "numel", "nelement", "ndimension", "stride", "storage_offset", "element_size"}
+    | {"is_floating_point", "is_complex", "is_contiguous", "untyped_storage", "data_ptr", "get_device", "__len__", "__hash__"}
+)
+"""Tensor methods and properties that read no element: an empty stand-in may meet them (`weight.dtype`)."""
+
+
+class _Unfilled(TorchFunctionMode):
+    """Any operation that would read an empty stand-in (or a view of one) raises instead: its memory is
+    freed, and the kernel would read whatever lies there."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", "") not in _METADATA:
+            for t in iter_tensors((args, kwargs)):
+                if t.numel() and _has_storage(t) and t.untyped_storage().nbytes() == 0:
+                    raise NotStreamable(
+                        f"{getattr(func, '__name__', func)} reads a parameter outside its module's forward "
+                        "(its float64 copy is made only while the module runs)"
+                    )
+        return func(*args, **kwargs)
+
+
+@dataclass(eq=False)
+class _Stand:
+    """One parameter's float64 stand-in and what the run keeps of it."""
+
+    name: str
+    own: torch.nn.Parameter
+    """The model's parameter (never written)."""
+    high: torch.nn.Parameter
+    """Its stand-in: its memory filled only while needed."""
+    users: int = 0
+    """Forwards running now that need it filled."""
+    pinned: bool = False
+    """Filled for the rest of the run (a recomputed forward's saved tensors, or an output, hold it)."""
+    value: Kept | None = None
+    """Its value after the run's optimizer steps (None: still the model's own)."""
+    optimizer: Any = None
+    state: dict[str, Kept] = field(default_factory=dict)
+    """The optimizer's per-element state, kept between steps."""
+    summed: Kept | None = None
+    """Its gradient summed over the calls so far (no optimizer)."""
+
+    @property
+    def filled(self) -> bool:
+        return self.high.untyped_storage().nbytes() > 0
+
+    def fresh(self) -> torch.Tensor:
+        """Its current value at the stand-in's dtype, in a tensor of its own."""
+        if self.value is not None:
+            return self.value.whole(self.own.device).to(self.high.dtype)
+        return self.own.detach().to(self.high.dtype)
+
+    def fill(self) -> None:
+        if self.filled:
+            return
+        storage = self.high.untyped_storage()
+        storage.resize_(self.high.numel() * self.high.element_size())
+        source = self.value.whole(self.own.device) if self.value is not None else self.own.detach()
+        with torch.no_grad():
+            self.high.data.copy_(source)  # cast as it copies: no float64 copy beside the stand-in's own
+
+    def free(self) -> None:
+        if self.filled and not self.pinned and self.users == 0:
+            self.high.untyped_storage().resize_(0)
+
+
+@dataclass(frozen=True)
+class _Saved:
+    """What autograd keeps instead of a view of a stand-in: which, and the view."""
+
+    stand: _Stand
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+
+
+class Streamed:
+    """The model's parameters swapped for float64 stand-ins for the block (see the module doc). `grad(name,
+    gradient, last)` receives each gradient as it comes when there is no optimizer, summed over the calls
+    (`last`: the call is the run's last); `call()` tells the call running now (0, 1...), `calls` how many
+    there are; with `optimizer` (a factory), every call but the last steps each parameter."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        dtype: torch.dtype,
+        *,
+        calls: int,
+        call: Callable[[], int],
+        grad: Callable[[str, torch.Tensor], None],
+        optimizer: Callable[[Any], Any] | None,
+        store: TensorStore,
+    ) -> None:
+        self.model, self.dtype, self.calls, self.call, self.grad = model, dtype, calls, call, grad
+        self.factory, self.store = optimizer, store
+        self.stands: dict[int, _Stand] = {}
+        self.by_storage: dict[int, _Stand] = {}
+        self.recorded: set[str] = set()
+
+    # -- the stand-ins ------------------------------------------------------------------------
+
+    def _stand_for(self, name: str, p: torch.nn.Parameter) -> _Stand:
+        stand = self.stands.get(id(p))
+        if stand is None:
+            high = torch.nn.Parameter(torch.empty(p.shape, dtype=self.dtype, device=p.device), requires_grad=p.requires_grad)
+            high.untyped_storage().resize_(0)
+            stand = self.stands[id(p)] = _Stand(name, p, high)
+        return stand
+
+    def _fill(self, stand: _Stand) -> None:
+        if not stand.filled:
+            stand.fill()
+            self.by_storage[stand.high.untyped_storage().data_ptr()] = stand
+
+    def _free(self, stand: _Stand) -> None:
+        if stand.filled and not stand.pinned and stand.users == 0:
+            self.by_storage.pop(stand.high.untyped_storage().data_ptr(), None)
+            stand.free()
+
+    def _enter(self, owned: list[_Stand]) -> Callable[..., None]:
+        def hook(_module: torch.nn.Module, *_: Any) -> None:
+            for stand in owned:
+                stand.users += 1
+                self._fill(stand)
+
+        return hook
+
+    def _leave(self, owned: list[_Stand]) -> Callable[..., None]:
+        from ... import torch_internals as ti
+
+        def hook(_module: torch.nn.Module, _args: Any, output: Any) -> None:
+            recomputed = ti.in_backward() is not False  # unknown: as if recomputed (nothing freed early)
+            held = {t.untyped_storage().data_ptr() for t in iter_tensors(output) if _has_storage(t)}
+            for stand in owned:
+                stand.users -= 1
+                if recomputed or (stand.filled and stand.high.untyped_storage().data_ptr() in held):
+                    stand.pinned = True  # saved by the recomputation, or handed on as an output
+                self._free(stand)
+
+        return hook
+
+    # -- autograd's saved tensors ---------------------------------------------------------------
+
+    def _pack(self, t: torch.Tensor) -> Any:
+        if not _has_storage(t):
+            return t
+        stand = self.by_storage.get(t.untyped_storage().data_ptr())
+        if stand is None or stand.pinned:
+            return t
+        if t.dtype != stand.high.dtype:
+            raise NotStreamable(f"{stand.name} is saved for the backward as {t.dtype}, a view of another dtype")
+        return _Saved(stand, tuple(t.shape), tuple(t.stride()), t.storage_offset())
+
+    def _unpack(self, saved: Any) -> Any:
+        if not isinstance(saved, _Saved):
+            return saved
+        stand = saved.stand
+        base = stand.high.detach() if stand.filled else stand.fresh()  # a copy for this operation alone
+        return base.as_strided(saved.size, saved.stride, saved.offset)
+
+    # -- gradients ------------------------------------------------------------------------------
+
+    def _accumulated(self, stand: _Stand) -> Callable[[torch.Tensor], None]:
+        def hook(high: torch.Tensor) -> None:
+            g, high.grad = high.grad, None
+            if g is None:
+                return
+            i = self.call()
+            if self.factory is not None:
+                if i < self.calls - 1:
+                    self._step(stand, g)
+            elif i < self.calls - 1:
+                self._sum(stand, g)
+            else:
+                if stand.summed is not None:
+                    g = g + stand.summed.whole(g.device)
+                    stand.summed = None
+                self.grad(stand.name, g)
+                self.recorded.add(stand.name)
+            del g
+            stand.pinned = False
+            self._free(stand)
+
+        return hook
+
+    def _sum(self, stand: _Stand, g: torch.Tensor) -> None:
+        if stand.summed is not None:
+            g = g + stand.summed.whole(g.device)
+        stand.summed = self._keep(stand.summed, g)
+
+    def _keep(self, kept: Kept | None, t: torch.Tensor) -> Kept:
+        """`t` in the file, over `kept`'s place when there is one."""
+        if kept is None:
+            kept, _ = self.store.writer(tuple(t.shape), t.dtype, t.numel(), "cpu")
+        self.store.rewrite(kept, t)
+        return kept
+
+    def _step(self, stand: _Stand, g: torch.Tensor) -> None:
+        """This parameter's optimizer step, on its own: its value and state from the file, then back there."""
+        assert self.factory is not None
+        self._fill(stand)
+        high = stand.high
+        if stand.optimizer is None:
+            stand.optimizer = self.factory([high])
+        state = stand.optimizer.state[high]
+        for key, kept in stand.state.items():
+            state[key] = kept.whole(high.device)
+        high.grad = g
+        stand.optimizer.step()
+        high.grad = None
+        for key, v in list(state.items()):
+            if isinstance(v, torch.Tensor) and v.numel() == high.numel() and v.numel() > 1:
+                stand.state[key] = self._keep(stand.state.get(key), v)
+                state[key] = torch.empty(0, dtype=v.dtype, device=v.device)
+        stand.value = self._keep(stand.value, high.detach())
+
+    def finish(self) -> None:
+        """Gradients summed over the calls whose last call gave none (no optimizer)."""
+        for stand in self.stands.values():
+            if stand.summed is not None and stand.name not in self.recorded:
+                self.grad(stand.name, stand.summed.whole(stand.own.device))
+                stand.summed = None
+
+    # -- the block ------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        model = self.model
+        names = {id(p): n for n, p in model.named_parameters()}
+        swapped: list[tuple[torch.nn.Module, str, torch.nn.Parameter]] = []
+        handles: list[Any] = []
+        buffers = [(b, b.dtype) for b in {id(b): b for b in model.buffers()}.values() if b.is_floating_point()]
+        try:
+            with torch.no_grad():
+                for b, _old in buffers:
+                    b.data = b.data.to(self.dtype)
+            for module in model.modules():
+                owned = []
+                for key, p in list(module._parameters.items()):
+                    if p is None:
+                        continue
+                    stand = self._stand_for(names.get(id(p), key), p)
+                    swapped.append((module, key, p))
+                    module._parameters[key] = stand.high
+                    owned.append(stand)
+                if owned:
+                    handles.append(module.register_forward_pre_hook(self._enter(owned)))
+                    handles.append(module.register_forward_hook(self._leave(owned), always_call=True))
+            for stand in self.stands.values():
+                if stand.high.requires_grad:
+                    handles.append(stand.high.register_post_accumulate_grad_hook(self._accumulated(stand)))
+            with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack), _Unfilled():
+                yield
+        finally:
+            for h in handles:
+                h.remove()
+            for module, key, p in swapped:
+                module._parameters[key] = p
+            with torch.no_grad():
+                for b, old in buffers:
+                    b.data = b.data.to(old)
+            for stand in self.stands.values():
+                stand.pinned, stand.users = False, 0
+                self._free(stand)
+                stand.optimizer = None
+            self.by_storage.clear()
+
+
+def _has_storage(t: torch.Tensor) -> bool:
+    return t.layout == torch.strided and t.device.type != "meta" and not t.is_nested
