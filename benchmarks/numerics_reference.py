@@ -13,11 +13,11 @@ a few models (wall time and the process's peak RSS growth) beside eager's own pa
 
 `--train` measures training's float64 reference instead, each of its ways on the CPU (`whole`, the model
 cast in place; `checkpointed`, its blocks' activations recomputed in the backward; `streamed`, one
-module's parameters at float64 at a time) in a fresh process on a GPT-2 whose activations outweigh its
+module's parameters at float64 at a time; `streamed_checkpointed`, both) in a fresh process on a GPT-2 whose activations outweigh its
 weights: the peak RSS growth past eager's own training pass (the activations a backward needs), its wall
 time, and whether its differences from eager are the same:
 
-    .venv/bin/python benchmarks/numerics_reference.py --train [--layers 6] [--ways whole,checkpointed,streamed]
+    .venv/bin/python benchmarks/numerics_reference.py --train [--layers 6] [--ways whole,checkpointed,streamed,streamed_checkpointed]
 
 `--train --model llama1b --ways streamed`: the same on `big_models.py:llama_1b_train` (Llama-3.2-1B's
 shape in bf16, a step of SGD as the benchmark runs it: its calls as whole steps), where the whole cast
@@ -153,7 +153,7 @@ def train_main(layers: int, ways: list[str], model_name: str) -> None:
         else f"GPT-2 {layers} x 256, vocab 4096, batch 8 x 512 and 8 x 384"
     )
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {what}")
-    head = f"{'way':<13} {'eager s':>8} {'eager +MB':>10} {'ref s':>7} {'ref +MB':>8} {'ref/eager mem':>14}"
+    head = f"{'way':<22} {'eager s':>8} {'eager +MB':>10} {'ref s':>7} {'ref +MB':>8} {'ref/eager mem':>14}"
     print(f"{head} {'own MB':>7} {'own/workload':>13}  same differences")
     first: dict[str, float] | None = None
     for placement in ways:
@@ -165,7 +165,7 @@ def train_main(layers: int, ways: list[str], model_name: str) -> None:
         first = first or r["sums"]
         same = first.keys() == r["sums"].keys() and all(first[k] == v for k, v in r["sums"].items())
         print(
-            f"{r['placement']:<13} {r['eager_s']:>8.2f} {r['eager_mb']:>10.0f} {r['ref_s']:>7.2f} {r['ref_mb']:>8.0f} "
+            f"{r['placement']:<22} {r['eager_s']:>8.2f} {r['eager_mb']:>10.0f} {r['ref_s']:>7.2f} {r['ref_mb']:>8.0f} "
             f"{r['ref_mb'] / max(1.0, r['eager_mb']):>13.2f}x {r['own_mb']:>7.0f} "
             f"{r['own_mb'] / (r['params_mb'] + r['eager_mb']):>12.2f}x  {'yes' if same else 'NO'}"
         )
@@ -178,7 +178,9 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--train", action="store_true", help="training's reference, each way in a fresh process")
     parser.add_argument("--layers", type=int, default=6, help="--train: the GPT-2's layers")
-    parser.add_argument("--ways", default="whole,checkpointed,streamed", help="--train: the reference's ways, each in a fresh process")
+    parser.add_argument(
+        "--ways", default="whole,checkpointed,streamed,streamed_checkpointed", help="--train: the reference's ways, each in a fresh process"
+    )
     parser.add_argument("--model", default="gpt2", choices=["gpt2", "llama1b"], help="--train: the model")
     args = parser.parse_args()
     if args.train:

@@ -96,12 +96,16 @@ def _same(a, b) -> None:
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_one_module_at_a_time_gives_the_whole_cast_models_results_and_gradients_to_the_bit(dtype):
-    refs = _references(lambda: _Tied().to(dtype))
-    whole, streamed = refs["whole"], refs["streamed"]
-    assert streamed.method == "float64_reference" and streamed.placement == "streamed", streamed.note
-    assert "one module's parameters at a time" in (streamed.note or "")
+    """Alone, and with the repeated blocks' activations recomputed in the backward (dropout drawing the
+    same numbers again)."""
+    refs = _references(lambda: _Tied().to(dtype), placements=("whole", "streamed", "streamed_checkpointed"))
+    whole = refs["whole"]
     assert any(n.startswith("grad ") for n in whole.deltas) and any(n.startswith("loss ") for n in whole.deltas)
-    _same(whole, streamed)
+    for placement in ("streamed", "streamed_checkpointed"):
+        streamed = refs[placement]
+        assert streamed.method == "float64_reference" and streamed.placement == placement, streamed.note
+        assert "one module's parameters at a time" in (streamed.note or "")
+        _same(whole, streamed)
 
 
 @pytest.mark.parametrize("make", [lambda ps: torch.optim.AdamW(ps, lr=1e-2), lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9)])

@@ -476,6 +476,7 @@ _WAYS = {
     "checkpointed": "block by block (activations recomputed)",
     "offloaded": "with its activations on the host",
     "streamed": "one module's parameters at a time",
+    "streamed_checkpointed": "one module's parameters and one block's activations at a time",
     "host": "on the host",
 }
 

@@ -53,7 +53,8 @@ class ReferenceRun(_Model):
     `host` (the cast model on the host); training also `offloaded` (what the backward needs kept on the
     host), `checkpointed` (the repeated blocks' activations recomputed in the backward) and `streamed`
     (schema 1.26: one module's parameters at float64 at a time, in the backward too, with their
-    gradients); None without a higher-precision run."""
+    gradients) and `streamed_checkpointed` (the same with the repeated blocks' activations recomputed);
+    None without a higher-precision run."""
     slices: int = 1
     """The batch's rows ran this many at a time (each result written at its rows), so that the activations
     of one slice at a time sit beside the model; 1: the whole batch."""

@@ -19,7 +19,8 @@ the first whose addition fits is taken (`_ways`):
   repeated blocks under activation checkpointing (the activations of one block at a time, the backward
   recomputing them: one more forward) (`modules`); `streamed`, one module's parameters at float64 at a
   time, in the backward too, each gradient taken as it comes and the optimizer stepping each parameter on
-  its own, the stepped values kept in a file (`streamed`); on an accelerator, `host`.
+  its own, the stepped values kept in a file (`streamed`); `streamed_checkpointed`, the same with the
+  repeated blocks checkpointed (the activations of one block at a time too); on an accelerator, `host`.
 
 A way past the room is not taken: the room is a bound, the doctor's own margin as `--memory-limit`, for
 training too (one module's parameters at float64 at a time fits nearly any margin). A way that fails (an
@@ -165,6 +166,7 @@ PLACEMENT_TEXT = {
     "checkpointed": "block by block (the model cast on its device, the backward recomputing one block's activations at a time)",
     "offloaded": "with its activations on the host (the model cast on its device, what the backward needs brought back as it goes)",
     "streamed": "one module's parameters at a time (each cast while its forward or its backward needs it, each gradient taken as it comes)",
+    "streamed_checkpointed": "one module's parameters at a time, the backward recomputing one block's activations at a time",
     "copy": "a cast copy of the model",  # reports written before schema 1.16
 }
 
@@ -290,7 +292,13 @@ def _ways(
         # rest in a file
         largest = _largest_module(model, dtype.itemsize)
         disk = (1 + moments) * cast if stepped else 0
-        ways.append(Way(dtype, "streamed", 1, ((3 + moments) if backward else 1) * largest + work_d, disk=disk))
+        streamed = ((3 + moments) if backward else 1) * largest
+        ways.append(Way(dtype, "streamed", 1, streamed + work_d, disk=disk))
+        if blocks and backward:  # and the blocks' activations one at a time; a frozen weight, filled again by a
+            # block's recomputation, stays at `dtype` until the run ends (no gradient comes to free it)
+            frozen = sum(p.numel() * dtype.itemsize for p in {id(p): p for p in model.parameters() if not p.requires_grad}.values())
+            fewer = int(work_d * (1 - share + 2 * share / len(blocks)))
+            ways.append(Way(dtype, "streamed_checkpointed", 1, streamed + frozen + fewer, disk=disk))
         if accelerator:
             ways.append(Way(dtype, "host", 1, 0, cast + own + work_d + state))
         return ways
@@ -418,15 +426,16 @@ def _run_in(
     device = "cpu" if way.placement == "host" else None
     default = _default_dtype(torch.float64 if dtype == torch.float64 else torch.get_default_dtype())
     high = dataclasses.replace(workload, model=model)
-    if train and way.placement == "streamed":
+    if train and way.placement in ("streamed", "streamed_checkpointed"):
         factory = workload.optimizer if steps else None
         why = elementwise_optimizer(factory) if factory is not None and len(calls) > 1 else None
         if why is not None:
             raise NotStreamable(why)
         store = TensorStore(limit=0)  # what the optimizer's steps leave, on disk: the device has no room for it
         stream = Streamed(model, dtype, calls=len(calls), call=lambda: sink.calls, grad=sink.grad, optimizer=factory, store=store)
+        blocks = checkpointed(repeated_blocks(model)) if way.placement == "streamed_checkpointed" else contextlib.nullcontext()
         try:
-            with preserved_state(model) if not disposable else contextlib.nullcontext(), default, stream.running():
+            with preserved_state(model) if not disposable else contextlib.nullcontext(), default, stream.running(), blocks:
                 run_pass(model, high, _cast_calls(calls, dtype, device), seed=seed, train=True, sink=sink, last_backward=not steps)
                 stream.finish()
         finally:
@@ -469,7 +478,7 @@ def _run_in(
                 raise NotSliceable(sink.problem)
 
 
-_OWN_FAILURES = ("blockwise", "checkpointed", "offloaded", "streamed", "host")
+_OWN_FAILURES = ("blockwise", "checkpointed", "offloaded", "streamed", "streamed_checkpointed", "host")
 """Ways whose failure says nothing of the others (a module reading another's weight, a block whose
 recomputation differs from its forward, a tensor the model keeps outside its parameters and buffers left
 on the device)."""
@@ -558,7 +567,7 @@ def make_reference(
             problems.append(f"a {_name(dtype)} run {way.text()} failed: {type(exc).__name__}: {first}")
             del recorder
             _release(device)
-            if disposable and train and way.placement != "streamed":  # the copy is cast and stepped now: no other way
+            if disposable and train and not way.placement.startswith("streamed"):  # the copy is cast and stepped now: no other way
                 break  # can start from eager's values (the streamed way leaves the model's own parameters as they were)
             if isinstance(exc, NotSliceable):
                 sliceable = str(exc)
