@@ -5,7 +5,7 @@
 #
 #   bash benchmarks/gpu_check.sh                 # env, tests, gpt2 (GPT-2 small bf16 `bench`): about 5 min
 #   bash benchmarks/gpu_check.sh env,llama1b     # the 1.1B Llama `bench`
-#   STEPS: env tests gpt2 train llama1b llama7b limit train1b meta70b cgplan (comma-separated; each under its own `timeout`)
+#   STEPS: env tests gpt2 train llama1b llama7b limit train1b train7b trainref meta70b cgplan (comma-separated; each under its own `timeout`)
 #
 # Everything goes to $OUT (the device tool's folder that comes back; /tmp/gpu-check elsewhere):
 # summary.txt holds the lines to read, one log per step beside it.
@@ -41,9 +41,14 @@ step train 540 python3 benchmarks/doctor_cost.py --device cuda --train --targets
 step llama1b 560 python3 benchmarks/doctor_cost.py --device cuda --targets gpu_targets:llama_1b_bf16
 step llama7b 580 python3 benchmarks/doctor_cost.py --device cuda --targets gpu_targets:llama_7b_bf16 --extra "--timeout 420"
 step limit 560 python3 benchmarks/doctor_cost.py --device cuda --limit-share 0.3 --targets gpu_targets:llama_1b_bf16
-# issue 63: a 1.2B bf16 training step on the GPU (the CPU figure: 2.6x memory, float32 reference), and the
-# 70B's compile without its weights (meta: no GPU memory; the CPU figure: 12.3 s, 540 MB)
+# issue 63: a 1.2B bf16 training step on the GPU (the CPU figure: 2.2x memory, 3.2x time, a float64 reference
+# one module's parameters at a time), a 7B one (its float64 parameters and gradients, 108 GB, fit no 80 GB
+# card: the reference goes `streamed`), the training reference's four ways on CUDA (each the same differences
+# to the bit; own peak against the workload's), and the 70B's compile without its weights (meta: no GPU
+# memory; the CPU figure: 12.3 s, 540 MB)
 step train1b 560 python3 -m ctc_doctor bench benchmarks/big_models.py:llama_1b_train --train --device cuda --no-fix --json "$OUT/train1b.json"
+step train7b 580 python3 -m ctc_doctor bench benchmarks/gpu_targets.py:llama_7b_train --train --device cuda --no-fix --timeout 540 --json "$OUT/train7b.json"
+step trainref 420 bash -c "python3 benchmarks/numerics_reference.py --train --device cuda; python3 benchmarks/numerics_reference.py --train --device cuda --model llama1b --ways whole,streamed"
 step meta70b 300 bash -c "python3 benchmarks/meta_vs_real.py --llama70b; python3 benchmarks/meta_vs_real.py --llama70b-twin"
 # issue 63: --memory-limit gives up in advance the CUDA-graph mode's arm (its pool, about one set of
 # activations, an estimate): its note in the benchmark's notes, no out-of-memory row

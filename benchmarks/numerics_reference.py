@@ -25,6 +25,8 @@ model's parameters and gradients at float64 (16 GB) do not fit this machine; the
 then put against eager's own training pass (the workload's parameters, gradients and activations):
 `own MB` is the highest resident memory seen while the reference ran (sampled every 5 ms) above what
 the process held when it started, `own/workload` that against the parameters plus eager's pass's growth.
+`--device cuda`: on the GPU, `eager +MB` is the allocator's peak in eager's pass above the parameters and
+`own MB` its peak in the reference above what was allocated when it started.
 """
 
 from __future__ import annotations
@@ -104,8 +106,10 @@ class Sampler:
         self.peak = max(self.peak, rss_mb())
 
 
-def train_child(placement: str, layers: int, model_name: str = "gpt2") -> None:
-    """One training reference in this process: what it adds past eager's own training pass."""
+def train_child(placement: str, layers: int, model_name: str = "gpt2", device: str = "cpu") -> None:
+    """One training reference in this process: what it adds past eager's own training pass (on CUDA, in
+    the allocator's figures: the workload's own peak, and the reference's peak above its start)."""
+    from ctc_doctor.analyzer.running.calls import calls_on
     from ctc_doctor.analyzer.running.numerics import KeptResults
 
     torch.manual_seed(0)
@@ -116,14 +120,22 @@ def train_child(placement: str, layers: int, model_name: str = "gpt2") -> None:
         workload = big_models.llama_1b_train()
     else:
         workload = gpt2_train(layers)
-    model, calls = workload.model, workload.calls()
+    cuda = device.startswith("cuda")
+    model = workload.model.to(device)
+    calls = calls_on(workload, device)
     start = peak_rss_mb()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     kept = KeptResults()
     t0 = time.perf_counter()
     optimizer = workload.optimizer(model.parameters()) if steps and workload.optimizer is not None else None
     run_pass(model, workload, calls, seed=0, train=True, sink=kept, optimizer=optimizer)
     del optimizer
     eager_s, eager_mb = time.perf_counter() - t0, peak_rss_mb() - start
+    if cuda:
+        eager_mb = (torch.cuda.max_memory_allocated() - sum(p.numel() * p.element_size() for p in model.parameters())) / 2**20
+        gpu_start = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
     before, at_start = peak_rss_mb(), rss_mb()
     with Sampler() as sampled:
         reference = make_reference(
@@ -133,7 +145,7 @@ def train_child(placement: str, layers: int, model_name: str = "gpt2") -> None:
             kept,
             seed=0,
             train=True,
-            device="cpu",
+            device=device,
             loose=True,
             placements=(placement,),
             steps=steps,
@@ -143,10 +155,12 @@ def train_child(placement: str, layers: int, model_name: str = "gpt2") -> None:
     params_mb = sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20
     out = {"placement": reference.placement, "eager_s": eager_s, "eager_mb": eager_mb, "params_mb": params_mb}
     own = sampled.peak - at_start  # what the reference itself held at its highest, above its start
+    if cuda:
+        own = (torch.cuda.max_memory_allocated() - gpu_start) / 2**20
     print(json.dumps({**out, "ref_s": reference.duration_s, "ref_mb": peak_rss_mb() - before, "own_mb": own, "sums": sums}))
 
 
-def train_main(layers: int, ways: list[str], model_name: str) -> None:
+def train_main(layers: int, ways: list[str], model_name: str, device: str = "cpu") -> None:
     what = (
         "Llama-3.2-1B's shape, bf16, SGD, 1 x 32"
         if model_name == "llama1b"
@@ -158,7 +172,7 @@ def train_main(layers: int, ways: list[str], model_name: str) -> None:
     first: dict[str, float] | None = None
     for placement in ways:
         here = str(Path(__file__).resolve().parent)
-        child = f"n.train_child({placement!r}, {layers}, {model_name!r})"
+        child = f"n.train_child({placement!r}, {layers}, {model_name!r}, {device!r})"
         code = f"import sys; sys.path.insert(0, {here!r}); import numerics_reference as n; {child}"
         line = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
         r = json.loads(line)
@@ -182,9 +196,10 @@ def main() -> None:
         "--ways", default="whole,checkpointed,streamed,streamed_checkpointed", help="--train: the reference's ways, each in a fresh process"
     )
     parser.add_argument("--model", default="gpt2", choices=["gpt2", "llama1b"], help="--train: the model")
+    parser.add_argument("--device", default="cpu", help="--train: where the model runs (cuda: the allocator's figures)")
     args = parser.parse_args()
     if args.train:
-        train_main(args.layers, args.ways.split(","), args.model)
+        train_main(args.layers, args.ways.split(","), args.model, args.device)
         return
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, benchmark backend {args.backend}")
     head = ("model", "params", "eager s", "ref s", "ref/eager", "bench s", "ref/bench", "rss +MB", "model MB")

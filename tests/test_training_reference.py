@@ -184,7 +184,7 @@ def test_it_is_the_way_taken_when_the_cast_model_and_its_checkpointed_blocks_wou
     kept = KeptResults()
     run_pass(w.model, w, w.calls(), seed=0, train=True, sink=kept)
     work = 2**10
-    plan = {way.placement: way.device for way in _ways(torch.float64, w.model, work, "cpu", True, 0, [])}
+    plan = {way.placement: way.device for way in _ways(torch.float64, w.model, work, "cpu", True, 0, [], summed=True)}
     assert plan["streamed"] < plan["checkpointed"] <= plan["whole"], plan
     room = Room(plan["streamed"] - work, activations=work, basis="a test's room")
     ref = make_reference(w.model, w, w.calls(), kept, seed=0, train=True, device="cpu", loose=True, room=room)
@@ -194,3 +194,78 @@ def test_it_is_the_way_taken_when_the_cast_model_and_its_checkpointed_blocks_wou
         "a float64 run block by block (the model cast on its device, the backward recomputing one block's activations at a time)",
     ], ref.run.not_taken
     assert "no way fit" not in (ref.note or ""), ref.note
+
+
+class _Attention(torch.nn.Module):
+    """torch.nn's MultiheadAttention (its forward reads its child `out_proj`'s weight), then an old-style
+    weight_norm Linear (its own pre-hook computes the weight from two parameters) and a complex parameter."""
+
+    def __init__(self, complex_phase: bool = False) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(50, 32)
+        self.attn = torch.nn.MultiheadAttention(32, 4, batch_first=True)
+        self.norm = torch.nn.utils.weight_norm(torch.nn.Linear(32, 32))
+        self.phase = torch.nn.Parameter(torch.randn(32, dtype=torch.complex64 if complex_phase else torch.float32))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.emb(ids)
+        h = self.attn(x, x, x, need_weights=False)[0]
+        return self.norm(h) * (self.phase.abs() + 1)
+
+
+def test_modules_that_read_their_parameters_otherwise_give_the_same_results():
+    """MultiheadAttention fills its whole subtree; an old-style weight_norm's pre-hook runs after ours; a
+    complex parameter is not cast (as the whole way leaves it), and its gradient summed over the calls
+    fails the way (not done)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # weight_norm's deprecation
+        refs = _references(_Attention, lambda ps: torch.optim.AdamW(ps, lr=1e-2))
+        complex_ = _references(lambda: _Attention(complex_phase=True), placements=("streamed",))["streamed"]
+    assert refs["streamed"].placement == "streamed", refs["streamed"].note
+    _same(refs["whole"], refs["streamed"])
+    assert complex_.method == "elementwise" and "a complex parameter's value" in (complex_.note or ""), complex_.note
+
+
+class _WritesItsWeight(torch.nn.Module):
+    """An embedding with max_norm renormalises the rows it looks up, in place, in its forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(50, 32, max_norm=1.0)
+        self.head = torch.nn.Linear(32, 50)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.head(self.emb(ids))
+
+
+class _SharedBlockTwice(torch.nn.Module):
+    """One block applied twice, each use under a reentrant checkpoint (a backward of its own per use)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb, self.block, self.head = torch.nn.Embedding(50, 32), torch.nn.Linear(32, 32), torch.nn.Linear(32, 50)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        h = self.emb(ids)
+        for _ in range(2):
+            h = h + checkpoint(self.block, h, use_reentrant=True)
+        return self.head(h)
+
+
+@pytest.mark.parametrize("build", [_WritesItsWeight, _SharedBlockTwice])
+def test_what_it_cannot_follow_fails_the_way_loudly_and_the_whole_model_runs(build):
+    """A forward that writes to its weight in place (the float64 copy's change would be lost), a gradient
+    that comes in parts (each reentrant checkpoint's own backward): never a result that differs from the
+    whole cast model's; the way fails, says why, and the next runs."""
+    refs = _references(build, placements=("streamed", "whole"))
+    failed = refs["streamed"]
+    assert failed.method == "elementwise" and "NotStreamable" in (failed.note or ""), failed.note
+    assert "written in place" in failed.note or "comes in parts" in failed.note, failed.note
+    torch.manual_seed(0)
+    w = _workload(build())
+    kept = KeptResults()
+    run_pass(w.model, w, w.calls(), seed=0, train=True, sink=kept)
+    fallback = make_reference(w.model, w, w.calls(), kept, seed=0, train=True, device="cpu", loose=True, placements=("streamed", "whole"))
+    assert fallback.placement == "whole" and fallback.method == "float64_reference", fallback.note

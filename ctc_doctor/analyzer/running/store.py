@@ -125,8 +125,11 @@ class TensorStore:
         return kept, _Writer(self, kept)
 
     def rewrite(self, kept: Kept, t: torch.Tensor) -> None:
-        """`t` (flattened, as many elements) over what `kept` holds (a value the run changes as it goes)."""
-        _Writer(self, kept).write_at(0, flat(t))
+        """`t` (flattened, as many elements) over what `kept` holds (a value the run changes as it goes),
+        a chunk at a time (what a write copies on the way stays a chunk's)."""
+        f, writer, step = flat(t), _Writer(self, kept), 1 << 22
+        for s in range(0, f.numel(), step):
+            writer.write_at(s, f[s : s + step])
 
     def _write(self, chunk: torch.Tensor) -> None:
         self._write_at(self.on_disk, chunk)

@@ -25,6 +25,7 @@ import torch
 
 from ...reports import models as rm
 from ...workload import Workload
+from ..resources.preflight import model_bytes
 from ..running.deadline import Stopped
 from ..running.device import free_bytes
 from ..running.tensors import iter_tensors
@@ -157,10 +158,6 @@ def _same_settings(model: torch.nn.Module, twin: torch.nn.Module) -> None:
                 tensor.requires_grad_(other.requires_grad)
 
 
-def _size(module: torch.nn.Module) -> int:
-    return sum(p.numel() * p.element_size() for p in module.parameters())
-
-
 def build_twin(spec: str, seed: int | None, room_bytes: int | None) -> Twin | str:
     """The twin of TARGET `spec`'s model, or why there is none (one line). `room_bytes`: what its parameters
     may hold (None: no bound)."""
@@ -185,10 +182,11 @@ def build_twin(spec: str, seed: int | None, room_bytes: int | None) -> Twin | st
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.get_default_dtype())
 
     def plan() -> tuple[torch.nn.Module, float]:
-        """The twin built on meta, and what its parameters would hold in the model's dtype (built at float32)."""
+        """The twin built on meta, and what its parameters and buffers would hold in the model's dtype (built at
+        float32)."""
         with torch.device("meta"):
             planned = type(model)(shrunk)
-        return planned, _size(planned) * dtype.itemsize / 4
+        return planned, model_bytes(planned) * dtype.itemsize / 4
 
     try:
         planned, size = plan()  # its size measured before it is built for real

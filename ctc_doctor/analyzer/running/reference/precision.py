@@ -133,8 +133,9 @@ def cast_in_place(model: torch.nn.Module, dtype: torch.dtype, device: str | None
 def cast_for_training(model: torch.nn.Module, dtype: torch.dtype, device: str | None = None) -> Iterator[None]:
     """The model's floating-point parameters and buffers in `dtype` (and on `device`) for a training run
     (an optimizer may move them, backward fills their gradients), then back as they were: their own values
-    are kept on the host meanwhile (no copy on an accelerator), and their gradients put back."""
-    tensors = _float_tensors(model, every=device is not None)
+    are kept on the host meanwhile (no copy on an accelerator), and their gradients put back. The others
+    (a complex parameter the optimizer steps too, integer buffers) keep their dtype and come back as well."""
+    tensors = _float_tensors(model, every=True)
     before = [(t.dtype, t.device) for t in tensors]
     kept = [t.detach().to("cpu", copy=True) for t in tensors]
     grads = {p: p.grad for p in model.parameters()}
@@ -191,7 +192,9 @@ class Room:
         taken, and where none fits, a lower precision or the elementwise judgement, said so."""
         if footprint is None:
             return cls(limit, None, "--memory-limit" if limit is not None else "the device's free memory")
-        own = int((footprint.model_mb + footprint.activations_mb) * 2**20) + gradients
+        # on CUDA the activations are the allocator's peak above the model in the eager pass: its gradients too
+        measured = footprint.method.startswith("CUDA")
+        own = int((footprint.model_mb + footprint.activations_mb) * 2**20) + (0 if measured else gradients)
         work = int(footprint.activations_mb * 2**20)
         if limit is not None:
             return cls(limit, work, "--memory-limit")
@@ -265,12 +268,15 @@ def _ways(
     disposable: bool = False,
     stepped: bool = False,
     backward: bool = True,
+    summed: bool = False,
 ) -> list[Way]:
     """Every way a run in `dtype` may go, in the order they are tried (see the module doc), with what each
     allocates: on the device, the cast tensors less those they replace, plus the activations at `dtype`.
     Training: the optimizer's `moments` per parameter at `dtype`; a `disposable` model's own values are not
     kept to put back; `stepped`: the optimizer steps before a later call (its values and state kept);
-    `backward`: a call runs its backward (not so for one training step, whose gradients no result shows)."""
+    `backward`: a call runs its backward (not so for one training step, whose gradients no result shows);
+    `summed`: gradients summed over several calls without an optimizer (the streamed ways keep the sums in
+    a file)."""
     own, cast = _bytes(model), _bytes(model, dtype.itemsize)
     scale = dtype.itemsize / max(1, min((d.itemsize for d in _floating_dtypes(model)), default=4))
     work_d = int(work * scale)
@@ -289,10 +295,12 @@ def _ways(
             ways.append(Way(dtype, "checkpointed", 1, params + int(work_d * (1 - share + 2 * share / len(blocks)))))
         # one module's parameters; with a backward, a fresh copy of one for an operation of the backward and
         # two gradients of a weight two modules share; with the optimizer's steps, one parameter's state, the
-        # rest in a file
+        # rest in a file; summing a gradient over the calls, the sum so far read back and the new one
         largest = _largest_module(model, dtype.itemsize)
-        disk = (1 + moments) * cast if stepped else 0
-        streamed = ((3 + moments) if backward else 1) * largest
+        disk = (1 + moments) * cast if stepped else cast if summed else 0
+        # (stepping: the value, its gradient, its state and the optimizer's temporaries of one parameter)
+        per = 4 + 2 * moments if stepped else 5 if summed else 3
+        streamed = (per if backward else 1) * largest
         ways.append(Way(dtype, "streamed", 1, streamed + work_d, disk=disk))
         if blocks and backward:  # and the blocks' activations one at a time; a frozen weight, filled again by a
             # block's recomputation, stays at `dtype` until the run ends (no gradient comes to free it)
@@ -322,10 +330,12 @@ def _tries(
     disposable: bool,
     stepped: bool = False,
     backward: bool = True,
+    summed: bool = False,
 ) -> Iterator[tuple[torch.dtype, Way]]:
     """(dtype, way) in the order they are tried: float64's ways, then float32's (a bf16/fp16 model)."""
     for dtype in (torch.float64, torch.float32) if low else (torch.float64,):
-        yield from ((dtype, way) for way in _ways(dtype, model, work, device, train, moments, slices, disposable, stepped, backward))
+        ways = _ways(dtype, model, work, device, train, moments, slices, disposable, stepped, backward, summed)
+        yield from ((dtype, way) for way in ways)
 
 
 def _fits(way: Way, device: str, room: Room, work: int) -> tuple[bool, str | None]:
@@ -432,7 +442,16 @@ def _run_in(
         if why is not None:
             raise NotStreamable(why)
         store = TensorStore(limit=0)  # what the optimizer's steps leave, on disk: the device has no room for it
-        stream = Streamed(model, dtype, calls=len(calls), call=lambda: sink.calls, grad=sink.grad, optimizer=factory, store=store)
+        stream = Streamed(
+            model,
+            dtype,
+            calls=len(calls),
+            call=lambda: sink.calls,
+            grad=sink.grad,
+            optimizer=factory,
+            store=store,
+            budget=way.device or None,
+        )
         blocks = checkpointed(repeated_blocks(model)) if way.placement == "streamed_checkpointed" else contextlib.nullcontext()
         try:
             with preserved_state(model) if not disposable else contextlib.nullcontext(), default, stream.running(), blocks:
@@ -536,7 +555,8 @@ def make_reference(
     moments = _optimizer_moments(workload) if steps else 0
     stepped = steps and workload.optimizer is not None and len(calls) > 1
     backward = not steps or len(calls) > 1  # the last call's backward feeds only a step no result shows
-    for dtype, way in _tries(model, work, device, train, moments, counts, low, disposable, stepped, backward):
+    summed = not steps and len(calls) > 1
+    for dtype, way in _tries(model, work, device, train, moments, counts, low, disposable, stepped, backward, summed):
         if (placements is not None and way.placement not in placements) or (slices is not None and way.slices not in (*slices, 1)):
             continue
         if (dtype, "any") in failed or (dtype, way.placement) in failed or (way.slices > 1 and sliceable is not None):

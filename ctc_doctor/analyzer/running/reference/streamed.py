@@ -43,6 +43,11 @@ ELEMENTWISE_OPTIMIZERS = frozenset({"SGD", "Adam", "AdamW", "Adamax", "NAdam", "
 stepped on its own is one stepped with the others."""
 
 
+READS_CHILDREN = (torch.nn.MultiheadAttention,)
+"""torch.nn modules whose forward reads a child's parameter directly (MultiheadAttention's `out_proj`): their
+pre-hook fills their whole subtree's."""
+
+
 class NotStreamable(RuntimeError):
     """The model or its optimizer cannot run one module at a time (said as the way's failure)."""
 
@@ -102,6 +107,12 @@ class _Stand:
     """The optimizer's per-element state, kept between steps."""
     summed: Kept | None = None
     """Its gradient summed over the calls so far (no optimizer)."""
+    version: int | None = None
+    """Its version counter when filled (or stepped): a forward that writes to it in place moves it."""
+    stepped_in: int = -1
+    """The call whose backward last stepped it: nothing in that backward may read it after."""
+    accumulated_in: int = -1
+    """The call whose backward last gave it a gradient (once a backward)."""
 
     @property
     def filled(self) -> bool:
@@ -153,10 +164,16 @@ class Streamed:
         grad: Callable[[str, torch.Tensor], None],
         optimizer: Callable[[Any], Any] | None,
         store: TensorStore,
+        budget: int | None = None,
     ) -> None:
         self.model, self.dtype, self.calls, self.call, self.grad = model, dtype, calls, call, grad
-        self.factory, self.store = optimizer, store
+        self.factory, self.store, self.budget = optimizer, store, budget
+        self.held = 0
+        """Bytes of the stand-ins filled now: past `budget` (the way's whole plan) the way fails, before the
+        host's out-of-memory killer ends the run (a frozen weight that the model's own checkpointing keeps
+        filled until the run ends)."""
         self.stands: dict[int, _Stand] = {}
+        self.by_high: dict[int, _Stand] = {}
         self.by_storage: dict[int, _Stand] = {}
         self.recorded: set[str] = set()
 
@@ -165,19 +182,34 @@ class Streamed:
     def _stand_for(self, name: str, p: torch.nn.Parameter) -> _Stand:
         stand = self.stands.get(id(p))
         if stand is None:
-            high = torch.nn.Parameter(torch.empty(p.shape, dtype=self.dtype, device=p.device), requires_grad=p.requires_grad)
+            dtype = self.dtype if p.is_floating_point() else p.dtype  # a complex one keeps its dtype, as the whole way's
+            high = torch.nn.Parameter(torch.empty(p.shape, dtype=dtype, device=p.device), requires_grad=p.requires_grad)
             high.untyped_storage().resize_(0)
-            stand = self.stands[id(p)] = _Stand(name, p, high)
+            stand = self.stands[id(p)] = self.by_high[id(high)] = _Stand(name, p, high)
         return stand
 
     def _fill(self, stand: _Stand) -> None:
-        if not stand.filled:
-            stand.fill()
-            self.by_storage[stand.high.untyped_storage().data_ptr()] = stand
+        if stand.filled:
+            return
+        if stand.stepped_in == self.call():  # in the backward that stepped it: the value it ran with is gone
+            raise NotStreamable(f"{stand.name} is needed again in the backward after its own optimizer step")
+        size = stand.high.numel() * stand.high.element_size()
+        if self.budget is not None and self.held + size > self.budget:
+            raise NotStreamable(
+                f"its float64 parameters filled at once pass the way's plan of {self.budget / 2**20:.0f} MB at {stand.name} "
+                "(a weight kept filled by the model's own checkpointing?)"
+            )
+        stand.fill()
+        self.held += size
+        stand.version = _version(stand.high)
+        self.by_storage[stand.high.untyped_storage().data_ptr()] = stand
 
-    def _free(self, stand: _Stand) -> None:
+    def _free(self, stand: _Stand, *, check: bool = True) -> None:
         if stand.filled and not stand.pinned and stand.users == 0:
+            if check and _version(stand.high) != stand.version:
+                raise NotStreamable(f"{stand.name} is written in place by the model's forward (its float64 copy's change would be lost)")
             self.by_storage.pop(stand.high.untyped_storage().data_ptr(), None)
+            self.held -= stand.high.numel() * stand.high.element_size()
             stand.free()
 
     def _enter(self, owned: list[_Stand]) -> Callable[..., None]:
@@ -218,6 +250,8 @@ class Streamed:
         if not isinstance(saved, _Saved):
             return saved
         stand = saved.stand
+        if stand.stepped_in == self.call():
+            raise NotStreamable(f"{stand.name} is read in the backward after its own optimizer step")
         base = stand.high.detach() if stand.filled else stand.fresh()  # a copy for this operation alone
         return base.as_strided(saved.size, saved.stride, saved.offset)
 
@@ -229,6 +263,11 @@ class Streamed:
             if g is None:
                 return
             i = self.call()
+            if stand.accumulated_in == i:  # a reentrant checkpoint's backward of its own, once a use
+                raise NotStreamable(
+                    f"{stand.name}'s gradient comes in parts (a reentrant checkpoint runs a backward of its own for each use)"
+                )
+            stand.accumulated_in = i
             if self.factory is not None:
                 if i < self.calls - 1:
                     self._step(stand, g)
@@ -253,6 +292,8 @@ class Streamed:
 
     def _keep(self, kept: Kept | None, t: torch.Tensor) -> Kept:
         """`t` in the file, over `kept`'s place when there is one."""
+        if t.is_complex():
+            raise NotStreamable("a complex parameter's value, state or gradient would be kept between calls: not done")
         if kept is None:
             kept, _ = self.store.writer(tuple(t.shape), t.dtype, t.numel(), "cpu")
         self.store.rewrite(kept, t)
@@ -271,6 +312,7 @@ class Streamed:
         high.grad = g
         stand.optimizer.step()
         high.grad = None
+        stand.version, stand.stepped_in = _version(high), self.call()
         for key, v in list(state.items()):
             if isinstance(v, torch.Tensor) and v.numel() == high.numel() and v.numel() > 1:
                 stand.state[key] = self._keep(stand.state.get(key), v)
@@ -298,16 +340,16 @@ class Streamed:
                 for b, _old in buffers:
                     b.data = b.data.to(self.dtype)
             for module in model.modules():
-                owned = []
                 for key, p in list(module._parameters.items()):
-                    if p is None:
-                        continue
-                    stand = self._stand_for(names.get(id(p), key), p)
-                    swapped.append((module, key, p))
-                    module._parameters[key] = stand.high
-                    owned.append(stand)
-                if owned:
-                    handles.append(module.register_forward_pre_hook(self._enter(owned)))
+                    if p is not None:
+                        swapped.append((module, key, p))
+                        module._parameters[key] = self._stand_for(names.get(id(p), key), p).high
+            for module in model.modules():
+                # its own parameters; a torch.nn module whose forward reads its children's, theirs too
+                mine = module.parameters() if isinstance(module, READS_CHILDREN) else module._parameters.values()
+                owned = list({id(t): self.by_high[id(t)] for t in mine if t is not None and id(t) in self.by_high}.values())
+                if owned:  # before any pre-hook of the module's own (weight_norm's computes its weight from these)
+                    handles.append(module.register_forward_pre_hook(self._enter(owned), prepend=True))
                     handles.append(module.register_forward_hook(self._leave(owned), always_call=True))
             for stand in self.stands.values():
                 if stand.high.requires_grad:
@@ -324,9 +366,17 @@ class Streamed:
                     b.data = b.data.to(old)
             for stand in self.stands.values():
                 stand.pinned, stand.users = False, 0
-                self._free(stand)
+                self._free(stand, check=False)
                 stand.optimizer = None
             self.by_storage.clear()
+
+
+def _version(t: torch.Tensor) -> int | None:
+    """Its version counter (an in-place write moves it); None where this torch cannot tell."""
+    from ... import torch_internals as ti
+
+    state = ti.tensor_state(t)
+    return state[0] if state is not None else None
 
 
 def _has_storage(t: torch.Tensor) -> bool:
