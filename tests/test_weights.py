@@ -111,6 +111,15 @@ def test_a_run_without_the_weights_that_stops_runs_a_real_twin_and_says_so(cli, 
     from ctc_doctor.reports.markdown import render_markdown
 
     assert "| weights | none: a real twin's findings: LlamaForCausalLM built from your model's config" in render_markdown(report)
+    # a CI gate on recompiles counts one made inside a numbered layer once a layer of the model, not of the twin
+    from ctc_doctor.reports.policy import Policy, violations
+
+    assert report.target.twin_scale == 3 and not violations(report, Policy(max_recompiles=1))  # the prompt's, once
+    rc = report.recompiles[0]
+    layered = report.model_copy(update={"recompiles": [rc.model_copy(update={"module_paths": ["model.layers.1.self_attn"]})]})
+    assert violations(layered, Policy(max_recompiles=1))[0] == (
+        "3 recompile(s) in your model by the twin's count (1 on the twin, 1 inside a layer x 3), more than the 1 allowed:"
+    )
     refused = cli("analyze", "user_targets:llama_kv_cache", "--weights", "none", "--no-twin", "--no-bisect", "--json", str(out))
     assert refused.returncode == 15 and load_report(out).target.weights == "none", refused.stderr
 

@@ -266,7 +266,7 @@ def twin_report(report: rm.Report, twin: Twin, stop: str, model: rm.Target) -> r
     """The twin's report, labelled: what the twin is, why it ran (the stop of the run without the weights)
     and how its counts scale to the model (`target.twin`, `target.weights` = `twin`); the target's class,
     parameter and module counts stay the model's (`model`, the run without the weights)."""
-    report.target.twin = twin.description
+    report.target.twin, report.target.twin_scale = twin.description, twin.layers / TWIN_LAYERS
     report.target.model_class, report.target.parameters, report.target.modules = model.model_class, model.parameters, model.modules
     report.notes[:0] = [
         f"{stop[0].upper()}{stop[1:]}. These findings are a real twin's: {twin.description}.",

@@ -72,6 +72,9 @@ class Target(_Model):
     twin: str | None = None
     """What the twin is (schema 1.25): its class built from the model's config with fewer layers (narrower
     where needed), random weights, the builder's own inputs."""
+    twin_scale: float | None = None
+    """The model's layers over the twin's (schema 1.26): what a count made once a layer scales by (a gate
+    on recompiles counts those inside a numbered layer so)."""
 
 
 class Environment(_Model):
