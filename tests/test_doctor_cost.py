@@ -615,7 +615,7 @@ def test_a_training_reference_block_by_block_gives_the_whole_models_gradients_an
     drawing the same numbers again), or with what the backward needs saved on the host, gives the whole
     cast model's outputs, losses and gradients to the bit; it is the way taken when the whole run would pass
     the room and it fits; the model comes back bit for bit, its blocks' forward as it was."""
-    from ctc_doctor.analyzer.running.reference.precision import Room, Way, _DeltaRecorder, _run_in, _ways
+    from ctc_doctor.analyzer.running.reference.precision import Plan, Room, Way, _DeltaRecorder, _run_in, _ways
 
     w = _blocks_train()
     before = {k: v.clone() for k, v in w.model.state_dict().items()}
@@ -634,7 +634,7 @@ def test_a_training_reference_block_by_block_gives_the_whole_models_gradients_an
 
     # a room between the two: the whole run does not fit it, block by block does
     work = 8 * 2**20
-    taken = {way.placement: way.device for way in _ways(torch.float64, w.model, work, "cpu", True, False, [])}
+    taken = {way.placement: way.device for way in _ways(torch.float64, Plan(w.model, work, "cpu", True))}
     room = Room((taken["whole"] + taken["checkpointed"]) // 2 - work, activations=work, basis="a test's room")
     _, fitted = _train_reference(w, room=room)
     assert fitted.placement == "checkpointed" and fitted.run is not None, fitted.note
@@ -735,14 +735,14 @@ def test_the_training_reference_counts_the_optimizers_own_state_and_a_copy_dropp
     """The reference's plan counts what the workload's optimizer keeps per parameter (SGD none, momentum
     one, Adam two), not Adam's always; on the benchmark's eager copy, which is dropped after, it keeps no
     copy of the model's values to put back, and its differences are the same to the bit."""
-    from ctc_doctor.analyzer.running.reference.precision import _optimizer_moments, _ways
+    from ctc_doctor.analyzer.running.reference.precision import Plan, _optimizer_moments, _ways
 
     w = _blocks_train()
     for factory, moments in ((lambda p: torch.optim.SGD(p, lr=0.1), 0), (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), 1),
                              (lambda p: torch.optim.AdamW(p), 2), (None, 0)):  # fmt: skip
         assert _optimizer_moments(dataclasses.replace(w, optimizer=factory)) == moments
-    kept_way = {way.placement: way.device for way in _ways(torch.float64, w.model, 0, "cpu", True, 0, [], False)}
-    dropped = {way.placement: way.device for way in _ways(torch.float64, w.model, 0, "cpu", True, 0, [], True)}
+    kept_way = {way.placement: way.device for way in _ways(torch.float64, Plan(w.model, 0, "cpu", True, disposable=False))}
+    dropped = {way.placement: way.device for way in _ways(torch.float64, Plan(w.model, 0, "cpu", True, disposable=True))}
     size = sum(p.numel() * p.element_size() for p in w.model.parameters())
     assert kept_way["whole"] - dropped["whole"] == size  # the model's own values, kept on the host to put back
 

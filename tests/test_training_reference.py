@@ -14,7 +14,7 @@ from torch.utils.checkpoint import checkpoint
 from ctc_doctor import Workload
 from ctc_doctor.analyzer.running.calls import preserved_state, run_pass
 from ctc_doctor.analyzer.running.numerics import KeptResults
-from ctc_doctor.analyzer.running.reference.precision import Room, _ways, make_reference
+from ctc_doctor.analyzer.running.reference.precision import Plan, Room, _ways, make_reference
 
 pytestmark = pytest.mark.fast
 
@@ -184,7 +184,7 @@ def test_it_is_the_way_taken_when_the_cast_model_and_its_checkpointed_blocks_wou
     kept = KeptResults()
     run_pass(w.model, w, w.calls(), seed=0, train=True, sink=kept)
     work = 2**10
-    plan = {way.placement: way.device for way in _ways(torch.float64, w.model, work, "cpu", True, 0, [], summed=True)}
+    plan = {way.placement: way.device for way in _ways(torch.float64, Plan(w.model, work, "cpu", True, summed=True))}
     assert plan["streamed"] < plan["checkpointed"] <= plan["whole"], plan
     room = Room(plan["streamed"] - work, activations=work, basis="a test's room")
     ref = make_reference(w.model, w, w.calls(), kept, seed=0, train=True, device="cpu", loose=True, room=room)

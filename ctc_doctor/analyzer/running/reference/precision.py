@@ -257,31 +257,36 @@ def _optimizer_moments(workload: Workload) -> int:
         return 2
 
 
-def _ways(
-    dtype: torch.dtype,
-    model: torch.nn.Module,
-    work: int,
-    device: str,
-    train: bool,
-    moments: int,
-    slices: list[int],
-    disposable: bool = False,
-    stepped: bool = False,
-    backward: bool = True,
-    summed: bool = False,
-) -> list[Way]:
+@dataclass(frozen=True)
+class Plan:
+    """What the ways of a run are sized from: the model, the workload's activations (`work`, bytes at the
+    model's precision), the device, and for training: the optimizer's `moments` per parameter at the way's
+    dtype; a `disposable` model's own values are not kept to put back; `stepped`: the optimizer steps before
+    a later call (its values and state kept); `backward`: a call runs its backward (not so for one training
+    step, whose gradients no result shows); `summed`: gradients summed over several calls without an
+    optimizer (the streamed ways keep the sums in a file). Inference: the batch's `slices` to try."""
+
+    model: torch.nn.Module
+    work: int
+    device: str
+    train: bool
+    moments: int = 0
+    slices: tuple[int, ...] = ()
+    disposable: bool = False
+    stepped: bool = False
+    backward: bool = True
+    summed: bool = False
+
+
+def _ways(dtype: torch.dtype, plan: Plan) -> list[Way]:
     """Every way a run in `dtype` may go, in the order they are tried (see the module doc), with what each
-    allocates: on the device, the cast tensors less those they replace, plus the activations at `dtype`.
-    Training: the optimizer's `moments` per parameter at `dtype`; a `disposable` model's own values are not
-    kept to put back; `stepped`: the optimizer steps before a later call (its values and state kept);
-    `backward`: a call runs its backward (not so for one training step, whose gradients no result shows);
-    `summed`: gradients summed over several calls without an optimizer (the streamed ways keep the sums in
-    a file)."""
+    allocates: on the device, the cast tensors less those they replace, plus the activations at `dtype`."""
+    model, moments, disposable, stepped, summed = plan.model, plan.moments, plan.disposable, plan.stepped, plan.summed
     own, cast = _bytes(model), _bytes(model, dtype.itemsize)
     scale = dtype.itemsize / max(1, min((d.itemsize for d in _floating_dtypes(model)), default=4))
-    work_d = int(work * scale)
-    accelerator = device != "cpu"
-    if train:
+    work_d = int(plan.work * scale)
+    accelerator = plan.device != "cpu"
+    if plan.train:
         state = moments * cast  # the optimizer's state at `dtype` (Adam's two moments, SGD's none)
         kept = 0 if accelerator or disposable else own  # the model's own values kept while it runs (on the host)
         params = cast - own + cast + kept + state  # the parameters cast, and their gradients at `dtype` (the run's own)
@@ -300,9 +305,9 @@ def _ways(
         disk = (1 + moments) * cast if stepped else cast if summed else 0
         # (stepping: the value, its gradient, its state and the optimizer's temporaries of one parameter)
         per = 4 + 2 * moments if stepped else 5 if summed else 3
-        streamed = (per if backward else 1) * largest
+        streamed = (per if plan.backward else 1) * largest
         ways.append(Way(dtype, "streamed", 1, streamed + work_d, disk=disk))
-        if blocks and backward:  # and the blocks' activations one at a time; a frozen weight, filled again by a
+        if blocks and plan.backward:  # and the blocks' activations one at a time; a frozen weight, filled again by a
             # block's recomputation, stays at `dtype` until the run ends (no gradient comes to free it)
             frozen = sum(p.numel() * dtype.itemsize for p in {id(p): p for p in model.parameters() if not p.requires_grad}.values())
             fewer = int(work_d * (1 - share + 2 * share / len(blocks)))
@@ -312,30 +317,17 @@ def _ways(
         return ways
     block = _largest_module(model, dtype.itemsize) - _largest_module(model)
     ways = [Way(dtype, "whole", 1, cast - own + work_d), Way(dtype, "blockwise", 1, block + work_d)]
-    for n in slices:
+    for n in plan.slices:
         ways += [Way(dtype, "whole", n, cast - own + work_d // n), Way(dtype, "blockwise", n, block + work_d // n)]
     if accelerator:
         ways.append(Way(dtype, "host", 1, 0, cast + work_d))
     return ways
 
 
-def _tries(
-    model: torch.nn.Module,
-    work: int,
-    device: str,
-    train: bool,
-    moments: int,
-    slices: list[int],
-    low: bool,
-    disposable: bool,
-    stepped: bool = False,
-    backward: bool = True,
-    summed: bool = False,
-) -> Iterator[tuple[torch.dtype, Way]]:
+def _tries(plan: Plan, low: bool) -> Iterator[tuple[torch.dtype, Way]]:
     """(dtype, way) in the order they are tried: float64's ways, then float32's (a bf16/fp16 model)."""
     for dtype in (torch.float64, torch.float32) if low else (torch.float64,):
-        ways = _ways(dtype, model, work, device, train, moments, slices, disposable, stepped, backward, summed)
-        yield from ((dtype, way) for way in ways)
+        yield from ((dtype, way) for way in _ways(dtype, plan))
 
 
 def _fits(way: Way, device: str, room: Room, work: int) -> tuple[bool, str | None]:
@@ -556,7 +548,8 @@ def make_reference(
     stepped = steps and workload.optimizer is not None and len(calls) > 1
     backward = not steps or len(calls) > 1  # the last call's backward feeds only a step no result shows
     summed = not steps and len(calls) > 1
-    for dtype, way in _tries(model, work, device, train, moments, counts, low, disposable, stepped, backward, summed):
+    plan = Plan(model, work, device, train, moments, tuple(counts), disposable, stepped, backward, summed)
+    for dtype, way in _tries(plan, low):
         if (placements is not None and way.placement not in placements) or (slices is not None and way.slices not in (*slices, 1)):
             continue
         if (dtype, "any") in failed or (dtype, way.placement) in failed or (way.slices > 1 and sliceable is not None):
