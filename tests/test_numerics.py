@@ -15,7 +15,7 @@ import pytest
 import torch
 from rich.console import Console
 
-from ctc_doctor import AnalyzeOptions, BenchOptions, FixOptions, analyze
+from ctc_doctor import AnalyzeOptions, BenchOptions, FixOptions, Workload, analyze
 from ctc_doctor.analyzer.phases.context import PhaseContext
 from ctc_doctor.analyzer.phases.fix import FixOptions as PhaseFixOptions
 from ctc_doctor.analyzer.phases.fix import run_fix
@@ -294,6 +294,23 @@ def test_runs_of_a_model_that_draws_random_numbers_are_seeded_alike_and_leave_th
     compiled = next(a for a in report.benchmark.arms if a.name == "compiled")
     assert compiled.numerics_ok and compiled.numerics.random.startswith("same seed per call")
     assert "draws random numbers" in report.benchmark.settings["random"]
+
+
+def test_training_steps_are_judged_from_where_eager_started_and_not_taken_for_random():
+    """With an optimizer, eager's passes step the arm's own copy. The float64 reference starts where eager's
+    kept pass started (from the stepped copy, eager's own error against it was the steps', 1e3 here, and
+    any arm's ratio near 1: no judgement); the pass from another seed that asks whether the model draws
+    random numbers starts there too, so a deterministic model's steps are not taken for random ones (which
+    cost every compiled inductor arm a second compile, and on an accelerator the host way)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4)).train()
+    w = Workload(model, args=(torch.randn(8, 16),), variants=[(torch.randn(8, 16),)], optimizer=lambda ps: torch.optim.SGD(ps, lr=0.5))
+    bench = BenchOptions(backend="aot_eager", iters=1, warmup=0, regional=False, fresh_cache=False, per_fix=False)
+    report = analyze(w, AnalyzeOptions(explain=False, train=True, bench=bench, suggest=False))
+    compiled = next(a for a in report.benchmark.arms if a.name == "compiled")
+    assert compiled.numerics_ok and compiled.numerics.random is None, compiled.numerics
+    assert compiled.numerics.eager_error < 1e-5 and compiled.numerics.method == "float64_reference", compiled.numerics
+    assert "random" not in report.benchmark.settings, report.benchmark.settings
 
 
 @pytest.mark.inductor

@@ -237,7 +237,10 @@ def measure_arm(ctx: PhaseContext, runner: ArmRunner, arm: Arm) -> tuple[rm.Benc
     try:
         with materialized(arm, source, ctx.settings.device, share=ctx.settings.shares) as ready:
             measured = runner.run_arm(ready, ctx.report)
-            settings = after_eager(runner, ready.model, ctx.calls, ready.owned) if arm.name == "eager" and not measured.error else {}
+            if arm.name == "eager" and not measured.error:
+                settings = after_eager(runner, ready.model, ctx.calls, ready.owned, start=ready.origin)
+            else:
+                settings = {}
     except (VariantError, CopyError) as exc:  # this arm's copy: the arms before and after it stand
         what = "the fixed copy" if isinstance(exc, VariantError) else "the arm's copy"
         row = rm.BenchmarkArm(name=arm.name, description=arm.description, code=arm.code, error=f"{what}: {exc}"[:500])
@@ -248,10 +251,17 @@ def measure_arm(ctx: PhaseContext, runner: ArmRunner, arm: Arm) -> tuple[rm.Benc
     return measured, settings
 
 
-def after_eager(runner: ArmRunner, model: torch.nn.Module, calls: list[Call], owned: bool = False) -> dict[str, Any]:
+def after_eager(
+    runner: ArmRunner, model: torch.nn.Module, calls: list[Call], owned: bool = False, start: torch.nn.Module | None = None
+) -> dict[str, Any]:
     """After the eager arm, on its copy: the numerics reference every other arm is judged against; the settings it adds.
-    `owned`: the copy is the arm's own, dropped after (the reference need not put it back)."""
+    `owned`: the copy is the arm's own, dropped after (the reference need not put it back); `start`: the
+    model it was copied from. With an optimizer, the arm's passes stepped its own copy: the reference starts
+    from `start`'s state, where eager's kept pass started (from the stepped one, eager's own error against
+    float64 was the steps' and every arm's ratio near 1: no judgement at all)."""
     settings: dict[str, Any] = {}
+    if runner.steps and owned and start is not None and not runner.shared:
+        model.load_state_dict(start.state_dict())
     reference = runner.reference if runner.shared else runner.make_reference(model, calls, disposable=owned)
     if reference is not None:
         settings["numerics"] = reference.method + (f" ({reference.note})" if reference.note else "")

@@ -265,12 +265,16 @@ class ArmRunner:
         ti.fresh_dynamo_state()
         return round(started.compile_time_s, 4)
 
-    def draws_random(self, arm: Arm) -> bool:
-        """Whether the model draws random numbers: the eager pass once more from another seed, compared."""
+    def draws_random(self, arm: Arm, start: dict[str, torch.Tensor]) -> bool:
+        """Whether the model draws random numbers: the eager pass once more from another seed, compared. With
+        an optimizer it starts from `start`, the state the first pass started from (that pass stepped the
+        parameters: from them, a model that draws nothing random would differ all the same)."""
         if self.eager is None or self.seed is None:
             return False
         same = SameAs(self.eager)
         with preserved_state(arm.model, parameters=self.steps), self.grad():
+            if start:
+                arm.model.load_state_dict(start)
             self.new_optimizer(arm)
             self.run_pass(arm.model, arm, seed=self.seed + 7919, sink=same)
         return same.differs
@@ -407,13 +411,14 @@ class ArmRunner:
         if arm.variant is not None:
             arm.variant.run_warm_up(self.workload, seed)
         self.new_optimizer(arm)  # fresh state: the first pass starts where eager's and the reference's did
-        start = self.start_state(arm) if self.like_eager(arm) else {}
+        kept = KeptResults() if not arm.compiled and not self.shared else None
+        # where its first pass starts: for a second compile's judged pass, or eager's pass from another seed
+        start = self.start_state(arm) if self.like_eager(arm) or (kept is not None and self.steps and self.seed is not None) else {}
         with self._compiled(arm) as fn:
             self.progress(ProgressEvent(Step.ARM, subject=arm.name, activity="compiling (cold)" if arm.compiled else "first pass"))
             # eager's results are kept (every arm is judged against them); an arm's are judged as they come
             judging = arm.compiled and self.reference is not None and not self.like_eager(arm)
             judgement = self.reference.judgement(arm.compare_outputs) if judging and self.reference is not None else None
-            kept = KeptResults() if not arm.compiled and not self.shared else None
             warmed = False  # compiled from a filled cache already (the fix phase's)
             with ti.count_compiles() as cold:
                 t0 = time.perf_counter()
@@ -450,7 +455,7 @@ class ArmRunner:
             passes = 1 + (out.warm_compile_time_s is not None and not warmed)
             if kept is not None:
                 self.eager = kept
-                self.random = self.draws_random(arm)
+                self.random = self.draws_random(arm, start)
                 passes += self.seed is not None  # the pass from another seed
             elif judgement is not None:
                 record_check(out, judgement.result())
