@@ -118,24 +118,25 @@ class _Stand:
     def filled(self) -> bool:
         return self.high.untyped_storage().nbytes() > 0
 
+    @property
+    def nbytes(self) -> int:
+        return self.high.numel() * self.high.element_size()
+
+    def current(self) -> torch.Tensor:
+        """Its current value: the stepped one from the file, else the model's own (in its own dtype)."""
+        return self.value.whole(self.own.device) if self.value is not None else self.own.detach()
+
     def fresh(self) -> torch.Tensor:
         """Its current value at the stand-in's dtype, in a tensor of its own."""
-        if self.value is not None:
-            return self.value.whole(self.own.device).to(self.high.dtype)
-        return self.own.detach().to(self.high.dtype)
+        return self.current().to(self.high.dtype)
 
     def fill(self) -> None:
-        if self.filled:
-            return
-        storage = self.high.untyped_storage()
-        storage.resize_(self.high.numel() * self.high.element_size())
-        source = self.value.whole(self.own.device) if self.value is not None else self.own.detach()
+        self.high.untyped_storage().resize_(self.nbytes)
         with torch.no_grad():
-            self.high.data.copy_(source)  # cast as it copies: no float64 copy beside the stand-in's own
+            self.high.data.copy_(self.current())  # cast as it copies: no float64 copy beside the stand-in's own
 
     def free(self) -> None:
-        if self.filled and not self.pinned and self.users == 0:
-            self.high.untyped_storage().resize_(0)
+        self.high.untyped_storage().resize_(0)
 
 
 @dataclass(frozen=True)
@@ -149,10 +150,11 @@ class _Saved:
 
 
 class Streamed:
-    """The model's parameters swapped for float64 stand-ins for the block (see the module doc). `grad(name,
-    gradient, last)` receives each gradient as it comes when there is no optimizer, summed over the calls
-    (`last`: the call is the run's last); `call()` tells the call running now (0, 1...), `calls` how many
-    there are; with `optimizer` (a factory), every call but the last steps each parameter."""
+    """The model's parameters swapped for float64 stand-ins for the block (see the module doc). Without an
+    optimizer, `grad(name, gradient)` receives each parameter's gradient summed over the calls, once: in the
+    last call's backward as it comes, or from `finish()`; `call()` tells the call running now (0, 1...),
+    `calls` how many there are; with `optimizer` (a factory), every call but the last steps each parameter;
+    `budget`: the bytes its stand-ins may hold at once."""
 
     def __init__(
         self,
@@ -193,7 +195,7 @@ class Streamed:
             return
         if stand.stepped_in == self.call():  # in the backward that stepped it: the value it ran with is gone
             raise NotStreamable(f"{stand.name} is needed again in the backward after its own optimizer step")
-        size = stand.high.numel() * stand.high.element_size()
+        size = stand.nbytes
         if self.budget is not None and self.held + size > self.budget:
             raise NotStreamable(
                 f"its float64 parameters filled at once pass the way's plan of {self.budget / 2**20:.0f} MB at {stand.name} "
@@ -209,7 +211,7 @@ class Streamed:
             if check and _version(stand.high) != stand.version:
                 raise NotStreamable(f"{stand.name} is written in place by the model's forward (its float64 copy's change would be lost)")
             self.by_storage.pop(stand.high.untyped_storage().data_ptr(), None)
-            self.held -= stand.high.numel() * stand.high.element_size()
+            self.held -= stand.nbytes
             stand.free()
 
     def _enter(self, owned: list[_Stand]) -> Callable[..., None]:
