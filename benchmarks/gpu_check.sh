@@ -48,7 +48,7 @@ step limit 560 python3 benchmarks/doctor_cost.py --device cuda --limit-share 0.3
 # memory; the CPU figure: 12.3 s, 540 MB)
 step train1b 560 python3 -m ctc_doctor bench benchmarks/big_models.py:llama_1b_train --train --device cuda --no-fix --json "$OUT/train1b.json"
 step train7b 580 python3 -m ctc_doctor bench benchmarks/gpu_targets.py:llama_7b_train --train --device cuda --no-fix --timeout 540 --json "$OUT/train7b.json"
-step trainref 420 bash -c "python3 benchmarks/numerics_reference.py --train --device cuda; python3 benchmarks/numerics_reference.py --train --device cuda --model llama1b --ways whole,streamed"
+step trainref 420 bash -c "python3 benchmarks/numerics_reference.py --train --device cuda --ways whole,offloaded,checkpointed,streamed,streamed_checkpointed,host; python3 benchmarks/numerics_reference.py --train --device cuda --model llama1b --ways whole,streamed"
 step meta70b 300 bash -c "python3 benchmarks/meta_vs_real.py --llama70b; python3 benchmarks/meta_vs_real.py --llama70b-twin"
 # issue 63: --memory-limit gives up in advance the CUDA-graph mode's arm (its pool, about one set of
 # activations, an estimate): its note in the benchmark's notes, no out-of-memory row

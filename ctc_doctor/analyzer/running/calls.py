@@ -64,6 +64,12 @@ class Sample:
         self.grads = grads_of(model)
 
 
+class PerCall(Protocol):
+    """What each call of a pass runs under (`draws.Draws`' recording or replaying)."""
+
+    def call(self, index: int) -> contextlib.AbstractContextManager[None]: ...
+
+
 def clear_grads(model: Any) -> None:
     """No gradient on the model's parameters (a sampled training run keeps its own; `preserved_state` puts them back)."""
     if isinstance(model, torch.nn.Module):
@@ -90,17 +96,19 @@ def run_call(
     sample: Sink | None = None,
     optimizer: Any = None,
     backward: bool = True,
+    draws: PerCall | None = None,
 ) -> Any:
     """Call `index` of the workload through `fn`: `before_call`, the seed, the call, and backward when
     training (then `optimizer.step()` and `zero_grad()` when given: a whole training step); without
-    `backward`, training's loss only.
+    `backward`, training's loss only. `draws`: what the call runs under, its random draws recorded or
+    replayed (`draws.Draws`).
 
     `model` is what `before_call` receives (default: the workload's model; a copy when `fn` runs one).
     `sample` receives the call's outputs and loss.
     """
     if workload.before_call is not None:
         workload.before_call(workload.model if model is None else model, index)
-    with seeded(seed + index if seed is not None else None):
+    with seeded(seed + index if seed is not None else None), draws.call(index) if draws is not None else contextlib.nullcontext():
         return _call(fn, workload, call, train=train, sample=sample, optimizer=optimizer, backward=backward)
 
 
@@ -149,6 +157,7 @@ def run_pass(
     optimizer: Any = None,
     sink: Sink | None = None,
     last_backward: bool = True,
+    draws: PerCall | None = None,
 ) -> Sample:
     """Every call in order (one benchmark pass); with `collect`, what the pass produced: each call's
     detached outputs (copies: under CUDA graphs the next replay overwrites an output) and, training, its
@@ -156,7 +165,8 @@ def run_pass(
     results go there call by call instead (a judgement compares each before the next call runs). `step`
     runs before each call (a CUDA graph step mark: each call is one iteration). Without `last_backward`, the
     last call's loss is taken but not its backward, nor its step (the higher-precision reference's steps:
-    what they would change no result shows)."""
+    what they would change no result shows). `draws`: each call's random draws recorded (eager's kept pass)
+    or replayed (the reference's run; `draws.Draws`)."""
     sample = Sample()
     target: Sink | None = sink if sink is not None else (sample if collect else None)
     owner = model if model is not None else fn
@@ -167,7 +177,9 @@ def run_pass(
         if step is not None:
             step()
         backward = last_backward or i < len(replayed) - 1
-        run_call(fn, workload, call, i, seed=seed, train=train, model=model, sample=target, optimizer=optimizer, backward=backward)
+        run_call(
+            fn, workload, call, i, seed=seed, train=train, model=model, sample=target, optimizer=optimizer, backward=backward, draws=draws
+        )
     if target is not None and train and optimizer is None:
         target.take_grads(owner)
     return sample

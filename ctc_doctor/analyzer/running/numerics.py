@@ -48,6 +48,7 @@ import torch
 
 from ...reports import models as rm
 from .calls import Sample
+from .draws import Draws
 from .store import Kept, TensorStore, describe, flat, kept_from
 from .tensors import iter_tensors
 
@@ -106,6 +107,9 @@ class KeptResults:
     outputs: list[list[Kept]] = field(default_factory=list)
     losses: list[Kept] = field(default_factory=list)
     grads: dict[str, Kept] = field(default_factory=dict)
+    draws: Draws = field(default_factory=Draws)
+    """The random numbers eager drew, when its pass recorded them (`run_pass(draws=kept.draws.recording())`):
+    the reference replays them."""
 
     @classmethod
     def of(cls, sample: Sample, store: TensorStore | None = None) -> KeptResults:
@@ -138,6 +142,7 @@ class KeptResults:
     def close(self) -> None:
         """Let go of the store's file."""
         self.store.close()
+        self.draws.close()
 
 
 @dataclass

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-SCHEMA_VERSION = "1.26"
+SCHEMA_VERSION = "1.27"
 """major.minor: a minor bump adds optional fields; a major bump renames or removes fields."""
 Verdict = Literal["clean", "graph_breaks", "recompiles", "graph_breaks_and_recompiles", "failed"]
 GuardKind = Literal[

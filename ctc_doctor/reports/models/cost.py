@@ -72,6 +72,11 @@ class ReferenceRun(_Model):
     """Wall time of the run (eager's kept results are not part of it)."""
     not_taken: list[str] = Field(default_factory=list)
     """The ways tried before it, and why each was not taken (would not fit, failed)."""
+    replayed_draws: int | None = None
+    """Schema 1.27: how many of eager's random draws (dropout masks, `randn_like` noise) the run was given in
+    place of its own, so that it drew what eager drew (the same seed draws other numbers at float64 or on
+    the host). None: none given (the model draws nothing, or its draws could not be replayed: `not_taken`
+    says why)."""
 
 
 class DoctorCost(_Model):

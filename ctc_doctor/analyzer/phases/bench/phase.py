@@ -34,6 +34,7 @@ from ...resources.preflight import model_bytes
 from ...running.calls import calls_on
 from ...running.copying import CopyError, working_copy
 from ...running.deadline import Stopped
+from ...running.draws import replayed_text
 from ...running.memory import let_go, release_memory
 from ...triage import STAGES, is_torch_failure
 from ..context import PhaseContext
@@ -276,7 +277,7 @@ def after_eager(
         settings["random"] = (
             "the model draws random numbers (eager from another seed differs): every run seeded alike per call; "
             "inductor arms judged on a second compile with fallback_random=True"
-        )
+        ) + (replayed_text(reference.run) if reference is not None else "")
     return settings
 
 

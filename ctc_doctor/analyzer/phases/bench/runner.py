@@ -422,7 +422,8 @@ class ArmRunner:
             warmed = False  # compiled from a filled cache already (the fix phase's)
             with ti.count_compiles() as cold:
                 t0 = time.perf_counter()
-                self.run_pass(fn, arm, seed=seed, sink=kept or judgement, step=step)
+                draws = kept.draws.recording() if kept is not None else None  # what the reference replays
+                self.run_pass(fn, arm, seed=seed, sink=kept or judgement, step=step, draws=draws)
                 dev.synchronize(self.device)
                 out.first_pass_s = round(time.perf_counter() - t0, 4)
             if arm.compiled:

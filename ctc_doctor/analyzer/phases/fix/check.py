@@ -25,6 +25,7 @@ from ...fixes.variants import Variant, VariantError, make_variant
 from ...readers.text import describe_error
 from ...running.calls import grad_mode, preserved_state, run_call, run_pass
 from ...running.copying import working_copy
+from ...running.draws import replayed_text
 from ...running.memory import release_memory
 from ...running.numerics import KeptResults, Reference, SameAs, loose_backend
 from ...running.reference.precision import make_reference
@@ -87,7 +88,7 @@ def make_fix_reference(ctx: PhaseContext) -> Reference:
     eager = KeptResults()  # each call's results kept as they come (in a temporary file when large)
     grad = bool(ctx.settings.grad) if ctx.settings.grad is not None else train  # as the checks run their calls
     with preserved_state(model), torch.set_grad_enabled(grad):
-        run_pass(model, workload, ctx.calls, seed=seed, train=train, sink=eager)
+        run_pass(model, workload, ctx.calls, seed=seed, train=train, sink=eager, draws=eager.draws.recording())
     random = False
     if seed is not None:
         same = SameAs(eager)
@@ -102,8 +103,10 @@ def make_fix_reference(ctx: PhaseContext) -> Reference:
     del model
     release_memory(ctx.settings.where)  # the reference's float64 activations: the checks start from what the model holds
     if random:  # eager from another seed differs: dropout, rand
-        reference.random = "same seed per call" + (
-            "; the checks compile with torch._inductor.config.fallback_random=True" if ctx.settings.backend == "inductor" else ""
+        reference.random = (
+            "same seed per call"
+            + replayed_text(reference.run)
+            + ("; the checks compile with torch._inductor.config.fallback_random=True" if ctx.settings.backend == "inductor" else "")
         )
     return reference
 

@@ -46,12 +46,13 @@ from ....workload import Call, Workload
 from ..calls import Sample, preserved_state, run_pass
 from ..copying import cast_copy
 from ..device import cuda_mark, cuda_peak_above, free_bytes
+from ..draws import NOT_REPLAYED, Draws
 from ..memory import out_of_memory
 from ..modules import block_share, cast_blockwise, checkpointed, repeated_blocks, saved_on_host
 from ..numerics import _LOW, CHUNK, STEP_NOTE, KeptResults, Reference
 from ..store import Kept, TensorStore, disk_free, flat
 from ..tensors import iter_tensors
-from .slicing import NotSliceable, rows_independent, slice_counts, slice_of
+from .slicing import NotSliceable, batch_of, rows_independent, slice_counts, slice_of
 from .streamed import NotStreamable, Streamed, elementwise_optimizer
 
 MARGIN = 0.5
@@ -420,10 +421,23 @@ def _run_in(
     steps: bool,
     where: str = "cpu",
     disposable: bool = False,
+    draws: Draws | None = None,
+    replays: list[Any] | None = None,
 ) -> None:
     """The calls through the model with its floating-point parameters, buffers and inputs in `way.dtype`,
     each result turned into its difference from eager's by `sink`; the model comes back as it was (a
-    `disposable` training model does not: it stays cast, its parameters stepped)."""
+    `disposable` training model does not: it stays cast, its parameters stepped). With `draws`, each call
+    draws eager's random numbers (`draws.Draws.replaying`, appended to `replays`: what they replayed, or
+    why they could not)."""
+
+    def replay(rows: list[tuple[int, int]] | None = None) -> Any:
+        if draws is None:
+            return None
+        made = draws.replaying(rows, [batch_of(c) or 0 for c in calls] if rows is not None else None)
+        if replays is not None:
+            replays.append(made)
+        return made
+
     dtype = way.dtype
     device = "cpu" if way.placement == "host" else None
     default = _default_dtype(torch.float64 if dtype == torch.float64 else torch.get_default_dtype())
@@ -447,7 +461,16 @@ def _run_in(
         blocks = checkpointed(repeated_blocks(model)) if way.placement == "streamed_checkpointed" else contextlib.nullcontext()
         try:
             with preserved_state(model) if not disposable else contextlib.nullcontext(), default, stream.running(), blocks:
-                run_pass(model, high, _cast_calls(calls, dtype, device), seed=seed, train=True, sink=sink, last_backward=not steps)
+                run_pass(
+                    model,
+                    high,
+                    _cast_calls(calls, dtype, device),
+                    seed=seed,
+                    train=True,
+                    sink=sink,
+                    last_backward=not steps,
+                    draws=replay(),
+                )
                 stream.finish()
         finally:
             store.close()
@@ -473,17 +496,18 @@ def _run_in(
                 sink=sink,
                 optimizer=optimizer,
                 last_backward=not steps,
+                draws=replay(),
             )
         return
     cast = cast_blockwise(model, dtype) if way.placement == "blockwise" else cast_in_place(model, dtype, device)
     with preserved_state(model), cast, default, torch.no_grad():
         if way.slices == 1:
-            run_pass(model, high, _cast_calls(calls, dtype, device), seed=seed, train=False, sink=sink)
+            run_pass(model, high, _cast_calls(calls, dtype, device), seed=seed, train=False, sink=sink, draws=replay())
             return
         for index in range(way.slices):
             sliced, rows = slice_of(calls, way.slices, index)
             sink.calls, sink.rows = 0, rows
-            run_pass(model, high, _cast_calls(sliced, dtype, device), seed=seed, train=False, sink=sink)
+            run_pass(model, high, _cast_calls(sliced, dtype, device), seed=seed, train=False, sink=sink, draws=replay(rows))
             del sliced
             if sink.problem is not None:
                 raise NotSliceable(sink.problem)
@@ -549,12 +573,17 @@ def make_reference(
     backward = not steps or len(calls) > 1  # the last call's backward feeds only a step no result shows
     summed = not steps and len(calls) > 1
     plan = Plan(model, work, device, train, moments, tuple(counts), disposable, stepped, backward, summed)
-    for dtype, way in _tries(plan, low):
+    replaying = kept.draws.replayable()  # eager's random numbers given to the run (until they cannot stand for its own)
+    if kept.draws.opaque is not None:
+        problems.append(f"{NOT_REPLAYED} ({kept.draws.opaque}): drawn from the seed")
+    queue = list(_tries(plan, low))
+    while queue:
+        dtype, way = queue.pop(0)
         if (placements is not None and way.placement not in placements) or (slices is not None and way.slices not in (*slices, 1)):
             continue
         if (dtype, "any") in failed or (dtype, way.placement) in failed or (way.slices > 1 and sliceable is not None):
             continue
-        if random and way.placement == "host":
+        if random and way.placement == "host" and not replaying:
             failed.add((dtype, "host"))
             problems.append(f"not on the host: the model draws random numbers, and the host's differ from {device}'s")
             continue
@@ -566,23 +595,36 @@ def make_reference(
             continue
         if way.slices > 1 and not checked:
             checked = True
-            sliceable = rows_independent(model, workload, calls, kept, way.slices, seed)
+            sliceable = rows_independent(model, workload, calls, kept, way.slices, seed, kept.draws if replaying else None)
             if sliceable is not None:
                 problems.append(f"the batch cannot be cut into slices ({sliceable})")
                 continue
         tried.add((dtype, way.placement, way.slices))
         recorder = _DeltaRecorder(kept, store)
+        replays: list[Any] = []
         base = cuda_mark(device) if cuda else 0
         try:
-            _run_in(way, model, workload, calls, recorder, seed=seed, train=train, steps=steps, where=device, disposable=disposable)
+            _run_in(
+                way, model, workload, calls, recorder, seed=seed, train=train, steps=steps, where=device,
+                disposable=disposable, draws=kept.draws if replaying else None, replays=replays,
+            )  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - an op without this dtype, out of memory: the next way, said so
+            unreplayed = next((r.problem for r in replays if r.problem is not None), None)
             first = str(exc).splitlines()[0][:160] if str(exc) else ""
-            problems.append(f"a {_name(dtype)} run {way.text()} failed: {type(exc).__name__}: {first}")
+            problems.append(
+                f"{NOT_REPLAYED} ({unreplayed}): drawn from the seed"
+                if unreplayed is not None
+                else f"a {_name(dtype)} run {way.text()} failed: {type(exc).__name__}: {first}"
+            )
             del recorder
             _release(device)
             if disposable and train and not way.placement.startswith("streamed"):  # the copy is cast and stepped now: no other way
                 break  # can start from eager's values (the streamed way leaves the model's own parameters as they were)
-            if isinstance(exc, NotSliceable):
+            if unreplayed is not None:  # the same way again, drawing its own numbers
+                replaying = False
+                tried.discard((dtype, way.placement, way.slices))
+                queue.insert(0, (dtype, way))
+            elif isinstance(exc, NotSliceable):
                 sliceable = str(exc)
             elif not out_of_memory(exc):  # an op without this dtype fails anywhere; a way's own failure (_OWN_FAILURES) only there
                 failed.add((dtype, way.placement if way.placement in _OWN_FAILURES else "any"))
@@ -596,12 +638,21 @@ def make_reference(
             notes.append(STEP_NOTE)
         duration = round(time.perf_counter() - t0, 3)
         run = _run_record(method, way, room, work, duration, peak, problems)
+        run.replayed_draws = sum(r.replayed for r in replays) if replaying else None
+        _let_go(kept)
         note = "; ".join(notes) or None
         return Reference(kept, recorder.deltas, method, note, loose, duration, steps, placement=way.placement, store=store, run=run)
+    _let_go(kept)
     note = "; ".join(problems) or "no higher precision than the model's"
     duration = round(time.perf_counter() - t0, 3)
     run = _run_record("elementwise", None, room, work, duration, None, problems)
     return Reference(kept, None, "elementwise", note + ": elementwise check against eager", loose, duration, store=store, run=run)
+
+
+def _let_go(kept: KeptResults) -> None:
+    """Eager's recorded draws, no longer needed once the reference has run."""
+    kept.draws.close()
+    kept.draws = Draws()
 
 
 def _before(problems: list[str]) -> str:

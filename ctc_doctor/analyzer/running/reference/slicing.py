@@ -13,6 +13,7 @@ import torch
 from ....workload import Call, Workload
 from ..calls import preserved_state, run_pass
 from ..copying import cast_copy
+from ..draws import Draws
 from ..numerics import CHUNK, KeptResults, tolerance
 from ..store import Kept, flat
 from ..tensors import iter_tensors
@@ -21,7 +22,7 @@ MAX_SLICES = 64
 """The most slices a batch is cut into."""
 
 
-def _batch(call: Call) -> int | None:
+def batch_of(call: Call) -> int | None:
     """A call's batch size: the first dimension of its first tensor of at least one dimension."""
     for t in iter_tensors((tuple(call.args), dict(call.kwargs))):
         if t.dim() >= 1:
@@ -31,7 +32,7 @@ def _batch(call: Call) -> int | None:
 
 def _largest_slices(calls: list[Call]) -> int:
     """How many slices the calls' batches can be cut into at most (1: none)."""
-    batches = [_batch(c) for c in calls]
+    batches = [batch_of(c) for c in calls]
     if not batches or any(b is None or b < 2 for b in batches):
         return 1
     return min(MAX_SLICES, *[b for b in batches if b is not None])
@@ -58,7 +59,7 @@ def slice_of(calls: list[Call], slices: int, index: int) -> tuple[list[Call], li
     out, rows = [], []
     memo: dict[int, Any] = {}  # an object several calls share stays shared within the slice
     for call in calls:
-        batch = _batch(call)
+        batch = batch_of(call)
         assert batch is not None
         start, end = _rows(batch, slices)[index]
 
@@ -116,14 +117,22 @@ class _RowsCheck:
 
 
 def rows_independent(
-    model: torch.nn.Module, workload: Workload, calls: list[Call], kept: KeptResults, slices: int, seed: int | None
+    model: torch.nn.Module,
+    workload: Workload,
+    calls: list[Call],
+    kept: KeptResults,
+    slices: int,
+    seed: int | None,
+    draws: Draws | None = None,
 ) -> str | None:
-    """None when the first of `slices` slices, run at the model's own precision, gives eager's rows; else why not."""
+    """None when the first of `slices` slices, run at the model's own precision (with eager's `draws`
+    replayed at its rows), gives eager's rows; else why not."""
     sliced, rows = slice_of(calls, slices, 0)
     check = _RowsCheck(kept, rows, True)
+    replay = draws.replaying(rows, [batch_of(c) or 0 for c in calls]) if draws is not None else None
     try:
         with preserved_state(model), torch.no_grad():
-            run_pass(model, dataclasses.replace(workload, model=model), sliced, seed=seed, train=False, sink=check)
+            run_pass(model, dataclasses.replace(workload, model=model), sliced, seed=seed, train=False, sink=check, draws=replay)
     except Exception as exc:  # noqa: BLE001 - the model does not take a slice of its batch
         return f"a slice of the batch does not run: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
     return check.problem
