@@ -114,7 +114,7 @@ def train_child(placement: str, layers: int, model_name: str = "gpt2", device: s
     """One training reference in this process: what it adds past eager's own training pass (on CUDA, in
     the allocator's figures: the workload's own peak, and the reference's peak above its start)."""
     from ctc_doctor.analyzer.running.calls import calls_on
-    from ctc_doctor.analyzer.running.numerics import KeptResults
+    from ctc_doctor.analyzer.running.numerics import KeptResults, record_draws
 
     torch.manual_seed(0)
     steps = model_name == "llama1b"
@@ -133,9 +133,11 @@ def train_child(placement: str, layers: int, model_name: str = "gpt2", device: s
     kept = KeptResults()
     t0 = time.perf_counter()
     optimizer = workload.optimizer(model.parameters()) if steps and workload.optimizer is not None else None
-    run_pass(model, workload, calls, seed=0, train=True, sink=kept, optimizer=optimizer, draws=kept.draws.recording())  # as the doctor's
+    run_pass(model, workload, calls, seed=0, train=True, sink=kept, optimizer=optimizer)
     del optimizer
     eager_s, eager_mb = time.perf_counter() - t0, peak_rss_mb() - start
+    if not steps:  # its dropout masks, recorded by eager's pass once more as the doctor records them
+        record_draws(kept, lambda sink, draws: run_pass(model, workload, calls, seed=0, train=True, sink=sink, draws=draws))
     if cuda:
         eager_mb = (torch.cuda.max_memory_allocated() - sum(p.numel() * p.element_size() for p in model.parameters())) / 2**20
         gpu_start = torch.cuda.memory_allocated()

@@ -15,7 +15,7 @@ from torch.utils.checkpoint import checkpoint
 from ctc_doctor import Workload
 from ctc_doctor.analyzer.running.calls import Sample, preserved_state, run_pass
 from ctc_doctor.analyzer.running.draws import Draws, replayed_text
-from ctc_doctor.analyzer.running.numerics import KeptResults
+from ctc_doctor.analyzer.running.numerics import KeptResults, record_draws
 from ctc_doctor.analyzer.running.reference.precision import Room, make_reference
 
 pytestmark = pytest.mark.fast
@@ -38,11 +38,15 @@ class _Vae(torch.nn.Module):
 
 
 def _reference(model: torch.nn.Module, *, train: bool = False, record: bool = True, seed: int = 0, **kwargs):
-    """Eager's pass (its draws recorded), the reference against it, and eager's own error against it."""
+    """Eager's kept pass, its draws recorded by a pass once more (as the fix phase and the benchmark do), the
+    reference against it, and eager's own error against it."""
     w = Workload(model.train(train), args=(torch.randn(8, 16, generator=torch.Generator().manual_seed(1)),))
     kept = KeptResults()
     with preserved_state(model, parameters=True), torch.set_grad_enabled(train):
-        run_pass(model, w, w.calls(), seed=0, train=train, sink=kept, draws=kept.draws.recording() if record else None)
+        run_pass(model, w, w.calls(), seed=0, train=train, sink=kept)
+    if record:
+        with preserved_state(model, parameters=True), torch.set_grad_enabled(train):
+            record_draws(kept, lambda sink, draws: run_pass(model, w, w.calls(), seed=0, train=train, sink=sink, draws=draws))
     eager = Sample()
     with preserved_state(model, parameters=True), torch.set_grad_enabled(train):
         run_pass(model, w, w.calls(), seed=0, train=train, collect=True)
@@ -71,9 +75,10 @@ def test_a_recomputed_draw_in_the_backward_gets_its_forward_draw() -> None:
     the restored generator state, and gets eager's draw, not the seed's (the gradients too are rounding's)."""
     torch.manual_seed(0)
     reference, check = _reference(_Vae(checkpointing=True), train=True)
-    assert reference.run is not None and reference.run.replayed_draws == 2  # the forward's, and its recomputation
+    assert reference.run is not None and reference.run.replayed_draws == 1, reference.run  # given twice: forward, recomputation
     assert check.eager_error is not None and check.eager_error < 1e-5, check
-    assert any(c.startswith("gradients") for c in check.compared)
+    grads = {name: kept.whole("cpu") for name, kept in (reference.deltas or {}).items() if name.startswith("grad ")}
+    assert len(grads) == 6 and all(d.abs().max() < 1e-5 for d in grads.values()), {n: float(d.abs().max()) for n, d in grads.items()}
 
 
 @pytest.mark.parametrize("placement", ["checkpointed", "streamed", "streamed_checkpointed"])
@@ -96,7 +101,7 @@ def test_the_training_ways_replay_alike(placement: str) -> None:
     for way in ("whole", placement):
         torch.manual_seed(0)
         reference, _ = _reference(Blocks(), train=True, placements=(way,))
-        assert reference.run is not None and reference.run.placement == way and reference.run.replayed_draws, reference.run
+        assert reference.run is not None and reference.run.placement == way and reference.run.replayed_draws == 6, reference.run
         deltas[way] = {name: kept.whole("cpu") for name, kept in (reference.deltas or {}).items()}
     assert deltas["whole"].keys() == deltas[placement].keys() and deltas["whole"]
     for name, delta in deltas["whole"].items():
@@ -110,7 +115,7 @@ def test_slices_of_the_batch_get_their_rows_of_each_draw() -> None:
     for slices, room in ((1, None), (2, Room(60 * 2**20, 100 * 2**20))):  # only half the batch's activations fit
         torch.manual_seed(0)
         reference, check = _reference(_Vae(), room=room, placements=("whole",))
-        assert reference.run is not None and reference.run.slices == slices and reference.run.replayed_draws == slices, reference.run
+        assert reference.run is not None and reference.run.slices == slices and reference.run.replayed_draws == 1, reference.run
         deltas.append({name: kept.whole("cpu") for name, kept in (reference.deltas or {}).items()})
         assert check.eager_error is not None and check.eager_error < 1e-6
     for name, delta in deltas[0].items():
@@ -137,7 +142,7 @@ def test_a_dropout_mask_is_the_same_draw_from_another_kernel() -> None:
     replay = draws.replaying()
     with replay.call(0):
         high = _Kernels()(x.double())
-    assert replay.replayed == 1
+    assert len(replay.used) == 1
     assert torch.equal(high != 0, eager != 0) and torch.allclose(high, eager.double(), atol=1e-6)
 
 
@@ -152,6 +157,65 @@ def test_a_draw_eager_did_not_make_falls_back_to_the_seed_and_says_so() -> None:
     assert reference.run is not None and reference.run.replayed_draws is None and reference.method == "float64_reference"
     assert any("not replayed (randn [3] drawn, where eager drew randn [4])" in p for p in reference.run.not_taken), reference.run
     assert "drew from the seed (randn [3] drawn" in replayed_text(reference.run)
+
+
+def test_a_draw_eager_did_not_make_on_a_disposable_copy_is_drawn_from_the_seed() -> None:
+    """The benchmark's eager copy is cast for the run and not put back: a way whose replay fails after the
+    cast runs again from the cast copy (no step moved it), drawing from the seed, rather than giving up."""
+
+    class Other(_Vae):
+        def sample(self, x: torch.Tensor) -> torch.Tensor:
+            noise = torch.randn(3) if x.dtype == torch.float64 else torch.randn(4)
+            return super().sample(x) + noise.sum()
+
+    torch.manual_seed(0)
+    reference, _ = _reference(Other(), train=True, disposable=True)
+    assert reference.method == "float64_reference" and reference.run is not None and reference.run.replayed_draws is None
+    assert "drew from the seed (randn [3] drawn, where eager drew randn [4])" in replayed_text(reference.run)
+
+
+def test_draws_a_backward_makes_or_two_draws_from_one_state_are_not_replayed() -> None:
+    """A hook drawing gradient noise in the backward recomputes no forward draw; two forward draws from one
+    generator state (a `fork_rng` around each) leave that state's recomputation ambiguous. Either way the
+    recording gives up, says why, and the reference draws from the seed (never another draw's values)."""
+
+    class Hooked(_Vae):
+        def sample(self, x: torch.Tensor) -> torch.Tensor:
+            h = super().sample(x)
+            if h.requires_grad:
+                h.register_hook(lambda g: g + 1e-3 * torch.randn_like(g))
+            return h
+
+    class Forked(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = torch.nn.Linear(16, 16)
+
+        def noisy(self, h: torch.Tensor) -> torch.Tensor:
+            with torch.random.fork_rng():
+                scale = torch.empty_like(h).uniform_(0.5, 1.5)
+            with torch.random.fork_rng():
+                shift = torch.empty_like(h).uniform_(-0.01, 0.01)
+            return torch.tanh(h * scale + shift)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return checkpoint(self.noisy, self.a(x), use_reentrant=False)
+
+    for model, why in ((Hooked(), "not a forward's draw recomputed"), (Forked(), "from a state two forward draws started from")):
+        torch.manual_seed(0)
+        reference, _ = _reference(model, train=True, disposable=True)
+        assert reference.method == "float64_reference" and reference.run is not None and reference.run.replayed_draws is None
+        assert why in replayed_text(reference.run), replayed_text(reference.run)
+
+
+def test_the_recording_gives_up_on_a_draw_it_cannot_keep_and_eager_runs_on() -> None:
+    """A nested tensor's dropout mask cannot be flattened into the store: the recording says so, eager's pass
+    is untouched."""
+    x = torch.nested.nested_tensor([torch.randn(3, 8), torch.randn(5, 8)], layout=torch.jagged)
+    draws = Draws()
+    with draws.recording().call(0):
+        out = torch.nn.functional.dropout(x, 0.5, True)
+    assert out.is_nested and draws.opaque is not None and not draws.replayable(), draws.opaque
 
 
 def test_a_draw_inside_a_kernel_is_not_replayed_and_says_so() -> None:
@@ -179,7 +243,8 @@ def test_a_model_with_dropout_on_cuda_has_its_reference_on_the_host() -> None:
     w = Workload(model, args=(torch.randn(32, 16, device="cuda"),))
     kept = KeptResults()
     with preserved_state(model, parameters=True):
-        run_pass(model, w, w.calls(), seed=0, train=True, sink=kept, draws=kept.draws.recording())
+        run_pass(model, w, w.calls(), seed=0, train=True, sink=kept)
+        record_draws(kept, lambda sink, draws: run_pass(model, w, w.calls(), seed=0, train=True, sink=sink, draws=draws))
         eager = run_pass(model, w, w.calls(), seed=0, train=True, collect=True)
     reference = make_reference(model, w, w.calls(), kept, seed=0, train=True, device="cuda", loose=False, random=True, placements=("host",))
     assert reference.run is not None and reference.run.placement == "host" and reference.run.replayed_draws == 2, reference.run

@@ -6,9 +6,13 @@ the generator otherwise than at float32 or bfloat16 (beyond a few elements, othe
 `randn_like` noise, a diffusion step's); the host's generator is not CUDA's. A reference drawing its own
 numbers is then far from eager for a reason no compile has, and every candidate passes beside it.
 
-So eager's kept pass records each draw, call by call (`Draws.recording`), kept on the host (`TensorStore`:
-a temporary file when large), and the reference replays them (`Draws.replaying`): each op that draws runs
-as it would (the generator goes on as it would), then its result is eager's. A dropout's mask is the draw
+So once a model is found to draw (eager from another seed differs), eager's pass runs once more from the
+kept pass's seed and state, recording each draw, call by call (`Draws.recording`), kept on the host
+(`TensorStore`: a temporary file when large); it must give the kept results to the bit, or its draws stand
+for nothing. Not in the kept pass itself: a dispatch mode on the stack costs every op a Python call (a
+small model's timed first pass 2.3x) and makes Dynamo skip the frames of a compiled submodule. The
+reference replays them (`Draws.replaying`): each op that draws runs as it would (the generator goes on as
+it would), then its result is eager's. A dropout's mask is the draw
 whatever kernel makes it: CUDA's `native_dropout` and the host's `bernoulli_` into an empty tensor draw the
 same mask (its shape and its keep probability), so a model on an accelerator can have its reference on the
 host. Over slices of the batch, a draw whose first dimension is the batch's gets the slice's rows.
@@ -17,8 +21,11 @@ What cannot be replayed says so. A draw inside a fused kernel (flash attention's
 dropout) makes the recording `opaque`, and no run replays it. A draw the reference makes that eager did not
 (another op or shape, one more, one fewer) raises `NotReplayable`: the reference then draws from the seed,
 as before, and says why. A draw in the backward is a forward recomputed (activation checkpointing puts
-the generator's state back and draws again): it gets the forward draw made from the same generator state;
-the recording keeps forward draws only. A draw shaped by a tensor argument (`torch.normal` with a tensor
+the generator's state back and draws again): it gets the forward draw made from the same generator state
+(two forward draws from one state, a `fork_rng` around each, leave that state's recomputation
+unanswered: it fails); one that recomputes no forward draw (a hook drawing gradient noise) makes the
+recording `opaque`. A draw inside an op torch does not tag as drawing (a custom op's own kernel) is not
+seen: the reference draws it from the seed. A draw shaped by a tensor argument (`torch.normal` with a tensor
 of means, a gamma's concentrations) is given eager's result itself: the rounding of that argument at
 eager's precision stays in it.
 """
@@ -39,14 +46,18 @@ from .. import torch_internals as ti
 from .store import Kept, TensorStore
 
 _SEEDED = torch.Tag.nondeterministic_seeded
-_MASKS = {"native_dropout", "bernoulli", "bernoulli_"}
 _VALUES = {
     "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "randperm", "normal", "normal_",
-    "uniform", "uniform_", "exponential", "exponential_", "geometric", "geometric_", "log_normal", "log_normal_",
-    "cauchy", "cauchy_", "multinomial", "poisson", "_standard_gamma", "bernoulli", "bernoulli_",
+    "normal_functional", "uniform", "uniform_", "exponential", "exponential_", "geometric", "geometric_",
+    "log_normal", "log_normal_", "cauchy", "cauchy_", "random", "random_", "multinomial", "poisson", "binomial",
+    "_standard_gamma", "_sample_dirichlet", "bernoulli", "bernoulli_",
 }  # fmt: skip
 """Ops whose one result is the draw (its values taken as eager's); `bernoulli` with a tensor of
 probabilities too (its 0/1 outcomes)."""
+_DRAW_NOTHING = {"_nested_tensor_softmax_with_shape"}
+"""Tagged ops that draw nothing."""
+_AMBIGUOUS = object()
+"""A generator state two forward draws started from: its recomputation cannot tell which to get."""
 
 
 NOT_REPLAYED = "eager's random numbers not replayed"
@@ -62,7 +73,7 @@ def replayed_text(run: rm.ReferenceRun | None) -> str:
     if run.replayed_draws:
         return f"; the {name} reference drew eager's own numbers ({run.replayed_draws} draw(s) replayed)"
     why = next((p for p in run.not_taken if p.startswith(NOT_REPLAYED)), None)
-    return f"; the {name} reference drew from the seed ({why.removeprefix(NOT_REPLAYED + ' (').rsplit('): drawn', 1)[0]})" if why else ""
+    return f"; the {name} reference drew from the seed ({why.removeprefix(NOT_REPLAYED + ' (').rsplit('): ', 1)[0]})" if why else ""
 
 
 class NotReplayable(Exception):
@@ -89,7 +100,8 @@ def _argument(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], names: t
 
 
 def _what(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _What | None:
-    """What a tagged op draws, or None when it draws nothing here (no dropout, not training)."""
+    """What a tagged op draws, or None when it draws nothing here (no dropout, not training). An op not
+    known is taken to draw inside its kernel unless its dropout probability is 0 or it is not training."""
     name = func._overloadpacket.__name__
     if name == "native_dropout":
         p, train = _argument(func, args, kwargs, ("p",)), _argument(func, args, kwargs, ("train",))
@@ -101,8 +113,10 @@ def _what(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _What | N
         return _What("values", name.rstrip("_"))
     if name in _VALUES:
         return _What("values", name.rstrip("_"))
-    if "no_dropout" in name:
+    if "no_dropout" in name or name in _DRAW_NOTHING:
         return None
+    if name == "_fused_dropout":  # its p is the probability to keep
+        return _What("opaque", name)
     train = _argument(func, args, kwargs, ("train", "training"))
     p = _argument(func, args, kwargs, ("dropout_p", "dropout", "p"))
     if train is False or (p is not None and not p):
@@ -123,6 +137,36 @@ def _generator_state(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
     else:
         state = gen.get_state()
     return hashlib.blake2b(state.numpy().tobytes(), digest_size=16).digest()
+
+
+def _drawn(what: _What, out: Any) -> torch.Tensor:
+    """What the op drew: a dropout's mask, a bernoulli's outcomes as a mask, else its result."""
+    if what.name == "native_dropout":
+        return out[1]
+    if what.kind == "mask":
+        return out != 0
+    return out
+
+
+class _States:
+    """The forward draws by the generator state each started from (and what it was: the op, the shape), so
+    that a draw in the backward is known for a recomputation and gets its forward's; a state two forward
+    draws started from answers nothing."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[Any, ...], Any] = {}
+
+    def forward(self, key: tuple[Any, ...], draw: Any) -> None:
+        self.seen[key] = _AMBIGUOUS if key in self.seen else draw
+
+    def recomputed(self, key: tuple[Any, ...]) -> tuple[Any, str | None]:
+        """The forward draw this backward draw recomputes, or why there is none."""
+        found = self.seen.get(key)
+        if found is None:
+            return None, "drawn in the backward, not a forward's draw recomputed"
+        if found is _AMBIGUOUS:
+            return None, "drawn in the backward from a state two forward draws started from"
+        return found, None
 
 
 @dataclass
@@ -146,16 +190,19 @@ class Draws:
     def count(self) -> int:
         return sum(len(d) for d in self.calls.values())
 
-    @property
-    def nbytes(self) -> int:
-        return sum(d.value.nbytes for call in self.calls.values() for d in call)
-
     def replayable(self) -> bool:
         """Some draws, all of which a run can be given."""
         return self.opaque is None and self.count > 0
 
+    def disown(self, why: str) -> None:
+        """These draws cannot be replayed (`why`): what was kept goes."""
+        self.opaque = self.opaque or why
+        self.calls = {}
+        self.store.close()
+        self.store = TensorStore()
+
     def recording(self) -> _Recording:
-        """What eager's kept pass runs each call under (`run_pass(draws=...)`)."""
+        """What eager's recording pass runs each call under (`run_pass(draws=...)`)."""
         return _Recording(self)
 
     def replaying(self, rows: list[tuple[int, int]] | None = None, batches: list[int] | None = None) -> _Replaying:
@@ -181,38 +228,49 @@ class _Record(TorchDispatchMode):
     def __init__(self, draws: Draws, into: list[_Draw]) -> None:
         super().__init__()
         self.draws, self.into = draws, into
+        self.states = _States()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
+        if _SEEDED not in func.tags or self.draws.opaque is not None:
+            return func(*args, **kwargs)
+        try:
+            what = _what(func, args, kwargs)
+            state = _generator_state(args, kwargs) if what is not None and what.kind != "opaque" else None
+        except Exception as exc:  # noqa: BLE001 - the recording never fails eager's pass: it gives up
+            self.draws.disown(f"{func._overloadpacket.__name__} could not be read: {type(exc).__name__}")
+            return func(*args, **kwargs)
         out = func(*args, **kwargs)
-        if _SEEDED not in func.tags or self.draws.opaque is not None or ti.in_backward():
-            return out
-        what = _what(func, args, kwargs)
         if what is None:
             return out
         if what.kind == "opaque" or (what.kind == "values" and not isinstance(out, torch.Tensor)):
-            self.draws.opaque = f"{what.name} draws inside its kernel"
+            self.draws.disown(f"{what.name} draws inside its kernel")
             return out
-        value = _drawn(what, func, args, out).detach()
-        host = value.device.type == "cpu"  # kept on the host: a copy of its own, not the one a later op may write
-        self.into.append(_Draw(what, tuple(value.shape), self.draws.store.keep(value.to("cpu"), copy=host)))
+        try:
+            self._keep(what, out, state)
+        except Exception as exc:  # noqa: BLE001 - a nested tensor's draw, a tensor the store cannot flatten
+            self.draws.disown(f"{what.name}'s draw could not be kept: {type(exc).__name__}")
         return out
 
-
-def _drawn(what: _What, func: Any, args: tuple[Any, ...], out: Any) -> torch.Tensor:
-    """What the op drew: a dropout's mask, a bernoulli's outcomes as a mask, else its result."""
-    if what.name == "native_dropout":
-        return out[1]
-    if what.kind == "mask":
-        return out != 0
-    return out
+    def _keep(self, what: _What, out: Any, state: bytes | None) -> None:
+        value = _drawn(what, out).detach()
+        key = (what, tuple(value.shape), state)
+        if ti.in_backward():  # a forward recomputed (its draw is the forward's), or a draw the backward makes
+            _, why = self.states.recomputed(key)
+            if why is not None:
+                self.draws.disown(f"{what.name} {list(value.shape)} {why}")
+            return
+        host = value.device.type == "cpu"  # kept on the host: a copy of its own, not the one a later op may write
+        self.into.append(_Draw(what, tuple(value.shape), self.draws.store.keep(value.to("cpu"), copy=host)))
+        self.states.forward(key, True)
 
 
 class _Replaying:
     def __init__(self, draws: Draws, rows: list[tuple[int, int]] | None, batches: list[int] | None) -> None:
         self.draws, self.rows, self.batches = draws, rows, batches
         self.problem: str | None = None
-        self.replayed = 0
+        self.used: set[int] = set()
+        """The recorded draws given (by id), recomputations and slices counted once."""
 
     @contextlib.contextmanager
     def call(self, index: int) -> Iterator[None]:
@@ -232,10 +290,9 @@ class _Replay(TorchDispatchMode):
         super().__init__()
         self.owner, self.recorded, self.rows, self.batch = owner, recorded, rows, batch
         self.cursor = 0
-        self.memo: dict[tuple[Any, ...], tuple[_Draw, bool]] = {}
-        """A forward draw's eager draw and whether it was cut to the slice's rows, by what the draw was and
-        the generator's state it started from (read again when a recomputation asks: one draw on the host
-        at a time)."""
+        self.states = _States()
+        """Each forward draw's eager draw and whether it was cut to the slice's rows (read again when a
+        recomputation asks: one draw on the host at a time)."""
 
     def _fail(self, why: str) -> NotReplayable:
         if self.owner.problem is None:
@@ -271,25 +328,25 @@ class _Replay(TorchDispatchMode):
             raise self._fail(f"{what.name} draws inside its kernel")
         state = _generator_state(args, kwargs)
         out = func(*args, **kwargs)
-        drawn = _drawn(what, func, args, out)
-        shape = tuple(drawn.shape)
+        shape = tuple(_drawn(what, out).shape)
         key = (what, shape, state)
         if ti.in_backward():  # a forward recomputed: the draw it made from the same state
-            if key not in self.memo:
-                raise self._fail(f"{what.name} {list(shape)} drawn in the backward, not a forward's draw recomputed")
-            draw, cut = self.memo[key]
+            found, why = self.states.recomputed(key)
+            if why is not None:
+                raise self._fail(f"{what.name} {list(shape)} {why}")
+            draw, cut = found
         else:
             draw, cut = self._next(what, shape)
-            self.memo[key] = (draw, cut)
-        self.owner.replayed += 1
-        return _given(what, args, out, self._value(draw, cut))
+            self.states.forward(key, (draw, cut))
+        self.owner.used.add(id(draw))
+        return _given(what, args, kwargs, out, self._value(draw, cut))
 
 
-def _given(what: _What, args: tuple[Any, ...], out: Any, value: torch.Tensor) -> Any:
-    """The op's result with eager's draw in place of its own."""
+def _given(what: _What, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any, value: torch.Tensor) -> Any:
+    """The op's result with eager's draw in place of its own (a copy of it: the model may write its mask)."""
     if what.name == "native_dropout":
-        source, p = args[0], float(args[1])
-        mask = value.to(source.device)
+        source, p = args[0], float(args[1] if len(args) > 1 else kwargs["p"])
+        mask = value.to(source.device, copy=True)
         scale = 0.0 if p >= 1 else 1.0 / (1.0 - p)
         return source.mul(mask).mul_(scale), mask
     out.copy_(value.to(out.device))

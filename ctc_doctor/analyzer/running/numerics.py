@@ -40,14 +40,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
 
 from ...reports import models as rm
-from .calls import Sample
+from .calls import PerCall, Sample
 from .draws import Draws
 from .store import Kept, TensorStore, describe, flat, kept_from
 from .tensors import iter_tensors
@@ -258,6 +258,16 @@ def differ(a: Sample, b: Sample) -> bool:
     for i, call in enumerate(b.outputs):
         check.add(call, b.losses[i] if i < len(b.losses) else None)
     return check.differs
+
+
+def record_draws(kept: KeptResults, run: Callable[[SameAs, PerCall], Any]) -> None:
+    """Eager's random draws recorded into `kept.draws` (`draws.Draws`) by `run`: eager's pass once more from
+    the kept pass's seed and state, given a sink and what each call runs under. A pass that does not give the
+    kept results to the bit (a compiled submodule, which Dynamo skips under the recording) records nothing."""
+    same = SameAs(kept)
+    run(same, kept.draws.recording())
+    if same.differs:
+        kept.draws.disown("eager's pass recording its draws gave other results than its kept pass")
 
 
 class SameAs:

@@ -23,7 +23,7 @@ from ...resources.load import CpuWindow, busy, wait_for_quiet
 from ...running import device as dev
 from ...running.calls import Sample, preserved_state, run_pass
 from ...running.memory import arm_cap, out_of_memory
-from ...running.numerics import KeptResults, Reference, SameAs, loose_backend
+from ...running.numerics import KeptResults, Reference, SameAs, loose_backend, record_draws
 from ...running.reference.precision import make_reference
 from ..context import LentCompile, PhaseContext
 from .aot import run_aot_arm
@@ -279,6 +279,18 @@ class ArmRunner:
             self.run_pass(arm.model, arm, seed=self.seed + 7919, sink=same)
         return same.differs
 
+    def record_draws(self, arm: Arm, start: dict[str, torch.Tensor]) -> None:
+        """A random model's draws, for the reference: the eager pass once more from the kept pass's seed and
+        state, recording them (`running.draws`: not in the kept, timed pass)."""
+        if self.eager is None or self.seed is None:
+            return
+        with preserved_state(arm.model, parameters=self.steps), self.grad():
+            if start:
+                arm.model.load_state_dict(start)
+            self.new_optimizer(arm)
+            eager, seed = self.eager, self.seed
+            record_draws(eager, lambda sink, draws: self.run_pass(arm.model, arm, seed=seed, sink=sink, draws=draws))
+
     def like_eager(self, arm: Arm) -> bool:
         """A random model's compiled inductor arm: its numerics need a compile that draws as eager does."""
         return self.random and arm.compiled and not arm.aot and self.bench.backend == "inductor"
@@ -422,8 +434,7 @@ class ArmRunner:
             warmed = False  # compiled from a filled cache already (the fix phase's)
             with ti.count_compiles() as cold:
                 t0 = time.perf_counter()
-                draws = kept.draws.recording() if kept is not None else None  # what the reference replays
-                self.run_pass(fn, arm, seed=seed, sink=kept or judgement, step=step, draws=draws)
+                self.run_pass(fn, arm, seed=seed, sink=kept or judgement, step=step)
                 dev.synchronize(self.device)
                 out.first_pass_s = round(time.perf_counter() - t0, 4)
             if arm.compiled:
@@ -458,6 +469,9 @@ class ArmRunner:
                 self.eager = kept
                 self.random = self.draws_random(arm, start)
                 passes += self.seed is not None  # the pass from another seed
+                if self.random:
+                    self.record_draws(arm, start)
+                    passes += 1
             elif judgement is not None:
                 record_check(out, judgement.result())
             with ti.count_compiles() as during:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from ...running.calls import grad_mode, preserved_state, run_call, run_pass
 from ...running.copying import working_copy
 from ...running.draws import replayed_text
 from ...running.memory import release_memory
-from ...running.numerics import KeptResults, Reference, SameAs, loose_backend
+from ...running.numerics import KeptResults, Reference, SameAs, loose_backend, record_draws
 from ...running.reference.precision import make_reference
 from ..context import PhaseContext
 
@@ -88,13 +89,18 @@ def make_fix_reference(ctx: PhaseContext) -> Reference:
     eager = KeptResults()  # each call's results kept as they come (in a temporary file when large)
     grad = bool(ctx.settings.grad) if ctx.settings.grad is not None else train  # as the checks run their calls
     with preserved_state(model), torch.set_grad_enabled(grad):
-        run_pass(model, workload, ctx.calls, seed=seed, train=train, sink=eager, draws=eager.draws.recording())
+        run_pass(model, workload, ctx.calls, seed=seed, train=train, sink=eager)
     random = False
     if seed is not None:
         same = SameAs(eager)
         with preserved_state(model), torch.set_grad_enabled(grad):
             run_pass(model, workload, ctx.calls, seed=seed + 7919, train=train, sink=same)
         random = same.differs
+        if random:  # its draws, for the reference: eager once more from the same seed, recording them
+            recorded = functools.partial(run_pass, model, workload, ctx.calls, seed=seed, train=train)
+            with preserved_state(model), torch.set_grad_enabled(grad):
+                record_draws(eager, lambda sink, draws: recorded(sink=sink, draws=draws))
+            del recorded
     # the copy the eager run used is cast for the reference run (inference: in place, put back exact)
     reference = make_reference(
         model, ctx.workload, ctx.calls, eager, seed=seed, train=train,

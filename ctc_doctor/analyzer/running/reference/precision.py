@@ -611,17 +611,21 @@ def make_reference(
         except Exception as exc:  # noqa: BLE001 - an op without this dtype, out of memory: the next way, said so
             unreplayed = next((r.problem for r in replays if r.problem is not None), None)
             first = str(exc).splitlines()[0][:160] if str(exc) else ""
+            # the disposable copy is cast now, and stepped by its optimizer: no other way can start from eager's
+            # values (the streamed way leaves the model's own parameters as they were); cast alone, it can
+            ruined = disposable and train and not way.placement.startswith("streamed") and (unreplayed is None or stepped)
             problems.append(
-                f"{NOT_REPLAYED} ({unreplayed}): drawn from the seed"
+                f"{NOT_REPLAYED} ({unreplayed}): "
+                + ("the run's copy is stepped, no way can start again" if ruined else "drawn from the seed")
                 if unreplayed is not None
                 else f"a {_name(dtype)} run {way.text()} failed: {type(exc).__name__}: {first}"
             )
             del recorder
             _release(device)
-            if disposable and train and not way.placement.startswith("streamed"):  # the copy is cast and stepped now: no other way
-                break  # can start from eager's values (the streamed way leaves the model's own parameters as they were)
-            if unreplayed is not None:  # the same way again, drawing its own numbers
-                replaying = False
+            if ruined:
+                break
+            if unreplayed is not None:  # the same way again, drawing its own numbers (slices checked again)
+                replaying, checked, sliceable = False, False, None
                 tried.discard((dtype, way.placement, way.slices))
                 queue.insert(0, (dtype, way))
             elif isinstance(exc, NotSliceable):
@@ -638,7 +642,7 @@ def make_reference(
             notes.append(STEP_NOTE)
         duration = round(time.perf_counter() - t0, 3)
         run = _run_record(method, way, room, work, duration, peak, problems)
-        run.replayed_draws = sum(r.replayed for r in replays) if replaying else None
+        run.replayed_draws = len(set().union(*(r.used for r in replays))) if replaying else None
         _let_go(kept)
         note = "; ".join(notes) or None
         return Reference(kept, recorder.deltas, method, note, loose, duration, steps, placement=way.placement, store=store, run=run)
