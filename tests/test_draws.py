@@ -250,3 +250,33 @@ def test_a_model_with_dropout_on_cuda_has_its_reference_on_the_host() -> None:
     assert reference.run is not None and reference.run.placement == "host" and reference.run.replayed_draws == 2, reference.run
     check = reference.judge(eager)
     assert check.eager_error is not None and check.eager_error < 1e-5, check
+
+
+def test_an_optimizer_drawing_in_the_step_the_reference_skips_leaves_its_draws_unasked() -> None:
+    """One training step: the reference takes its loss and skips the backward and the step (nothing after
+    them is compared), so the noise the optimizer drew in eager's step is never asked for. The forward's
+    draw is still replayed."""
+
+    class NoisySGD(torch.optim.SGD):
+        def step(self, closure=None):  # type: ignore[no-untyped-def, override]
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        p.grad.add_(torch.randn_like(p.grad), alpha=1e-3)
+            return super().step(closure)
+
+    torch.manual_seed(0)
+    model = _Vae().train()
+    w = Workload(model, args=(torch.randn(8, 16),), optimizer=lambda ps: NoisySGD(ps, lr=0.1))
+    kept = KeptResults()
+
+    def run(sink, draws=None):  # type: ignore[no-untyped-def]
+        run_pass(model, w, w.calls(), seed=0, train=True, sink=sink, optimizer=w.optimizer(model.parameters()), draws=draws)
+
+    with preserved_state(model, parameters=True):
+        run(kept)
+    with preserved_state(model, parameters=True):
+        record_draws(kept, run)
+    assert kept.draws.count == 1 + 6  # the forward's noise, the step's for each of the 6 parameters
+    reference = make_reference(model, w, w.calls(), kept, seed=0, train=True, device="cpu", loose=False, steps=True)
+    assert reference.method == "float64_reference" and reference.run is not None and reference.run.replayed_draws == 1, reference.run

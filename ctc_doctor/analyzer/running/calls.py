@@ -165,8 +165,8 @@ def run_pass(
     results go there call by call instead (a judgement compares each before the next call runs). `step`
     runs before each call (a CUDA graph step mark: each call is one iteration). Without `last_backward`, the
     last call's loss is taken but not its backward, nor its step (the higher-precision reference's steps:
-    what they would change no result shows). `draws`: each call's random draws recorded (eager's kept pass)
-    or replayed (the reference's run; `draws.Draws`)."""
+    what they would change no result shows). `draws`: each call's random draws recorded (eager's pass once
+    more, `numerics.record_draws`) or replayed (the reference's run; `draws.Draws`)."""
     sample = Sample()
     target: Sink | None = sink if sink is not None else (sample if collect else None)
     owner = model if model is not None else fn

@@ -205,10 +205,13 @@ class Draws:
         """What eager's recording pass runs each call under (`run_pass(draws=...)`)."""
         return _Recording(self)
 
-    def replaying(self, rows: list[tuple[int, int]] | None = None, batches: list[int] | None = None) -> _Replaying:
+    def replaying(
+        self, rows: list[tuple[int, int]] | None = None, batches: list[int] | None = None, cut_short: int | None = None
+    ) -> _Replaying:
         """What a run that is to draw as eager did runs each call under; over a slice of the batch, each
-        call's `rows` of its `batches`."""
-        return _Replaying(self, rows, batches)
+        call's `rows` of its `batches`. `cut_short`: the call that runs its loss only (the reference's last
+        training step: no backward, no step), which may leave eager's later draws (an optimizer's) unasked."""
+        return _Replaying(self, rows, batches, cut_short)
 
     def close(self) -> None:
         self.store.close()
@@ -266,8 +269,8 @@ class _Record(TorchDispatchMode):
 
 
 class _Replaying:
-    def __init__(self, draws: Draws, rows: list[tuple[int, int]] | None, batches: list[int] | None) -> None:
-        self.draws, self.rows, self.batches = draws, rows, batches
+    def __init__(self, draws: Draws, rows: list[tuple[int, int]] | None, batches: list[int] | None, cut_short: int | None) -> None:
+        self.draws, self.rows, self.batches, self.cut_short = draws, rows, batches, cut_short
         self.problem: str | None = None
         self.used: set[int] = set()
         """The recorded draws given (by id), recomputations and slices counted once."""
@@ -279,7 +282,7 @@ class _Replaying:
         mode = _Replay(self, self.draws.calls.get(index, []), rows, batch)
         with mode:
             yield
-        if self.problem is None and mode.cursor < len(mode.recorded):
+        if self.problem is None and mode.cursor < len(mode.recorded) and index != self.cut_short:
             self.problem = f"eager drew {len(mode.recorded) - mode.cursor} more time(s) in call {index} than this run"
         if self.problem is not None:
             raise NotReplayable(self.problem)

@@ -108,8 +108,7 @@ class KeptResults:
     losses: list[Kept] = field(default_factory=list)
     grads: dict[str, Kept] = field(default_factory=dict)
     draws: Draws = field(default_factory=Draws)
-    """The random numbers eager drew, when its pass recorded them (`run_pass(draws=kept.draws.recording())`):
-    the reference replays them."""
+    """The random numbers eager drew, when a pass recorded them (`record_draws`): the reference replays them."""
 
     @classmethod
     def of(cls, sample: Sample, store: TensorStore | None = None) -> KeptResults:

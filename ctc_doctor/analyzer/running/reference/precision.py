@@ -26,7 +26,8 @@ A way past the room is not taken: the room is a bound, the doctor's own margin a
 training too (one module's parameters at float64 at a time fits nearly any margin). A way that fails (an
 op without float64, out of memory) falls back to the next, and to a lower precision only when no float64
 way fits; the reference's `run` says which ran, in how many slices, why, and what it cost
-(`rm.ReferenceRun`).
+(`rm.ReferenceRun`). Every way draws eager's own random numbers when a pass recorded them (`draws`); a way
+whose run draws otherwise runs again drawing from the seed, and says so.
 """
 
 from __future__ import annotations
@@ -433,7 +434,8 @@ def _run_in(
     def replay(rows: list[tuple[int, int]] | None = None) -> Any:
         if draws is None:
             return None
-        made = draws.replaying(rows, [batch_of(c) or 0 for c in calls] if rows is not None else None)
+        batches = [batch_of(c) or 0 for c in calls] if rows is not None else None
+        made = draws.replaying(rows, batches, cut_short=len(calls) - 1 if train and steps else None)
         if replays is not None:
             replays.append(made)
         return made
