@@ -35,7 +35,7 @@ step() {  # step NAME LIMIT_S COMMAND...: the command under `timeout`, its log, 
 }
 
 step env 60 bash -c 'python3 -c "import torch, transformers, sys; print(sys.version.split()[0], torch.__version__, torch.cuda.get_device_name(), transformers.__version__)"; nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv; python3 -m ctc_doctor --version'
-step tests 300 python3 -m pytest -q -p no:cacheprovider tests/test_bisect.py tests/test_device_paths.py -k "cuda or kept_on_the_host or host_reference or target_put_on_cuda"
+step tests 300 python3 -m pytest -q -p no:cacheprovider tests/test_bisect.py tests/test_device_paths.py tests/test_draws.py -k "cuda or kept_on_the_host or host_reference or target_put_on_cuda"
 step gpt2 420 python3 benchmarks/doctor_cost.py --device cuda --targets gpu_targets:gpt2_small_bf16
 step train 540 python3 benchmarks/doctor_cost.py --device cuda --train --targets gpu_targets:gpt2_small_bf16
 step llama1b 560 python3 benchmarks/doctor_cost.py --device cuda --targets gpu_targets:llama_1b_bf16

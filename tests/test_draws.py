@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from ctc_doctor import Workload
+from ctc_doctor import AnalyzeOptions, BenchOptions, Workload, analyze
 from ctc_doctor.analyzer.running.calls import Sample, preserved_state, run_pass
 from ctc_doctor.analyzer.running.draws import Draws, replayed_text
 from ctc_doctor.analyzer.running.numerics import KeptResults, record_draws
@@ -159,9 +159,10 @@ def test_a_draw_eager_did_not_make_falls_back_to_the_seed_and_says_so() -> None:
     assert "drew from the seed (randn [3] drawn" in replayed_text(reference.run)
 
 
-def test_a_draw_eager_did_not_make_on_a_disposable_copy_is_drawn_from_the_seed() -> None:
-    """The benchmark's eager copy is cast for the run and not put back: a way whose replay fails after the
-    cast runs again from the cast copy (no step moved it), drawing from the seed, rather than giving up."""
+def test_a_draw_eager_did_not_make_on_a_disposable_copy_ends_the_reference_and_says_why() -> None:
+    """The benchmark's eager copy is cast for the run and not put back: once a way's replay fails, its
+    buffers and parameters have moved (a forward that updates a buffer, an optimizer's step), so no way can
+    start again from eager's values: the judgement is elementwise, and says why."""
 
     class Other(_Vae):
         def sample(self, x: torch.Tensor) -> torch.Tensor:
@@ -170,14 +171,31 @@ def test_a_draw_eager_did_not_make_on_a_disposable_copy_is_drawn_from_the_seed()
 
     torch.manual_seed(0)
     reference, _ = _reference(Other(), train=True, disposable=True)
-    assert reference.method == "float64_reference" and reference.run is not None and reference.run.replayed_draws is None
-    assert "drew from the seed (randn [3] drawn, where eager drew randn [4])" in replayed_text(reference.run)
+    assert reference.method == "elementwise" and reference.run is not None and reference.run.replayed_draws is None
+    assert replayed_text(reference.run) == "; eager's random numbers not replayed (randn [3] drawn, where eager drew randn [4])"
 
 
-def test_draws_a_backward_makes_or_two_draws_from_one_state_are_not_replayed() -> None:
-    """A hook drawing gradient noise in the backward recomputes no forward draw; two forward draws from one
-    generator state (a `fork_rng` around each) leave that state's recomputation ambiguous. Either way the
-    recording gives up, says why, and the reference draws from the seed (never another draw's values)."""
+def test_a_model_whose_draws_are_not_replayed_is_not_cut_into_slices() -> None:
+    """Without eager's draws, each slice would draw the seed's first numbers (the first slice's rows agree
+    with eager's, the others do not): a random model's batch is not sliced, and the note says why."""
+
+    class Extra(_Vae):
+        def sample(self, x: torch.Tensor) -> torch.Tensor:
+            h = super().sample(x)
+            return h + 0 * torch.randn_like(h) if x.dtype == torch.float64 else h
+
+    torch.manual_seed(0)
+    reference, _ = _reference(Extra(), room=Room(60 * 2**20, 100 * 2**20), placements=("whole",))
+    assert reference.run is not None and reference.run.slices == 1 and reference.run.replayed_draws is None, reference.run
+    assert any("each slice would draw the seed's first" in p for p in reference.run.not_taken), reference.run.not_taken
+
+
+def test_draws_a_backward_makes_or_two_alike_from_one_state_are_not_replayed() -> None:
+    """A hook drawing gradient noise in the backward recomputes no forward draw; two forward draws alike from
+    one generator state (a `fork_rng` around each) leave that state's recomputation ambiguous. Either way
+    the recording gives up, says why, and the reference draws from the seed (never another draw's values).
+    Two draws from one state with other arguments are told apart: the recomputation gets its own (it got
+    the other's before, 6.4 off in the gradients)."""
 
     class Hooked(_Vae):
         def sample(self, x: torch.Tensor) -> torch.Tensor:
@@ -187,25 +205,30 @@ def test_draws_a_backward_makes_or_two_draws_from_one_state_are_not_replayed() -
             return h
 
     class Forked(torch.nn.Module):
-        def __init__(self) -> None:
+        def __init__(self, shift: float) -> None:
             super().__init__()
-            self.a = torch.nn.Linear(16, 16)
+            self.a, self.shift = torch.nn.Linear(16, 16), shift
 
         def noisy(self, h: torch.Tensor) -> torch.Tensor:
             with torch.random.fork_rng():
                 scale = torch.empty_like(h).uniform_(0.5, 1.5)
             with torch.random.fork_rng():
-                shift = torch.empty_like(h).uniform_(-0.01, 0.01)
+                shift = torch.empty_like(h).uniform_(0.5 - self.shift, 1.5 - self.shift)
             return torch.tanh(h * scale + shift)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return checkpoint(self.noisy, self.a(x), use_reentrant=False)
 
-    for model, why in ((Hooked(), "not a forward's draw recomputed"), (Forked(), "from a state two forward draws started from")):
+    for model, why in ((Hooked(), "not a forward's draw recomputed"), (Forked(0.0), "from a state two forward draws started from")):
         torch.manual_seed(0)
         reference, _ = _reference(model, train=True, disposable=True)
         assert reference.method == "float64_reference" and reference.run is not None and reference.run.replayed_draws is None
         assert why in replayed_text(reference.run), replayed_text(reference.run)
+    torch.manual_seed(0)
+    reference, _ = _reference(Forked(1.0), train=True)
+    assert reference.run is not None and reference.run.replayed_draws == 2, reference.run
+    grads = {name: float(kept.whole("cpu").abs().max()) for name, kept in (reference.deltas or {}).items() if name.startswith("grad ")}
+    assert grads and max(grads.values()) < 1e-5, grads
 
 
 def test_the_recording_gives_up_on_a_draw_it_cannot_keep_and_eager_runs_on() -> None:
@@ -233,10 +256,12 @@ def test_a_draw_inside_a_kernel_is_not_replayed_and_says_so() -> None:
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")
-def test_a_model_with_dropout_on_cuda_has_its_reference_on_the_host() -> None:
+@pytest.mark.parametrize("placement", ["whole", "host"])
+def test_a_model_with_dropout_on_cuda_is_judged_against_its_own_masks(placement: str) -> None:
     """On an accelerator, the host's generator draws other masks from the same seed: the host way was ruled
     out for any model with dropout. With eager's masks replayed (CUDA's `native_dropout`, the host's
-    `bernoulli_`), it runs there, and eager's error against it is rounding's."""
+    `bernoulli_`), it runs there, and eager's error against it is rounding's; on the device too (CUDA's
+    dropout kernel reads its random numbers by vectors of a dtype's width)."""
     torch.manual_seed(0)
     nn = torch.nn
     model = nn.Sequential(nn.Linear(16, 64), nn.Dropout(0.3), nn.GELU(), nn.Linear(64, 16), nn.Dropout(0.1)).cuda().train()
@@ -246,8 +271,10 @@ def test_a_model_with_dropout_on_cuda_has_its_reference_on_the_host() -> None:
         run_pass(model, w, w.calls(), seed=0, train=True, sink=kept)
         record_draws(kept, lambda sink, draws: run_pass(model, w, w.calls(), seed=0, train=True, sink=sink, draws=draws))
         eager = run_pass(model, w, w.calls(), seed=0, train=True, collect=True)
-    reference = make_reference(model, w, w.calls(), kept, seed=0, train=True, device="cuda", loose=False, random=True, placements=("host",))
-    assert reference.run is not None and reference.run.placement == "host" and reference.run.replayed_draws == 2, reference.run
+    reference = make_reference(
+        model, w, w.calls(), kept, seed=0, train=True, device="cuda", loose=False, random=True, placements=(placement,)
+    )
+    assert reference.run is not None and reference.run.placement == placement and reference.run.replayed_draws == 2, reference.run
     check = reference.judge(eager)
     assert check.eager_error is not None and check.eager_error < 1e-5, check
 
@@ -265,8 +292,15 @@ def test_an_optimizer_drawing_in_the_step_the_reference_skips_leaves_its_draws_u
                         p.grad.add_(torch.randn_like(p.grad), alpha=1e-3)
             return super().step(closure)
 
+    class Extra(_Vae):
+        extra = False
+
+        def sample(self, x: torch.Tensor) -> torch.Tensor:
+            h = super().sample(x)
+            return h + 0 * torch.randn_like(h) if self.extra and x.dtype == torch.float32 else h
+
     torch.manual_seed(0)
-    model = _Vae().train()
+    model = Extra().train()
     w = Workload(model, args=(torch.randn(8, 16),), optimizer=lambda ps: NoisySGD(ps, lr=0.1))
     kept = KeptResults()
 
@@ -280,3 +314,38 @@ def test_an_optimizer_drawing_in_the_step_the_reference_skips_leaves_its_draws_u
     assert kept.draws.count == 1 + 6  # the forward's noise, the step's for each of the 6 parameters
     reference = make_reference(model, w, w.calls(), kept, seed=0, train=True, device="cpu", loose=False, steps=True)
     assert reference.method == "float64_reference" and reference.run is not None and reference.run.replayed_draws == 1, reference.run
+    # a forward draw the call leaves unasked is not the step's: the replay fails, and says so
+    model.extra = True  # eager (float32) draws once more in the forward
+    kept = KeptResults()
+    with preserved_state(model, parameters=True):
+        run(kept)
+    with preserved_state(model, parameters=True):
+        record_draws(kept, run)
+    reference = make_reference(model, w, w.calls(), kept, seed=0, train=True, device="cpu", loose=False, steps=True)
+    assert reference.run is not None and reference.run.replayed_draws is None
+    assert "eager drew 7 more time(s) in call 0" in replayed_text(reference.run), replayed_text(reference.run)
+
+
+def test_the_benchmark_records_draws_from_where_eager_started() -> None:
+    """A model whose forward moves a buffer it reads (a step counter) and draws noise: the benchmark's
+    recording pass starts from the buffers eager's kept pass started from, gives its results to the bit,
+    and the reference replays its draw (from the moved counter, the recording gave other results and the
+    draws stood for nothing); the pass from another seed starts there too."""
+
+    class Counted(_Vae):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("steps", torch.zeros(()))
+
+        def sample(self, x: torch.Tensor) -> torch.Tensor:
+            self.steps += 1
+            return super().sample(x) * (1 + 0.01 * self.steps)
+
+    torch.manual_seed(0)
+    w = Workload(Counted().train(), args=(torch.randn(8, 16),))
+    bench = BenchOptions(backend="aot_eager", iters=1, warmup=0, regional=False, fresh_cache=False, per_fix=False)
+    report = analyze(w, AnalyzeOptions(explain=False, train=True, bench=bench, suggest=False))
+    assert report.benchmark is not None and report.benchmark.reference is not None
+    assert report.benchmark.reference.replayed_draws == 1, report.benchmark.reference
+    compiled = next(a for a in report.benchmark.arms if a.name == "compiled")
+    assert compiled.numerics is not None and compiled.numerics.eager_error < 1e-6, compiled.numerics

@@ -67,13 +67,16 @@ def replayed_text(run: rm.ReferenceRun | None) -> str:
     """How the reference's `run` drew a random model's numbers, for its `random` note: `; the float64
     reference drew eager's own numbers (N draw(s) replayed)`, or why it drew from the seed; nothing
     without a higher-precision run."""
-    if run is None or run.method == "elementwise":
+    if run is None:
         return ""
+    why = next((p for p in run.not_taken if p.startswith(NOT_REPLAYED)), None)
+    reason = why.removeprefix(NOT_REPLAYED + " (").rsplit("): ", 1)[0] if why else None
+    if run.method == "elementwise":
+        return f"; {NOT_REPLAYED} ({reason})" if reason else ""
     name = "float64" if run.method == "float64_reference" else "float32"
     if run.replayed_draws:
         return f"; the {name} reference drew eager's own numbers ({run.replayed_draws} draw(s) replayed)"
-    why = next((p for p in run.not_taken if p.startswith(NOT_REPLAYED)), None)
-    return f"; the {name} reference drew from the seed ({why.removeprefix(NOT_REPLAYED + ' (').rsplit('): ', 1)[0]})" if why else ""
+    return f"; the {name} reference drew from the seed ({reason})" if reason else ""
 
 
 class NotReplayable(Exception):
@@ -139,6 +142,17 @@ def _generator_state(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
     return hashlib.blake2b(state.numpy().tobytes(), digest_size=16).digest()
 
 
+def _key(what: _What, shape: tuple[int, ...], state: bytes, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """What a draw is, to know its recomputation by: the op, its shape, the generator state it started from,
+    and its arguments (a tensor's by shape and dtype)."""
+
+    def plain(v: Any) -> Any:
+        return ("tensor", tuple(v.shape), v.dtype) if isinstance(v, torch.Tensor) else repr(v)
+
+    rest = tuple(plain(a) for a in args) + tuple((k, plain(v)) for k, v in sorted(kwargs.items()) if k != "generator")
+    return (what, shape, state, rest)
+
+
 def _drawn(what: _What, out: Any) -> torch.Tensor:
     """What the op drew: a dropout's mask, a bernoulli's outcomes as a mask, else its result."""
     if what.name == "native_dropout":
@@ -175,6 +189,8 @@ class _Draw:
     shape: tuple[int, ...]
     value: Kept
     """The mask (bool) or the result, at eager's dtype."""
+    late: bool = False
+    """Drawn after the call's backward began (an optimizer's step): a call cut short never asks for it."""
 
 
 @dataclass
@@ -210,7 +226,8 @@ class Draws:
     ) -> _Replaying:
         """What a run that is to draw as eager did runs each call under; over a slice of the batch, each
         call's `rows` of its `batches`. `cut_short`: the call that runs its loss only (the reference's last
-        training step: no backward, no step), which may leave eager's later draws (an optimizer's) unasked."""
+        training step: no backward, no step), which leaves eager's draws after its backward began (an
+        optimizer's) unasked, and only those."""
         return _Replaying(self, rows, batches, cut_short)
 
     def close(self) -> None:
@@ -232,9 +249,13 @@ class _Record(TorchDispatchMode):
         super().__init__()
         self.draws, self.into = draws, into
         self.states = _States()
+        self.late = False
+        """The call's backward has begun (every op of it comes here too)."""
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
+        if not self.late and ti.in_backward():
+            self.late = True
         if _SEEDED not in func.tags or self.draws.opaque is not None:
             return func(*args, **kwargs)
         try:
@@ -250,21 +271,22 @@ class _Record(TorchDispatchMode):
             self.draws.disown(f"{what.name} draws inside its kernel")
             return out
         try:
-            self._keep(what, out, state)
+            self._keep(what, out, state, args, kwargs)
         except Exception as exc:  # noqa: BLE001 - a nested tensor's draw, a tensor the store cannot flatten
             self.draws.disown(f"{what.name}'s draw could not be kept: {type(exc).__name__}")
         return out
 
-    def _keep(self, what: _What, out: Any, state: bytes | None) -> None:
+    def _keep(self, what: _What, out: Any, state: bytes | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         value = _drawn(what, out).detach()
-        key = (what, tuple(value.shape), state)
+        assert state is not None
+        key = _key(what, tuple(value.shape), state, args, kwargs)
         if ti.in_backward():  # a forward recomputed (its draw is the forward's), or a draw the backward makes
             _, why = self.states.recomputed(key)
             if why is not None:
                 self.draws.disown(f"{what.name} {list(value.shape)} {why}")
             return
         host = value.device.type == "cpu"  # kept on the host: a copy of its own, not the one a later op may write
-        self.into.append(_Draw(what, tuple(value.shape), self.draws.store.keep(value.to("cpu"), copy=host)))
+        self.into.append(_Draw(what, tuple(value.shape), self.draws.store.keep(value.to("cpu"), copy=host), self.late))
         self.states.forward(key, True)
 
 
@@ -282,7 +304,8 @@ class _Replaying:
         mode = _Replay(self, self.draws.calls.get(index, []), rows, batch)
         with mode:
             yield
-        if self.problem is None and mode.cursor < len(mode.recorded) and index != self.cut_short:
+        left = mode.recorded[mode.cursor :]
+        if self.problem is None and left and not (index == self.cut_short and all(d.late for d in left)):
             self.problem = f"eager drew {len(mode.recorded) - mode.cursor} more time(s) in call {index} than this run"
         if self.problem is not None:
             raise NotReplayable(self.problem)
@@ -332,7 +355,7 @@ class _Replay(TorchDispatchMode):
         state = _generator_state(args, kwargs)
         out = func(*args, **kwargs)
         shape = tuple(_drawn(what, out).shape)
-        key = (what, shape, state)
+        key = _key(what, shape, state, args, kwargs)
         if ti.in_backward():  # a forward recomputed: the draw it made from the same state
             found, why = self.states.recomputed(key)
             if why is not None:

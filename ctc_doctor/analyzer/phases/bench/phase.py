@@ -52,7 +52,7 @@ from .numbers import (
     pace,
 )
 from .options import BenchOptions
-from .runner import WARM_ARMS, ArmRunner, has_compile_cache
+from .runner import WARM_ARMS, ArmRunner, has_compile_cache, put_back
 from .staged import Checkpoint
 
 
@@ -259,10 +259,13 @@ def after_eager(
     `owned`: the copy is the arm's own, dropped after (the reference need not put it back); `start`: the
     model it was copied from. With an optimizer, the arm's passes stepped its own copy: the reference starts
     from `start`'s state, where eager's kept pass started (from the stepped one, eager's own error against
-    float64 was the steps' and every arm's ratio near 1: no judgement at all)."""
+    float64 was the steps' and every arm's ratio near 1: no judgement at all); without, from its buffers
+    (a counter the forward moves and reads: 1e-2 from eager's own)."""
     settings: dict[str, Any] = {}
     if runner.steps and owned and start is not None and not runner.shared:
         model.load_state_dict(start.state_dict())
+    elif start is not None and not runner.shared:  # the buffers eager's passes moved (a counter the forward reads)
+        put_back(model, dict(start.named_buffers()))
     reference = runner.reference if runner.shared else runner.make_reference(model, calls, disposable=owned)
     if reference is not None:
         settings["numerics"] = reference.method + (f" ({reference.note})" if reference.note else "")

@@ -266,15 +266,15 @@ class ArmRunner:
         return round(started.compile_time_s, 4)
 
     def draws_random(self, arm: Arm, start: dict[str, torch.Tensor]) -> bool:
-        """Whether the model draws random numbers: the eager pass once more from another seed, compared. With
-        an optimizer it starts from `start`, the state the first pass started from (that pass stepped the
-        parameters: from them, a model that draws nothing random would differ all the same)."""
+        """Whether the model draws random numbers: the eager pass once more from another seed, compared. It
+        starts from `start`, the state the first pass started from: with an optimizer its parameters (that
+        pass stepped them: from them, a model that draws nothing random would differ all the same), else its
+        buffers (running statistics, a counter the forward moves)."""
         if self.eager is None or self.seed is None:
             return False
         same = SameAs(self.eager)
         with preserved_state(arm.model, parameters=self.steps), self.grad():
-            if start:
-                arm.model.load_state_dict(start)
+            put_back(arm.model, start)
             self.new_optimizer(arm)
             self.run_pass(arm.model, arm, seed=self.seed + 7919, sink=same)
         return same.differs
@@ -285,8 +285,7 @@ class ArmRunner:
         if self.eager is None or self.seed is None:
             return
         with preserved_state(arm.model, parameters=self.steps), self.grad():
-            if start:
-                arm.model.load_state_dict(start)
+            put_back(arm.model, start)
             self.new_optimizer(arm)
             eager, seed = self.eager, self.seed
             record_draws(eager, lambda sink, draws: self.run_pass(arm.model, arm, seed=seed, sink=sink, draws=draws))
@@ -426,6 +425,8 @@ class ArmRunner:
         kept = KeptResults() if not arm.compiled and not self.shared else None
         # where its first pass starts: for a second compile's judged pass, or eager's pass from another seed
         start = self.start_state(arm) if self.like_eager(arm) or (kept is not None and self.steps and self.seed is not None) else {}
+        if kept is not None and not start and self.seed is not None:  # the buffers its first pass may move (running
+            start = {n: b.detach().clone() for n, b in arm.model.named_buffers()}  # stats, a counter): for the later passes
         with self._compiled(arm) as fn:
             self.progress(ProgressEvent(Step.ARM, subject=arm.name, activity="compiling (cold)" if arm.compiled else "first pass"))
             # eager's results are kept (every arm is judged against them); an arm's are judged as they come
@@ -496,6 +497,15 @@ class ArmRunner:
                 out.numerics.random = "judged on a second compile with torch._inductor.config.fallback_random=True, same seed per call"
         elif self.random and arm.compiled and out.numerics is not None:
             out.numerics.random = "same seed per call (this backend draws as eager does)"
+
+
+def put_back(model: torch.nn.Module, start: dict[str, torch.Tensor]) -> None:
+    """The model's tensors named in `start` (a state dict, or its buffers alone) given those values."""
+    if start:
+        own = {**dict(model.named_buffers()), **model.state_dict(keep_vars=True)}
+        with torch.no_grad():
+            for name, value in start.items():
+                own[name].copy_(value)
 
 
 def record_check(out: rm.BenchmarkArm, check: rm.NumericsCheck) -> None:

@@ -576,6 +576,7 @@ def make_reference(
     summed = not steps and len(calls) > 1
     plan = Plan(model, work, device, train, moments, tuple(counts), disposable, stepped, backward, summed)
     replaying = kept.draws.replayable()  # eager's random numbers given to the run (until they cannot stand for its own)
+    random = random or replaying
     if kept.draws.opaque is not None:
         problems.append(f"{NOT_REPLAYED} ({kept.draws.opaque}): drawn from the seed")
     queue = list(_tries(plan, low))
@@ -588,6 +589,11 @@ def make_reference(
         if random and way.placement == "host" and not replaying:
             failed.add((dtype, "host"))
             problems.append(f"not on the host: the model draws random numbers, and the host's differ from {device}'s")
+            continue
+        if random and way.slices > 1 and not replaying:  # each slice would draw the seed's first numbers
+            if sliceable is None:
+                sliceable = "the model draws random numbers, not replayed: each slice would draw the seed's first"
+                problems.append(f"the batch cannot be cut into slices ({sliceable})")
             continue
         if (dtype, way.placement, way.slices) in tried:
             continue
@@ -613,12 +619,11 @@ def make_reference(
         except Exception as exc:  # noqa: BLE001 - an op without this dtype, out of memory: the next way, said so
             unreplayed = next((r.problem for r in replays if r.problem is not None), None)
             first = str(exc).splitlines()[0][:160] if str(exc) else ""
-            # the disposable copy is cast now, and stepped by its optimizer: no other way can start from eager's
-            # values (the streamed way leaves the model's own parameters as they were); cast alone, it can
-            ruined = disposable and train and not way.placement.startswith("streamed") and (unreplayed is None or stepped)
+            # the disposable copy is cast and moved by the run: no way can start from eager's values (`streamed` can)
+            ruined = disposable and train and not way.placement.startswith("streamed")
             problems.append(
                 f"{NOT_REPLAYED} ({unreplayed}): "
-                + ("the run's copy is stepped, no way can start again" if ruined else "drawn from the seed")
+                + ("the run's copy is spent, no way can start again" if ruined else "drawn from the seed")
                 if unreplayed is not None
                 else f"a {_name(dtype)} run {way.text()} failed: {type(exc).__name__}: {first}"
             )
@@ -626,7 +631,7 @@ def make_reference(
             _release(device)
             if ruined:
                 break
-            if unreplayed is not None:  # the same way again, drawing its own numbers (slices checked again)
+            if unreplayed is not None:  # the same way again, drawing its own numbers (not in slices if random)
                 replaying, checked, sliceable = False, False, None
                 tried.discard((dtype, way.placement, way.slices))
                 queue.insert(0, (dtype, way))
