@@ -213,9 +213,7 @@ class Draws:
     def disown(self, why: str) -> None:
         """These draws cannot be replayed (`why`): what was kept goes."""
         self.opaque = self.opaque or why
-        self.calls = {}
-        self.store.close()
-        self.store = TensorStore()
+        self.close()
 
     def recording(self) -> _Recording:
         """What eager's recording pass runs each call under (`run_pass(draws=...)`)."""
@@ -231,6 +229,8 @@ class Draws:
         return _Replaying(self, rows, batches, cut_short)
 
     def close(self) -> None:
+        """What was kept goes (its file too)."""
+        self.calls = {}
         self.store.close()
 
 

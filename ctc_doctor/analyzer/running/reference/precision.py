@@ -553,9 +553,9 @@ def make_reference(
     else runs meanwhile. Where it runs is the first way that fits `room` (see the module doc; default:
     free memory only); `placements` and `slices` restrict the ways tried (tests, a phase that knows).
     `random`: the caller found that the model draws random numbers (eager from another seed differs: the
-    fix phase, the benchmark), so it never runs on the host for a model on an accelerator (the host's
-    generator draws other numbers from the same seed). The accuracy bisection's per-module references do
-    not look. `disposable`: the caller drops the model after (the benchmark's eager copy): a training run
+    fix phase, the benchmark): unless eager's draws are replayed (`kept.draws`), it never runs on the host
+    (the host's generator draws other numbers from the same seed) nor in slices. The accuracy bisection's
+    per-module references do not look. `disposable`: the caller drops the model after (the benchmark's eager copy): a training run
     casts it without keeping its values to put back."""
     t0 = time.perf_counter()
     room = room or Room(None)
@@ -650,20 +650,14 @@ def make_reference(
         duration = round(time.perf_counter() - t0, 3)
         run = _run_record(method, way, room, work, duration, peak, problems)
         run.replayed_draws = len(set().union(*(r.used for r in replays))) if replaying else None
-        _let_go(kept)
+        kept.draws.close()  # eager's recorded draws: no longer needed
         note = "; ".join(notes) or None
         return Reference(kept, recorder.deltas, method, note, loose, duration, steps, placement=way.placement, store=store, run=run)
-    _let_go(kept)
+    kept.draws.close()  # eager's recorded draws: no longer needed
     note = "; ".join(problems) or "no higher precision than the model's"
     duration = round(time.perf_counter() - t0, 3)
     run = _run_record("elementwise", None, room, work, duration, None, problems)
     return Reference(kept, None, "elementwise", note + ": elementwise check against eager", loose, duration, store=store, run=run)
-
-
-def _let_go(kept: KeptResults) -> None:
-    """Eager's recorded draws, no longer needed once the reference has run."""
-    kept.draws.close()
-    kept.draws = Draws()
 
 
 def _before(problems: list[str]) -> str:
