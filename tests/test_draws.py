@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from ctc_doctor import AnalyzeOptions, BenchOptions, Workload, analyze
+from ctc_doctor import Workload
 from ctc_doctor.analyzer.running.calls import Sample, preserved_state, run_pass
 from ctc_doctor.analyzer.running.draws import Draws, replayed_text
 from ctc_doctor.analyzer.running.numerics import KeptResults, record_draws
@@ -324,28 +324,3 @@ def test_an_optimizer_drawing_in_the_step_the_reference_skips_leaves_its_draws_u
     reference = make_reference(model, w, w.calls(), kept, seed=0, train=True, device="cpu", loose=False, steps=True)
     assert reference.run is not None and reference.run.replayed_draws is None
     assert "eager drew 7 more time(s) in call 0" in replayed_text(reference.run), replayed_text(reference.run)
-
-
-def test_the_benchmark_records_draws_from_where_eager_started() -> None:
-    """A model whose forward moves a buffer it reads (a step counter) and draws noise: the benchmark's
-    recording pass starts from the buffers eager's kept pass started from, gives its results to the bit,
-    and the reference replays its draw (from the moved counter, the recording gave other results and the
-    draws stood for nothing); the pass from another seed starts there too."""
-
-    class Counted(_Vae):
-        def __init__(self) -> None:
-            super().__init__()
-            self.register_buffer("steps", torch.zeros(()))
-
-        def sample(self, x: torch.Tensor) -> torch.Tensor:
-            self.steps += 1
-            return super().sample(x) * (1 + 0.01 * self.steps)
-
-    torch.manual_seed(0)
-    w = Workload(Counted().train(), args=(torch.randn(8, 16),))
-    bench = BenchOptions(backend="aot_eager", iters=1, warmup=0, regional=False, fresh_cache=False, per_fix=False)
-    report = analyze(w, AnalyzeOptions(explain=False, train=True, bench=bench, suggest=False))
-    assert report.benchmark is not None and report.benchmark.reference is not None
-    assert report.benchmark.reference.replayed_draws == 1, report.benchmark.reference
-    compiled = next(a for a in report.benchmark.arms if a.name == "compiled")
-    assert compiled.numerics is not None and compiled.numerics.eager_error < 1e-6, compiled.numerics

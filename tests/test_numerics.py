@@ -298,6 +298,33 @@ def test_runs_of_a_model_that_draws_random_numbers_are_seeded_alike_and_leave_th
     assert "draws random numbers" in report.benchmark.settings["random"]
 
 
+def test_the_benchmark_records_draws_from_where_eager_started() -> None:
+    """A model whose forward moves a buffer it reads (a step counter) and draws noise: the benchmark's
+    recording pass starts from the buffers eager's kept pass started from, gives its results to the bit,
+    and the reference replays its draw (from the moved counter, the recording gave other results and the
+    draws stood for nothing); the pass from another seed starts there too."""
+
+    class Counted(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.enc, self.dec = torch.nn.Linear(16, 16), torch.nn.Linear(8, 16)
+            self.register_buffer("steps", torch.zeros(()))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.steps += 1
+            mu, logvar = self.enc(x).chunk(2, dim=-1)
+            return self.dec(mu + torch.randn_like(mu) * (0.5 * logvar).exp()) * (1 + 0.01 * self.steps)
+
+    torch.manual_seed(0)
+    w = Workload(Counted().train(), args=(torch.randn(8, 16),))
+    bench = BenchOptions(backend="aot_eager", iters=1, warmup=0, regional=False, fresh_cache=False, per_fix=False)
+    report = analyze(w, AnalyzeOptions(explain=False, train=True, bench=bench, suggest=False))
+    assert report.benchmark is not None and report.benchmark.reference is not None
+    assert report.benchmark.reference.replayed_draws == 1, report.benchmark.reference
+    compiled = next(a for a in report.benchmark.arms if a.name == "compiled")
+    assert compiled.numerics is not None and compiled.numerics.eager_error < 1e-6, compiled.numerics
+
+
 def test_training_steps_are_judged_from_where_eager_started_and_not_taken_for_random():
     """With an optimizer, eager's passes step the arm's own copy. The float64 reference starts where eager's
     kept pass started (from the stepped copy, eager's own error against it was the steps', 1e3 here, and
