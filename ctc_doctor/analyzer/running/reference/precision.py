@@ -444,6 +444,11 @@ def _run_in(
     device = "cpu" if way.placement == "host" else None
     default = _default_dtype(torch.float64 if dtype == torch.float64 else torch.get_default_dtype())
     high = dataclasses.replace(workload, model=model)
+
+    def training_pass(optimizer: Any = None) -> None:
+        cast = _cast_calls(calls, dtype, device)
+        run_pass(model, high, cast, seed=seed, train=True, sink=sink, optimizer=optimizer, last_backward=not steps, draws=replay())
+
     if train and way.placement in ("streamed", "streamed_checkpointed"):
         factory = workload.optimizer if steps else None
         why = elementwise_optimizer(factory) if factory is not None and len(calls) > 1 else None
@@ -463,16 +468,7 @@ def _run_in(
         blocks = checkpointed(repeated_blocks(model)) if way.placement == "streamed_checkpointed" else contextlib.nullcontext()
         try:
             with preserved_state(model) if not disposable else contextlib.nullcontext(), default, stream.running(), blocks:
-                run_pass(
-                    model,
-                    high,
-                    _cast_calls(calls, dtype, device),
-                    seed=seed,
-                    train=True,
-                    sink=sink,
-                    last_backward=not steps,
-                    draws=replay(),
-                )
+                training_pass()
                 stream.finish()
         finally:
             store.close()
@@ -488,18 +484,7 @@ def _run_in(
                 p.grad = None
         cast = cast_for_training(model, dtype, device) if not disposable else cast_in_place(model, dtype, device, back=False)
         with preserved_state(model) if not disposable else contextlib.nullcontext(), cast, default, ways:
-            optimizer = workload.optimizer(model.parameters()) if steps and workload.optimizer is not None else None
-            run_pass(
-                model,
-                high,
-                _cast_calls(calls, dtype, device),
-                seed=seed,
-                train=True,
-                sink=sink,
-                optimizer=optimizer,
-                last_backward=not steps,
-                draws=replay(),
-            )
+            training_pass(workload.optimizer(model.parameters()) if steps and workload.optimizer is not None else None)
         return
     cast = cast_blockwise(model, dtype) if way.placement == "blockwise" else cast_in_place(model, dtype, device)
     with preserved_state(model), cast, default, torch.no_grad():
