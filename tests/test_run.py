@@ -891,7 +891,8 @@ def test_a_script_with_dropout_gets_its_fixes_verified_on_replays_seeded_alike(c
     report = load_report(out)
     assert report.fix.applied, [(s.id, s.verified) for s in report.suggestions]
     n = report.fix.verification.numerics
-    assert n.ok and n.random == "same seed per call" and n.ratio == 1.0 and n.eager_error < 0.01, n
+    assert n.ok and n.random.startswith("same seed per call; the float64 reference drew eager's own numbers"), n
+    assert n.ratio == 1.0 and n.eager_error < 1e-6, n  # from the seed, float64 rand_like was other noise
 
 
 def test_run_diff_prints_the_verified_edit_as_a_patch_and_the_scripts_output_on_stderr(cli, tmp_path):
