@@ -39,7 +39,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from ...reports import models as rm
 from .. import torch_internals as ti
@@ -92,25 +91,15 @@ class _What:
     """A mask's keep probability."""
 
 
-def _argument(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], names: tuple[str, ...]) -> Any:
-    """The value of the op's argument called one of `names` (its default when not given); None: no such argument."""
-    for i, a in enumerate(func._schema.arguments):
-        if a.name in names:
-            if i < len(args):
-                return args[i]
-            return kwargs.get(a.name, a.default_value if a.has_default_value() else None)
-    return None
-
-
 def _what(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _What | None:
     """What a tagged op draws, or None when it draws nothing here (no dropout, not training). An op not
     known is taken to draw inside its kernel unless its dropout probability is 0 or it is not training."""
-    name = func._overloadpacket.__name__
+    name = ti.op_name(func)
     if name == "native_dropout":
-        p, train = _argument(func, args, kwargs, ("p",)), _argument(func, args, kwargs, ("train",))
+        p, train = ti.op_argument(func, args, kwargs, ("p",)), ti.op_argument(func, args, kwargs, ("train",))
         return None if train is False or not p else _What("mask", name, 1.0 - float(p))
     if name in ("bernoulli", "bernoulli_"):
-        p = _argument(func, args, kwargs, ("p",))
+        p = ti.op_argument(func, args, kwargs, ("p",))
         if isinstance(p, (int, float)) and not isinstance(p, bool):
             return _What("mask", name, float(p))
         return _What("values", name.rstrip("_"))
@@ -120,8 +109,8 @@ def _what(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _What | N
         return None
     if name == "_fused_dropout":  # its p is the probability to keep
         return _What("opaque", name)
-    train = _argument(func, args, kwargs, ("train", "training"))
-    p = _argument(func, args, kwargs, ("dropout_p", "dropout", "p"))
+    train = ti.op_argument(func, args, kwargs, ("train", "training"))
+    p = ti.op_argument(func, args, kwargs, ("dropout_p", "dropout", "p"))
     if train is False or (p is not None and not p):
         return None
     return _What("opaque", name)
@@ -217,6 +206,8 @@ class Draws:
 
     def recording(self) -> _Recording:
         """What eager's recording pass runs each call under (`run_pass(draws=...)`)."""
+        if not ti.DISPATCH_MODE:
+            self.disown("this torch cannot follow a run's ops (no TorchDispatchMode)")
         return _Recording(self)
 
     def replaying(
@@ -240,11 +231,14 @@ class _Recording:
 
     @contextlib.contextmanager
     def call(self, index: int) -> Iterator[None]:
+        if self.draws.opaque is not None:  # given up already: nothing more to follow
+            yield
+            return
         with _Record(self.draws, self.draws.calls.setdefault(index, [])):
             yield
 
 
-class _Record(TorchDispatchMode):
+class _Record(ti.DispatchMode):  # type: ignore[misc]
     def __init__(self, draws: Draws, into: list[_Draw]) -> None:
         super().__init__()
         self.draws, self.into = draws, into
@@ -262,7 +256,7 @@ class _Record(TorchDispatchMode):
             what = _what(func, args, kwargs)
             state = _generator_state(args, kwargs) if what is not None and what.kind != "opaque" else None
         except Exception as exc:  # noqa: BLE001 - the recording never fails eager's pass: it gives up
-            self.draws.disown(f"{func._overloadpacket.__name__} could not be read: {type(exc).__name__}")
+            self.draws.disown(f"{ti.op_name(func)} could not be read: {type(exc).__name__}")
             return func(*args, **kwargs)
         out = func(*args, **kwargs)
         if what is None:
@@ -311,7 +305,7 @@ class _Replaying:
             raise NotReplayable(self.problem)
 
 
-class _Replay(TorchDispatchMode):
+class _Replay(ti.DispatchMode):  # type: ignore[misc]
     def __init__(self, owner: _Replaying, recorded: list[_Draw], rows: tuple[int, int] | None, batch: int | None) -> None:
         super().__init__()
         self.owner, self.recorded, self.rows, self.batch = owner, recorded, rows, batch

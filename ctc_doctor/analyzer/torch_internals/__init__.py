@@ -18,6 +18,7 @@ The pieces, each the only owner of the state it keeps:
 - script: a script's own `torch.compile` replaced for `ctc-doctor run`;
 - cudagraphs: step marks, and the recordings and skips torch logs (the blocks in force);
 - aot: torch.export + AOTInductor packages, and portable compile-cache artifacts;
+- ops: a mode that sees every op of a block (`DispatchMode`), an op's name and arguments;
 - here: what this torch is and which capture features it lacks (`unavailable_features`).
 """
 
@@ -78,6 +79,7 @@ from .knobs import (
     uncompiled,
 )
 from .loggers import COMPILER_LOGGERS, quiet_torch_stderr, torch_log_notes
+from .ops import DISPATCH_MODE, DispatchMode, op_argument, op_name
 from .script import is_optimized_module, torch_compile_replaced
 from .trace import (
     CaptureResult,
@@ -117,6 +119,10 @@ __all__ = [
     "skip_frame",
     "tensor_state",
     "in_backward",
+    "DISPATCH_MODE",
+    "DispatchMode",
+    "op_argument",
+    "op_name",
     "dynamo_config",
     "export_program",
     "fresh_dynamo_state",
