@@ -49,10 +49,10 @@ _VALUES = {
     "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "randperm", "normal", "normal_",
     "normal_functional", "uniform", "uniform_", "exponential", "exponential_", "geometric", "geometric_",
     "log_normal", "log_normal_", "cauchy", "cauchy_", "random", "random_", "multinomial", "poisson", "binomial",
-    "_standard_gamma", "_sample_dirichlet", "bernoulli", "bernoulli_",
+    "_standard_gamma", "_sample_dirichlet",
 }  # fmt: skip
-"""Ops whose one result is the draw (its values taken as eager's); `bernoulli` with a tensor of
-probabilities too (its 0/1 outcomes)."""
+"""Ops whose one result is the draw (its values taken as eager's); `bernoulli` is read apart (a mask with a
+scalar probability, its 0/1 outcomes with a tensor of them)."""
 _DRAW_NOTHING = {"_nested_tensor_softmax_with_shape"}
 """Tagged ops that draw nothing."""
 _AMBIGUOUS = object()
@@ -152,9 +152,9 @@ def _drawn(what: _What, out: Any) -> torch.Tensor:
 
 
 class _States:
-    """The forward draws by the generator state each started from (and what it was: the op, the shape), so
-    that a draw in the backward is known for a recomputation and gets its forward's; a state two forward
-    draws started from answers nothing."""
+    """The forward draws by what each was (`_key`: the op, its shape and arguments, the generator state it
+    started from), so that a draw in the backward is known for a recomputation and gets its forward's; a
+    key two forward draws had answers nothing."""
 
     def __init__(self) -> None:
         self.seen: dict[tuple[Any, ...], Any] = {}

@@ -265,6 +265,15 @@ class ArmRunner:
         ti.fresh_dynamo_state()
         return round(started.compile_time_s, 4)
 
+    @contextlib.contextmanager
+    def as_it_started(self, arm: Arm, start: dict[str, torch.Tensor]) -> Iterator[None]:
+        """The eager arm's model as its kept pass started (`start`, a fresh optimizer) for one more pass,
+        then as it was before."""
+        with preserved_state(arm.model, parameters=self.steps), self.grad():
+            put_back(arm.model, start)
+            self.new_optimizer(arm)
+            yield
+
     def draws_random(self, arm: Arm, start: dict[str, torch.Tensor]) -> bool:
         """Whether the model draws random numbers: the eager pass once more from another seed, compared. It
         starts from `start`, the state the first pass started from: with an optimizer its parameters (that
@@ -273,9 +282,7 @@ class ArmRunner:
         if self.eager is None or self.seed is None:
             return False
         same = SameAs(self.eager)
-        with preserved_state(arm.model, parameters=self.steps), self.grad():
-            put_back(arm.model, start)
-            self.new_optimizer(arm)
+        with self.as_it_started(arm, start):
             self.run_pass(arm.model, arm, seed=self.seed + 7919, sink=same)
         return same.differs
 
@@ -284,9 +291,7 @@ class ArmRunner:
         state, recording them (`running.draws`: not in the kept, timed pass)."""
         if self.eager is None or self.seed is None:
             return
-        with preserved_state(arm.model, parameters=self.steps), self.grad():
-            put_back(arm.model, start)
-            self.new_optimizer(arm)
+        with self.as_it_started(arm, start):
             eager, seed = self.eager, self.seed
             record_draws(eager, lambda sink, draws: self.run_pass(arm.model, arm, seed=seed, sink=sink, draws=draws))
 

@@ -74,6 +74,14 @@ def remaining_labels(sites: list[rm.GraphBreakSite], recompiles: list[rm.Recompi
     return out
 
 
+def _eager_pass(
+    model: Any, workload: Any, calls: list[Call], sink: Any = None, draws: Any = None, *, seed: int | None, train: bool, grad: bool
+) -> None:
+    """One eager pass of the calls into `sink` (under `draws`), the model put back as it was after."""
+    with preserved_state(model), torch.set_grad_enabled(grad):
+        run_pass(model, workload, calls, seed=seed, train=train, sink=sink, draws=draws)
+
+
 def make_fix_reference(ctx: PhaseContext) -> Reference:
     """What every fix check is judged against, run once: the original model's eager run, seeded per call
     like the analysis (forward, and backward when training), and the same calls through a float64 copy.
@@ -88,19 +96,17 @@ def make_fix_reference(ctx: PhaseContext) -> Reference:
     seed = ctx.settings.seed
     eager = KeptResults()  # each call's results kept as they come (in a temporary file when large)
     grad = bool(ctx.settings.grad) if ctx.settings.grad is not None else train  # as the checks run their calls
-    with preserved_state(model), torch.set_grad_enabled(grad):
-        run_pass(model, workload, ctx.calls, seed=seed, train=train, sink=eager)
+    # each eager pass starts from the model as it is, and leaves it so
+    eager_pass = functools.partial(_eager_pass, model, workload, ctx.calls, train=train, grad=grad)
+    eager_pass(seed=seed, sink=eager)
     random = False
     if seed is not None:
         same = SameAs(eager)
-        with preserved_state(model), torch.set_grad_enabled(grad):
-            run_pass(model, workload, ctx.calls, seed=seed + 7919, train=train, sink=same)
+        eager_pass(seed=seed + 7919, sink=same)
         random = same.differs
         if random:  # its draws, for the reference: eager once more from the same seed, recording them
-            recorded = functools.partial(run_pass, model, workload, ctx.calls, seed=seed, train=train)
-            with preserved_state(model), torch.set_grad_enabled(grad):
-                record_draws(eager, lambda sink, draws: recorded(sink=sink, draws=draws))
-            del recorded
+            record_draws(eager, functools.partial(eager_pass, seed=seed))
+    del eager_pass
     # the copy the eager run used is cast for the reference run (inference: in place, put back exact)
     reference = make_reference(
         model, ctx.workload, ctx.calls, eager, seed=seed, train=train,
